@@ -1,0 +1,137 @@
+#include "backend/cpu/loops.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <limits>
+
+#include "ops/dispatch.h"
+
+namespace smelt::cpu {
+
+std::vector<int64_t> broadcast_byte_strides(const Tensor& t, const Shape& out_shape) {
+  const int64_t nd = static_cast<int64_t>(out_shape.size());
+  const int64_t td = t.dim();
+  const int64_t isz = static_cast<int64_t>(t.element_size());
+  std::vector<int64_t> s(nd, 0);
+  for (int64_t i = 0; i < td; ++i) {
+    int64_t od = nd - td + i;
+    s[od] = t.sizes()[i] == 1 ? 0 : t.strides()[i] * isz;
+  }
+  return s;
+}
+
+void for_each_row(const Shape& shape_in, std::vector<char*> ptrs,
+                  std::vector<std::vector<int64_t>> strides, const RowFn& row) {
+  const size_t nops = ptrs.size();
+  int64_t numel = 1;
+  for (auto d : shape_in) numel *= d;
+  if (numel == 0) return;
+  // Drop size-1 dims, then coalesce adjacent dims that are contiguous for every operand.
+  Shape shape;
+  std::vector<std::vector<int64_t>> st(nops);
+  for (size_t d = 0; d < shape_in.size(); ++d) {
+    if (shape_in[d] == 1) continue;
+    shape.push_back(shape_in[d]);
+    for (size_t k = 0; k < nops; ++k) st[k].push_back(strides[k][d]);
+  }
+  if (shape.empty()) {
+    shape.push_back(1);
+    for (size_t k = 0; k < nops; ++k) st[k].push_back(0);
+  }
+  for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d > 0; --d) {
+    bool mergeable = true;
+    for (size_t k = 0; k < nops; ++k)
+      if (st[k][d - 1] != st[k][d] * shape[d]) mergeable = false;
+    if (!mergeable) continue;
+    shape[d - 1] *= shape[d];
+    shape.erase(shape.begin() + d);
+    for (size_t k = 0; k < nops; ++k) {
+      st[k][d - 1] = st[k][d];
+      st[k].erase(st[k].begin() + d);
+    }
+  }
+  const int64_t nd = static_cast<int64_t>(shape.size());
+  const int64_t inner = shape[nd - 1];
+  const int64_t rows = numel / inner;
+  std::vector<int64_t> inner_strides(nops);
+  for (size_t k = 0; k < nops; ++k) inner_strides[k] = st[k][nd - 1];
+  const bool parallel = numel >= kParallelGrain && omp_get_max_threads() > 1;
+
+  if (rows == 1) {  // one long row: split it across threads
+    const int64_t nthreads = parallel ? omp_get_max_threads() : 1;
+    const int64_t chunk = (inner + nthreads - 1) / nthreads;
+#pragma omp parallel for num_threads(nthreads) schedule(static) if (parallel)
+    for (int64_t c = 0; c < nthreads; ++c) {
+      int64_t begin = c * chunk, end = std::min(inner, begin + chunk);
+      if (begin >= end) continue;
+      std::vector<char*> p(nops);
+      for (size_t k = 0; k < nops; ++k) p[k] = ptrs[k] + begin * inner_strides[k];
+      row(p.data(), inner_strides.data(), end - begin);
+    }
+    return;
+  }
+#pragma omp parallel if (parallel)
+  {
+    std::vector<char*> p(nops);
+    std::vector<int64_t> idx(nd, 0);
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+      int64_t rem = r;
+      for (size_t k = 0; k < nops; ++k) p[k] = ptrs[k];
+      for (int64_t d = nd - 2; d >= 0; --d) {
+        int64_t i = rem % shape[d];
+        rem /= shape[d];
+        for (size_t k = 0; k < nops; ++k) p[k] += i * st[k][d];
+      }
+      row(p.data(), inner_strides.data(), inner);
+    }
+  }
+}
+
+namespace {
+template <class D, class S>
+inline D convert(S v) {
+  if constexpr (std::is_same_v<D, bool>) {
+    return static_cast<float>(v) != 0.0f || static_cast<double>(v) != 0.0;
+  } else if constexpr (std::is_same_v<S, Half> || std::is_same_v<S, BFloat16>) {
+    return static_cast<D>(static_cast<float>(v));
+  } else if constexpr (std::is_same_v<D, Half> || std::is_same_v<D, BFloat16>) {
+    return D(static_cast<float>(v));  // via float, as PyTorch does
+  } else if constexpr (std::is_floating_point_v<S> && std::is_integral_v<D>) {
+    // Float -> int truncates toward zero; out-of-range and NaN are undefined in
+    // C++, so go through int64 (PyTorch on x86 yields the same wrapped values).
+    if (!(v == v)) return static_cast<D>(std::numeric_limits<int64_t>::min());
+    if (v >= 9.2233720368547758e18 || v < -9.2233720368547758e18)
+      return static_cast<D>(std::numeric_limits<int64_t>::min());
+    return static_cast<D>(static_cast<int64_t>(v));
+  } else {
+    return static_cast<D>(v);
+  }
+}
+}  // namespace
+
+void copy_convert(const Tensor& dst, const Tensor& src) {
+  std::vector<char*> ptrs{static_cast<char*>(dst.data_ptr()), static_cast<char*>(src.data_ptr())};
+  std::vector<std::vector<int64_t>> strides{broadcast_byte_strides(dst, dst.sizes()),
+                                            broadcast_byte_strides(src, dst.sizes())};
+  SMELT_DISPATCH_ALL(dst.dtype(), "copy_", [&] {
+    using D = T;
+    SMELT_DISPATCH_ALL(src.dtype(), "copy_", [&] {
+      using S = T;
+      for_each_row(dst.sizes(), ptrs, strides, [](char** p, const int64_t* s, int64_t n) {
+        if (s[0] == sizeof(D) && s[1] == sizeof(S)) {
+          D* d = reinterpret_cast<D*>(p[0]);
+          const S* x = reinterpret_cast<const S*>(p[1]);
+          for (int64_t i = 0; i < n; ++i) d[i] = convert<D, S>(x[i]);
+        } else {
+          for (int64_t i = 0; i < n; ++i)
+            *reinterpret_cast<D*>(p[0] + i * s[0]) =
+                convert<D, S>(*reinterpret_cast<const S*>(p[1] + i * s[1]));
+        }
+      });
+    });
+  });
+}
+
+}  // namespace smelt::cpu

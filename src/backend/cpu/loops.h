@@ -1,0 +1,94 @@
+// Eager CPU loop machinery: broadcasting strided iteration with dimension
+// coalescing, a contiguous fast path the compiler can vectorize, and OpenMP
+// across cores for large tensors. Every eager pointwise kernel is built on
+// pointwise<Out, In...>(out, inputs, f).
+#pragma once
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <utility>
+#include <vector>
+
+#include "core/tensor_impl.h"
+
+namespace smelt::cpu {
+
+/// Elements below which a kernel runs on one thread.
+inline constexpr int64_t kParallelGrain = 32768;
+
+/// Calls `row(ptrs, strides, n)` for every innermost row of `shape`, where
+/// ptrs[k] points at operand k's first element of the row and strides[k] is its
+/// byte stride along the row. Dims are coalesced first; rows are split across
+/// OpenMP threads when numel >= kParallelGrain.
+using RowFn = std::function<void(char** ptrs, const int64_t* strides, int64_t n)>;
+void for_each_row(const Shape& shape, std::vector<char*> ptrs,
+                  std::vector<std::vector<int64_t>> byte_strides, const RowFn& row);
+
+/// Byte strides of `t` as seen from an output of `out_shape` (0 along broadcast dims).
+std::vector<int64_t> broadcast_byte_strides(const Tensor& t, const Shape& out_shape);
+
+namespace loops_detail {
+template <class Out, class... In, class F, size_t... I>
+inline void run_row(char** p, const int64_t* s, int64_t n, const F& f, std::index_sequence<I...>) {
+  Out* o = reinterpret_cast<Out*>(p[0]);
+  bool contiguous = s[0] == sizeof(Out) && ((s[I + 1] == sizeof(In)) && ...);
+  if (contiguous) {
+    std::tuple<const In*...> in{reinterpret_cast<const In*>(p[I + 1])...};
+    for (int64_t i = 0; i < n; ++i) o[i] = f(std::get<I>(in)[i]...);
+    return;
+  }
+  bool scalar_inputs = s[0] == sizeof(Out) && ((s[I + 1] == 0) && ...);
+  if (scalar_inputs) {
+    Out v = f(*reinterpret_cast<const In*>(p[I + 1])...);
+    for (int64_t i = 0; i < n; ++i) o[i] = v;
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    *reinterpret_cast<Out*>(p[0] + i * s[0]) =
+        f(*reinterpret_cast<const In*>(p[I + 1] + i * s[I + 1])...);
+  }
+}
+}  // namespace loops_detail
+
+/// out[i] = f(in_0[i], ..., in_k[i]) over out's shape with broadcasting. Every
+/// input must already have dtype In (callers convert first); out is contiguous.
+template <class Out, class... In, class F>
+void pointwise(const Tensor& out, const std::vector<Tensor>& inputs, const F& f) {
+  constexpr size_t N = sizeof...(In);
+  std::vector<char*> ptrs;
+  std::vector<std::vector<int64_t>> strides;
+  ptrs.push_back(static_cast<char*>(out.data_ptr()));
+  strides.push_back(broadcast_byte_strides(out, out.sizes()));
+  for (size_t k = 0; k < N; ++k) {
+    ptrs.push_back(static_cast<char*>(inputs[k].data_ptr()));
+    strides.push_back(broadcast_byte_strides(inputs[k], out.sizes()));
+  }
+  for_each_row(out.sizes(), std::move(ptrs), std::move(strides),
+               [&f](char** p, const int64_t* s, int64_t n) {
+                 loops_detail::run_row<Out, In...>(p, s, n, f, std::make_index_sequence<N>{});
+               });
+}
+
+/// Strided, converting copy: dst[i] = (DstT)src[i] with src broadcast to dst's
+/// shape; dst may be any strided view. Used by copy_, to(dtype), contiguous().
+void copy_convert(const Tensor& dst, const Tensor& src);
+
+}  // namespace smelt::cpu
+
+/// Switch over every dtype, binding `T` to the C++ element type.
+#define SMELT_DISPATCH_ALL(dtype, NAME, ...)                                     \
+  [&] {                                                                          \
+    switch (dtype) {                                                             \
+      case ::smelt::DType::Bool: { using T = bool; return __VA_ARGS__(); }       \
+      case ::smelt::DType::UInt8: { using T = uint8_t; return __VA_ARGS__(); }   \
+      case ::smelt::DType::Int8: { using T = int8_t; return __VA_ARGS__(); }     \
+      case ::smelt::DType::Int16: { using T = int16_t; return __VA_ARGS__(); }   \
+      case ::smelt::DType::Int32: { using T = int32_t; return __VA_ARGS__(); }   \
+      case ::smelt::DType::Int64: { using T = int64_t; return __VA_ARGS__(); }   \
+      case ::smelt::DType::Float16: { using T = ::smelt::Half; return __VA_ARGS__(); } \
+      case ::smelt::DType::BFloat16: { using T = ::smelt::BFloat16; return __VA_ARGS__(); } \
+      case ::smelt::DType::Float32: { using T = float; return __VA_ARGS__(); }   \
+      case ::smelt::DType::Float64: { using T = double; return __VA_ARGS__(); }  \
+    }                                                                            \
+    SMELT_INTERNAL_ASSERT(false, "{}: unhandled dtype", NAME);                   \
+  }()

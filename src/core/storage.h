@@ -1,0 +1,52 @@
+// Storage: a reference-counted byte buffer on a device, or, while tracing, a
+// placeholder that names the graph value currently held by that memory.
+#pragma once
+#include <cstddef>
+#include <functional>
+#include <memory>
+
+#include "smelt/device.h"
+
+namespace smelt {
+namespace detail {
+/// Opaque to the core: the compiler's tracer subclasses it. A Storage with a
+/// TraceValue holds no data; views of it share it like views share data.
+struct TraceValue {
+  virtual ~TraceValue() = default;
+};
+}  // namespace detail
+
+class Storage {
+ public:
+  /// Allocates `nbytes` (64-byte aligned) on `device`; Error for non-CPU devices today.
+  static std::shared_ptr<Storage> allocate(size_t nbytes, Device device);
+  /// Wraps memory owned by the caller; `deleter` (may be empty) runs when released.
+  static std::shared_ptr<Storage> wrap(void* data, size_t nbytes, Device device,
+                                       std::function<void(void*)> deleter = {});
+  /// A data-less storage standing for a traced value.
+  static std::shared_ptr<Storage> tracer(size_t nbytes, Device device,
+                                         std::shared_ptr<detail::TraceValue> value);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  /// Raw bytes; throws GraphBreak for a tracer storage.
+  void* data() const;
+  size_t nbytes() const { return nbytes_; }
+  Device device() const { return device_; }
+  bool is_tracer() const { return trace_ != nullptr; }
+  const std::shared_ptr<detail::TraceValue>& trace() const { return trace_; }
+  /// Rebinds a tracer storage to a new value (functionalized in-place write),
+  /// or swaps a real storage into/out of tracing (compile() does this for parameters).
+  void set_trace(std::shared_ptr<detail::TraceValue> v) { trace_ = std::move(v); }
+
+ private:
+  Storage() = default;
+  void* data_ = nullptr;
+  size_t nbytes_ = 0;
+  Device device_;
+  std::function<void(void*)> deleter_;
+  std::shared_ptr<detail::TraceValue> trace_;
+};
+
+}  // namespace smelt

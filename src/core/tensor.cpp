@@ -1,0 +1,208 @@
+// Tensor metadata, data access, allocation and the copy/convert primitives.
+#include <fmt/format.h>
+
+#include <ostream>
+
+#include "backend/cpu/loops.h"
+#include "core/tensor_impl.h"
+#include "ops/dispatch.h"
+#include "smelt/ops.h"
+
+namespace smelt {
+
+namespace detail {
+int64_t shape_numel(const Shape& s) {
+  int64_t n = 1;
+  for (auto d : s) n *= d;
+  return n;
+}
+Shape contiguous_strides(const Shape& s) {
+  Shape st(s.size());
+  int64_t acc = 1;
+  for (int64_t i = static_cast<int64_t>(s.size()) - 1; i >= 0; --i) {
+    st[i] = acc;
+    acc *= std::max<int64_t>(s[i], 1);
+  }
+  return st;
+}
+int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
+  int64_t n = std::max<int64_t>(ndim, 1);  // a 0-dim tensor accepts dim 0 and -1
+  SMELT_CHECK(dim >= -n && dim < n,
+              "{}: dimension out of range (expected to be in range of [{}, {}], but got {})", op,
+              -n, n - 1, dim);
+  return dim < 0 ? dim + n : dim;
+}
+std::string shape_str(const Shape& s) { return fmt::format("[{}]", fmt::join(s, ", ")); }
+
+Tensor make_view(const Tensor& base, Shape sizes, Shape strides, int64_t offset) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = base.storage();
+  impl->sizes = std::move(sizes);
+  impl->strides = std::move(strides);
+  impl->offset = offset;
+  impl->dtype = base.dtype();
+  impl->device = base.device();
+  return Tensor(std::move(impl));
+}
+
+Tensor make_empty(const Shape& sizes, DType dtype, Device device) {
+  for (auto d : sizes)
+    SMELT_CHECK(d >= 0, "empty: negative dimension in size {}", shape_str(sizes));
+  auto impl = std::make_shared<TensorImpl>();
+  impl->sizes = sizes;
+  impl->strides = contiguous_strides(sizes);
+  impl->dtype = dtype;
+  impl->device = device;
+  impl->storage = Storage::allocate(shape_numel(sizes) * itemsize(dtype), device);
+  return Tensor(std::move(impl));
+}
+
+int64_t storage_extent(const Shape& sizes, const Shape& strides, int64_t offset) {
+  int64_t reach = offset;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i] == 0) return offset;
+    reach += (sizes[i] - 1) * strides[i];
+  }
+  return reach + 1;
+}
+}  // namespace detail
+
+using detail::wrap_dim;
+
+const Shape& Tensor::sizes() const { return impl_->sizes; }
+const Shape& Tensor::strides() const { return impl_->strides; }
+int64_t Tensor::size(int64_t d) const { return impl_->sizes[wrap_dim(d, dim(), "size")]; }
+int64_t Tensor::stride(int64_t d) const { return impl_->strides[wrap_dim(d, dim(), "stride")]; }
+int64_t Tensor::storage_offset() const { return impl_->offset; }
+int64_t Tensor::dim() const { return static_cast<int64_t>(impl_->sizes.size()); }
+int64_t Tensor::numel() const { return detail::shape_numel(impl_->sizes); }
+DType Tensor::dtype() const { return impl_->dtype; }
+Device Tensor::device() const { return impl_->device; }
+bool Tensor::is_tracer() const { return impl_->storage && impl_->storage->is_tracer(); }
+bool Tensor::is_wrapped_number() const { return impl_->wrapped_number; }
+const std::shared_ptr<Storage>& Tensor::storage() const { return impl_->storage; }
+
+bool Tensor::is_contiguous() const {
+  int64_t expected = 1;
+  for (int64_t i = dim() - 1; i >= 0; --i) {
+    if (impl_->sizes[i] == 1) continue;
+    if (impl_->strides[i] != expected) return false;
+    expected *= impl_->sizes[i];
+  }
+  return true;
+}
+
+void* Tensor::data_ptr() const {
+  SMELT_CHECK(defined(), "data_ptr: called on an undefined tensor");
+  return static_cast<char*>(impl_->storage->data()) + impl_->offset * element_size();
+}
+
+template <class T>
+T* Tensor::data_ptr() const {
+  SMELT_CHECK(dtype_of<T>::value == dtype(), "data_ptr<{}>: tensor has dtype {}",
+              dtype_name(dtype_of<T>::value), dtype_name(dtype()));
+  return static_cast<T*>(data_ptr());
+}
+
+template <class T>
+T Tensor::item() const {
+  SMELT_CHECK(numel() == 1,
+              "item: a Tensor with {} elements cannot be converted to a scalar (shape {})",
+              numel(), detail::shape_str(sizes()));
+  Tensor c = to(dtype_of<T>::value);
+  return *static_cast<const T*>(c.data_ptr());
+}
+
+Scalar Tensor::item() const {
+  if (dtype() == DType::Bool) return Scalar(item<bool>());
+  if (is_floating(dtype())) return Scalar(item<double>());
+  return Scalar(item<int64_t>());
+}
+
+template <class T>
+std::vector<T> Tensor::to_vector() const {
+  Tensor c = to(dtype_of<T>::value).contiguous();
+  const T* p = static_cast<const T*>(c.data_ptr());
+  return std::vector<T>(p, p + c.numel());
+}
+
+#define SMELT_INSTANTIATE(T)                           \
+  template T* Tensor::data_ptr<T>() const;             \
+  template T Tensor::item<T>() const;                  \
+  template std::vector<T> Tensor::to_vector<T>() const;
+SMELT_INSTANTIATE(bool)
+SMELT_INSTANTIATE(uint8_t)
+SMELT_INSTANTIATE(int8_t)
+SMELT_INSTANTIATE(int16_t)
+SMELT_INSTANTIATE(int32_t)
+SMELT_INSTANTIATE(int64_t)
+SMELT_INSTANTIATE(Half)
+SMELT_INSTANTIATE(BFloat16)
+SMELT_INSTANTIATE(float)
+SMELT_INSTANTIATE(double)
+#undef SMELT_INSTANTIATE
+
+// ---- copy / convert -------------------------------------------------------
+
+Tensor to_dtype(const Tensor& x, DType dtype) {
+  if (x.dtype() == dtype) return x;
+  return detail::run_op1("to_dtype", {x}, {{"dtype", dtype}}, {x.sizes(), dtype, x.device()},
+                         [&](const std::vector<Tensor>& out) { cpu::copy_convert(out[0], x); });
+}
+
+Tensor clone(const Tensor& x) {
+  return detail::run_op1("clone", {x}, {}, {x.sizes(), x.dtype(), x.device()},
+                         [&](const std::vector<Tensor>& out) { cpu::copy_convert(out[0], x); });
+}
+
+Tensor contiguous(const Tensor& x) { return x.is_contiguous() ? x : clone(x); }
+
+Tensor Tensor::contiguous() const { return smelt::contiguous(*this); }
+Tensor Tensor::clone() const { return smelt::clone(*this); }
+Tensor Tensor::to(DType t) const { return to_dtype(*this, t); }
+Tensor Tensor::to(Device d) const {
+  SMELT_CHECK(d == device(), "to: cannot move a tensor from {} to {}: only the CPU backend is "
+              "built in this version", device().str(), d.str());
+  return *this;
+}
+Tensor Tensor::to(Device d, DType t) const { return to(d).to(t); }
+
+namespace {
+bool may_overlap(const Tensor& a, const Tensor& b) {
+  if (a.storage() != b.storage()) return false;
+  int64_t isz = static_cast<int64_t>(a.element_size());
+  int64_t a0 = a.storage_offset() * isz,
+          a1 = detail::storage_extent(a.sizes(), a.strides(), a.storage_offset()) * isz;
+  int64_t b0 = b.storage_offset() * static_cast<int64_t>(b.element_size()),
+          b1 = detail::storage_extent(b.sizes(), b.strides(), b.storage_offset()) *
+               static_cast<int64_t>(b.element_size());
+  return a0 < b1 && b0 < a1;
+}
+}  // namespace
+
+Tensor& Tensor::copy_(const Tensor& src) {
+  SMELT_CHECK(defined() && src.defined(), "copy_: undefined tensor");
+  Shape b = broadcast_shapes(sizes(), src.sizes(), "copy_");
+  SMELT_CHECK(b == sizes(), "copy_: source of shape {} cannot be broadcast to destination shape {}",
+              detail::shape_str(src.sizes()), detail::shape_str(sizes()));
+  SMELT_CHECK(src.device() == device(), "copy_: source on {} but destination on {}",
+              src.device().str(), device().str());
+  // A destination with internal overlap (an expanded view) has no single answer.
+  for (int64_t i = 0; i < dim(); ++i)
+    SMELT_CHECK(impl_->strides[i] != 0 || impl_->sizes[i] <= 1,
+                "copy_: unsupported operation: more than one element of the written-to tensor "
+                "refers to a single memory location (shape {}, strides {}); call .clone() first",
+                detail::shape_str(sizes()), detail::shape_str(strides()));
+  detail::run_copy(*this, src, [&] {
+    if (may_overlap(*this, src)) {
+      cpu::copy_convert(*this, smelt::clone(src));
+    } else {
+      cpu::copy_convert(*this, src);
+    }
+  });
+  return *this;
+}
+
+std::ostream& operator<<(std::ostream& os, const Tensor& t) { return os << t.str(); }
+
+}  // namespace smelt

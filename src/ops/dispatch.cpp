@@ -1,0 +1,103 @@
+#include "ops/dispatch.h"
+
+#include <fmt/format.h>
+
+namespace smelt::detail {
+
+namespace {
+thread_local TraceContext* g_trace = nullptr;
+
+std::string attr_str(const AttrValue& v) {
+  return std::visit(
+      [](const auto& x) -> std::string {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, bool>) return x ? "true" : "false";
+        else if constexpr (std::is_same_v<T, int64_t>) return std::to_string(x);
+        else if constexpr (std::is_same_v<T, double>) return fmt::format("{}", x);
+        else if constexpr (std::is_same_v<T, std::string>) return "\"" + x + "\"";
+        else if constexpr (std::is_same_v<T, std::vector<int64_t>>) return fmt::format("[{}]", fmt::join(x, ", "));
+        else if constexpr (std::is_same_v<T, DType>) return std::string(dtype_name(x));
+        else return x.str();
+      },
+      v);
+}
+}  // namespace
+
+void Attrs::set(const std::string& k, AttrValue v) {
+  for (auto& [name, val] : items)
+    if (name == k) {
+      val = std::move(v);
+      return;
+    }
+  items.emplace_back(k, std::move(v));
+}
+bool Attrs::has(const std::string& k) const {
+  for (auto& [name, val] : items)
+    if (name == k) return true;
+  return false;
+}
+const AttrValue& Attrs::get(const std::string& k) const {
+  for (auto& [name, val] : items)
+    if (name == k) return val;
+  SMELT_INTERNAL_ASSERT(false, "attribute '{}' missing (have: {})", k, str());
+}
+std::string Attrs::str() const {
+  std::string s;
+  for (auto& [name, val] : items) {
+    if (!s.empty()) s += ", ";
+    s += name + "=" + attr_str(val);
+  }
+  return s;
+}
+
+TraceContext* trace_context() { return g_trace; }
+TraceContext* set_trace_context(TraceContext* ctx) {
+  TraceContext* prev = g_trace;
+  g_trace = ctx;
+  return prev;
+}
+
+bool any_tracer(const std::vector<Tensor>& ts) {
+  for (auto& t : ts)
+    if (is_tracer(t)) return true;
+  return false;
+}
+
+static TraceContext& require_trace(const std::string& op) {
+  TraceContext* ctx = trace_context();
+  SMELT_CHECK(ctx != nullptr,
+              "{}: a tensor from a finished smelt::compile trace was used outside it; "
+              "do not keep tensors created inside a compiled function",
+              op);
+  return *ctx;
+}
+
+std::vector<Tensor> run_op(const std::string& op, const std::vector<Tensor>& inputs,
+                           const Attrs& attrs, const std::vector<OutMeta>& outs,
+                           const Kernel& kernel) {
+  if (any_tracer(inputs)) return require_trace(op).record(op, inputs, attrs, outs);
+  std::vector<Tensor> results;
+  results.reserve(outs.size());
+  for (auto& m : outs) results.push_back(make_empty(m.sizes, m.dtype, m.device));
+  kernel(results);
+  return results;
+}
+
+Tensor run_op1(const std::string& op, const std::vector<Tensor>& inputs, const Attrs& attrs,
+               const OutMeta& out, const Kernel& kernel) {
+  return run_op(op, inputs, attrs, {out}, kernel)[0];
+}
+
+void run_copy(const Tensor& dst, const Tensor& src, const std::function<void()>& eager_copy) {
+  if (is_tracer(dst) || is_tracer(src)) {
+    require_trace("copy_").record_copy(dst, src);
+    return;
+  }
+  eager_copy();
+}
+
+void note_random(const std::string& op) {
+  if (TraceContext* ctx = trace_context()) ctx->record_random(op);
+}
+
+}  // namespace smelt::detail

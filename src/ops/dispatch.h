@@ -1,0 +1,83 @@
+// The single entry through which every op that computes runs: when any input is
+// a tracer it records a graph node (smelt::compile is tracing), otherwise it
+// allocates the outputs and runs the eager kernel. Views never come here (they
+// only make new TensorImpls over the same storage, tracer or not); mutations go
+// through copy_ (run_copy), the one write primitive.
+#pragma once
+#include <functional>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "core/tensor_impl.h"
+#include "smelt/scalar.h"
+#include "smelt/tensor.h"
+
+namespace smelt::detail {
+
+using AttrValue =
+    std::variant<bool, int64_t, double, std::string, std::vector<int64_t>, DType, Scalar>;
+
+/// Named op arguments that are not tensors (dims, alpha, eps, modes...).
+struct Attrs {
+  std::vector<std::pair<std::string, AttrValue>> items;
+  Attrs() = default;
+  Attrs(std::initializer_list<std::pair<std::string, AttrValue>> l) : items(l) {}
+  void set(const std::string& k, AttrValue v);
+  bool has(const std::string& k) const;
+  const AttrValue& get(const std::string& k) const;  // internal error if absent
+  template <class T>
+  const T& as(const std::string& k) const {
+    return std::get<T>(get(k));
+  }
+  std::string str() const;  // "dim=[1], keepdim=true"
+};
+
+/// Shape/dtype/device of one output.
+struct OutMeta {
+  Shape sizes;
+  DType dtype;
+  Device device;
+};
+
+/// Implemented by the compiler's tracer; installed per thread while tracing.
+class TraceContext {
+ public:
+  virtual ~TraceContext() = default;
+  /// Records `op` over `inputs` (tracers, constants or wrapped numbers) and
+  /// returns tracer tensors for `outs`.
+  virtual std::vector<Tensor> record(const std::string& op, const std::vector<Tensor>& inputs,
+                                     const Attrs& attrs, const std::vector<OutMeta>& outs) = 0;
+  /// Records dst.copy_(src) (dst may be a view of a tracer or a constant).
+  virtual void record_copy(const Tensor& dst, const Tensor& src) = 0;
+  /// Called by ops that draw random numbers; tracing graph-breaks on them today.
+  virtual void record_random(const std::string& op) = 0;
+};
+
+TraceContext* trace_context();
+/// Installs `ctx` for this thread (nullptr to stop); returns the previous one.
+TraceContext* set_trace_context(TraceContext* ctx);
+
+inline bool is_tracer(const Tensor& t) { return t.defined() && t.is_tracer(); }
+bool any_tracer(const std::vector<Tensor>& ts);
+
+using Kernel = std::function<void(const std::vector<Tensor>& outs)>;
+
+/// Runs one op. `inputs` are the tensors the op reads (after its own
+/// validation); `outs` the metadata computed by its shape/dtype rule; `kernel`
+/// fills freshly allocated contiguous outputs.
+std::vector<Tensor> run_op(const std::string& op, const std::vector<Tensor>& inputs,
+                           const Attrs& attrs, const std::vector<OutMeta>& outs,
+                           const Kernel& kernel);
+Tensor run_op1(const std::string& op, const std::vector<Tensor>& inputs, const Attrs& attrs,
+               const OutMeta& out, const Kernel& kernel);
+
+/// Eager or traced dst.copy_(src) (src already validated/broadcastable).
+void run_copy(const Tensor& dst, const Tensor& src,
+              const std::function<void()>& eager_copy);
+
+/// Draw point for random ops: graph-breaks when tracing.
+void note_random(const std::string& op);
+
+}  // namespace smelt::detail
