@@ -1,5 +1,6 @@
 # Writes OUT: a C++ file defining smelt::detail::embedded_headers(), the text of
 # each file in FILES keyed by its file name, so JIT code includes the same source.
+string(REPLACE "," ";" FILES "${FILES}")
 set(body "")
 foreach(f ${FILES})
   get_filename_component(name ${f} NAME)
