@@ -1,8 +1,8 @@
 // Decompositions of composite ops into primitive ops, for the compiler's
-// "decompose" pass. A decomposition is ordinary tensor code: called with tracer
-// tensors it records the primitive ops it uses. The node's inputs and attrs are
-// exactly those its op recorded through run_op (optional tensor inputs are
-// absent from `inputs`; the attrs say which are present).
+// "decompose" pass and for eager execution. A decomposition is ordinary tensor
+// code: called with tracer tensors it records the primitive ops it uses, called
+// with real tensors it computes the result eagerly. So each composite op is
+// defined exactly once, by its decomposition (src/ops/decompositions.cpp).
 #pragma once
 #include <functional>
 #include <string>
@@ -12,10 +12,20 @@
 
 namespace smelt::detail {
 
+/// `inputs` are the op's tensor inputs in order (absent optional tensors are
+/// left out; the attrs say which are present, e.g. has_bias=true).
 using Decomposition =
     std::function<std::vector<Tensor>(const std::vector<Tensor>& inputs, const Attrs& attrs)>;
 
 /// nullptr when `op` has no decomposition (it is a primitive).
 const Decomposition* find_decomposition(const std::string& op);
+
+/// Runs composite op `op`: while tracing, records a single node `op` whose
+/// outputs have the metadata `outs` (the compiler's decompose pass expands it
+/// later, so graphs show the op the user called); otherwise runs the
+/// decomposition eagerly and returns its results. Internal error if `op` has no
+/// decomposition.
+std::vector<Tensor> run_composite(const std::string& op, const std::vector<Tensor>& inputs,
+                                  const Attrs& attrs, const std::vector<OutMeta>& outs);
 
 }  // namespace smelt::detail

@@ -176,3 +176,8 @@ __attribute__((weak)) Tensor scaled_dot_product_attention(const Tensor& q, const
 __attribute__((weak)) std::string Tensor::str() const { pending("str"); }
 __attribute__((weak)) Tensor& Tensor::index_put_(const Tensor&, const Tensor&) { pending("index_put_"); }
 }  // namespace smelt
+
+#include "ops/decompose.h"
+namespace smelt::detail {
+__attribute__((weak)) const Decomposition* find_decomposition(const std::string&) { return nullptr; }
+}  // namespace smelt::detail
