@@ -1,5 +1,56 @@
+// `smelt`: the command-line entry point. Each subcommand lives in its own file
+// (see commands.h).
+#include <CLI/CLI.hpp>
 #include <cstdio>
-int main() {
-  std::printf("smelt %s\n", SMELT_VERSION);
-  return 0;
+
+#include "commands.h"
+#include "smelt/error.h"
+
+int main(int argc, char** argv) {
+  using namespace smelt::cli;
+  CLI::App app{"smelt: a kernel-fusion compiler for deep learning"};
+  app.set_version_flag("--version", std::string("smelt ") + SMELT_VERSION);
+  app.require_subcommand(1);
+
+  app.add_subcommand("ops", "list every op with its kind");
+
+  GoldenOptions golden;
+  auto* g = app.add_subcommand("golden", "check ops against PyTorch's golden answers");
+  g->add_option("manifest", golden.manifest, "golden .json manifest")->required();
+  g->add_flag("--compiled", golden.compiled, "run each op through smelt::compile");
+  g->add_option("--filter", golden.filter, "only cases whose id contains this");
+  g->add_flag("-v,--verbose", golden.verbose, "print passing cases too");
+
+  std::string shared_dir = SMELT_SHARED_DIR;
+  auto* d = app.add_subcommand("demo", "the main job: benchmarks and the shared PyTorch models");
+  d->add_option("--shared", shared_dir, "folder with golden/ and data/");
+
+  BenchOptions bench;
+  auto* b = app.add_subcommand("bench", "eager vs compiled on a workload");
+  b->add_option("workload", bench.workload, "pointwise|softmax|layernorm|mlp|horizontal|all")
+      ->required();
+  b->add_option("--device", bench.device, "cpu");
+  b->add_option("--dtype", bench.dtype, "float32|float64|float16|bfloat16");
+  b->add_option("--mode", bench.mode, "default|reduce-overhead|max-autotune");
+  b->add_flag("--json", bench.json, "print one JSON object per workload");
+  b->add_option("--iters", bench.iters, "timed iterations (0 = automatic)");
+
+  FuzzOptions fuzz;
+  auto* f = app.add_subcommand("fuzz", "differential fuzzing: compiled vs eager");
+  f->add_option("--cases", fuzz.cases, "number of random graphs");
+  f->add_option("--seed", fuzz.seed, "seed");
+  f->add_flag("-v,--verbose", fuzz.verbose, "print every case");
+
+  CLI11_PARSE(app, argc, argv);
+  try {
+    if (app.got_subcommand("ops")) return cmd_ops();
+    if (app.got_subcommand(g)) return cmd_golden(golden);
+    if (app.got_subcommand(d)) return cmd_demo(shared_dir);
+    if (app.got_subcommand(b)) return cmd_bench(bench);
+    if (app.got_subcommand(f)) return cmd_fuzz(fuzz);
+  } catch (const smelt::Error& e) {
+    std::fprintf(stderr, "smelt: %s\n", e.what());
+    return 2;
+  }
+  return 1;
 }

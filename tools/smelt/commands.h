@@ -1,0 +1,43 @@
+// The `smelt` command-line tool: one function per subcommand, each in its own file.
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace smelt::cli {
+
+/// `smelt ops`: every op smelt knows with its kind (ops_cmd.cpp).
+int cmd_ops();
+
+struct GoldenOptions {
+  std::string manifest;   // path to a golden .json manifest
+  bool compiled = false;  // run each case's op through smelt::compile
+  std::string filter;     // only cases whose id contains this
+  bool verbose = false;   // also print passing cases
+};
+/// `smelt golden <manifest>`: runs every case, one line per failure, then
+/// "N passed, M failed"; returns 0 only when none failed (golden.cpp).
+int cmd_golden(const GoldenOptions& opts);
+
+/// `smelt demo`: the main job (demo.cpp).
+int cmd_demo(const std::string& shared_dir);
+
+struct BenchOptions {
+  std::string workload;  // pointwise | softmax | layernorm | mlp | horizontal | all
+  std::string device = "cpu";
+  std::string dtype = "float32";
+  std::string mode = "default";
+  bool json = false;
+  int iters = 0;  // 0 = automatic
+};
+/// `smelt bench <workload>`: eager vs compiled (bench.cpp).
+int cmd_bench(const BenchOptions& opts);
+
+struct FuzzOptions {
+  int cases = 100;
+  uint64_t seed = 0;
+  bool verbose = false;
+};
+/// `smelt fuzz --cases N --seed S`: differential compiled-vs-eager fuzzing (fuzz.cpp).
+int cmd_fuzz(const FuzzOptions& opts);
+
+}  // namespace smelt::cli
