@@ -1,0 +1,6 @@
+// smelt/smelt.h — everything: tensors, ops, nn modules, safetensors I/O.
+#pragma once
+#include "smelt/io.h"
+#include "smelt/nn.h"
+#include "smelt/ops.h"
+#include "smelt/tensor.h"

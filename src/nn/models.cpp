@@ -1,0 +1,139 @@
+// The ../shared/data reference models rebuilt with smelt::nn.
+#include "nn/models.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/tensor_impl.h"
+#include "smelt/io.h"
+
+namespace smelt::models {
+
+// ---- data -----------------------------------------------------------------------------
+
+const Tensor& SharedData::at(const std::string& key) const {
+  auto it = tensors.find(key);
+  SMELT_CHECK(it != tensors.end(), "SharedData: {}.safetensors has no tensor \"{}\"", name, key);
+  return it->second;
+}
+
+nn::StateDict SharedData::weights_for(const nn::Module& model) const {
+  nn::StateDict out;
+  for (const auto& nt : model.named_parameters_and_buffers()) {
+    auto it = tensors.find(nt.name);
+    if (it != tensors.end()) out.emplace(nt.name, it->second);
+  }
+  return out;
+}
+
+SharedData SharedData::load(const std::string& shared_dir, const std::string& name) {
+  SharedData d;
+  d.name = name;
+  d.tensors = load_safetensors(shared_dir + "/data/" + name + ".safetensors");
+  return d;
+}
+
+double digits_test_accuracy(const std::string& shared_dir) {
+  const std::string path = shared_dir + "/data/models.json";
+  std::ifstream f(path);
+  SMELT_CHECK(f.good(), "digits_test_accuracy: cannot open {}", path);
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(f);
+    return j.at("digits_mlp").at("test_accuracy").get<double>();
+  } catch (const nlohmann::json::exception& e) {
+    detail::throw_error(fmt::format("digits_test_accuracy: {} has no digits_mlp.test_accuracy ({})",
+                                    path, e.what()));
+  }
+}
+
+// ---- builders -------------------------------------------------------------------------
+
+nn::Sequential make_seed_mlp() {
+  return nn::Sequential(nn::Linear(1024, 1024), nn::GELU(), nn::Linear(1024, 512), nn::GELU(),
+                        nn::Linear(512, 10));
+}
+
+nn::Sequential make_digits_mlp() {
+  return nn::Sequential(nn::Linear(64, 128), nn::GELU(), nn::Linear(128, 64), nn::GELU(),
+                        nn::Linear(64, 10));
+}
+
+GPT2BlockImpl::GPT2BlockImpl(int64_t n_embd, int64_t n_head)
+    : Module("GPT2Block"), n_embd(n_embd), n_head(n_head) {
+  SMELT_CHECK(n_embd > 0 && n_head > 0 && n_embd % n_head == 0,
+              "GPT2Block: n_embd ({}) must be a positive multiple of n_head ({})", n_embd, n_head);
+  ln_1 = register_module("ln_1", nn::LayerNorm(Shape{n_embd}));
+  c_attn = register_module("c_attn", nn::Linear(n_embd, 3 * n_embd));
+  c_proj = register_module("c_proj", nn::Linear(n_embd, n_embd));
+  ln_2 = register_module("ln_2", nn::LayerNorm(Shape{n_embd}));
+  c_fc = register_module("c_fc", nn::Linear(n_embd, 4 * n_embd));
+  mlp_proj = register_module("mlp_proj", nn::Linear(4 * n_embd, n_embd));
+}
+
+Tensor GPT2BlockImpl::forward(const Tensor& x) {
+  SMELT_CHECK(x.dim() == 3 && x.size(2) == n_embd,
+              "GPT2Block: expected input [B, T, {}], got shape {}", n_embd,
+              detail::shape_str(x.sizes()));
+  const int64_t B = x.size(0), T = x.size(1), C = n_embd, hs = C / n_head;
+  // Attention: q, k, v each [B, n_head, T, hs].
+  auto qkv = split(c_attn(ln_1(x)), C, 2);
+  auto heads = [&](const Tensor& t) { return t.reshape({B, T, n_head, hs}).transpose(1, 2); };
+  Tensor y = scaled_dot_product_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]), std::nullopt,
+                                          0.0, /*is_causal=*/true);
+  y = y.transpose(1, 2).contiguous().view({B, T, C});
+  Tensor h = x + c_proj(y);
+  // MLP.
+  return h + mlp_proj(gelu(c_fc(ln_2(h)), "tanh"));
+}
+
+std::string GPT2BlockImpl::extra_repr() const {
+  return fmt::format("n_embd={}, n_head={}", n_embd, n_head);
+}
+
+// ---- loaders ------------------------------------------------------------------------------
+
+nn::Sequential load_seed_mlp(const SharedData& data) {
+  auto m = make_seed_mlp();
+  m->load_state_dict(data.weights_for(*m));
+  return m;
+}
+
+nn::Sequential load_digits_mlp(const SharedData& data) {
+  auto m = make_digits_mlp();
+  m->load_state_dict(data.weights_for(*m));
+  return m;
+}
+
+GPT2Block load_gpt2_block(const SharedData& data) {
+  GPT2Block m(64, 4);
+  m->load_state_dict(data.weights_for(*m));
+  return m;
+}
+
+// ---- comparison ------------------------------------------------------------------------------
+
+double Agreement::rel_err() const {
+  if (max_abs_ref == 0) return max_abs_err == 0 ? 0.0 : INFINITY;
+  return max_abs_err / max_abs_ref;
+}
+
+Agreement compare(const Tensor& a, const Tensor& ref) {
+  SMELT_CHECK(a.sizes() == ref.sizes(), "compare: shapes differ ({} vs reference {})",
+              detail::shape_str(a.sizes()), detail::shape_str(ref.sizes()));
+  auto va = a.to_vector<double>();
+  auto vr = ref.to_vector<double>();
+  Agreement r;
+  for (size_t i = 0; i < va.size(); ++i) {
+    double d = std::fabs(va[i] - vr[i]);
+    if (std::isnan(d)) d = INFINITY;
+    r.max_abs_err = std::max(r.max_abs_err, d);
+    r.max_abs_ref = std::max(r.max_abs_ref, std::fabs(vr[i]));
+  }
+  return r;
+}
+
+}  // namespace smelt::models

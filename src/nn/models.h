@@ -1,0 +1,70 @@
+// The reference models of ../shared/data (made by PyTorch, described in
+// models.json): builders for the same architectures in smelt::nn, loaders for
+// their weights, and the inputs / expected outputs stored beside them.
+#pragma once
+#include <map>
+#include <string>
+
+#include "smelt/nn.h"
+
+namespace smelt::models {
+
+/// Every tensor of ../shared/data/<name>.safetensors plus the numbers of models.json.
+struct SharedData {
+  std::string name;                       // "seed_mlp", "digits_mlp", "gpt2_block"
+  std::map<std::string, Tensor> tensors;  // weights, inputs and PyTorch's outputs
+  /// The tensor `key`; Error naming the file if it is absent.
+  const Tensor& at(const std::string& key) const;
+  bool has(const std::string& key) const { return tensors.count(key) != 0; }
+  /// The tensors whose names are state_dict keys of `model` (the weights only).
+  nn::StateDict weights_for(const nn::Module& model) const;
+
+  /// Loads <shared_dir>/data/<name>.safetensors; Error if it cannot be read.
+  static SharedData load(const std::string& shared_dir, const std::string& name);
+};
+
+/// models.json's "digits_mlp"."test_accuracy" (PyTorch's test accuracy, 0.9666...).
+double digits_test_accuracy(const std::string& shared_dir);
+
+/// Sequential(Linear(1024,1024), GELU(), Linear(1024,512), GELU(), Linear(512,10)),
+/// PyTorch default initialization (the seed model).
+nn::Sequential make_seed_mlp();
+/// Sequential(Linear(64,128), GELU(), Linear(128,64), GELU(), Linear(64,10)).
+nn::Sequential make_digits_mlp();
+
+/// One GPT-2 style block (pre-LayerNorm, causal multi-head self-attention,
+/// tanh-GELU MLP, residuals), as models.json's gpt2_block:
+///   x = x + c_proj(causal_sdpa(split(c_attn(ln_1(x))) into n_head heads))
+///   x = x + mlp_proj(gelu_tanh(c_fc(ln_2(x))))
+/// Input [B, T, n_embd]; children ln_1, c_attn (n_embd -> 3 n_embd, q,k,v in
+/// that order), c_proj, ln_2, c_fc (n_embd -> 4 n_embd), mlp_proj.
+class GPT2BlockImpl : public nn::Module {
+ public:
+  explicit GPT2BlockImpl(int64_t n_embd = 64, int64_t n_head = 4);
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
+
+  int64_t n_embd, n_head;
+  nn::LayerNorm ln_1{nullptr}, ln_2{nullptr};
+  nn::Linear c_attn{nullptr}, c_proj{nullptr}, c_fc{nullptr}, mlp_proj{nullptr};
+};
+SMELT_MODULE(GPT2Block);
+
+/// The model built and loaded with the weights of `data` (strict: every
+/// parameter must be present with PyTorch's shape and dtype).
+nn::Sequential load_seed_mlp(const SharedData& data);
+nn::Sequential load_digits_mlp(const SharedData& data);
+GPT2Block load_gpt2_block(const SharedData& data);
+
+/// Agreement of two tensors of the same shape (compared in float64).
+struct Agreement {
+  double max_abs_err = 0;  // max |a - ref|
+  double max_abs_ref = 0;  // max |ref|
+  /// max|a - ref| / max|ref| (0 when both are all zero): the relative error
+  /// used by the model tests and the demo.
+  double rel_err() const;
+};
+/// Error if shapes differ.
+Agreement compare(const Tensor& a, const Tensor& ref);
+
+}  // namespace smelt::models

@@ -1,0 +1,101 @@
+// The three reference models of ../shared/data, made by PyTorch 2.11 on CPU,
+// rebuilt with smelt::nn and compared with PyTorch's outputs.
+//
+// Tolerance: models::compare gives max|smelt - torch| / max|torch| over the
+// whole output (a norm-wise relative error, robust to outputs near zero).
+// float32 models must agree to 1e-5: both sides round every op to float32, and
+// only the summation order of the matrix products differs (a few ulps per
+// product of length <= 1024). float64 runs must agree to 1e-12.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "nn/models.h"
+#include "smelt/smelt.h"
+
+using namespace smelt;
+
+namespace {
+const std::string kShared = SMELT_SHARED_DIR;
+constexpr double kRelTolF32 = 1e-5;
+constexpr double kRelTolF64 = 1e-12;
+
+std::vector<int64_t> argmax_rows(const Tensor& logits) {
+  return argmax(logits, 1).to_vector<int64_t>();
+}
+}  // namespace
+
+TEST(SharedModels, SeedMlpMatchesPyTorch) {
+  auto data = models::SharedData::load(kShared, "seed_mlp");
+  auto model = models::load_seed_mlp(data);
+  EXPECT_EQ(model->parameters().size(), 6u);
+  Tensor y = model(data.at("input"));
+  ASSERT_EQ(y.sizes(), (Shape{256, 10}));
+  ASSERT_EQ(y.dtype(), DType::Float32);
+  auto a = models::compare(y, data.at("output"));
+  EXPECT_LT(a.rel_err(), kRelTolF32) << "max abs err " << a.max_abs_err;
+  // Same weights in float64.
+  model->to(DType::Float64);
+  Tensor y64 = model(data.at("input").to(DType::Float64));
+  ASSERT_EQ(y64.dtype(), DType::Float64);
+  auto a64 = models::compare(y64, data.at("output_f64"));
+  EXPECT_LT(a64.rel_err(), kRelTolF64) << "max abs err " << a64.max_abs_err;
+}
+
+TEST(SharedModels, DigitsMlpPredictionsAndAccuracy) {
+  auto data = models::SharedData::load(kShared, "digits_mlp");
+  auto model = models::load_digits_mlp(data);
+  model->eval();
+  Tensor logits = model(data.at("x_test"));
+  ASSERT_EQ(logits.sizes(), (Shape{360, 10}));
+  auto a = models::compare(logits, data.at("logits_test"));
+  EXPECT_LT(a.rel_err(), kRelTolF32) << "max abs err " << a.max_abs_err;
+  auto ours = argmax_rows(logits);
+  auto theirs = argmax_rows(data.at("logits_test"));
+  auto labels = data.at("y_test").to_vector<int64_t>();
+  ASSERT_EQ(ours.size(), 360u);
+  int agree = 0, correct = 0;
+  for (size_t i = 0; i < ours.size(); ++i) {
+    agree += ours[i] == theirs[i];
+    correct += ours[i] == labels[i];
+  }
+  EXPECT_EQ(agree, 360);
+  const double acc = correct / 360.0;
+  const double torch_acc = models::digits_test_accuracy(kShared);
+  EXPECT_NEAR(torch_acc, 348.0 / 360.0, 1e-7);
+  EXPECT_NEAR(acc, torch_acc, 1e-7);  // PyTorch stored it as a float32
+}
+
+TEST(SharedModels, Gpt2BlockMatchesPyTorch) {
+  auto data = models::SharedData::load(kShared, "gpt2_block");
+  auto block = models::load_gpt2_block(data);
+  EXPECT_EQ(block->named_parameters().size(), 12u);
+  block->eval();
+  Tensor y = block(data.at("input"));
+  ASSERT_EQ(y.sizes(), (Shape{2, 16, 64}));
+  auto a = models::compare(y, data.at("output"));
+  EXPECT_LT(a.rel_err(), kRelTolF32) << "max abs err " << a.max_abs_err;
+  block->to(DType::Float64);
+  Tensor y64 = block(data.at("input").to(DType::Float64));
+  auto a64 = models::compare(y64, data.at("output_f64"));
+  EXPECT_LT(a64.rel_err(), kRelTolF64) << "max abs err " << a64.max_abs_err;
+}
+
+TEST(SharedModels, LoadErrorsNameTheProblem) {
+  EXPECT_THROW(models::SharedData::load(kShared, "no_such_model"), Error);
+  auto data = models::SharedData::load(kShared, "digits_mlp");
+  try {
+    data.at("nope");
+    ADD_FAILURE() << "expected Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("nope"), std::string::npos);
+  }
+  // The digits weights do not fit the seed model.
+  auto seed = models::make_seed_mlp();
+  try {
+    seed->load_state_dict(data.weights_for(*seed));
+    ADD_FAILURE() << "expected Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("size mismatch"), std::string::npos) << e.what();
+  }
+}
