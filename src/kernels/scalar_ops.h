@@ -1,4 +1,525 @@
 // smelt/kernels/scalar_ops.h — the scalar math of every pointwise op, written once.
-// Included by the eager CPU kernels and embedded verbatim into JIT-generated code.
+// Included by the eager CPU kernels and embedded verbatim into JIT-generated code,
+// so it includes only <cmath>, <cstdint>, <limits>, <type_traits> and smelt/half.h.
+//
+// Convention: smelt::scalar::<functor><C>(operands..., extras...), where C is the
+// op's compute type (opmath_type of its "dtype" attr: float for float16/bfloat16,
+// otherwise the dtype's C++ type, bool for bool). Operands and extra arguments
+// (alpha, replacement values, ...) are converted to C by the caller. Compare,
+// isnan/isinf and logical functors return bool; all others return C. No functor
+// has undefined behaviour for any input: integer arithmetic wraps (two's
+// complement, computed in unsigned arithmetic) and integer division by zero
+// returns 0 (the eager op raises an error before computing instead).
+// Formulas follow PyTorch's CPU kernels (aten/src/ATen/native/cpu/*Kernel.cpp).
 #pragma once
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+
 #include "smelt/half.h"
+
+namespace smelt {
+namespace scalar {
+
+// ---------------------------------------------------------------- helpers --
+template <class T>
+inline constexpr bool is_bool_v = std::is_same_v<T, bool>;
+template <class T>
+inline constexpr bool is_int_v = std::is_integral_v<T> && !std::is_same_v<T, bool>;
+
+/// Unsigned type at least as wide as `unsigned` in which T's arithmetic wraps
+/// without integer promotion to (signed) int.
+template <class T>
+using wrap_uint_t = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned,
+                                       std::make_unsigned_t<T>>;
+
+template <class T>
+SMELT_HD T wrap_add(T a, T b) {
+  using U = wrap_uint_t<T>;
+  return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
+}
+template <class T>
+SMELT_HD T wrap_sub(T a, T b) {
+  using U = wrap_uint_t<T>;
+  return static_cast<T>(static_cast<U>(a) - static_cast<U>(b));
+}
+template <class T>
+SMELT_HD T wrap_mul(T a, T b) {
+  using U = wrap_uint_t<T>;
+  return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
+}
+template <class T>
+SMELT_HD bool is_negative(T a) {
+  if constexpr (std::is_signed_v<T>) {
+    return a < T(0);
+  } else {
+    return false;
+  }
+}
+template <class T>
+SMELT_HD bool is_nan(T a) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return a != a;
+  } else {
+    return false;
+  }
+}
+
+// ------------------------------------------------------------------ unary --
+template <class T>
+SMELT_HD T identity(T a) {
+  return a;
+}
+template <class T>
+SMELT_HD T neg(T a) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return -a;
+  } else if constexpr (is_bool_v<T>) {
+    return a;  // refused by the op (PyTorch has no bool negation)
+  } else {
+    return wrap_sub(T(0), a);
+  }
+}
+template <class T>
+SMELT_HD T abs(T a) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return std::fabs(a);
+  } else if constexpr (std::is_signed_v<T>) {
+    return a < T(0) ? wrap_sub(T(0), a) : a;  // abs(INT_MIN) wraps to INT_MIN
+  } else {
+    return a;
+  }
+}
+/// -1, 0 or 1; 0 for ±0 and (as PyTorch on the CPU) for NaN.
+template <class T>
+SMELT_HD T sign(T a) {
+  if constexpr (is_bool_v<T>) {
+    return a;
+  } else {
+    return static_cast<T>(static_cast<int>(T(0) < a) - static_cast<int>(is_negative(a)));
+  }
+}
+template <class T>
+SMELT_HD T exp(T a) {
+  return std::exp(a);
+}
+template <class T>
+SMELT_HD T exp2(T a) {
+  return std::exp2(a);
+}
+template <class T>
+SMELT_HD T expm1(T a) {
+  return std::expm1(a);
+}
+template <class T>
+SMELT_HD T log(T a) {
+  return std::log(a);
+}
+template <class T>
+SMELT_HD T log2(T a) {
+  return std::log2(a);
+}
+template <class T>
+SMELT_HD T log1p(T a) {
+  return std::log1p(a);
+}
+template <class T>
+SMELT_HD T sqrt(T a) {
+  return std::sqrt(a);
+}
+template <class T>
+SMELT_HD T rsqrt(T a) {
+  return T(1) / std::sqrt(a);
+}
+template <class T>
+SMELT_HD T reciprocal(T a) {
+  return T(1) / a;
+}
+template <class T>
+SMELT_HD T sin(T a) {
+  return std::sin(a);
+}
+template <class T>
+SMELT_HD T cos(T a) {
+  return std::cos(a);
+}
+template <class T>
+SMELT_HD T tan(T a) {
+  return std::tan(a);
+}
+template <class T>
+SMELT_HD T tanh(T a) {
+  return std::tanh(a);
+}
+template <class T>
+SMELT_HD T erf(T a) {
+  return std::erf(a);
+}
+/// 1 / (1 + exp(-x)).
+template <class T>
+SMELT_HD T sigmoid(T a) {
+  return T(1) / (T(1) + std::exp(-a));
+}
+/// max(x, 0); NaN and -0.0 pass through (as PyTorch's clamp_min(x, 0)).
+template <class T>
+SMELT_HD T relu(T a) {
+  return is_negative(a) ? T(0) : a;
+}
+/// x * Phi(x) = 0.5 x (1 + erf(x / sqrt(2))).
+template <class T>
+SMELT_HD T gelu(T a) {
+  const T kAlpha = static_cast<T>(0.70710678118654752440);  // 1/sqrt(2)
+  return a * T(0.5) * (T(1) + std::erf(a * kAlpha));
+}
+/// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (Hendrycks & Gimpel 2016).
+template <class T>
+SMELT_HD T gelu_tanh(T a) {
+  const T kBeta = static_cast<T>(0.79788456080286535588);  // sqrt(2/pi)
+  const T kKappa = static_cast<T>(0.044715);
+  T inner = kBeta * (a + kKappa * a * a * a);
+  return T(0.5) * a * (T(1) + std::tanh(inner));
+}
+/// x * sigmoid(x) = x / (1 + exp(-x)).
+template <class T>
+SMELT_HD T silu(T a) {
+  return a / (T(1) + std::exp(-a));
+}
+template <class T>
+SMELT_HD T floor(T a) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return std::floor(a);
+  } else {
+    return a;
+  }
+}
+template <class T>
+SMELT_HD T ceil(T a) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return std::ceil(a);
+  } else {
+    return a;
+  }
+}
+/// Round half to even (the default floating-point rounding mode).
+template <class T>
+SMELT_HD T round(T a) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return std::nearbyint(a);
+  } else {
+    return a;
+  }
+}
+template <class T>
+SMELT_HD T trunc(T a) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return std::trunc(a);
+  } else {
+    return a;
+  }
+}
+template <class T>
+SMELT_HD bool logical_not(T a) {
+  return !static_cast<bool>(a);
+}
+template <class T>
+SMELT_HD T bitwise_not(T a) {
+  if constexpr (is_bool_v<T>) {
+    return !a;
+  } else {
+    return static_cast<T>(~a);
+  }
+}
+template <class T>
+SMELT_HD bool isnan(T a) {
+  return is_nan(a);
+}
+template <class T>
+SMELT_HD bool isinf(T a) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return a == std::numeric_limits<T>::infinity() || a == -std::numeric_limits<T>::infinity();
+  } else {
+    return false;
+  }
+}
+/// NaN -> nan, +inf -> posinf, -inf -> neginf; integers and bool unchanged.
+template <class T>
+SMELT_HD T nan_to_num(T a, T nan, T posinf, T neginf) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (a != a) return nan;
+    if (a == std::numeric_limits<T>::infinity()) return posinf;
+    if (a == -std::numeric_limits<T>::infinity()) return neginf;
+  }
+  return a;
+}
+
+// ----------------------------------------------------------------- binary --
+template <class T>
+SMELT_HD T add(T a, T b) {
+  if constexpr (is_bool_v<T>) {
+    return a || b;
+  } else if constexpr (is_int_v<T>) {
+    return wrap_add(a, b);
+  } else {
+    return a + b;
+  }
+}
+template <class T>
+SMELT_HD T mul(T a, T b) {
+  if constexpr (is_bool_v<T>) {
+    return a && b;
+  } else if constexpr (is_int_v<T>) {
+    return wrap_mul(a, b);
+  } else {
+    return a * b;
+  }
+}
+/// a + alpha * b.
+template <class T>
+SMELT_HD T add_alpha(T a, T b, T alpha) {
+  return add(a, mul(alpha, b));
+}
+template <class T>
+SMELT_HD T sub(T a, T b) {
+  if constexpr (is_bool_v<T>) {
+    return a != b;  // refused by the op (PyTorch has no bool subtraction)
+  } else if constexpr (is_int_v<T>) {
+    return wrap_sub(a, b);
+  } else {
+    return a - b;
+  }
+}
+/// a - alpha * b.
+template <class T>
+SMELT_HD T sub_alpha(T a, T b, T alpha) {
+  return sub(a, mul(alpha, b));
+}
+/// True division (floating types only).
+template <class T>
+SMELT_HD T div(T a, T b) {
+  return a / b;
+}
+/// Division rounded toward zero; integer INT_MIN / -1 wraps, x / 0 gives 0.
+template <class T>
+SMELT_HD T div_trunc(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return std::trunc(a / b);
+  } else if constexpr (is_bool_v<T>) {
+    return a;  // refused by the op
+  } else {
+    if (b == T(0)) return T(0);
+    if constexpr (std::is_signed_v<T>) {
+      if (b == T(-1)) return wrap_sub(T(0), a);
+    }
+    return static_cast<T>(a / b);
+  }
+}
+/// Division rounded toward -inf (Python //).
+template <class T>
+SMELT_HD T div_floor(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (b == T(0)) return a / b;
+    T mod = std::fmod(a, b);
+    T q = (a - mod) / b;
+    if (mod != T(0) && (b < T(0)) != (mod < T(0))) q -= T(1);
+    if (q != T(0)) {
+      T fq = std::floor(q);
+      if (q - fq > T(0.5)) fq += T(1);
+      return fq;
+    }
+    return std::copysign(T(0), a / b);
+  } else if constexpr (is_bool_v<T>) {
+    return a;  // refused by the op
+  } else {
+    if (b == T(0)) return T(0);
+    if constexpr (std::is_signed_v<T>) {
+      if (b == T(-1)) return wrap_sub(T(0), a);
+      T q = static_cast<T>(a / b);
+      T r = static_cast<T>(a % b);
+      if (r != T(0) && ((a < T(0)) != (b < T(0)))) q = static_cast<T>(q - 1);
+      return q;
+    } else {
+      return static_cast<T>(a / b);
+    }
+  }
+}
+/// Python modulo: the result has the sign of the divisor (NaN for float x % 0).
+template <class T>
+SMELT_HD T remainder(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    T mod = std::fmod(a, b);
+    if (mod != T(0) && ((b < T(0)) != (mod < T(0)))) mod += b;
+    return mod;
+  } else if constexpr (is_bool_v<T>) {
+    return a;  // refused by the op
+  } else {
+    if (b == T(0)) return T(0);
+    if constexpr (std::is_signed_v<T>) {
+      if (b == T(-1)) return T(0);
+      T r = static_cast<T>(a % b);
+      if (r != T(0) && ((r < T(0)) != (b < T(0)))) r = static_cast<T>(r + b);
+      return r;
+    } else {
+      return static_cast<T>(a % b);
+    }
+  }
+}
+/// C fmod: the result has the sign of the dividend.
+template <class T>
+SMELT_HD T fmod(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return std::fmod(a, b);
+  } else if constexpr (is_bool_v<T>) {
+    return a;  // refused by the op
+  } else {
+    if (b == T(0)) return T(0);
+    if constexpr (std::is_signed_v<T>) {
+      if (b == T(-1)) return T(0);
+    }
+    return static_cast<T>(a % b);
+  }
+}
+/// Floating: std::pow. Integers: exact power by squaring (wrapping); a negative
+/// exponent gives 1 for base 1, ±1 for base -1 (by the exponent's parity), else 0.
+template <class T>
+SMELT_HD T pow(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return std::pow(a, b);
+  } else if constexpr (is_bool_v<T>) {
+    return a || !b;  // refused by the op
+  } else {
+    if constexpr (std::is_signed_v<T>) {
+      if (b < T(0)) {
+        if (a == T(1)) return T(1);
+        if (a == T(-1)) return (b & T(1)) ? T(-1) : T(1);
+        return T(0);
+      }
+    }
+    using U = wrap_uint_t<T>;
+    U result = 1, base = static_cast<U>(a);
+    auto e = static_cast<std::make_unsigned_t<T>>(b);
+    while (e) {
+      if (e & 1u) result = static_cast<U>(result * base);
+      e = static_cast<decltype(e)>(e >> 1);
+      base = static_cast<U>(base * base);
+    }
+    return static_cast<T>(result);
+  }
+}
+/// NaN-propagating max / min.
+template <class T>
+SMELT_HD T maximum(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (a != a) return a;
+    if (b != b) return b;
+  }
+  return a > b ? a : b;
+}
+template <class T>
+SMELT_HD T minimum(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (a != a) return a;
+    if (b != b) return b;
+  }
+  return a < b ? a : b;
+}
+/// NaN-ignoring max / min (C fmax / fmin).
+template <class T>
+SMELT_HD T fmax(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return std::fmax(a, b);
+  } else {
+    return a > b ? a : b;
+  }
+}
+template <class T>
+SMELT_HD T fmin(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return std::fmin(a, b);
+  } else {
+    return a < b ? a : b;
+  }
+}
+template <class T>
+SMELT_HD T atan2(T a, T b) {
+  return std::atan2(a, b);
+}
+template <class T>
+SMELT_HD bool eq(T a, T b) {
+  return a == b;
+}
+template <class T>
+SMELT_HD bool ne(T a, T b) {
+  return a != b;
+}
+template <class T>
+SMELT_HD bool lt(T a, T b) {
+  return a < b;
+}
+template <class T>
+SMELT_HD bool le(T a, T b) {
+  return a <= b;
+}
+template <class T>
+SMELT_HD bool gt(T a, T b) {
+  return a > b;
+}
+template <class T>
+SMELT_HD bool ge(T a, T b) {
+  return a >= b;
+}
+template <class T>
+SMELT_HD bool logical_and(T a, T b) {
+  return static_cast<bool>(a) && static_cast<bool>(b);
+}
+template <class T>
+SMELT_HD bool logical_or(T a, T b) {
+  return static_cast<bool>(a) || static_cast<bool>(b);
+}
+template <class T>
+SMELT_HD bool logical_xor(T a, T b) {
+  return static_cast<bool>(a) != static_cast<bool>(b);
+}
+template <class T>
+SMELT_HD T bitwise_and(T a, T b) {
+  return static_cast<T>(a & b);
+}
+template <class T>
+SMELT_HD T bitwise_or(T a, T b) {
+  return static_cast<T>(a | b);
+}
+template <class T>
+SMELT_HD T bitwise_xor(T a, T b) {
+  return static_cast<T>(a ^ b);
+}
+/// max(x, lo), NaN-propagating.
+template <class T>
+SMELT_HD T clamp_min(T a, T lo) {
+  return maximum(a, lo);
+}
+/// min(x, hi), NaN-propagating.
+template <class T>
+SMELT_HD T clamp_max(T a, T hi) {
+  return minimum(a, hi);
+}
+
+// ---------------------------------------------------------------- ternary --
+/// min(max(x, lo), hi): hi when lo > hi; NaN in any argument gives NaN.
+template <class T>
+SMELT_HD T clamp(T a, T lo, T hi) {
+  return minimum(maximum(a, lo), hi);
+}
+/// condition ? a : b (the condition arrives converted to T; nonzero is true).
+template <class T>
+SMELT_HD T where(T c, T a, T b) {
+  return static_cast<bool>(c) ? a : b;
+}
+/// start + weight * (end - start), computed from the nearer end as PyTorch does.
+template <class T>
+SMELT_HD T lerp(T start, T end, T weight) {
+  T diff = end - start;
+  return (std::fabs(weight) < T(0.5)) ? start + weight * diff : end - diff * (T(1) - weight);
+}
+
+}  // namespace scalar
+}  // namespace smelt

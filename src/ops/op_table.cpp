@@ -55,12 +55,11 @@ const std::vector<OpDef>& op_table() {
       {"to_dtype", K::Pointwise, 1, R::None, "cast"},
       {"clone", K::Pointwise, 1, R::Same, "identity"},
       // ---- pointwise, binary and ternary ----
-      {"add", K::Pointwise, 2, R::Same, "add"},
-      {"sub", K::Pointwise, 2, R::Same, "sub"},
+      {"add", K::Pointwise, 2, R::Same, "add"},  // alpha != 1: functor add_alpha(a, b, alpha)
+      {"sub", K::Pointwise, 2, R::Same, "sub"},  // alpha != 1: functor sub_alpha(a, b, alpha)
       {"mul", K::Pointwise, 2, R::Same, "mul"},
+      // rounding_mode="trunc"/"floor" (also floor_divide): dtype Same, functor div_trunc/div_floor
       {"div", K::Pointwise, 2, R::IntToFloat, "div"},
-      {"div_trunc", K::Pointwise, 2, R::Same, "div_trunc"},
-      {"div_floor", K::Pointwise, 2, R::Same, "div_floor"},
       {"remainder", K::Pointwise, 2, R::Same, "remainder"},
       {"fmod", K::Pointwise, 2, R::Same, "fmod"},
       {"pow", K::Pointwise, 2, R::Same, "pow"},
@@ -83,6 +82,8 @@ const std::vector<OpDef>& op_table() {
       {"bitwise_xor", K::Pointwise, 2, R::IntegralOnly, "bitwise_xor"},
       {"where", K::Pointwise, 3, R::Same, "where"},
       {"clamp", K::Pointwise, 3, R::Same, "clamp"},
+      {"clamp_min", K::Pointwise, 2, R::Same, "clamp_min"},  // clamp with only min
+      {"clamp_max", K::Pointwise, 2, R::Same, "clamp_max"},  // clamp with only max
       {"lerp", K::Pointwise, 3, R::IntToFloat, "lerp"},
       // ---- reductions ----
       {"sum", K::Reduction},
@@ -142,7 +143,6 @@ const std::vector<OpDef>& op_table() {
       {"cross_entropy", K::Composite},
       {"mse_loss", K::Composite},
       {"scaled_dot_product_attention", K::Composite},
-      {"floor_divide", K::Composite},
       // ---- random ----
       {"dropout", K::Random},
       {"rand", K::Random},

@@ -1,0 +1,222 @@
+// Pointwise ops, common part: promotion, broadcasting, wrapped numbers, the
+// functor mapping for the compiler, and the shared block loads/stores.
+#include "ops/pointwise.h"
+
+#include <cstring>
+#include <limits>
+
+#include "ops/op_table.h"
+#include "ops/pointwise_impl.h"
+#include "smelt/ops.h"
+
+namespace smelt {
+namespace detail {
+
+Tensor wrap_scalar(const Scalar& s) {
+  Tensor t = make_empty({}, s.dtype(), Device());
+  void* p = t.data_ptr();
+  if (s.is_bool()) {
+    bool v = s.to_int() != 0;
+    std::memcpy(p, &v, sizeof v);
+  } else if (s.is_integral()) {
+    int64_t v = s.to_int();
+    std::memcpy(p, &v, sizeof v);
+  } else {
+    double v = s.to_double();
+    std::memcpy(p, &v, sizeof v);
+  }
+  t.impl()->wrapped_number = true;
+  return t;
+}
+
+namespace {
+struct Slot {
+  bool set = false;
+  DType t = DType::Bool;
+  void add(DType d) {
+    t = set ? promote_types(t, d) : d;
+    set = true;
+  }
+};
+// c10::combine_categories: the lower-priority result counts only when it is of a
+// higher category than `higher`.
+Slot combine(Slot higher, Slot lower) {
+  if (!higher.set) return lower;
+  if (!lower.set) return higher;
+  if (is_floating(higher.t)) return higher;
+  if (higher.t == DType::Bool || is_floating(lower.t)) {
+    Slot s = higher;
+    s.add(lower.t);
+    return s;
+  }
+  return higher;
+}
+}  // namespace
+
+DType result_type(const std::vector<Tensor>& operands) {
+  Slot dim, zero, wrapped;
+  for (auto& t : operands) {
+    if (!t.defined()) continue;
+    DType d = t.dtype();
+    if (t.is_wrapped_number()) {
+      if (is_floating(d)) d = default_dtype();
+      wrapped.add(d);
+    } else if (t.dim() > 0) {
+      dim.add(d);
+    } else {
+      zero.add(d);
+    }
+  }
+  Slot r = combine(dim, combine(zero, wrapped));
+  SMELT_CHECK(r.set, "result_type: no tensor operands given");
+  return r.t;
+}
+
+DType compute_dtype(const std::string& op, const std::vector<Tensor>& inputs) {
+  const OpDef* def = find_op(op);
+  SMELT_INTERNAL_ASSERT(def && def->kind == OpKind::Pointwise, "compute_dtype: '{}' is not a "
+                        "pointwise op", op);
+  if (def->rule == DTypeRule::Logical) return DType::Bool;
+  std::vector<Tensor> operands = inputs;
+  if (op == "where" && !operands.empty()) operands.erase(operands.begin());
+  DType t = result_type(operands);
+  if (def->rule == DTypeRule::IntToFloat && !is_floating(t)) t = default_dtype();
+  return t;
+}
+
+DType output_dtype(const std::string& op, DType dtype) {
+  const OpDef* def = find_op(op);
+  SMELT_INTERNAL_ASSERT(def && def->kind == OpKind::Pointwise, "output_dtype: '{}' is not a "
+                        "pointwise op", op);
+  if (def->rule == DTypeRule::Compare || def->rule == DTypeRule::Logical) return DType::Bool;
+  return dtype;
+}
+
+Shape broadcast_all(const std::vector<Tensor>& tensors, const char* op) {
+  Shape s;
+  bool first = true;
+  for (auto& t : tensors) {
+    if (!t.defined()) continue;
+    s = first ? t.sizes() : broadcast_shapes(s, t.sizes(), op);
+    first = false;
+  }
+  return s;
+}
+
+PointwiseCall pointwise_call(const std::string& op, const Attrs& attrs) {
+  const OpDef* def = find_op(op);
+  SMELT_INTERNAL_ASSERT(def && def->kind == OpKind::Pointwise && !def->functor.empty(),
+                        "pointwise_call: '{}' is not a pointwise op", op);
+  auto is_one = [](const Scalar& s) { return s.to_double() == 1.0; };
+  if (op == "add" || op == "sub") {
+    if (attrs.has("alpha") && !is_one(attrs.as<Scalar>("alpha")))
+      return {op + "_alpha", {attrs.as<Scalar>("alpha")}};
+    return {op, {}};
+  }
+  if (op == "div") {
+    if (attrs.has("rounding_mode")) {
+      const auto& m = attrs.as<std::string>("rounding_mode");
+      SMELT_INTERNAL_ASSERT(m == "trunc" || m == "floor", "div: bad rounding_mode '{}'", m);
+      return {"div_" + m, {}};
+    }
+    return {"div", {}};
+  }
+  if (op == "gelu") {
+    if (attrs.has("approximate") && attrs.as<std::string>("approximate") == "tanh")
+      return {"gelu_tanh", {}};
+    return {"gelu", {}};
+  }
+  if (op == "nan_to_num") {
+    return {"nan_to_num",
+            {Scalar(attrs.as<double>("nan")), Scalar(attrs.as<double>("posinf")),
+             Scalar(attrs.as<double>("neginf"))}};
+  }
+  return {std::string(def->functor), {}};
+}
+
+}  // namespace detail
+
+DType result_type(const Tensor& a, const Tensor& b) { return detail::result_type({a, b}); }
+
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
+  const size_t n = std::max(a.size(), b.size());
+  Shape out(n);
+  for (size_t i = 0; i < n; ++i) {
+    // i counts from the end
+    int64_t da = i < a.size() ? a[a.size() - 1 - i] : 1;
+    int64_t db = i < b.size() ? b[b.size() - 1 - i] : 1;
+    SMELT_CHECK(da == db || da == 1 || db == 1,
+                "{}: the size of tensor a ({}) must match the size of tensor b ({}) at "
+                "non-singleton dimension {} (shapes {} and {}); make the sizes equal or 1 to "
+                "broadcast",
+                op, da, db, n - 1 - i, detail::shape_str(a), detail::shape_str(b));
+    out[n - 1 - i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+namespace detail::pw {
+
+namespace {
+template <class To, class From>
+inline To cvt(From v) {
+  if constexpr (std::is_same_v<To, From>) {
+    return v;
+  } else if constexpr (std::is_same_v<To, Half> || std::is_same_v<To, BFloat16>) {
+    return To(static_cast<float>(v));
+  } else if constexpr (std::is_same_v<From, Half> || std::is_same_v<From, BFloat16>) {
+    return static_cast<To>(static_cast<float>(v));
+  } else {
+    return static_cast<To>(v);
+  }
+}
+}  // namespace
+
+template <class C>
+void load_block(const char* src, int64_t stride, DType from, int64_t n, C* dst) {
+  SMELT_DISPATCH_ALL(from, "pointwise load", [&] {
+    if (stride == 0) {
+      C v = cvt<C>(*reinterpret_cast<const T*>(src));
+      for (int64_t i = 0; i < n; ++i) dst[i] = v;
+    } else if (stride == static_cast<int64_t>(sizeof(T))) {
+      const T* s = reinterpret_cast<const T*>(src);
+      for (int64_t i = 0; i < n; ++i) dst[i] = cvt<C>(s[i]);
+    } else {
+      for (int64_t i = 0; i < n; ++i) dst[i] = cvt<C>(*reinterpret_cast<const T*>(src + i * stride));
+    }
+  });
+}
+
+template <class R>
+void store_block(const R* src, char* dst, int64_t stride, DType to, int64_t n) {
+  SMELT_DISPATCH_ALL(to, "pointwise store", [&] {
+    for (int64_t i = 0; i < n; ++i) *reinterpret_cast<T*>(dst + i * stride) = cvt<T>(src[i]);
+  });
+}
+
+#define SMELT_PW_INSTANTIATE(T)                                             \
+  template void load_block<T>(const char*, int64_t, DType, int64_t, T*); \
+  template void store_block<T>(const T*, char*, int64_t, DType, int64_t);
+SMELT_PW_INSTANTIATE(bool)
+SMELT_PW_INSTANTIATE(uint8_t)
+SMELT_PW_INSTANTIATE(int8_t)
+SMELT_PW_INSTANTIATE(int16_t)
+SMELT_PW_INSTANTIATE(int32_t)
+SMELT_PW_INSTANTIATE(int64_t)
+SMELT_PW_INSTANTIATE(float)
+SMELT_PW_INSTANTIATE(double)
+#undef SMELT_PW_INSTANTIATE
+
+void check_int_divisor(const char* op, const Tensor& divisor, DType dtype) {
+  if (is_floating(dtype)) return;
+  Tensor d = to_dtype(to_dtype(divisor, dtype), DType::Int64).contiguous();
+  const int64_t* p = static_cast<const int64_t*>(d.data_ptr());
+  for (int64_t i = 0, n = d.numel(); i < n; ++i)
+    SMELT_CHECK(p[i] != 0,
+                "{}: ZeroDivisionError: integer division by zero (divisor of dtype {}, shape "
+                "{}); use a floating dtype to get inf/nan instead",
+                op, dtype_name(divisor.dtype()), shape_str(divisor.sizes()));
+}
+
+}  // namespace detail::pw
+}  // namespace smelt

@@ -1,0 +1,56 @@
+// Pointwise ops: the contract between their eager kernels and the JIT compiler.
+//
+// Every pointwise op records one node through run_op1 with
+//  * inputs: the tensors it reads, in their ORIGINAL dtypes (C++ numbers become
+//    wrapped-number 0-dim tensors, see wrap_scalar);
+//  * attrs: "dtype" = the dtype it computes in (the promoted common dtype; for
+//    int->float ops such as div or exp of integers, float32; bool for the logical
+//    ops), plus the op's own arguments under PyTorch's names (alpha,
+//    rounding_mode, approximate, nan/posinf/neginf).
+// One element is then computed as
+//    out = store(smelt::scalar::<functor><C>(C(in_0), ..., C(in_k), C(extra)...))
+// with C = opmath_type(dtype) and (functor, extra) = pointwise_call(op, attrs);
+// conversions are static_cast (via float for float16/bfloat16: Half(float)).
+// The eager kernel follows exactly this convention, so compiled code can match
+// it bit for bit.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "ops/dispatch.h"
+
+namespace smelt::detail {
+
+struct PointwiseCall {
+  std::string functor;        // function name in namespace smelt::scalar
+  std::vector<Scalar> extra;  // trailing arguments, converted to the compute type
+};
+
+/// How one element of pointwise node `op` (with the attrs it recorded) is computed:
+/// smelt::scalar::<functor><C>(operands converted to C..., extra converted to C...).
+/// Internal error for an op that is not pointwise.
+PointwiseCall pointwise_call(const std::string& op, const Attrs& attrs);
+
+/// A wrapped-number 0-dim CPU tensor holding `s` (dtype bool / int64 / float64 by
+/// the scalar's kind); it has the lowest priority in type promotion.
+Tensor wrap_scalar(const Scalar& s);
+
+/// PyTorch's result_type over any number of operands: dim>0 tensors outrank
+/// 0-dim tensors, which outrank wrapped numbers; a lower-ranked operand only
+/// matters when it is of a higher category (bool < integer < floating), and a
+/// floating wrapped number then counts as the default dtype (float32).
+DType result_type(const std::vector<Tensor>& operands);
+
+/// The dtype pointwise op `op` (an op_table name) computes in for these inputs
+/// (the "dtype" attr): result_type of the operands (for "where", of the two
+/// values), with integers/bool -> float32 for int->float ops, bool for logical ops.
+DType compute_dtype(const std::string& op, const std::vector<Tensor>& inputs);
+
+/// The output dtype of pointwise op `op` computing in `dtype` (bool for
+/// comparisons, isnan/isinf and logical ops, `dtype` otherwise).
+DType output_dtype(const std::string& op, DType dtype);
+
+/// Broadcast shape of all `tensors`; Error naming `op` and the shapes when incompatible.
+Shape broadcast_all(const std::vector<Tensor>& tensors, const char* op);
+
+}  // namespace smelt::detail

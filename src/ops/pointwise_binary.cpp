@@ -1,0 +1,284 @@
+// Binary and ternary pointwise ops (ops.h "binary pointwise"), scalar overloads
+// and operators; eager CPU, PyTorch semantics.
+#include <cmath>
+#include <optional>
+#include <string>
+
+#include "ops/pointwise_impl.h"
+#include "smelt/ops.h"
+
+namespace smelt {
+
+using detail::wrap_scalar;
+using namespace detail::pw;
+
+namespace {
+
+void req(const char* op, std::initializer_list<const Tensor*> ts) {
+  for (auto* t : ts) SMELT_CHECK(t->defined(), "{}: got an undefined tensor", op);
+}
+
+std::string dtypes_str(const Tensor& a, const Tensor& b) {
+  return fmt::format("{} and {}", dtype_name(a.dtype()), dtype_name(b.dtype()));
+}
+
+/// Binary op recorded as `record` (defaults to `op`).
+template <int Set, class Make>
+Tensor binary(const char* op, const Tensor& a, const Tensor& b, const Make& make,
+              detail::Attrs attrs = {}, const char* record = nullptr, bool zero_check = false,
+              std::optional<DType> dtype = std::nullopt) {
+  req(op, {&a, &b});
+  const char* rec = record ? record : op;
+  DType dt = dtype ? *dtype : detail::compute_dtype(rec, {a, b});
+  return launch<Set, 2>({op, rec, dt, detail::output_dtype(rec, dt), std::move(attrs), zero_check},
+                        {a, b}, make);
+}
+
+void refuse_bool_compute(const char* op, const Tensor& a, const Tensor& b, DType dt) {
+  SMELT_CHECK(dt != DType::Bool,
+              "{}: not implemented for bool (dtypes {}); convert the inputs first, e.g. "
+              "a.to(int64)",
+              op, dtypes_str(a, b));
+}
+
+void refuse_float_compute(const char* op, const Tensor& a, const Tensor& b, DType dt) {
+  SMELT_CHECK(!is_floating(dt),
+              "{}: not implemented for floating dtype {} (inputs {}); bitwise ops take integer or "
+              "bool tensors",
+              op, dtype_name(dt), dtypes_str(a, b));
+}
+
+Tensor add_sub(const char* op, const Tensor& a, const Tensor& b, const Scalar& alpha) {
+  req(op, {&a, &b});
+  const bool is_sub = op[0] == 's';
+  if (is_sub) {
+    SMELT_CHECK(a.dtype() != DType::Bool || b.dtype() != DType::Bool,
+                "sub: subtraction, the `-` operator, with two bool tensors is not supported; use "
+                "the `^` operator (bitwise_xor) or logical_xor() instead");
+    SMELT_CHECK(a.dtype() != DType::Bool && b.dtype() != DType::Bool,
+                "sub: subtraction, the `-` operator, with a bool tensor is not supported (dtypes "
+                "{}); to invert a mask use the `~` operator or logical_not() instead",
+                dtypes_str(a, b));
+  }
+  DType dt = detail::compute_dtype(op, {a, b});
+  SMELT_CHECK(is_floating(dt) || !alpha.is_floating(),
+              "{}: for integral input tensors (dtypes {}), argument alpha must not be a floating "
+              "point number (got {}); pass an integer alpha",
+              op, dtypes_str(a, b), alpha.str());
+  SMELT_CHECK(dt == DType::Bool || !alpha.is_bool(),
+              "{}: boolean alpha is only supported for bool results (dtypes {}); pass a number",
+              op, dtypes_str(a, b));
+  detail::Attrs attrs{{"alpha", alpha}};
+  const bool one = alpha.to_double() == 1.0;
+  if (is_sub) {
+    if (one) return binary<kIF>(op, a, b, SMELT_PW_FN(sub), attrs);
+    return binary<kIF>(op, a, b,
+                       [alpha](auto tag) {
+                         using C = typename decltype(tag)::type;
+                         C al = scalar_to<C>(alpha);
+                         return [al](C x, C y) { return scalar::sub_alpha<C>(x, y, al); };
+                       },
+                       attrs);
+  }
+  if (one) return binary<kAll>(op, a, b, SMELT_PW_FN(add), attrs);
+  return binary<kAll>(op, a, b,
+                      [alpha](auto tag) {
+                        using C = typename decltype(tag)::type;
+                        C al = scalar_to<C>(alpha);
+                        return [al](C x, C y) { return scalar::add_alpha<C>(x, y, al); };
+                      },
+                      attrs);
+}
+
+Tensor div_impl(const char* op, const Tensor& a, const Tensor& b,
+                const std::optional<std::string>& mode) {
+  req(op, {&a, &b});
+  if (!mode) return binary<kF>(op, a, b, SMELT_PW_FN(div), {}, "div");
+  SMELT_CHECK(*mode == "trunc" || *mode == "floor",
+              "{}: rounding_mode must be none, \"trunc\" or \"floor\", got \"{}\"", op, *mode);
+  DType dt = detail::result_type({a, b});
+  refuse_bool_compute(op, a, b, dt);
+  detail::Attrs attrs{{"rounding_mode", *mode}};
+  if (*mode == "trunc")
+    return binary<kIF>(op, a, b, SMELT_PW_FN(div_trunc), attrs, "div", true, dt);
+  return binary<kIF>(op, a, b, SMELT_PW_FN(div_floor), attrs, "div", true, dt);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- arithmetic --
+Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha) {
+  return add_sub("add", a, b, alpha);
+}
+Tensor sub(const Tensor& a, const Tensor& b, const Scalar& alpha) {
+  return add_sub("sub", a, b, alpha);
+}
+Tensor mul(const Tensor& a, const Tensor& b) { return binary<kAll>("mul", a, b, SMELT_PW_FN(mul)); }
+Tensor div(const Tensor& a, const Tensor& b, const std::optional<std::string>& rounding_mode) {
+  return div_impl("div", a, b, rounding_mode);
+}
+Tensor floor_divide(const Tensor& a, const Tensor& b) {
+  return div_impl("floor_divide", a, b, std::string("floor"));
+}
+
+#define SMELT_INT_DIV_OP(name)                                                        \
+  Tensor name(const Tensor& a, const Tensor& b) {                                     \
+    req(#name, {&a, &b});                                                             \
+    refuse_bool_compute(#name, a, b, detail::compute_dtype(#name, {a, b}));           \
+    return binary<kIF>(#name, a, b, SMELT_PW_FN(name), {}, nullptr, true);            \
+  }
+SMELT_INT_DIV_OP(remainder)
+SMELT_INT_DIV_OP(fmod)
+#undef SMELT_INT_DIV_OP
+
+Tensor pow(const Tensor& a, const Tensor& b) {
+  req("pow", {&a, &b});
+  refuse_bool_compute("pow", a, b, detail::compute_dtype("pow", {a, b}));
+  return binary<kIF>("pow", a, b, SMELT_PW_FN(pow));
+}
+
+#define SMELT_SIMPLE_BINARY(name, set) \
+  Tensor name(const Tensor& a, const Tensor& b) { return binary<set>(#name, a, b, SMELT_PW_FN(name)); }
+SMELT_SIMPLE_BINARY(maximum, kAll)
+SMELT_SIMPLE_BINARY(minimum, kAll)
+SMELT_SIMPLE_BINARY(fmax, kAll)
+SMELT_SIMPLE_BINARY(fmin, kAll)
+SMELT_SIMPLE_BINARY(atan2, kF)
+SMELT_SIMPLE_BINARY(eq, kAll)
+SMELT_SIMPLE_BINARY(ne, kAll)
+SMELT_SIMPLE_BINARY(lt, kAll)
+SMELT_SIMPLE_BINARY(le, kAll)
+SMELT_SIMPLE_BINARY(gt, kAll)
+SMELT_SIMPLE_BINARY(ge, kAll)
+SMELT_SIMPLE_BINARY(logical_and, kB)
+SMELT_SIMPLE_BINARY(logical_or, kB)
+SMELT_SIMPLE_BINARY(logical_xor, kB)
+#undef SMELT_SIMPLE_BINARY
+
+#define SMELT_BITWISE_BINARY(name)                                        \
+  Tensor name(const Tensor& a, const Tensor& b) {                         \
+    req(#name, {&a, &b});                                                 \
+    refuse_float_compute(#name, a, b, detail::compute_dtype(#name, {a, b})); \
+    return binary<kIB>(#name, a, b, SMELT_PW_FN(name));                   \
+  }
+SMELT_BITWISE_BINARY(bitwise_and)
+SMELT_BITWISE_BINARY(bitwise_or)
+SMELT_BITWISE_BINARY(bitwise_xor)
+#undef SMELT_BITWISE_BINARY
+
+// ------------------------------------------------------------------ ternary --
+Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
+  req("where", {&condition, &a, &b});
+  SMELT_CHECK(condition.dtype() == DType::Bool,
+              "where: expected condition to be a bool tensor, got dtype {} (shape {}); pass a "
+              "comparison result or use cond.to(bool)",
+              dtype_name(condition.dtype()), detail::shape_str(condition.sizes()));
+  DType dt = detail::compute_dtype("where", {condition, a, b});
+  return launch<kAll, 3>({"where", "where", dt, dt, {}}, {condition, a, b}, SMELT_PW_FN(where));
+}
+Tensor where(const Tensor& condition, const Tensor& a, const Scalar& b) {
+  return where(condition, a, wrap_scalar(b));
+}
+Tensor where(const Tensor& condition, const Scalar& a, const Tensor& b) {
+  return where(condition, wrap_scalar(a), b);
+}
+
+Tensor clamp(const Tensor& x, const std::optional<Tensor>& min, const std::optional<Tensor>& max) {
+  const bool has_min = min && min->defined(), has_max = max && max->defined();
+  SMELT_CHECK(has_min || has_max,
+              "clamp: at least one of 'min' or 'max' must be given (both are None)");
+  SMELT_CHECK(x.defined(), "clamp: got an undefined tensor");
+  std::vector<Tensor> in{x};
+  if (has_min) in.push_back(*min);
+  if (has_max) in.push_back(*max);
+  DType dt = detail::result_type(in);
+  SMELT_CHECK(dt != DType::Bool, "clamp: not implemented for bool tensors; convert first, e.g. "
+              "x.to(int64)");
+  if (has_min && has_max)
+    return launch<kIF, 3>({"clamp", "clamp", dt, dt, {}}, in, SMELT_PW_FN(clamp));
+  if (has_min)
+    return launch<kIF, 2>({"clamp", "clamp_min", dt, dt, {}}, in, SMELT_PW_FN(clamp_min));
+  return launch<kIF, 2>({"clamp", "clamp_max", dt, dt, {}}, in, SMELT_PW_FN(clamp_max));
+}
+Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max) {
+  std::optional<Tensor> lo, hi;
+  if (min) lo = wrap_scalar(*min);
+  if (max) hi = wrap_scalar(*max);
+  return clamp(x, lo, hi);
+}
+
+Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight) {
+  req("lerp", {&start, &end, &weight});
+  DType dt = start.dtype();
+  SMELT_CHECK(is_floating(dt),
+              "lerp: not implemented for dtype {} (floating dtypes only); convert first, e.g. "
+              "start.to(float32)",
+              dtype_name(dt));
+  SMELT_CHECK(end.dtype() == dt, "lerp: expected dtype {} for `end` but got dtype {}",
+              dtype_name(dt), dtype_name(end.dtype()));
+  SMELT_CHECK(weight.is_wrapped_number() || weight.dtype() == dt,
+              "lerp: expected dtype {} for `weight` but got dtype {}", dtype_name(dt),
+              dtype_name(weight.dtype()));
+  return launch<kF, 3>({"lerp", "lerp", dt, dt, {}}, {start, end, weight}, SMELT_PW_FN(lerp));
+}
+Tensor lerp(const Tensor& start, const Tensor& end, const Scalar& weight) {
+  return lerp(start, end, wrap_scalar(weight));
+}
+
+// ---------------------------------------------------------- scalar overloads --
+Tensor add(const Tensor& a, const Scalar& b, const Scalar& alpha) {
+  return add(a, wrap_scalar(b), alpha);
+}
+Tensor sub(const Tensor& a, const Scalar& b, const Scalar& alpha) {
+  return sub(a, wrap_scalar(b), alpha);
+}
+Tensor mul(const Tensor& a, const Scalar& b) { return mul(a, wrap_scalar(b)); }
+Tensor div(const Tensor& a, const Scalar& b, const std::optional<std::string>& rounding_mode) {
+  return div(a, wrap_scalar(b), rounding_mode);
+}
+Tensor pow(const Tensor& a, const Scalar& b) {
+  SMELT_CHECK(a.defined(), "pow: got an undefined tensor");
+  Tensor e = wrap_scalar(b);
+  DType dt = detail::compute_dtype("pow", {a, e});
+  SMELT_CHECK(!(is_integral(dt) && b.is_integral() && b.to_int() < 0),
+              "pow: integers to negative integer powers are not allowed (base dtype {}, exponent "
+              "{}); use a floating base, e.g. x.to(float32)",
+              dtype_name(a.dtype()), b.str());
+  if (dt == DType::Float16 || dt == DType::BFloat16) {
+    double lim = dt == DType::Float16 ? 65504.0
+                                      : static_cast<double>(static_cast<float>(
+                                            BFloat16::from_bits(0x7f7f)));
+    double v = b.to_double();
+    SMELT_CHECK(!(std::isfinite(v) && std::fabs(v) > lim),
+                "pow: exponent {} cannot be converted to {} without overflow; convert the base "
+                "to float32 first",
+                b.str(), dtype_name(dt));
+  }
+  return pow(a, e);
+}
+
+// ----------------------------------------------------------------- operators --
+Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+Tensor operator%(const Tensor& a, const Tensor& b) { return remainder(a, b); }
+Tensor operator+(const Tensor& a, const Scalar& b) { return add(a, b); }
+Tensor operator-(const Tensor& a, const Scalar& b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, const Scalar& b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, const Scalar& b) { return div(a, b); }
+Tensor operator+(const Scalar& a, const Tensor& b) { return add(wrap_scalar(a), b); }
+Tensor operator-(const Scalar& a, const Tensor& b) { return sub(wrap_scalar(a), b); }
+Tensor operator*(const Scalar& a, const Tensor& b) { return mul(wrap_scalar(a), b); }
+Tensor operator/(const Scalar& a, const Tensor& b) { return div(wrap_scalar(a), b); }
+Tensor operator==(const Tensor& a, const Tensor& b) { return eq(a, b); }
+Tensor operator!=(const Tensor& a, const Tensor& b) { return ne(a, b); }
+Tensor operator<(const Tensor& a, const Tensor& b) { return lt(a, b); }
+Tensor operator<=(const Tensor& a, const Tensor& b) { return le(a, b); }
+Tensor operator>(const Tensor& a, const Tensor& b) { return gt(a, b); }
+Tensor operator>=(const Tensor& a, const Tensor& b) { return ge(a, b); }
+Tensor operator&(const Tensor& a, const Tensor& b) { return bitwise_and(a, b); }
+Tensor operator|(const Tensor& a, const Tensor& b) { return bitwise_or(a, b); }
+Tensor operator^(const Tensor& a, const Tensor& b) { return bitwise_xor(a, b); }
+
+}  // namespace smelt
