@@ -1,0 +1,259 @@
+// Tensor factories: empty/zeros/ones/full(+_like), arange, linspace, eye,
+// scalar_tensor, from_vector, from_blob. Factories always make real tensors
+// (never tracers): under smelt::compile they become graph constants.
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "backend/cpu/loops.h"
+#include "core/tensor_impl.h"
+#include "ops/dispatch.h"
+#include "smelt/ops.h"
+
+namespace smelt {
+
+namespace {
+
+void check_size(const char* op, const Shape& size) {
+  for (auto d : size)
+    SMELT_CHECK(d >= 0, "{}: negative dimension in size {}; every size must be >= 0", op,
+                detail::shape_str(size));
+}
+
+DType dtype_or(const TensorOptions& o, DType fallback) { return o.has_dtype ? o.dtype_ : fallback; }
+
+/// dtype PyTorch gives a factory filled with `v`: bool / int64 / default float.
+DType scalar_default_dtype(const Scalar& v) {
+  return v.is_bool() ? DType::Bool : v.is_integral() ? DType::Int64 : default_dtype();
+}
+
+/// Converts a Scalar to T as a C++/PyTorch cast would (float -> int truncates).
+template <class T>
+T scalar_to(const Scalar& s) {
+  if constexpr (std::is_same_v<T, bool>) {
+    return s.is_floating() ? s.to_double() != 0.0 : s.to_int() != 0;
+  } else if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
+    return T(static_cast<float>(s.to_double()));
+  } else if constexpr (std::is_floating_point_v<T>) {
+    return s.is_floating() ? static_cast<T>(s.to_double()) : static_cast<T>(s.to_int());
+  } else {
+    if (s.is_floating()) {
+      double d = s.to_double();
+      if (!(d == d) || d >= 9.2233720368547758e18 || d < -9.2233720368547758e18)
+        return static_cast<T>(std::numeric_limits<int64_t>::min());
+      return static_cast<T>(static_cast<int64_t>(d));
+    }
+    return static_cast<T>(s.to_int());
+  }
+}
+
+void fill_contiguous(const Tensor& t, const Scalar& v) {
+  const int64_t n = t.numel();
+  if (n == 0) return;
+  SMELT_DISPATCH_ALL(t.dtype(), "fill", [&] {
+    T value = scalar_to<T>(v);
+    T* p = static_cast<T*>(t.data_ptr());
+    for (int64_t i = 0; i < n; ++i) p[i] = value;
+  });
+}
+
+}  // namespace
+
+Tensor empty(const Shape& size, TensorOptions opts) {
+  check_size("empty", size);
+  return detail::make_empty(size, dtype_or(opts, default_dtype()), opts.device_);
+}
+
+Tensor zeros(const Shape& size, TensorOptions opts) {
+  check_size("zeros", size);
+  Tensor t = detail::make_empty(size, dtype_or(opts, default_dtype()), opts.device_);
+  if (t.numel() > 0)
+    std::memset(t.data_ptr(), 0,
+                t.numel() * t.element_size());  // 0 is all-zero bits in every dtype
+  return t;
+}
+
+Tensor ones(const Shape& size, TensorOptions opts) {
+  check_size("ones", size);
+  Tensor t = detail::make_empty(size, dtype_or(opts, default_dtype()), opts.device_);
+  fill_contiguous(t, 1);
+  return t;
+}
+
+Tensor full(const Shape& size, const Scalar& value, TensorOptions opts) {
+  check_size("full", size);
+  Tensor t = detail::make_empty(size, dtype_or(opts, scalar_default_dtype(value)), opts.device_);
+  fill_contiguous(t, value);
+  return t;
+}
+
+Tensor zeros_like(const Tensor& t) {
+  return zeros(t.sizes(), TensorOptions(t.dtype()).device(t.device()));
+}
+Tensor ones_like(const Tensor& t) {
+  return ones(t.sizes(), TensorOptions(t.dtype()).device(t.device()));
+}
+Tensor empty_like(const Tensor& t) {
+  return empty(t.sizes(), TensorOptions(t.dtype()).device(t.device()));
+}
+Tensor full_like(const Tensor& t, const Scalar& value) {
+  return full(t.sizes(), value, TensorOptions(t.dtype()).device(t.device()));
+}
+
+Tensor scalar_tensor(const Scalar& value, TensorOptions opts) {
+  Tensor t = detail::make_empty({}, dtype_or(opts, scalar_default_dtype(value)), opts.device_);
+  fill_contiguous(t, value);
+  return t;
+}
+
+// ---- arange / linspace / eye ------------------------------------------------
+
+Tensor arange(const Scalar& end, TensorOptions opts) { return arange(0, end, 1, opts); }
+
+Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, TensorOptions opts) {
+  const bool all_int = !start.is_floating() && !end.is_floating() && !step.is_floating();
+  const DType dt = dtype_or(opts, all_int ? DType::Int64 : default_dtype());
+  const double xs = start.to_double(), xe = end.to_double(), xst = step.to_double();
+  SMELT_CHECK(std::isfinite(xs) && std::isfinite(xe),
+              "arange: unsupported range: {} -> {}; start and end must be finite", xs, xe);
+  SMELT_CHECK(xst != 0.0, "arange: step must be nonzero");
+  SMELT_CHECK((xst > 0 && xe >= xs) || (xst < 0 && xe <= xs),
+              "arange: upper bound and larger bound inconsistent with step sign (start={}, "
+              "end={}, step={}); use a positive step for start <= end and a negative one "
+              "otherwise",
+              start.str(), end.str(), step.str());
+  int64_t n;
+  if (all_int) {
+    // Exact integer count: ceil((end - start) / step).
+    int64_t s = start.to_int(), e = end.to_int(), st = step.to_int();
+    int64_t span = e - s;
+    n = st > 0 ? (span + st - 1) / st : (span + st + 1) / st;
+  } else {
+    double dn = std::ceil((xe - xs) / xst);
+    SMELT_CHECK(dn >= 0 && dn < 9.2e18,
+                "arange: invalid number of elements ({}) for range {} -> {} step {}", dn, xs, xe,
+                xst);
+    n = static_cast<int64_t>(dn);
+  }
+  Tensor t = detail::make_empty({n}, dt, opts.device_);
+  SMELT_DISPATCH_ALL(dt, "arange", [&] {
+    T* p = static_cast<T*>(t.data_ptr());
+    if constexpr (std::is_same_v<T, bool>) {
+      for (int64_t i = 0; i < n; ++i) p[i] = (xs + xst * static_cast<double>(i)) != 0.0;
+    } else if constexpr (std::is_integral_v<T>) {
+      // Integer output: computed in int64 (PyTorch's accumulate type for integers).
+      int64_t s = start.to_int(), st = step.to_int();
+      for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(s + st * i);
+    } else {
+      // Floating output: start + i * step in double (PyTorch's CPU accumulate type).
+      for (int64_t i = 0; i < n; ++i) {
+        double v = xs + xst * static_cast<double>(i);
+        if constexpr (std::is_floating_point_v<T>) {
+          p[i] = static_cast<T>(v);
+        } else {
+          p[i] = T(static_cast<float>(v));
+        }
+      }
+    }
+  });
+  return t;
+}
+
+Tensor linspace(double start, double end, int64_t steps, TensorOptions opts) {
+  SMELT_CHECK(steps >= 0, "linspace: number of steps must be non-negative, got {}", steps);
+  const DType dt = dtype_or(opts, default_dtype());
+  Tensor t = detail::make_empty({steps}, dt, opts.device_);
+  if (steps == 0) return t;
+  // PyTorch's symmetric formula: the first half counts up from start, the second
+  // half counts down from end, so both endpoints are exact.
+  const int64_t halfway = steps / 2;
+  SMELT_DISPATCH_ALL(dt, "linspace", [&] {
+    T* p = static_cast<T*>(t.data_ptr());
+    using S = std::conditional_t<std::is_same_v<T, double>, double,
+                                 std::conditional_t<std::is_same_v<T, float>, float, double>>;
+    const S s = static_cast<S>(start), e = static_cast<S>(end);
+    const S step = steps == 1 ? S(0) : (e - s) / static_cast<S>(steps - 1);
+    for (int64_t i = 0; i < steps; ++i) {
+      S v = i < halfway ? s + step * static_cast<S>(i) : e - step * static_cast<S>(steps - i - 1);
+      if constexpr (std::is_same_v<T, bool>) {
+        p[i] = v != S(0);
+      } else if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
+        p[i] = T(static_cast<float>(v));
+      } else if constexpr (std::is_integral_v<T>) {
+        p[i] = static_cast<T>(static_cast<int64_t>(v));
+      } else {
+        p[i] = static_cast<T>(v);
+      }
+    }
+  });
+  return t;
+}
+
+Tensor eye(int64_t n, std::optional<int64_t> m_opt, TensorOptions opts) {
+  const int64_t m = m_opt.value_or(n);
+  SMELT_CHECK(n >= 0 && m >= 0, "eye: n and m must be non-negative, got n={} m={}", n, m);
+  Tensor t = zeros({n, m}, opts);
+  SMELT_DISPATCH_ALL(t.dtype(), "eye", [&] {
+    T* p = static_cast<T*>(t.data_ptr());
+    const T one = scalar_to<T>(1);
+    for (int64_t i = 0; i < std::min(n, m); ++i) p[i * m + i] = one;
+  });
+  return t;
+}
+
+// ---- from_vector / from_blob -------------------------------------------------
+
+template <class T>
+Tensor from_vector(const std::vector<T>& values, const Shape& shape, TensorOptions opts) {
+  check_size("from_vector", shape);
+  const int64_t n = detail::shape_numel(shape);
+  SMELT_CHECK(n == static_cast<int64_t>(values.size()),
+              "from_vector: {} values cannot fill a tensor of shape {} ({} elements); pass as "
+              "many values as the shape holds",
+              values.size(), detail::shape_str(shape), n);
+  Tensor t = detail::make_empty(shape, dtype_of<T>::value, opts.device_);
+  T* p = static_cast<T*>(t.data_ptr());
+  for (int64_t i = 0; i < n; ++i) p[i] = values[i];  // works for std::vector<bool> too
+  if (opts.has_dtype && opts.dtype_ != t.dtype()) {
+    Tensor c = detail::make_empty(shape, opts.dtype_, opts.device_);
+    cpu::copy_convert(c, t);
+    return c;
+  }
+  return t;
+}
+
+template Tensor from_vector<float>(const std::vector<float>&, const Shape&, TensorOptions);
+template Tensor from_vector<double>(const std::vector<double>&, const Shape&, TensorOptions);
+template Tensor from_vector<int64_t>(const std::vector<int64_t>&, const Shape&, TensorOptions);
+template Tensor from_vector<int32_t>(const std::vector<int32_t>&, const Shape&, TensorOptions);
+template Tensor from_vector<int16_t>(const std::vector<int16_t>&, const Shape&, TensorOptions);
+template Tensor from_vector<int8_t>(const std::vector<int8_t>&, const Shape&, TensorOptions);
+template Tensor from_vector<uint8_t>(const std::vector<uint8_t>&, const Shape&, TensorOptions);
+template Tensor from_vector<bool>(const std::vector<bool>&, const Shape&, TensorOptions);
+template Tensor from_vector<Half>(const std::vector<Half>&, const Shape&, TensorOptions);
+template Tensor from_vector<BFloat16>(const std::vector<BFloat16>&, const Shape&, TensorOptions);
+
+Tensor from_blob(void* data, const Shape& shape, DType dtype, const Shape& strides_in) {
+  check_size("from_blob", shape);
+  Shape strides =
+      strides_in.empty() && !shape.empty() ? detail::contiguous_strides(shape) : strides_in;
+  SMELT_CHECK(strides.size() == shape.size(),
+              "from_blob: {} strides given for a shape of {} dims ({}); pass one stride per "
+              "dim or none for contiguous",
+              strides.size(), shape.size(), detail::shape_str(shape));
+  for (auto s : strides)
+    SMELT_CHECK(s >= 0, "from_blob: negative strides are not supported (strides {})",
+                detail::shape_str(strides));
+  const int64_t n = detail::shape_numel(shape);
+  SMELT_CHECK(data != nullptr || n == 0, "from_blob: data is null for a tensor of shape {}",
+              detail::shape_str(shape));
+  const int64_t extent = detail::storage_extent(shape, strides, 0);
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = Storage::wrap(data, static_cast<size_t>(extent) * itemsize(dtype), Device());
+  impl->sizes = shape;
+  impl->strides = strides;
+  impl->dtype = dtype;
+  return Tensor(std::move(impl));
+}
+
+}  // namespace smelt

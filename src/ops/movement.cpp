@@ -1,0 +1,429 @@
+// Data-movement ops that compute a new tensor (not views): index_select,
+// gather, cat, stack, pad, tril, triu, masked_fill, and Tensor::index_put_.
+// Each runs through detail::run_op1 so that smelt::compile can trace it; index
+// values are validated before anything is written.
+#include <cstring>
+
+#include "backend/cpu/loops.h"
+#include "core/tensor_impl.h"
+#include "ops/dispatch.h"
+#include "smelt/ops.h"
+
+namespace smelt {
+
+using detail::make_view;
+using detail::shape_str;
+using detail::wrap_dim;
+
+namespace {
+
+int64_t prod(const Shape& s, size_t begin, size_t end) {
+  int64_t n = 1;
+  for (size_t i = begin; i < end; ++i) n *= s[i];
+  return n;
+}
+
+void check_index_dtype(const char* op, const Tensor& index) {
+  SMELT_CHECK(index.dtype() == DType::Int64 || index.dtype() == DType::Int32,
+              "{}: expected an int64 (or int32) index tensor, got dtype {}; convert it with "
+              ".to(smelt::int64)",
+              op, dtype_name(index.dtype()));
+}
+
+/// Index values as int64, read eagerly (empty vector for a tracer).
+std::vector<int64_t> read_indices(const Tensor& index) {
+  if (index.is_tracer() || index.numel() == 0) return {};
+  return index.to_vector<int64_t>();
+}
+
+/// True when `from` broadcasts to `to` (trailing dims aligned, size-1 stretches).
+bool broadcastable_to(const Shape& from, const Shape& to) {
+  if (from.size() > to.size()) return false;
+  const size_t off = to.size() - from.size();
+  for (size_t i = 0; i < from.size(); ++i)
+    if (from[i] != 1 && from[i] != to[off + i]) return false;
+  return true;
+}
+
+Shape broadcast2(const Shape& a, const Shape& b, const char* op) {
+  const size_t n = std::max(a.size(), b.size());
+  Shape out(n);
+  for (size_t i = 0; i < n; ++i) {
+    int64_t x = i + a.size() >= n ? a[i + a.size() - n] : 1;
+    int64_t y = i + b.size() >= n ? b[i + b.size() - n] : 1;
+    SMELT_CHECK(x == y || x == 1 || y == 1,
+                "{}: shapes {} and {} cannot be broadcast together (size {} vs {} at dim {})", op,
+                shape_str(a), shape_str(b), x, y, i);
+    out[i] = x == 1 ? y : x;
+  }
+  return out;
+}
+
+/// Narrowed view of a contiguous output, used by kernels to place pieces.
+Tensor out_slice(const Tensor& out, int64_t dim, int64_t start, int64_t length) {
+  Shape sizes = out.sizes();
+  sizes[dim] = length;
+  return make_view(out, std::move(sizes), out.strides(),
+                   out.storage_offset() + start * out.strides()[dim]);
+}
+
+template <class T>
+T zero_of() {
+  return static_cast<T>(0.0f);
+}
+
+}  // namespace
+
+// ---- index_select / gather ------------------------------------------------------
+
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
+  SMELT_CHECK(x.defined() && index.defined(), "index_select: undefined tensor argument");
+  check_index_dtype("index_select", index);
+  SMELT_CHECK(index.dim() <= 1,
+              "index_select: index_select(): Index is supposed to be a vector, got index of "
+              "shape {}",
+              shape_str(index.sizes()));
+  const int64_t d = wrap_dim(dim, x.dim(), "index_select");
+  const int64_t size = x.dim() == 0 ? 1 : x.sizes()[d];
+  std::vector<int64_t> idx = read_indices(index);
+  for (int64_t v : idx)
+    SMELT_CHECK(v >= 0 && v < size,
+                "index_select: index {} is out of bounds for dimension {} with size {} (input "
+                "shape {}); indices must be in [0, {})",
+                v, d, size, shape_str(x.sizes()), size);
+  Shape out_shape = x.sizes();
+  if (x.dim() > 0)
+    out_shape[d] = index.numel();
+  else if (index.dim() == 1)
+    out_shape = {index.numel()};
+  return detail::run_op1("index_select", {x, index}, {{"dim", d}},
+                         {out_shape, x.dtype(), x.device()}, [&](const std::vector<Tensor>& outs) {
+                           const Tensor& out = outs[0];
+                           if (out.numel() == 0) return;
+                           Tensor xc = x.contiguous();
+                           const Shape& xs = xc.sizes();
+                           const int64_t isz = static_cast<int64_t>(x.element_size());
+                           const int64_t outer = x.dim() == 0 ? 1 : prod(xs, 0, d);
+                           const int64_t inner = x.dim() == 0 ? 1 : prod(xs, d + 1, xs.size());
+                           const int64_t n = static_cast<int64_t>(idx.size());
+                           const char* src = static_cast<const char*>(xc.data_ptr());
+                           char* dst = static_cast<char*>(out.data_ptr());
+                           const int64_t row = inner * isz;
+                           for (int64_t o = 0; o < outer; ++o)
+                             for (int64_t k = 0; k < n; ++k)
+                               std::memcpy(dst + (o * n + k) * row, src + (o * size + idx[k]) * row,
+                                           row);
+                         });
+}
+
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
+  SMELT_CHECK(x.defined() && index.defined(), "gather: undefined tensor argument");
+  check_index_dtype("gather", index);
+  const int64_t nd = x.dim();
+  const int64_t d = wrap_dim(dim, nd, "gather");
+  SMELT_CHECK(index.dim() == nd || (nd == 0 && index.dim() <= 1) || index.numel() == 0,
+              "gather: Index tensor must have the same number of dimensions as input tensor "
+              "(input shape {}, index shape {})",
+              shape_str(x.sizes()), shape_str(index.sizes()));
+  if (nd > 0 && index.dim() == nd) {
+    for (int64_t i = 0; i < nd; ++i)
+      SMELT_CHECK(i == d || index.sizes()[i] <= x.sizes()[i],
+                  "gather: Size does not match at dimension {} expected index {} to be smaller "
+                  "than self {} apart from dimension {}",
+                  i, shape_str(index.sizes()), shape_str(x.sizes()), d);
+  }
+  const int64_t size = nd == 0 ? 1 : x.sizes()[d];
+  std::vector<int64_t> idx = read_indices(index);
+  for (int64_t v : idx)
+    SMELT_CHECK(v >= 0 && v < size,
+                "gather: index {} is out of bounds for dimension {} with size {}", v, d, size);
+  return detail::run_op1("gather", {x, index}, {{"dim", d}}, {index.sizes(), x.dtype(), x.device()},
+                         [&](const std::vector<Tensor>& outs) {
+                           const Tensor& out = outs[0];
+                           const int64_t n = out.numel();
+                           if (n == 0) return;
+                           const Shape& is = index.sizes();
+                           const int64_t ind = static_cast<int64_t>(is.size());
+                           SMELT_DISPATCH_ALL(x.dtype(), "gather", [&] {
+                             const T* src = static_cast<const T*>(x.data_ptr());
+                             T* dst = static_cast<T*>(out.data_ptr());
+                             if (nd == 0) {
+                               for (int64_t i = 0; i < n; ++i) dst[i] = src[0];
+                               return;
+                             }
+                             const Shape& xst = x.strides();
+                             std::vector<int64_t> pos(ind, 0);
+                             int64_t base = 0;  // offset of pos in x, excluding dim d
+                             for (int64_t i = 0; i < n; ++i) {
+                               dst[i] = src[base + idx[i] * xst[d]];
+                               for (int64_t k = ind - 1; k >= 0; --k) {  // odometer increment
+                                 if (++pos[k] < is[k]) {
+                                   if (k != d) base += xst[k];
+                                   break;
+                                 }
+                                 if (k != d) base -= (is[k] - 1) * xst[k];
+                                 pos[k] = 0;
+                               }
+                             }
+                           });
+                         });
+}
+
+// ---- cat / stack ----------------------------------------------------------------
+
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
+  SMELT_CHECK(!tensors.empty(), "cat: expected a non-empty list of Tensors");
+  const Tensor* ref = nullptr;
+  DType dt = tensors[0].dtype();
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& t = tensors[i];
+    SMELT_CHECK(t.defined(), "cat: tensor number {} in the list is undefined", i);
+    SMELT_CHECK(t.dim() > 0,
+                "cat: zero-dimensional tensor (at position {}) cannot be concatenated; "
+                "unsqueeze it first",
+                i);
+    SMELT_CHECK(t.device() == tensors[0].device(),
+                "cat: expected all tensors to be on the same device, but tensor 0 is on {} and "
+                "tensor {} on {}",
+                tensors[0].device().str(), i, t.device().str());
+    dt = promote_types(dt, t.dtype());
+    bool skipped = t.dim() == 1 && t.sizes()[0] == 0;  // legacy: 1-D empty tensors are ignored
+    if (!skipped && !ref) ref = &t;
+  }
+  if (!ref)
+    return detail::run_op1("cat", tensors, {{"dim", int64_t{0}}}, {{0}, dt, tensors[0].device()},
+                           [](const std::vector<Tensor>&) {});
+  const int64_t nd = ref->dim();
+  const int64_t d = wrap_dim(dim, nd, "cat");
+  Shape out_shape = ref->sizes();
+  out_shape[d] = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& t = tensors[i];
+    if (t.dim() == 1 && t.sizes()[0] == 0) continue;
+    SMELT_CHECK(t.dim() == nd,
+                "cat: Tensors must have same number of dimensions: got {} and {} (shapes {} and "
+                "{})",
+                nd, t.dim(), shape_str(ref->sizes()), shape_str(t.sizes()));
+    for (int64_t k = 0; k < nd; ++k)
+      SMELT_CHECK(k == d || t.sizes()[k] == ref->sizes()[k],
+                  "cat: Sizes of tensors must match except in dimension {}. Expected size {} but "
+                  "got size {} for tensor number {} in the list.",
+                  d, ref->sizes()[k], t.sizes()[k], i);
+    out_shape[d] += t.sizes()[d];
+  }
+  return detail::run_op1("cat", tensors, {{"dim", d}}, {out_shape, dt, ref->device()},
+                         [&](const std::vector<Tensor>& outs) {
+                           int64_t offset = 0;
+                           for (const Tensor& t : tensors) {
+                             if (t.dim() == 1 && t.sizes()[0] == 0) continue;
+                             int64_t len = t.sizes()[d];
+                             if (len > 0) cpu::copy_convert(out_slice(outs[0], d, offset, len), t);
+                             offset += len;
+                           }
+                         });
+}
+
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
+  SMELT_CHECK(!tensors.empty(), "stack: stack expects a non-empty TensorList");
+  const Shape& s0 = tensors[0].sizes();
+  DType dt = tensors[0].dtype();
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    SMELT_CHECK(tensors[i].defined(), "stack: tensor number {} in the list is undefined", i);
+    SMELT_CHECK(tensors[i].sizes() == s0,
+                "stack: stack expects each tensor to be equal size, but got {} at entry 0 and {} "
+                "at entry {}",
+                shape_str(s0), shape_str(tensors[i].sizes()), i);
+    SMELT_CHECK(tensors[i].device() == tensors[0].device(),
+                "stack: expected all tensors to be on the same device ({} vs {})",
+                tensors[0].device().str(), tensors[i].device().str());
+    dt = promote_types(dt, tensors[i].dtype());
+  }
+  const int64_t d = wrap_dim(dim, static_cast<int64_t>(s0.size()) + 1, "stack");
+  Shape out_shape = s0;
+  out_shape.insert(out_shape.begin() + d, static_cast<int64_t>(tensors.size()));
+  return detail::run_op1("stack", tensors, {{"dim", d}}, {out_shape, dt, tensors[0].device()},
+                         [&](const std::vector<Tensor>& outs) {
+                           if (outs[0].numel() == 0) return;
+                           for (size_t i = 0; i < tensors.size(); ++i)
+                             cpu::copy_convert(select(outs[0], d, static_cast<int64_t>(i)),
+                                               tensors[i]);
+                         });
+}
+
+// ---- pad / tril / triu --------------------------------------------------------------
+
+Tensor pad(const Tensor& x, const std::vector<int64_t>& p, double value) {
+  SMELT_CHECK(x.defined(), "pad: undefined input tensor");
+  const int64_t nd = x.dim();
+  SMELT_CHECK(p.size() % 2 == 0, "pad: Padding length must be divisible by 2 (got pad {})",
+              shape_str(p));
+  const int64_t npad = static_cast<int64_t>(p.size()) / 2;
+  SMELT_CHECK(npad <= nd,
+              "pad: Padding length should be less than or equal to two times the input "
+              "dimension but got padding length {} and input of dimension {}",
+              p.size(), nd);
+  Shape out_shape = x.sizes();
+  for (int64_t i = 0; i < npad; ++i) {
+    int64_t k = nd - 1 - i;
+    int64_t ns = x.sizes()[k] + p[2 * i] + p[2 * i + 1];
+    SMELT_CHECK(ns >= 0,
+                "pad: The input size {}, plus negative padding {} and {} resulted in a negative "
+                "output size, which is invalid. Check dimension {} of your input (shape {}).",
+                x.sizes()[k], p[2 * i], p[2 * i + 1], k, shape_str(x.sizes()));
+    out_shape[k] = ns;
+  }
+  return detail::run_op1("pad", {x}, {{"pad", p}, {"value", value}},
+                         {out_shape, x.dtype(), x.device()}, [&](const std::vector<Tensor>& outs) {
+                           const Tensor& out = outs[0];
+                           if (out.numel() == 0) return;
+                           cpu::copy_convert(out, scalar_tensor(value, x.dtype()));
+                           // Region of x that survives (negative pads crop) and where it lands.
+                           Tensor src = x, dst = out;
+                           for (int64_t i = 0; i < npad; ++i) {
+                             int64_t k = nd - 1 - i, l = p[2 * i], r = p[2 * i + 1];
+                             int64_t crop_l = std::max<int64_t>(-l, 0),
+                                     crop_r = std::max<int64_t>(-r, 0);
+                             int64_t len = x.sizes()[k] - crop_l - crop_r;
+                             if (len <= 0) return;  // nothing of x remains
+                             src = narrow(src, k, crop_l, len);
+                             dst = narrow(dst, k, std::max<int64_t>(l, 0), len);
+                           }
+                           cpu::copy_convert(dst, src);
+                         });
+}
+
+namespace {
+Tensor tri(const char* op, const Tensor& x, int64_t diagonal, bool lower) {
+  SMELT_CHECK(x.defined(), "{}: undefined input tensor", op);
+  SMELT_CHECK(x.dim() >= 2, "{}: input tensor must have at least 2 dimensions (got shape {})", op,
+              shape_str(x.sizes()));
+  return detail::run_op1(op, {x}, {{"diagonal", diagonal}}, {x.sizes(), x.dtype(), x.device()},
+                         [&](const std::vector<Tensor>& outs) {
+                           const Tensor& out = outs[0];
+                           if (out.numel() == 0) return;
+                           cpu::copy_convert(out, x);
+                           const int64_t rows = x.sizes()[x.dim() - 2],
+                                         cols = x.sizes()[x.dim() - 1];
+                           const int64_t batch = out.numel() / (rows * cols);
+                           SMELT_DISPATCH_ALL(x.dtype(), op, [&] {
+                             T* p = static_cast<T*>(out.data_ptr());
+                             const T z = zero_of<T>();
+                             for (int64_t b = 0; b < batch; ++b)
+                               for (int64_t i = 0; i < rows; ++i) {
+                                 T* row = p + (b * rows + i) * cols;
+                                 for (int64_t j = 0; j < cols; ++j) {
+                                   bool keep = lower ? j - i <= diagonal : j - i >= diagonal;
+                                   if (!keep) row[j] = z;
+                                 }
+                               }
+                           });
+                         });
+}
+}  // namespace
+
+Tensor tril(const Tensor& x, int64_t diagonal) { return tri("tril", x, diagonal, true); }
+Tensor triu(const Tensor& x, int64_t diagonal) { return tri("triu", x, diagonal, false); }
+
+// ---- masked_fill / index_put_ ---------------------------------------------------------
+
+Tensor masked_fill(const Tensor& x, const Tensor& mask, const Scalar& value) {
+  SMELT_CHECK(x.defined() && mask.defined(), "masked_fill: undefined tensor argument");
+  SMELT_CHECK(mask.dtype() == DType::Bool,
+              "masked_fill: expected a bool mask, got mask of dtype {}; use mask.to(smelt::bool_) "
+              "or a comparison (x > 0)",
+              dtype_name(mask.dtype()));
+  SMELT_CHECK(mask.device() == x.device(), "masked_fill: mask on {} but input on {}",
+              mask.device().str(), x.device().str());
+  Shape out_shape = broadcast2(x.sizes(), mask.sizes(), "masked_fill");
+  return detail::run_op1("masked_fill", {x, mask}, {{"value", value}},
+                         {out_shape, x.dtype(), x.device()}, [&](const std::vector<Tensor>& outs) {
+                           Tensor v = scalar_tensor(value, x.dtype());
+                           SMELT_DISPATCH_ALL(x.dtype(), "masked_fill", [&] {
+                             const T fill = *static_cast<const T*>(v.data_ptr());
+                             cpu::pointwise<T, T, bool>(
+                                 outs[0], {x, mask}, [fill](T a, bool m) { return m ? fill : a; });
+                           });
+                         });
+}
+
+Tensor& Tensor::index_put_(const Tensor& indices, const Tensor& values) {
+  SMELT_CHECK(defined() && indices.defined() && values.defined(),
+              "index_put_: undefined tensor argument");
+  const bool is_mask = indices.dtype() == DType::Bool;
+  SMELT_CHECK(is_mask || indices.dtype() == DType::Int64 || indices.dtype() == DType::Int32,
+              "index_put_: indices must be a bool mask or an int64/int32 index tensor, got dtype "
+              "{}",
+              dtype_name(indices.dtype()));
+  SMELT_CHECK(is_mask || dim() > 0,
+              "index_put_: cannot index a 0-dim tensor with an integer index");
+  const Shape& self_sizes = sizes();
+  // k leading dims of self are indexed; each selected "row" is self.sizes()[k:].
+  const int64_t k = is_mask ? indices.dim() : 1;
+  if (is_mask) {
+    SMELT_CHECK(indices.dim() <= dim(),
+                "index_put_: too many dimensions in the mask ({}) for a tensor of shape {}",
+                indices.dim(), shape_str(self_sizes));
+    for (int64_t i = 0; i < indices.dim(); ++i)
+      SMELT_CHECK(indices.sizes()[i] == self_sizes[i],
+                  "index_put_: The shape of the mask {} at index {} does not match the shape of "
+                  "the indexed tensor {} at index {}",
+                  shape_str(indices.sizes()), i, shape_str(self_sizes), i);
+  }
+  const Shape rest(self_sizes.begin() + k, self_sizes.end());
+  const int64_t nrows = prod(self_sizes, 0, k);
+  // Eager validation (indices are data): targets and the shape values broadcast to.
+  std::vector<int64_t> rows;
+  bool known = !indices.is_tracer();
+  if (known) {
+    if (is_mask) {
+      if (indices.numel() > 0) {
+        std::vector<bool> m = indices.to_vector<bool>();
+        for (int64_t p = 0; p < nrows; ++p)
+          if (m[p]) rows.push_back(p);
+      }
+    } else {
+      rows = read_indices(indices);
+      const int64_t size0 = self_sizes[0];
+      for (auto& r : rows) {
+        SMELT_CHECK(r >= -size0 && r < size0,
+                    "index_put_: index {} is out of bounds for dimension 0 with size {}", r, size0);
+        if (r < 0) r += size0;
+      }
+    }
+    Shape target = is_mask ? Shape{static_cast<int64_t>(rows.size())} : indices.sizes();
+    target.insert(target.end(), rest.begin(), rest.end());
+    SMELT_CHECK(broadcastable_to(values.sizes(), target),
+                "index_put_: shape mismatch: value tensor of shape {} cannot be broadcast to "
+                "indexing result of shape {}",
+                shape_str(values.sizes()), shape_str(target));
+  }
+  const Tensor self = *this;
+  Tensor result = detail::run_op1(
+      "index_put", {self, indices, values}, {{"accumulate", false}},
+      {self_sizes, dtype(), device()}, [&](const std::vector<Tensor>& outs) {
+        const Tensor& out = outs[0];
+        cpu::copy_convert(out, self);
+        const int64_t n = static_cast<int64_t>(rows.size());
+        if (n == 0) return;
+        Shape target{n};
+        target.insert(target.end(), rest.begin(), rest.end());
+        Tensor vals = detail::make_empty(target, dtype(), device());
+        // values broadcast to [n, rest...]; an int index of shape S flattens to n rows.
+        if (!is_mask && indices.dim() != 1) {
+          Shape full = indices.sizes();
+          full.insert(full.end(), rest.begin(), rest.end());
+          Tensor vb = detail::make_empty(full, dtype(), device());
+          cpu::copy_convert(vb, values);
+          cpu::copy_convert(vals, make_view(vb, target, detail::contiguous_strides(target), 0));
+        } else {
+          cpu::copy_convert(vals, values);
+        }
+        const int64_t row = prod(rest, 0, rest.size()) * static_cast<int64_t>(element_size());
+        char* dst = static_cast<char*>(out.data_ptr());
+        const char* src = static_cast<const char*>(vals.data_ptr());
+        for (int64_t j = 0; j < n; ++j) std::memcpy(dst + rows[j] * row, src + j * row, row);
+      });
+  return copy_(result);
+}
+
+}  // namespace smelt
