@@ -1,0 +1,185 @@
+// smelt/compile.h — smelt::compile: capture, fuse, generate code, run.
+//
+//   auto model = nn::Sequential(nn::Linear(1024, 1024), nn::GELU(), nn::Linear(1024, 10));
+//   auto compiled = smelt::compile(model);     // no change to the model
+//   Tensor y = compiled(smelt::randn({256, 1024}));   // the first call compiles
+//
+//   auto f = smelt::compile([](const Tensor& x, const Tensor& w) { return (x * w).sigmoid(); });
+//
+// The first call traces the function with tracer tensors (shape, dtype,
+// device, no data) into a graph, runs the passes (functionalization, DCE, CSE,
+// decomposition of composite ops, constant folding), lowers it to loop IR,
+// fuses (pointwise chains, reductions with their producers and consumers,
+// GEMM + epilogue, horizontal), generates one C++ translation unit, builds it
+// with the system compiler (cached on disk, see SMELT_CACHE_DIR) and runs it.
+// Later calls whose guards hold (input sizes, strides, dtypes and devices;
+// module training flags; the identity of every parameter and buffer) run the
+// compiled code directly. Parameters are graph inputs: updating weights in
+// place needs no recompile. A failed guard recompiles (logged with the reason);
+// after `recompile_limit` graphs the function runs eagerly with a warning.
+//
+// Graph breaks: a data-dependent read while tracing (item(), printing values),
+// a random op, or a write into a tensor that is neither an input nor a result
+// makes that call run eagerly (reason logged under SMELT_LOGS=graph_breaks);
+// with fullgraph=true it raises smelt::Error naming the op.
+//
+// SMELT_LOGS (comma list, to stderr): graph, fusion, output_code, recompiles,
+// guards, graph_breaks, perf; "all" turns every artifact on.
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "smelt/nn/module.h"
+#include "smelt/tensor.h"
+
+namespace smelt {
+
+struct CompileOptions {
+  /// "default"; "reduce-overhead" (CPU: one pre-planned arena kept across calls
+  /// instead of an allocation per call); "max-autotune" (accepted; behaves as
+  /// default on the CPU until autotuning lands, and says so in the log).
+  std::string mode = "default";
+  /// Raise smelt::Error on a graph break instead of running eagerly.
+  bool fullgraph = false;
+  /// Accepted; symbolic shapes are not implemented yet, so a new shape recompiles.
+  bool dynamic = false;
+  /// "cpp" (generated C++ on the CPU). "cuda" is refused until the CUDA backend lands.
+  std::string backend = "cpp";
+  /// Distinct graphs kept per function before it falls back to eager.
+  int recompile_limit = 8;
+  // Stage switches, for debugging (each stage can be turned off).
+  bool dce = true;
+  bool cse = true;
+  bool decompose = true;
+  bool fold_constants = true;
+  bool fuse = true;
+  bool gemm_epilogue = true;
+};
+
+/// Counters of a compiled function.
+struct CompileStats {
+  int calls = 0;
+  int compiles = 0;       // graphs built (first compile + recompiles)
+  int recompiles = 0;     // compiles caused by a failed guard
+  int graph_breaks = 0;   // calls that ran eagerly because tracing broke
+  int eager_calls = 0;    // calls that ran eagerly (breaks, limit, compiler missing)
+  int kernels = 0;        // steps of the latest graph (kernels, GEMM calls, fallbacks)
+  std::vector<std::string> kernel_names;  // of the latest graph
+  double last_compile_ms = 0;  // trace + passes + codegen + build/load of the latest graph
+  bool last_cache_hit = false;  // the latest build came from the disk cache
+  std::string last_recompile_reason;
+  std::string last_graph_break;
+};
+
+namespace detail {
+class CompiledState;
+using ErasedFn = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
+
+/// The type-erased compiled function; see smelt::compile.
+class CompiledCore {
+ public:
+  CompiledCore(CompileOptions opts, std::function<std::vector<Tensor>()> params,
+               std::function<std::string()> state_key);
+  std::vector<Tensor> call(const std::vector<Tensor>& args, const ErasedFn& fn);
+  const CompileStats& stats() const;
+  /// The generated source of the latest graph ("" before the first compile).
+  std::string generated_code() const;
+  /// The launch plan of the latest graph.
+  std::string launch_plan() const;
+
+ private:
+  std::shared_ptr<CompiledState> state_;
+};
+
+template <class R>
+struct ResultPack;
+template <>
+struct ResultPack<Tensor> {
+  static std::vector<Tensor> pack(const Tensor& t) { return {t}; }
+  static Tensor unpack(std::vector<Tensor> v) { return v.at(0); }
+};
+template <>
+struct ResultPack<std::vector<Tensor>> {
+  static std::vector<Tensor> pack(std::vector<Tensor> v) { return v; }
+  static std::vector<Tensor> unpack(std::vector<Tensor> v) { return v; }
+};
+template <class... Ts>
+struct ResultPack<std::tuple<Ts...>> {
+  static std::vector<Tensor> pack(const std::tuple<Ts...>& t) {
+    return std::apply([](const auto&... x) { return std::vector<Tensor>{x...}; }, t);
+  }
+  static std::tuple<Ts...> unpack(const std::vector<Tensor>& v) {
+    return unpack_impl(v, std::index_sequence_for<Ts...>{});
+  }
+  template <size_t... I>
+  static std::tuple<Ts...> unpack_impl(const std::vector<Tensor>& v, std::index_sequence<I...>) {
+    return std::tuple<Ts...>{v.at(I)...};
+  }
+};
+
+template <class M>
+concept ModuleLike = requires(const M& m) { m->named_parameters_and_buffers(); };
+
+/// Every parameter and buffer of `m` (the compiled graph's extra inputs), and a
+/// key of the modules' training flags (a guard).
+std::vector<Tensor> module_state(const nn::Module& m);
+std::string module_mode_key(nn::Module& m);
+}  // namespace detail
+
+/// A compiled callable with the signature of what it wraps.
+template <class Fn>
+class Compiled {
+ public:
+  Compiled(Fn fn, detail::CompiledCore core) : fn_(std::move(fn)), core_(std::move(core)) {}
+
+  template <class... Args>
+  auto operator()(const Args&... args) {
+    static_assert((std::is_convertible_v<const Args&, const Tensor&> && ...),
+                  "smelt::compile: compiled functions take Tensor arguments");
+    using R = std::decay_t<std::invoke_result_t<Fn&, const Args&...>>;
+    std::vector<Tensor> in{static_cast<const Tensor&>(args)...};
+    detail::ErasedFn erased = [this](const std::vector<Tensor>& v) {
+      return detail::ResultPack<R>::pack(invoke(v, std::index_sequence_for<Args...>{}));
+    };
+    return detail::ResultPack<R>::unpack(core_.call(in, erased));
+  }
+
+  const CompileStats& stats() const { return core_.stats(); }
+  std::string generated_code() const { return core_.generated_code(); }
+  std::string launch_plan() const { return core_.launch_plan(); }
+
+ private:
+  template <size_t... I>
+  auto invoke(const std::vector<Tensor>& v, std::index_sequence<I...>) {
+    return fn_(v[I]...);
+  }
+  Fn fn_;
+  detail::CompiledCore core_;
+};
+
+/// Compiles an nn module (a holder such as nn::Sequential, or any pointer-like
+/// to a Module): its parameters and buffers become graph inputs.
+template <detail::ModuleLike M>
+auto compile(M module, CompileOptions opts = {}) {
+  auto fn = [module](const Tensor& x) { return (*module)(x); };
+  detail::CompiledCore core(
+      std::move(opts), [module] { return detail::module_state(*module); },
+      [module] { return detail::module_mode_key(*module); });
+  return Compiled<decltype(fn)>(std::move(fn), std::move(core));
+}
+
+/// Compiles a function or lambda taking Tensors and returning a Tensor, a
+/// std::vector<Tensor> or a std::tuple of Tensors.
+template <class Fn>
+  requires(!detail::ModuleLike<Fn>)
+auto compile(Fn fn, CompileOptions opts = {}) {
+  detail::CompiledCore core(std::move(opts), nullptr, nullptr);
+  return Compiled<Fn>(std::move(fn), std::move(core));
+}
+
+}  // namespace smelt

@@ -1,0 +1,336 @@
+#include "compiler/codegen/kernel_writer.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "core/tensor_impl.h"
+#include "ops/op_table.h"
+#include "ops/pointwise.h"
+
+namespace smelt::compiler {
+
+namespace {
+
+class Writer {
+ public:
+  Writer(const Graph& g, const std::vector<bool>& mat, const KernelGroup& grp, const Dialect& d)
+      : g_(g), mat_(mat), grp_(grp), d_(d) {
+    for (int n : grp.stores) stored_.insert(n);
+  }
+
+  KernelSource run(const std::string& name) {
+    if (grp_.reduction)
+      reduction_kernel();
+    else
+      pointwise_kernel();
+    KernelSource ks;
+    CodeBuffer head;
+    head.line(d_.kernel_signature(name) + " {");
+    head.indent();
+    for (size_t k = 0; k < args_.size(); ++k) {
+      const Buffer& b = g_.buffers[args_[k].first];
+      bool write = args_[k].second;
+      head.line(fmt::format("{}{}* __restrict__ {} = static_cast<{}{}*>(args[{}]);",
+                            write ? "" : "const ", d_.storage_type(b.dtype),
+                            ptr_name(args_[k].first, write), write ? "" : "const ",
+                            d_.storage_type(b.dtype), k));
+    }
+    ks.source = head.str() + body_.str() + "}\n";
+    for (auto& [b, w] : args_) (w ? ks.writes : ks.reads).push_back(b);
+    ks.ops.assign(ops_.begin(), ops_.end());
+    return ks;
+  }
+
+ private:
+  // ---- arguments, scopes, emission ---------------------------------------
+  std::string ptr_name(int buf, bool write) {
+    return fmt::format("{}_{}", write ? "out" : "in", g_.buffers[buf].name());
+  }
+  std::string use_arg(int buf, bool write) {
+    for (auto& [b, w] : args_)
+      if (b == buf && w == write) return ptr_name(buf, write);
+    args_.emplace_back(buf, write);
+    return ptr_name(buf, write);
+  }
+  std::string emit(const std::string& type, const std::string& expr) {
+    for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it) {
+      auto f = it->find(expr);
+      if (f != it->end()) return f->second;
+    }
+    std::string v = fmt::format("t{}", next_var_++);
+    body_.line(fmt::format("const {} {} = {};", type, v, expr));
+    scopes_.back()[expr] = v;
+    return v;
+  }
+  void open(const std::string& header) {
+    body_.line(header + " {");
+    body_.indent();
+    scopes_.emplace_back();
+  }
+  void close() {
+    body_.dedent();
+    body_.line("}");
+    scopes_.pop_back();
+  }
+
+  /// Converts a value held as value_type(from) to value_type(to), rounding
+  /// through the storage type when `to` is float16/bfloat16 (a cast rounds as
+  /// if stored).
+  std::string convert(const std::string& v, DType from, DType to) {
+    if (to == DType::Bool && from != DType::Bool) return fmt::format("({} != 0)", v);
+    if (to == DType::Float16 || to == DType::BFloat16)
+      return fmt::format("static_cast<float>({}(static_cast<float>({})))", d_.storage_type(to), v);
+    if (from == to) return v;
+    return fmt::format("static_cast<{}>({})", d_.value_type(to), v);
+  }
+
+  // ---- values --------------------------------------------------------------
+  bool computed_here(int buf) const {
+    const Buffer& b = g_.buffers[buf];
+    if (b.kind != BufferKind::Node) return false;
+    const Node& n = g_.nodes[b.producer];
+    LoopKind k = classify(n);
+    if (k == LoopKind::Pointwise) return !mat_[buf] || stored_.count(b.producer);
+    if (k == LoopKind::Reduction)
+      return std::find(grp_.reductions.begin(), grp_.reductions.end(), b.producer) !=
+             grp_.reductions.end();
+    return false;
+  }
+
+  std::string operand_value(const Operand& o, const Index& it) {
+    if (o.is_scalar()) return d_.literal(*o.scalar, o.dtype);
+    if (computed_here(o.buf)) {
+      Index p = producer_index(g_.buffers[o.buf].sizes, o, it);
+      return buffer_value(o.buf, p);
+    }
+    std::string ptr = use_arg(o.buf, false);
+    std::string load = fmt::format("{}[{}]", ptr, operand_offset(o, it));
+    DType t = g_.buffers[o.buf].dtype;
+    if (t == DType::Float16 || t == DType::BFloat16) load = fmt::format("static_cast<float>({})", load);
+    return emit(d_.value_type(t), load);
+  }
+
+  std::string buffer_value(int buf, const Index& p) {
+    const Buffer& b = g_.buffers[buf];
+    const Node& n = g_.nodes[b.producer];
+    if (classify(n) == LoopKind::Reduction) return row_value(buf, p);
+    return pointwise_value(n, p);
+  }
+
+  std::string pointwise_value(const Node& n, const Index& it) {
+    ops_.insert(n.op == "to_dtype" ? "convert" : n.op);
+    DType out = g_.buffers[n.outputs[0]].dtype;
+    if (n.op == "to_dtype" || n.op == "clone") {
+      std::string v = operand_value(n.inputs[0], it);
+      return emit(d_.value_type(out), convert(v, n.inputs[0].dtype, out));
+    }
+    SMELT_INTERNAL_ASSERT(n.attrs.has("dtype"), "pointwise node {} has no compute dtype", n.op);
+    DType c = n.attrs.as<DType>("dtype");
+    detail::PointwiseCall call = detail::pointwise_call(n.op, n.attrs);
+    std::vector<std::string> args;
+    for (auto& in : n.inputs) args.push_back(convert(operand_value(in, it), in.dtype, c));
+    for (auto& e : call.extra) args.push_back(d_.literal(e, c));
+    std::string expr = fmt::format("smelt::scalar::{}<{}>({})", call.functor, d_.value_type(c),
+                                   fmt::join(args, ", "));
+    const detail::OpDef* def = detail::find_op(n.op);
+    bool to_bool = def && (def->rule == detail::DTypeRule::Compare ||
+                           def->rule == detail::DTypeRule::Logical);
+    DType result = to_bool ? DType::Bool : c;
+    return emit(d_.value_type(out), convert(expr, result, out));
+  }
+
+  std::string row_value(int buf, const Index& p) {
+    const Buffer& b = g_.buffers[buf];
+    auto it = row_values_.find(buf);
+    if (it == row_values_.end())
+      throw NotFusable(fmt::format("%{} ({}) is read before its reduction completes", buf,
+                                   g_.nodes[b.producer].op));
+    // The read must be of the current row: non-1 dims walk the kept dims in order.
+    std::vector<std::string> want, got;
+    for (size_t k = 0; k < row_index_.vars.size(); ++k)
+      if (row_index_.shape[k] != 1) want.push_back(row_index_.vars[k]);
+    for (size_t k = 0; k < p.vars.size(); ++k)
+      if (p.shape[k] != 1) got.push_back(p.vars[k]);
+    if (want != got)
+      throw NotFusable(fmt::format("%{} ({}) is read at another row than the one reduced", buf,
+                                   g_.nodes[b.producer].op));
+    return it->second;
+  }
+
+  // ---- kernels -------------------------------------------------------------
+  static std::vector<std::string> dim_vars(const Shape& shape, const std::string& flat) {
+    std::vector<std::string> v(shape.size());
+    Shape cs = detail::contiguous_strides(shape);
+    int first = -1;
+    for (size_t k = 0; k < shape.size(); ++k)
+      if (shape[k] != 1 && first < 0) first = static_cast<int>(k);
+    for (size_t k = 0; k < shape.size(); ++k) {
+      if (shape[k] == 1) v[k] = "0";
+      else if (static_cast<int>(k) == first)
+        v[k] = cs[k] == 1 ? flat : fmt::format("({} / {})", flat, cs[k]);
+      else
+        v[k] = cs[k] == 1 ? fmt::format("({} % {})", flat, shape[k])
+                          : fmt::format("({} / {} % {})", flat, cs[k], shape[k]);
+    }
+    return v;
+  }
+
+  void store(int buf, const std::string& value, const std::string& index) {
+    DType t = g_.buffers[buf].dtype;
+    std::string ptr = use_arg(buf, true);
+    std::string v = value;
+    if (t == DType::Float16 || t == DType::BFloat16) v = fmt::format("{}({})", d_.storage_type(t), v);
+    body_.line(fmt::format("{}[{}] = {};", ptr, index, v));
+  }
+
+  void pointwise_kernel() {
+    const Shape& s = grp_.shape;
+    int64_t n = detail::shape_numel(s);
+    scopes_.emplace_back();
+    open(d_.parallel_for("i", std::to_string(n), n >= kJitParallelGrain));
+    Index it{s, dim_vars(s, "i"), "i"};
+    for (int node : grp_.stores) {
+      const Node& nd = g_.nodes[node];
+      if (g_.buffers[nd.outputs[0]].sizes != s)
+        throw NotFusable(fmt::format("{} has shape {}, the kernel iterates {}", nd.op,
+                                     detail::shape_str(g_.buffers[nd.outputs[0]].sizes),
+                                     detail::shape_str(s)));
+      store(nd.outputs[0], pointwise_value(nd, it), "i");
+    }
+    close();
+  }
+
+  void reduction_kernel() {
+    const Shape& s = grp_.shape;
+    Shape kept, red;
+    std::vector<bool> is_red(s.size(), false);
+    for (auto d : grp_.rdims) is_red[d] = true;
+    for (size_t k = 0; k < s.size(); ++k) (is_red[k] ? red : kept).push_back(s[k]);
+    int64_t outer = detail::shape_numel(kept), rn = detail::shape_numel(red);
+    std::vector<std::string> kv = dim_vars(kept, "o"), rv = dim_vars(red, "r");
+    Index full{s, {}, ""};
+    bool trailing = true;
+    for (size_t k = 0, ki = 0, ri = 0; k < s.size(); ++k) {
+      full.vars.push_back(is_red[k] ? rv[ri++] : kv[ki++]);
+      if (k + 1 < s.size() && is_red[k] && !is_red[k + 1]) trailing = false;
+    }
+    if (trailing) full.flat = rn == 1 ? "o" : outer == 1 ? "r" : fmt::format("(o * {} + r)", rn);
+    row_index_ = Index{kept, kv, "o"};
+    scopes_.emplace_back();
+    bool parallel = outer > 1 && outer * rn >= kJitParallelGrain;
+    open(d_.parallel_for("o", std::to_string(outer), parallel));
+    int acc_id = 0;
+    for (int node : grp_.reductions) {
+      const Node& n = g_.nodes[node];
+      ReductionInfo info = reduction_info(g_, n);
+      if (info.in_sizes != s || info.dims != grp_.rdims)
+        throw NotFusable(fmt::format("{} reduces {} over {}, the kernel {} over {}", n.op,
+                                     detail::shape_str(info.in_sizes), detail::shape_str(info.dims),
+                                     detail::shape_str(s), detail::shape_str(grp_.rdims)));
+      ops_.insert(n.op);
+      std::string acc = fmt::format("acc{}", acc_id++);
+      std::string ty = fmt::format("smelt::reduce::{}{}", info.accumulator,
+                                   (info.accumulator == "Any" || info.accumulator == "All")
+                                       ? ""
+                                       : "<" + d_.value_type(info.acc_dtype) + ">");
+      body_.line(fmt::format("auto {} = {}::init();", acc, ty));
+      open(fmt::format("for (int64_t r = 0; r < {}; ++r)", rn));
+      std::string x = operand_value(n.inputs[0], full);
+      std::string xa = info.acc_dtype == DType::Bool
+                           ? fmt::format("({} != 0)", x)
+                           : fmt::format("static_cast<{}>({})", d_.value_type(info.acc_dtype), x);
+      bool indexed = info.accumulator == "ArgMax" || info.accumulator == "ArgMin";
+      body_.line(fmt::format("{} = {}::step({}, {}{});", acc, ty, acc, xa, indexed ? ", r" : ""));
+      close();
+      for (size_t k = 0; k < n.outputs.size(); ++k) {
+        int ob = n.outputs[k];
+        DType od = g_.buffers[ob].dtype;
+        const std::string& fin = info.finals[k];
+        std::string e;
+        DType from = info.acc_dtype;
+        if (fin == "value") e = indexed ? acc + ".value" : fmt::format("{}::finalize({})", ty, acc);
+        else if (fin == "index") { e = acc + ".index"; from = DType::Int64; }
+        else if (fin == "mean" && info.accumulator == "Sum")
+          e = fmt::format("smelt::reduce::mean_finalize({}, INT64_C({}))", acc, rn);
+        else if (fin == "mean") e = fmt::format("{}::mean({})", ty, acc);
+        else if (fin == "var") e = fmt::format("{}::var({}, {:.17g})", ty, acc, info.correction);
+        else if (fin == "std") e = fmt::format("std::sqrt({}::var({}, {:.17g}))", ty, acc, info.correction);
+        std::string v = emit(d_.value_type(od), convert(e, from, od));
+        row_values_[ob] = v;
+        store(ob, v, "o");
+      }
+    }
+    // Pointwise consumers of the reductions: per row, or over the whole row again.
+    std::vector<int> row_stores, full_stores;
+    for (int node : grp_.stores) {
+      const Shape& os = g_.buffers[g_.nodes[node].outputs[0]].sizes;
+      if (os == s) full_stores.push_back(node);
+      else if (detail::shape_numel(os) == outer) row_stores.push_back(node);
+      else
+        throw NotFusable(fmt::format("{} of shape {} is neither a row nor the domain {}",
+                                     g_.nodes[node].op, detail::shape_str(os), detail::shape_str(s)));
+    }
+    for (int node : row_stores) {
+      const Node& n = g_.nodes[node];
+      const Shape& os = g_.buffers[n.outputs[0]].sizes;
+      Index it{os, {}, "o"};
+      // Map the row index onto this shape (kept dims in order, 1s elsewhere).
+      size_t ki = 0;
+      for (auto d : os) {
+        if (d == 1) it.vars.push_back("0");
+        else {
+          while (ki < kept.size() && kept[ki] == 1) ++ki;
+          if (ki >= kept.size() || kept[ki] != d)
+            throw NotFusable(fmt::format("{} of shape {} does not follow the kept dims {}", n.op,
+                                         detail::shape_str(os), detail::shape_str(kept)));
+          it.vars.push_back(kv[ki++]);
+        }
+      }
+      store(n.outputs[0], pointwise_value(n, it), "o");
+    }
+    if (!full_stores.empty()) {
+      open(fmt::format("for (int64_t r = 0; r < {}; ++r)", rn));
+      std::string flat = full.flat;
+      if (flat.empty()) {
+        Shape cs = detail::contiguous_strides(s);
+        std::vector<std::string> parts;
+        for (size_t k = 0; k < s.size(); ++k)
+          if (s[k] != 1) parts.push_back(fmt::format("{}*{}", full.vars[k], cs[k]));
+        flat = parts.empty() ? "0" : fmt::format("({})", fmt::join(parts, " + "));
+      }
+      for (int node : full_stores) {
+        const Node& n = g_.nodes[node];
+        store(n.outputs[0], pointwise_value(n, full), flat);
+      }
+      close();
+    }
+    close();
+  }
+
+  const Graph& g_;
+  const std::vector<bool>& mat_;
+  const KernelGroup& grp_;
+  const Dialect& d_;
+  std::set<int> stored_;
+  std::vector<std::pair<int, bool>> args_;
+  std::vector<std::map<std::string, std::string>> scopes_;
+  std::map<int, std::string> row_values_;
+  Index row_index_;
+  CodeBuffer body_;
+  int next_var_ = 0;
+  std::set<std::string> ops_;
+};
+
+}  // namespace
+
+KernelSource generate_kernel(const Graph& g, const std::vector<bool>& materialized,
+                             const KernelGroup& group, const std::string& name,
+                             const Dialect& dialect) {
+  Writer w(g, materialized, group, dialect);
+  return w.run(name);
+}
+
+}  // namespace smelt::compiler

@@ -1,0 +1,37 @@
+// Generates the source of one fused kernel (a KernelGroup) in a Dialect:
+// producers that are not materialized are computed inline from their loads
+// (composition of index -> expression functions), reductions of one domain
+// share the outer loop and each get an inner loop with an accumulator from
+// src/kernels/reduce_ops.h, and pointwise consumers of the reductions run
+// after them in the same kernel.
+#pragma once
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "compiler/codegen/printer.h"
+#include "compiler/fusion/schedule.h"
+
+namespace smelt::compiler {
+
+/// Thrown when a group cannot be generated as one kernel; the message is the
+/// reason, which the scheduler logs as a no-fuse decision.
+struct NotFusable : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct KernelSource {
+  std::string source;       // the kernel function
+  std::vector<int> reads;   // argument order: reads, then writes
+  std::vector<int> writes;
+  std::vector<std::string> ops;  // op names computed (for the kernel name)
+};
+
+/// Elements below which a kernel loop runs on one thread.
+inline constexpr int64_t kJitParallelGrain = 32768;
+
+KernelSource generate_kernel(const Graph& g, const std::vector<bool>& materialized,
+                             const KernelGroup& group, const std::string& name,
+                             const Dialect& dialect);
+
+}  // namespace smelt::compiler

@@ -1,0 +1,308 @@
+// smelt::compile: the entry point. Guards, the in-memory cache of compiled
+// graphs, graph breaks, recompiles, and the pipeline of named stages:
+// trace -> passes -> lower/fuse (schedule) -> codegen -> build/load -> run.
+#include "smelt/compile.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <mutex>
+
+#include "compiler/codegen/printer.h"
+#include "compiler/fusion/scheduler.h"
+#include "compiler/logs.h"
+#include "compiler/passes/passes.h"
+#include "compiler/runtime/executor.h"
+#include "compiler/trace/tracer.h"
+#include "core/tensor_impl.h"
+
+namespace smelt {
+
+namespace detail {
+
+std::vector<Tensor> module_state(const nn::Module& m) {
+  std::vector<Tensor> out;
+  for (auto& nt : m.named_parameters_and_buffers())
+    if (nt.tensor.defined()) out.push_back(nt.tensor);
+  return out;
+}
+
+std::string module_mode_key(nn::Module& m) {
+  std::string key;
+  for (auto& [name, mod] : m.named_modules()) key += mod->is_training() ? 'T' : 'E';
+  return key;
+}
+
+namespace {
+
+using namespace smelt::compiler;
+
+struct TensorGuard {
+  Shape sizes, strides;
+  DType dtype;
+  Device device;
+  static TensorGuard of(const Tensor& t) { return {t.sizes(), t.strides(), t.dtype(), t.device()}; }
+  std::string str() const {
+    return fmt::format("{} {} strides {} on {}", dtype_name(dtype), shape_str(sizes),
+                       shape_str(strides), device.str());
+  }
+  bool operator==(const TensorGuard& o) const {
+    return sizes == o.sizes && strides == o.strides && dtype == o.dtype && device == o.device;
+  }
+};
+
+struct Guards {
+  std::vector<TensorGuard> args;
+  std::vector<std::shared_ptr<TensorImpl>> params;  // identity (kept alive)
+  std::vector<TensorGuard> param_meta;
+  std::vector<const Storage*> param_storage;
+  std::string mode_key;
+
+  /// "" when `args`/`params` pass, else the first failed guard.
+  std::string check(const std::vector<Tensor>& a, const std::vector<Tensor>& p,
+                    const std::string& mode) const {
+    if (a.size() != args.size())
+      return fmt::format("number of arguments changed: {} -> {}", args.size(), a.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      TensorGuard now = TensorGuard::of(a[i]);
+      if (!(now == args[i]))
+        return fmt::format("argument {}: expected {}, got {}", i, args[i].str(), now.str());
+    }
+    if (p.size() != params.size())
+      return fmt::format("number of module parameters/buffers changed: {} -> {}", params.size(), p.size());
+    for (size_t i = 0; i < p.size(); ++i) {
+      if (p[i].impl_ptr() != params[i])
+        return fmt::format("module parameter/buffer {} was replaced by another tensor", i);
+      if (p[i].storage().get() != param_storage[i])
+        return fmt::format("module parameter/buffer {} now uses another storage", i);
+      if (!(TensorGuard::of(p[i]) == param_meta[i]))
+        return fmt::format("module parameter/buffer {}: expected {}, got {}", i,
+                           param_meta[i].str(), TensorGuard::of(p[i]).str());
+    }
+    if (mode != mode_key) return "a module switched between train() and eval()";
+    return "";
+  }
+  std::string str() const {
+    std::string s;
+    for (size_t i = 0; i < args.size(); ++i) s += fmt::format("  arg{}: {}\n", i, args[i].str());
+    for (size_t i = 0; i < params.size(); ++i)
+      s += fmt::format("  param{}: identity {} and {}\n", i, static_cast<const void*>(params[i].get()),
+                       param_meta[i].str());
+    if (!mode_key.empty()) s += fmt::format("  module training flags: {}\n", mode_key);
+    return s;
+  }
+};
+
+struct Entry {
+  Guards guards;
+  std::shared_ptr<CompiledGraph> graph;  // null: this signature graph-breaks (runs eagerly)
+  std::string source;
+};
+
+}  // namespace
+
+class CompiledState {
+ public:
+  CompiledState(CompileOptions o, std::function<std::vector<Tensor>()> p,
+                std::function<std::string()> m)
+      : opts(std::move(o)), params_fn(std::move(p)), mode_fn(std::move(m)) {
+    SMELT_CHECK(opts.mode == "default" || opts.mode == "reduce-overhead" ||
+                    opts.mode == "max-autotune",
+                "smelt::compile: unknown mode '{}'; use \"default\", \"reduce-overhead\" or "
+                "\"max-autotune\"",
+                opts.mode);
+    SMELT_CHECK(opts.backend == "cpp" || opts.backend == "cpu" || opts.backend == "inductor",
+                "smelt::compile: backend '{}' is not available; this build generates C++ for the "
+                "CPU (backend \"cpp\"); the CUDA backend is not implemented yet",
+                opts.backend);
+    SMELT_CHECK(opts.recompile_limit >= 1, "smelt::compile: recompile_limit must be >= 1, got {}",
+                opts.recompile_limit);
+  }
+
+  std::vector<Tensor> call(const std::vector<Tensor>& args, const ErasedFn& fn) {
+    std::lock_guard<std::mutex> lock(mu);
+    ++stats.calls;
+    for (size_t i = 0; i < args.size(); ++i)
+      SMELT_CHECK(args[i].defined(), "smelt::compile: argument {} is an undefined tensor", i);
+    std::vector<Tensor> params = params_fn ? params_fn() : std::vector<Tensor>{};
+    std::string mode = mode_fn ? mode_fn() : "";
+    if (eager_only) return eager(args, fn);
+    std::string reason;
+    for (auto& e : entries) {
+      std::string why = e.guards.check(args, params, mode);
+      if (why.empty()) {
+        if (!e.graph) return eager(args, fn);
+        return run(*e.graph, args, params);
+      }
+      reason = why;
+    }
+    if (!entries.empty()) {
+      if (static_cast<int>(entries.size()) >= opts.recompile_limit) {
+        std::fputs(fmt::format("smelt::compile warning: recompile limit ({}) reached ({}); this "
+                               "function now runs eagerly\n",
+                               opts.recompile_limit, reason)
+                       .c_str(),
+                   stderr);
+        eager_only = true;
+        return eager(args, fn);
+      }
+      ++stats.recompiles;
+      stats.last_recompile_reason = reason;
+      if (log_enabled("recompiles")) log_artifact("recompiles", "recompiling: " + reason);
+    }
+    Entry e = compile(args, params, mode, fn);
+    entries.push_back(std::move(e));
+    Entry& last = entries.back();
+    if (!last.graph) return eager(args, fn);
+    return run(*last.graph, args, params);
+  }
+
+  std::vector<Tensor> eager(const std::vector<Tensor>& args, const ErasedFn& fn) {
+    ++stats.eager_calls;
+    compiler::TraceScope none(nullptr);
+    return fn(args);
+  }
+
+  std::vector<Tensor> run(CompiledGraph& g, const std::vector<Tensor>& args,
+                          const std::vector<Tensor>& params) {
+    g.profile = log_enabled("perf");
+    std::vector<Tensor> out = g.run(args, params);
+    if (g.profile) {
+      std::string body;
+      const auto& steps = g.schedule().steps;
+      for (size_t i = 0; i < steps.size(); ++i) {
+        int64_t bytes = 0;
+        for (int b : steps[i].reads)
+          bytes += g.graph().buffers[b].extent * itemsize(g.graph().buffers[b].dtype);
+        for (int b : steps[i].writes)
+          bytes += g.graph().buffers[b].extent * itemsize(g.graph().buffers[b].dtype);
+        double ms = g.last_step_ms[i];
+        body += fmt::format("  {:<48} {:9.3f} ms {:12} bytes {:8.2f} GB/s\n", steps[i].name, ms,
+                            bytes, ms > 0 ? bytes / ms / 1e6 : 0.0);
+      }
+      log_artifact("perf", "per-kernel time and bytes moved", body);
+    }
+    return out;
+  }
+
+  Entry compile(const std::vector<Tensor>& args, const std::vector<Tensor>& params,
+                const std::string& mode, const ErasedFn& fn) {
+    auto t0 = std::chrono::steady_clock::now();
+    Entry e;
+    e.guards.mode_key = mode;
+    for (auto& a : args) e.guards.args.push_back(TensorGuard::of(a));
+    for (auto& p : params) {
+      e.guards.params.push_back(p.impl_ptr());
+      e.guards.param_meta.push_back(TensorGuard::of(p));
+      e.guards.param_storage.push_back(p.storage().get());
+    }
+    if (log_enabled("guards")) log_artifact("guards", "guards of the new graph", e.guards.str());
+    if (opts.mode == "max-autotune" && log_enabled("recompiles"))
+      log_artifact("recompiles", "mode max-autotune: no autotuning on the CPU yet; compiling as default");
+    ++stats.compiles;
+    // 1. trace
+    Graph captured;
+    try {
+      GraphBuilder gb;
+      std::vector<Tensor> tracers;
+      for (size_t i = 0; i < args.size(); ++i) tracers.push_back(gb.add_input(args[i], static_cast<int>(i)));
+      for (size_t i = 0; i < params.size(); ++i) gb.add_param(params[i], static_cast<int>(i));
+      std::vector<Tensor> outs;
+      {
+        TraceScope scope(&gb);
+        outs = fn(tracers);
+      }
+      gb.finish(outs);
+      gb.restore_params();
+      captured = std::move(gb.graph);
+    } catch (const GraphBreak& br) {
+      ++stats.graph_breaks;
+      stats.last_graph_break = br.what();
+      if (opts.fullgraph)
+        throw Error(fmt::format("smelt::compile(fullgraph=true): graph break: {}", br.what()));
+      if (log_enabled("graph_breaks"))
+        log_artifact("graph_breaks", "graph break, running eagerly", br.what());
+      return e;  // graph == null: eager for these guards
+    }
+    if (log_enabled("graph")) log_artifact("graph", "captured graph", captured.str());
+    // 2. passes
+    PassOptions po{opts.dce, opts.cse, opts.decompose, opts.fold_constants};
+    PassStats ps;
+    Graph g = run_passes(captured, po, &ps);
+    if (log_enabled("graph")) log_artifact("graph", "after passes (" + ps.str() + ")", g.str());
+    // 3-4. lowering and fusion
+    CppDialect dialect;
+    Schedule s = schedule(g, FusionOptions{opts.fuse, opts.gemm_epilogue}, dialect);
+    if (log_enabled("fusion")) {
+      std::string body;
+      for (auto& d : s.decisions) body += "  " + d + "\n";
+      log_artifact("fusion", "fusion decisions", body);
+    }
+    // 6. codegen
+    std::string kernels;
+    for (auto& st : s.steps)
+      if (st.kind == Step::Kind::Kernel) kernels += "\n" + st.source;
+    std::shared_ptr<KernelLibrary> lib;
+    BuildInfo bi;
+    if (!kernels.empty()) {
+      e.source = jit_prelude() + kernels;
+      // 7. build and load
+      try {
+        lib = build_library(e.source, &bi);
+      } catch (const Error& err) {
+        if (std::string(err.what()).find("was not found") == std::string::npos || opts.fullgraph)
+          throw;
+        std::fputs(fmt::format("smelt::compile warning: {}; running eagerly\n", err.what()).c_str(),
+                   stderr);
+        eager_only = true;
+        return e;
+      }
+    }
+    e.graph = std::make_shared<CompiledGraph>(std::move(g), std::move(s), lib,
+                                              opts.mode == "reduce-overhead");
+    stats.kernels = static_cast<int>(e.graph->schedule().steps.size());
+    stats.kernel_names.clear();
+    for (auto& st : e.graph->schedule().steps) stats.kernel_names.push_back(st.name);
+    stats.last_cache_hit = bi.cache_hit;
+    stats.last_compile_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (log_enabled("output_code")) {
+      log_artifact("output_code",
+                   fmt::format("generated code ({}; source {}): kernels include the embedded "
+                               "scalar_ops.h / reduce_ops.h",
+                               bi.cache_hit ? "loaded from the cache" : "built", bi.source_path),
+                   kernels);
+      log_artifact("output_code", "launch plan", e.graph->plan_str());
+    }
+    return e;
+  }
+
+  CompileOptions opts;
+  std::function<std::vector<Tensor>()> params_fn;
+  std::function<std::string()> mode_fn;
+  std::mutex mu;
+  std::vector<Entry> entries;
+  CompileStats stats;
+  bool eager_only = false;
+};
+
+CompiledCore::CompiledCore(CompileOptions opts, std::function<std::vector<Tensor>()> params,
+                           std::function<std::string()> state_key)
+    : state_(std::make_shared<CompiledState>(std::move(opts), std::move(params), std::move(state_key))) {}
+
+std::vector<Tensor> CompiledCore::call(const std::vector<Tensor>& args, const ErasedFn& fn) {
+  return state_->call(args, fn);
+}
+const CompileStats& CompiledCore::stats() const { return state_->stats; }
+std::string CompiledCore::generated_code() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->entries.empty() ? "" : state_->entries.back().source;
+}
+std::string CompiledCore::launch_plan() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  if (state_->entries.empty() || !state_->entries.back().graph) return "";
+  return state_->entries.back().graph->plan_str();
+}
+
+}  // namespace detail
+}  // namespace smelt

@@ -1,0 +1,45 @@
+// The result of fusion: an ordered list of steps (generated kernels, extern
+// library calls, eager fallbacks) and, for each buffer, whether it is
+// materialized in memory or only computed inside the kernels that read it.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "compiler/graph/graph.h"
+#include "compiler/lower/loop_ir.h"
+
+namespace smelt::compiler {
+
+/// One generated kernel: pointwise over `shape`, or a reduction over the
+/// domain `shape` reducing `rdims` (reductions of one domain share its loops).
+struct KernelGroup {
+  bool reduction = false;
+  Shape shape;
+  std::vector<int64_t> rdims;
+  std::vector<int> reductions;  // reduction nodes, in order
+  std::vector<int> stores;      // pointwise node outputs written by this kernel
+};
+
+struct Step {
+  enum class Kind { Kernel, Extern, Fallback };
+  Kind kind = Kind::Kernel;
+  std::string name;           // kernel name, e.g. cpp_poi_fused_add_mul_sigmoid_0
+  std::string kernel_kind;    // poi, per, red, tem, for, extern, fallback
+  KernelGroup group;          // Kernel
+  int node = -1;              // Extern / Fallback: the node it runs
+  std::vector<int> epilogue;  // Extern: pointwise nodes applied to the GEMM output (tem)
+  std::string activation;     // Extern epilogue activation
+  int bias = -1;              // Extern epilogue: index into node inputs of the bias add, or -1
+  std::vector<int> reads;     // buffers read (kernel argument order: reads then writes)
+  std::vector<int> writes;    // buffers written
+  std::string source;         // Kernel: the generated function
+};
+
+struct Schedule {
+  std::vector<Step> steps;
+  std::vector<bool> materialized;  // per buffer
+  std::vector<std::string> decisions;  // fusion log: each fuse / no-fuse with its reason
+  int kernel_count() const;
+};
+
+}  // namespace smelt::compiler

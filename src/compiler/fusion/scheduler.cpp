@@ -1,0 +1,350 @@
+#include "compiler/fusion/scheduler.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "compiler/codegen/kernel_writer.h"
+#include "core/tensor_impl.h"
+
+namespace smelt::compiler {
+
+int Schedule::kernel_count() const {
+  int n = 0;
+  n = static_cast<int>(steps.size());
+  return n;
+}
+
+namespace {
+
+const std::set<std::string> kEpilogueActivations = {"relu", "gelu", "sigmoid", "silu", "tanh"};
+
+class Scheduler {
+ public:
+  Scheduler(const Graph& g, const FusionOptions& o, const Dialect& d) : g_(g), opts_(o), d_(d) {}
+
+  Schedule run() {
+    users_.assign(g_.buffers.size(), {});
+    for (size_t n = 0; n < g_.nodes.size(); ++n)
+      for (auto& in : g_.nodes[n].inputs)
+        if (!in.is_scalar()) users_[in.buf].push_back(static_cast<int>(n));
+    escapes_.assign(g_.buffers.size(), false);
+    for (auto& o : g_.outputs)
+      if (!o.is_scalar()) escapes_[o.buf] = true;
+    for (auto& [dst, src] : g_.mutations) escapes_[src] = true;
+    absorbed_.assign(g_.nodes.size(), false);
+    plan_gemm_epilogues();
+    decide_materialization();
+    for (size_t n = 0; n < g_.nodes.size(); ++n)
+      if (!absorbed_[n]) place(static_cast<int>(n));
+    finalize_names();
+    return std::move(s_);
+  }
+
+ private:
+  void log(const std::string& m) { s_.decisions.push_back(m); }
+
+  // ---- GEMM + epilogue -------------------------------------------------------
+  int single_user(int buf) const {
+    if (escapes_[buf] || users_[buf].size() != 1) return -1;
+    return users_[buf][0];
+  }
+
+  void plan_gemm_epilogues() {
+    for (size_t i = 0; i < g_.nodes.size(); ++i) {
+      const Node& n = g_.nodes[i];
+      if (classify(n) != LoopKind::Extern) continue;
+      Step st;
+      st.kind = Step::Kind::Extern;
+      st.node = static_cast<int>(i);
+      st.kernel_kind = "extern";
+      int out = n.outputs[0];
+      const Buffer& ob = g_.buffers[out];
+      bool eligible = opts_.gemm_epilogue && opts_.fuse && ob.dtype == DType::Float32 &&
+                      ob.sizes.size() >= 1;
+      // bias add: add(mm, bias[n]) with bias broadcast along rows
+      int u = eligible ? single_user(out) : -1;
+      if (u >= 0 && g_.nodes[u].op == "add" && g_.nodes[u].inputs.size() == 2 &&
+          !g_.nodes[u].attrs.has("alpha_not_one")) {
+        const Node& a = g_.nodes[u];
+        int mm_side = (!a.inputs[0].is_scalar() && a.inputs[0].buf == out) ? 0 : 1;
+        const Operand& mmo = a.inputs[mm_side];
+        const Operand& bo = a.inputs[1 - mm_side];
+        bool alpha_one = !a.attrs.has("alpha") || a.attrs.as<Scalar>("alpha").to_double() == 1.0;
+        int64_t ncol = ob.sizes.back();
+        bool bias_ok = !bo.is_scalar() && bo.dtype == DType::Float32 && alpha_one &&
+                       !bo.sizes.empty() && bo.sizes.back() == ncol && bo.strides.back() == 1 &&
+                       is_whole_contiguous(mmo, ob) && g_.buffers[a.outputs[0]].sizes == ob.sizes &&
+                       g_.buffers[a.outputs[0]].dtype == DType::Float32;
+        for (size_t d = 0; bias_ok && d + 1 < bo.sizes.size(); ++d)
+          if (bo.sizes[d] != 1 && bo.strides[d] != 0) bias_ok = false;
+        if (bias_ok) {
+          st.epilogue.push_back(u);
+          st.bias = 1 - mm_side;
+          absorbed_[u] = true;
+          int cur = a.outputs[0];
+          int v = single_user(cur);
+          if (v >= 0 && kEpilogueActivations.count(g_.nodes[v].op) &&
+              g_.buffers[g_.nodes[v].outputs[0]].dtype == DType::Float32 &&
+              is_whole_contiguous(g_.nodes[v].inputs[0], g_.buffers[cur])) {
+            const Node& act = g_.nodes[v];
+            std::string name = act.op;
+            if (name == "gelu" && act.attrs.has("approximate") &&
+                act.attrs.as<std::string>("approximate") == "tanh")
+              name = "gelu_tanh";
+            st.activation = name;
+            st.epilogue.push_back(v);
+            absorbed_[v] = true;
+          }
+        }
+      }
+      if (!st.epilogue.empty()) {
+        st.kernel_kind = "tem";
+        log(fmt::format("fuse {} + epilogue [{}] into one GEMM call: bias{} applied where the "
+                        "GEMM writes its result (oneDNN post-ops)",
+                        n.op, epilogue_ops(st), st.activation.empty() ? "" : " and activation"));
+      } else if (classify(n) == LoopKind::Extern) {
+        log(fmt::format("no epilogue for {} (%{}): {}", n.op, out,
+                        !eligible ? "only float32 GEMMs take post-ops"
+                                  : "its result is not consumed by a single bias add"));
+      }
+      extern_steps_[static_cast<int>(i)] = st;
+    }
+  }
+
+  std::string epilogue_ops(const Step& st) const {
+    std::vector<std::string> v;
+    for (int e : st.epilogue) v.push_back(g_.nodes[e].op);
+    return fmt::format("{}", fmt::join(v, ", "));
+  }
+
+  int extern_output(const Step& st) const {
+    int last = st.epilogue.empty() ? st.node : st.epilogue.back();
+    return g_.nodes[last].outputs[0];
+  }
+
+  // ---- materialization -------------------------------------------------------
+  void decide_materialization() {
+    s_.materialized.assign(g_.buffers.size(), false);
+    for (auto& b : g_.buffers)
+      if (b.kind != BufferKind::Node) s_.materialized[b.id] = true;
+    for (size_t i = 0; i < g_.nodes.size(); ++i) {
+      const Node& n = g_.nodes[i];
+      LoopKind k = classify(n);
+      for (int o : n.outputs) {
+        bool m = escapes_[o] || k != LoopKind::Pointwise || !opts_.fuse;
+        for (int u : users_[o]) {
+          LoopKind uk = classify(g_.nodes[u]);
+          if ((uk == LoopKind::Extern || uk == LoopKind::Fallback) && !absorbed_[u]) m = true;
+          if (absorbed_[u]) m = true;  // read by a GEMM epilogue (e.g. the bias)
+        }
+        s_.materialized[o] = m;
+      }
+    }
+    for (auto& [node, st] : extern_steps_) {
+      for (int e : st.epilogue) s_.materialized[g_.nodes[e].outputs[0]] = false;
+      s_.materialized[g_.nodes[node].outputs[0]] = st.epilogue.empty();
+      s_.materialized[extern_output(st)] = true;
+    }
+  }
+
+  // ---- placement ---------------------------------------------------------------
+  bool depends_on_group(int node, const KernelGroup& grp, std::set<int>& seen) const {
+    for (auto& in : g_.nodes[node].inputs) {
+      if (in.is_scalar()) continue;
+      const Buffer& b = g_.buffers[in.buf];
+      if (b.kind != BufferKind::Node || !seen.insert(b.producer).second) continue;
+      if (std::find(grp.reductions.begin(), grp.reductions.end(), b.producer) != grp.reductions.end())
+        return true;
+      if (classify(g_.nodes[b.producer]) == LoopKind::Pointwise && !s_.materialized[in.buf] &&
+          depends_on_group(b.producer, grp, seen))
+        return true;
+      if (std::find(grp.stores.begin(), grp.stores.end(), b.producer) != grp.stores.end())
+        return true;
+    }
+    return false;
+  }
+
+  bool try_generate(const KernelGroup& grp, std::string* why) {
+    try {
+      generate_kernel(g_, s_.materialized, grp, "probe", d_);
+      return true;
+    } catch (const NotFusable& e) {
+      *why = e.what();
+      return false;
+    }
+  }
+
+  Step* last_kernel() {
+    if (s_.steps.empty() || s_.steps.back().kind != Step::Kind::Kernel) return nullptr;
+    return &s_.steps.back();
+  }
+
+  void new_kernel(KernelGroup grp) {
+    Step st;
+    st.kind = Step::Kind::Kernel;
+    st.group = std::move(grp);
+    s_.steps.push_back(std::move(st));
+  }
+
+  void place(int i) {
+    const Node& n = g_.nodes[i];
+    LoopKind k = classify(n);
+    if (k == LoopKind::Extern) {
+      s_.steps.push_back(extern_steps_.at(i));
+      return;
+    }
+    if (k == LoopKind::Fallback) {
+      Step st;
+      st.kind = Step::Kind::Fallback;
+      st.node = i;
+      st.kernel_kind = "fallback";
+      st.name = "fallback_" + n.op;
+      log(fmt::format("{} (%{}) runs its eager kernel: no loop-level lowering for this op yet",
+                      n.op, n.outputs[0]));
+      s_.steps.push_back(std::move(st));
+      return;
+    }
+    if (k == LoopKind::Reduction) {
+      ReductionInfo info = reduction_info(g_, n);
+      Step* last = last_kernel();
+      if (opts_.fuse && last && last->group.reduction && last->group.shape == info.in_sizes &&
+          last->group.rdims == info.dims) {
+        KernelGroup grp = last->group;
+        grp.reductions.push_back(i);
+        std::string why;
+        if (try_generate(grp, &why)) {
+          last->group = grp;
+          log(fmt::format("fuse {} (%{}) into the reduction kernel over {} dims {}: same domain",
+                          n.op, n.outputs[0], detail::shape_str(info.in_sizes),
+                          detail::shape_str(info.dims)));
+          return;
+        }
+        log(fmt::format("no fuse {} (%{}) with the previous reduction: {}", n.op, n.outputs[0], why));
+      } else if (last && opts_.fuse) {
+        log(fmt::format("new reduction kernel for {} (%{}): the previous kernel iterates another "
+                        "domain", n.op, n.outputs[0]));
+      }
+      KernelGroup grp;
+      grp.reduction = true;
+      grp.shape = info.in_sizes;
+      grp.rdims = info.dims;
+      grp.reductions.push_back(i);
+      new_kernel(grp);
+      return;
+    }
+    // Pointwise
+    int out = n.outputs[0];
+    if (!s_.materialized[out]) {
+      log(fmt::format("inline {} (%{}) into its consumers: not materialized", n.op, out));
+      return;
+    }
+    const Shape& shape = g_.buffers[out].sizes;
+    Step* last = last_kernel();
+    if (opts_.fuse && last) {
+      std::set<int> seen;
+      bool dep = depends_on_group(i, last->group, seen);
+      bool ok_shape = last->group.reduction
+                          ? dep && (shape == last->group.shape ||
+                                    detail::shape_numel(shape) ==
+                                        detail::shape_numel(last->group.shape) /
+                                            std::max<int64_t>(1, reduction_info(g_, g_.nodes[last->group.reductions[0]]).rnumel))
+                          : shape == last->group.shape;
+      if (ok_shape) {
+        KernelGroup grp = last->group;
+        grp.stores.push_back(i);
+        std::string why;
+        if (try_generate(grp, &why)) {
+          last->group = grp;
+          log(fmt::format("fuse {} (%{}) into the previous kernel: {}", n.op, out,
+                          last->group.reduction ? "consumer of its reductions (epilogue)"
+                          : dep ? "vertical (reads its result)"
+                                : "horizontal (same iteration space, independent)"));
+          return;
+        }
+        log(fmt::format("no fuse {} (%{}) into the previous kernel: {}", n.op, out, why));
+      } else {
+        log(fmt::format("new kernel for {} (%{}): {}", n.op, out,
+                        last->group.reduction ? "not a consumer of the previous reductions over their domain"
+                                              : "different iteration space " + detail::shape_str(shape) +
+                                                    " vs " + detail::shape_str(last->group.shape)));
+      }
+    }
+    KernelGroup grp;
+    grp.shape = shape;
+    grp.stores.push_back(i);
+    new_kernel(grp);
+  }
+
+  void finalize_names() {
+    int index = 0;
+    for (auto& st : s_.steps) {
+      if (st.kind == Step::Kind::Fallback) {
+        st.reads.clear();
+        for (auto& in : g_.nodes[st.node].inputs)
+          if (!in.is_scalar()) st.reads.push_back(in.buf);
+        st.writes = g_.nodes[st.node].outputs;
+        continue;
+      }
+      if (st.kind == Step::Kind::Extern) {
+        const Node& n = g_.nodes[st.node];
+        std::vector<std::string> ops = {n.op == "matmul" && st.bias >= 0 ? "addmm" : n.op};
+        for (size_t e = 1; e < st.epilogue.size(); ++e) ops.push_back(g_.nodes[st.epilogue[e]].op);
+        st.name = st.epilogue.empty()
+                      ? fmt::format("extern_{}", n.op)
+                      : fmt::format("{}_tem_fused_{}_{}", d_.name(), fmt::join(ops, "_"), index++);
+        for (auto& in : n.inputs)
+          if (!in.is_scalar()) st.reads.push_back(in.buf);
+        if (st.bias >= 0) st.reads.push_back(g_.nodes[st.epilogue[0]].inputs[st.bias].buf);
+        st.writes = {extern_output(st)};
+        continue;
+      }
+      KernelSource probe = generate_kernel(g_, s_.materialized, st.group, "probe", d_);
+      std::vector<std::string> ops = probe.ops;
+      std::sort(ops.begin(), ops.end());
+      if (ops.size() > 6) ops.resize(6);
+      std::string kind;
+      if (st.group.reduction) {
+        kind = "red";
+      } else {
+        // Horizontal: several outputs none of which reads another.
+        bool independent = st.group.stores.size() > 1;
+        for (int a : st.group.stores) {
+          KernelGroup only;
+          only.stores = {a};
+          std::set<int> seen;
+          KernelGroup others = st.group;
+          others.stores.erase(std::find(others.stores.begin(), others.stores.end(), a));
+          if (depends_on_group(a, others, seen)) independent = false;
+        }
+        kind = independent ? "for" : "poi";
+      }
+      st.kernel_kind = kind;
+      st.name = fmt::format("{}_{}_fused_{}_{}", d_.name(), kind, fmt::join(ops, "_"), index++);
+      KernelSource ks = generate_kernel(g_, s_.materialized, st.group, st.name, d_);
+      st.source = ks.source;
+      st.reads = ks.reads;
+      st.writes = ks.writes;
+    }
+  }
+
+  const Graph& g_;
+  FusionOptions opts_;
+  const Dialect& d_;
+  Schedule s_;
+  std::vector<std::vector<int>> users_;
+  std::vector<bool> escapes_;
+  std::vector<bool> absorbed_;
+  std::map<int, Step> extern_steps_;
+};
+
+}  // namespace
+
+Schedule schedule(const Graph& g, const FusionOptions& opts, const Dialect& dialect) {
+  Scheduler s(g, opts, dialect);
+  return s.run();
+}
+
+}  // namespace smelt::compiler

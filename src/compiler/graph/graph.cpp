@@ -1,0 +1,123 @@
+#include "compiler/graph/graph.h"
+
+#include <fmt/format.h>
+
+#include "core/tensor_impl.h"
+
+namespace smelt::compiler {
+
+const char* buffer_kind_name(BufferKind k) {
+  switch (k) {
+    case BufferKind::Input: return "input";
+    case BufferKind::Param: return "param";
+    case BufferKind::Constant: return "constant";
+    case BufferKind::Node: return "node";
+  }
+  return "?";
+}
+
+std::string Buffer::name() const {
+  switch (kind) {
+    case BufferKind::Input: return fmt::format("arg{}", input_index);
+    case BufferKind::Param: return fmt::format("param{}", input_index);
+    case BufferKind::Constant: return fmt::format("const{}", id);
+    case BufferKind::Node: return fmt::format("buf{}", id);
+  }
+  return "?";
+}
+
+bool Operand::same_as(const Operand& o) const {
+  if (is_scalar() != o.is_scalar()) return false;
+  if (is_scalar())
+    return dtype == o.dtype && scalar->str() == o.scalar->str();
+  return buf == o.buf && sizes == o.sizes && strides == o.strides && offset == o.offset &&
+         dtype == o.dtype;
+}
+
+std::string Operand::str() const {
+  if (is_scalar()) return scalar->str();
+  std::string s = fmt::format("%{}", buf);
+  s += detail::shape_str(sizes);
+  if (strides != detail::contiguous_strides(sizes) || offset != 0)
+    s += fmt::format("{{strides={},offset={}}}", detail::shape_str(strides), offset);
+  return s;
+}
+
+int Graph::add_buffer(Buffer b) {
+  b.id = static_cast<int>(buffers.size());
+  buffers.push_back(std::move(b));
+  return buffers.back().id;
+}
+
+int Graph::add_node(const std::string& op, std::vector<Operand> inputs, detail::Attrs attrs,
+                    const std::vector<detail::OutMeta>& outs) {
+  Node n{op, std::move(inputs), std::move(attrs), {}};
+  int index = static_cast<int>(nodes.size());
+  for (size_t k = 0; k < outs.size(); ++k) {
+    Buffer b;
+    b.kind = BufferKind::Node;
+    b.dtype = outs[k].dtype;
+    b.device = outs[k].device;
+    b.sizes = outs[k].sizes;
+    b.extent = detail::shape_numel(outs[k].sizes);
+    b.producer = index;
+    n.outputs.push_back(add_buffer(std::move(b)));
+  }
+  nodes.push_back(std::move(n));
+  return index;
+}
+
+std::vector<int> Graph::use_counts() const {
+  std::vector<int> uses(buffers.size(), 0);
+  for (auto& n : nodes)
+    for (auto& in : n.inputs)
+      if (!in.is_scalar()) ++uses[in.buf];
+  for (auto& o : outputs)
+    if (!o.is_scalar()) ++uses[o.buf];
+  for (auto& [dst, src] : mutations) ++uses[src];
+  return uses;
+}
+
+std::string Graph::str() const {
+  std::string s;
+  for (auto& b : buffers)
+    if (b.kind != BufferKind::Node)
+      s += fmt::format("  %{} = {} {} extent={}\n", b.id, b.name(), dtype_name(b.dtype),
+                       b.extent);
+  for (auto& n : nodes) {
+    std::vector<std::string> outs, ins;
+    for (int o : n.outputs)
+      outs.push_back(fmt::format("%{}: {}{}", o, dtype_name(buffers[o].dtype),
+                                 detail::shape_str(buffers[o].sizes)));
+    for (auto& i : n.inputs) ins.push_back(i.str());
+    s += fmt::format("  {} = {}({}){}\n", fmt::join(outs, ", "), n.op, fmt::join(ins, ", "),
+                     n.attrs.items.empty() ? "" : "  [" + n.attrs.str() + "]");
+  }
+  std::vector<std::string> outs;
+  for (auto& o : outputs) outs.push_back(o.str());
+  s += fmt::format("  return ({})\n", fmt::join(outs, ", "));
+  for (auto& [dst, src] : mutations) s += fmt::format("  write back %{} -> %{}\n", src, dst);
+  return s;
+}
+
+Operand whole(const Buffer& b) {
+  Operand o;
+  o.buf = b.id;
+  o.sizes = b.kind == BufferKind::Node ? b.sizes : Shape{b.extent};
+  o.strides = detail::contiguous_strides(o.sizes);
+  o.dtype = b.dtype;
+  return o;
+}
+
+bool is_whole_contiguous(const Operand& o, const Buffer& b) {
+  if (o.is_scalar() || o.offset != 0) return false;
+  if (detail::shape_numel(o.sizes) != b.extent) return false;
+  int64_t expect = 1;
+  for (int64_t d = static_cast<int64_t>(o.sizes.size()) - 1; d >= 0; --d) {
+    if (o.sizes[d] != 1 && o.strides[d] != expect) return false;
+    expect *= o.sizes[d];
+  }
+  return true;
+}
+
+}  // namespace smelt::compiler

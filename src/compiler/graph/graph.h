@@ -1,0 +1,83 @@
+// The captured graph: buffers (graph inputs, module parameters/buffers,
+// constants and node outputs) and op nodes over strided views of them.
+//
+// Views never make nodes: an operand is a (buffer, sizes, strides, offset)
+// window, so permute / slice / expand / reshape-of-contiguous are index remaps
+// from the start. Node outputs are fresh contiguous buffers.
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ops/dispatch.h"
+
+namespace smelt::compiler {
+
+enum class BufferKind {
+  Input,     // a tensor argument of the compiled function
+  Param,     // a module parameter or buffer (identity is guarded)
+  Constant,  // a real tensor captured while tracing (created or closed over)
+  Node,      // output of a graph node
+};
+const char* buffer_kind_name(BufferKind k);
+
+struct Buffer {
+  int id = -1;
+  BufferKind kind = BufferKind::Node;
+  DType dtype = DType::Float32;
+  Device device;
+  /// Elements reachable from the base pointer (node outputs: numel of `sizes`).
+  int64_t extent = 0;
+  Shape sizes;            // node outputs: the logical (contiguous) shape
+  int producer = -1;      // node index for Node buffers
+  int input_index = -1;   // argument / parameter index for Input / Param
+  Tensor constant;        // Constant: the real tensor (keeps it alive); base = its storage data
+  std::string name() const;  // "buf3", "arg0", "param1", "const2"
+};
+
+/// A read of a buffer through a strided window, or an inline scalar (a C++
+/// number given to an op).
+struct Operand {
+  int buf = -1;  // -1 for a scalar
+  Shape sizes;
+  Shape strides;
+  int64_t offset = 0;
+  DType dtype = DType::Float32;
+  std::optional<Scalar> scalar;
+  bool is_scalar() const { return scalar.has_value(); }
+  bool same_as(const Operand& o) const;
+  std::string str() const;
+};
+
+struct Node {
+  std::string op;
+  std::vector<Operand> inputs;
+  detail::Attrs attrs;
+  std::vector<int> outputs;  // buffer ids
+};
+
+struct Graph {
+  std::vector<Buffer> buffers;
+  std::vector<Node> nodes;
+  std::vector<Operand> outputs;
+  /// (input/param buffer, buffer holding its final value): written back after the run.
+  std::vector<std::pair<int, int>> mutations;
+  int num_inputs = 0;
+  int num_params = 0;
+
+  int add_buffer(Buffer b);
+  /// Appends a node; creates its contiguous output buffers.
+  int add_node(const std::string& op, std::vector<Operand> inputs, detail::Attrs attrs,
+               const std::vector<detail::OutMeta>& outs);
+  /// Number of times each buffer is read (nodes, outputs, mutations).
+  std::vector<int> use_counts() const;
+  /// Human-readable listing, one node per line.
+  std::string str() const;
+};
+
+/// Operand viewing buffer `b` whole and contiguous.
+Operand whole(const Buffer& b);
+/// True when `o` reads its buffer as one dense row-major block from offset 0.
+bool is_whole_contiguous(const Operand& o, const Buffer& b);
+
+}  // namespace smelt::compiler

@@ -1,0 +1,188 @@
+#include "compiler/passes/passes.h"
+
+#include <fmt/format.h>
+
+#include <map>
+
+#include "compiler/trace/tracer.h"
+#include "core/tensor_impl.h"
+#include "ops/decompose.h"
+#include "ops/op_call.h"
+#include "ops/op_table.h"
+#include "smelt/ops.h"
+
+namespace smelt::compiler {
+
+std::string PassStats::str() const {
+  return fmt::format("dce removed {} node(s), cse merged {}, decomposed {}, folded {}",
+                     removed_dead, merged_common, decomposed, folded);
+}
+
+std::vector<bool> live_nodes(const Graph& g) {
+  std::vector<bool> live_buf(g.buffers.size(), false), live(g.nodes.size(), false);
+  for (auto& o : g.outputs)
+    if (!o.is_scalar()) live_buf[o.buf] = true;
+  for (auto& [dst, src] : g.mutations) live_buf[src] = true;
+  for (int n = static_cast<int>(g.nodes.size()) - 1; n >= 0; --n) {
+    for (int o : g.nodes[n].outputs)
+      if (live_buf[o]) live[n] = true;
+    if (!live[n]) continue;
+    for (auto& in : g.nodes[n].inputs)
+      if (!in.is_scalar()) live_buf[in.buf] = true;
+  }
+  return live;
+}
+
+namespace {
+
+bool foldable(const std::string& op) {
+  const detail::OpDef* def = detail::find_op(op);
+  if (!def) return false;
+  using K = detail::OpKind;
+  return def->kind == K::Pointwise || def->kind == K::Reduction || def->kind == K::Movement ||
+         def->kind == K::Extern;
+}
+
+class Replayer {
+ public:
+  Replayer(const Graph& g, const PassOptions& o, PassStats& s) : src_(g), opts_(o), stats_(s) {}
+
+  Graph run() {
+    value_.resize(src_.buffers.size());
+    // Inputs, parameters and constants keep their identity.
+    for (auto& b : src_.buffers) {
+      if (b.kind == BufferKind::Node) continue;
+      if (b.kind == BufferKind::Constant) {
+        value_[b.id] = b.constant;
+        continue;
+      }
+      Buffer copy = b;
+      int id = nb_.graph.add_buffer(copy);
+      if (b.kind == BufferKind::Input) ++nb_.graph.num_inputs;
+      if (b.kind == BufferKind::Param) ++nb_.graph.num_params;
+      input_map_[b.id] = id;
+      value_[b.id] = nb_.view_of(id, {b.extent}, {1}, 0);
+    }
+    std::vector<bool> live = opts_.dce ? live_nodes(src_) : std::vector<bool>(src_.nodes.size(), true);
+    TraceScope scope(&nb_);
+    for (size_t n = 0; n < src_.nodes.size(); ++n) {
+      if (!live[n]) {
+        ++stats_.removed_dead;
+        continue;
+      }
+      replay(src_.nodes[n]);
+    }
+    std::vector<Tensor> outs;
+    for (auto& o : src_.outputs) outs.push_back(tensor_of(o));
+    for (auto& t : outs) nb_.graph.outputs.push_back(nb_.operand_of(t));
+    for (auto& [dst, srcbuf] : src_.mutations) {
+      Tensor v = tensor_of(whole(src_.buffers[srcbuf]));
+      Operand o = nb_.operand_of(v);
+      if (o.is_scalar() || o.buf < 0 || !is_whole_contiguous(o, nb_.graph.buffers[o.buf]) ||
+          nb_.graph.buffers[o.buf].kind != BufferKind::Node) {
+        // Materialize so that the write-back copies one dense buffer.
+        Tensor c = smelt::clone(v.is_tracer() ? v : v);
+        o = nb_.operand_of(c);
+        if (!c.is_tracer()) {  // a folded constant: copy it through a clone node
+          int node = nb_.graph.add_node("clone", {o}, {}, {{c.sizes(), c.dtype(), c.device()}});
+          o = whole(nb_.graph.buffers[nb_.graph.nodes[node].outputs[0]]);
+        }
+      }
+      nb_.graph.mutations.emplace_back(input_map_.at(dst), o.buf);
+    }
+    return std::move(nb_.graph);
+  }
+
+ private:
+  /// The tensor (tracer in the new graph, or a real constant) an old operand reads.
+  Tensor tensor_of(const Operand& o) {
+    if (o.is_scalar()) return nb_.view_of(o);
+    const Tensor& base = value_[o.buf];
+    SMELT_INTERNAL_ASSERT(base.defined(), "replay: buffer %{} has no value", o.buf);
+    const Buffer& b = src_.buffers[o.buf];
+    if (b.kind == BufferKind::Constant) return detail::make_view(base, o.sizes, o.strides, o.offset);
+    // `base` is a dense view of the new buffer (or a real folded tensor) with
+    // the old buffer's flat layout; re-apply the window on top of it.
+    return detail::make_view(base, o.sizes, o.strides, base.storage_offset() + o.offset);
+  }
+
+  void bind_outputs(const Node& n, const std::vector<Tensor>& results) {
+    SMELT_INTERNAL_ASSERT(results.size() == n.outputs.size(), "{}: {} results for {} outputs",
+                          n.op, results.size(), n.outputs.size());
+    for (size_t k = 0; k < results.size(); ++k) {
+      Tensor r = results[k];
+      const Buffer& ob = src_.buffers[n.outputs[k]];
+      // Old consumers index the output as a dense row-major block.
+      if (r.is_tracer()) {
+        Operand ro = nb_.operand_of(r);
+        if (!is_whole_contiguous(ro, nb_.graph.buffers[ro.buf]) || ro.dtype != ob.dtype)
+          r = smelt::clone(r.to(ob.dtype));
+        if (!is_whole_contiguous(nb_.operand_of(r), nb_.graph.buffers[nb_.operand_of(r).buf]))
+          r = smelt::clone(r);
+      } else if (!r.is_contiguous() || r.dtype() != ob.dtype) {
+        r = smelt::clone(r.to(ob.dtype));
+      }
+      value_[n.outputs[k]] = detail::make_view(r, {ob.extent}, {1}, r.storage_offset());
+    }
+  }
+
+  void replay(const Node& n) {
+    std::vector<Tensor> inputs;
+    bool all_const = true;
+    std::string key = n.op + "|" + n.attrs.str();
+    for (auto& in : n.inputs) {
+      inputs.push_back(tensor_of(in));
+      if (inputs.back().is_tracer()) all_const = false;
+      Operand now = inputs.back().is_tracer() ? nb_.operand_of(inputs.back()) : in;
+      key += "|" + (inputs.back().is_tracer() || in.is_scalar()
+                        ? now.str()
+                        : fmt::format("c{}:{}", static_cast<const void*>(inputs.back().storage().get()), now.str()));
+    }
+    if (opts_.cse) {
+      auto it = seen_.find(key);
+      if (it != seen_.end()) {
+        ++stats_.merged_common;
+        for (size_t k = 0; k < n.outputs.size(); ++k) value_[n.outputs[k]] = value_[it->second[k]];
+        return;
+      }
+      seen_[key] = n.outputs;
+    }
+    if (opts_.fold_constants && all_const && !inputs.empty() && foldable(n.op)) {
+      ++stats_.folded;
+      TraceScope eager(nullptr);
+      bind_outputs(n, detail::call_op(n.op, inputs, n.attrs));
+      return;
+    }
+    const detail::Decomposition* d = opts_.decompose ? detail::find_decomposition(n.op) : nullptr;
+    if (d) {
+      ++stats_.decomposed;
+      bind_outputs(n, (*d)(inputs, n.attrs));
+      return;
+    }
+    std::vector<detail::OutMeta> metas;
+    for (int o : n.outputs) {
+      const Buffer& b = src_.buffers[o];
+      metas.push_back({b.sizes, b.dtype, b.device});
+    }
+    std::vector<Tensor> results = nb_.record(n.op, inputs, n.attrs, metas);
+    bind_outputs(n, results);
+  }
+
+  const Graph& src_;
+  PassOptions opts_;
+  PassStats& stats_;
+  GraphBuilder nb_;
+  std::vector<Tensor> value_;  // old buffer -> its value (dense view) in the new graph
+  std::map<int, int> input_map_;
+  std::map<std::string, std::vector<int>> seen_;
+};
+
+}  // namespace
+
+Graph run_passes(const Graph& g, const PassOptions& opts, PassStats* stats) {
+  PassStats local;
+  Replayer r(g, opts, stats ? *stats : local);
+  return r.run();
+}
+
+}  // namespace smelt::compiler

@@ -1,0 +1,273 @@
+#include "compiler/runtime/executor.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstring>
+#include <map>
+
+#include "backend/cpu/blas.h"
+#include "compiler/trace/tracer.h"
+#include "core/tensor_impl.h"
+#include "ops/op_call.h"
+#include "smelt/ops.h"
+
+namespace smelt::compiler {
+
+namespace {
+constexpr int64_t kAlign = 64;
+int64_t align_up(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+int64_t buffer_bytes(const Buffer& b) { return std::max<int64_t>(1, b.extent) * itemsize(b.dtype); }
+
+std::vector<bool> escaping(const Graph& g) {
+  std::vector<bool> e(g.buffers.size(), false);
+  for (auto& o : g.outputs)
+    if (!o.is_scalar()) e[o.buf] = true;
+  for (auto& [dst, src] : g.mutations) e[src] = true;
+  return e;
+}
+}  // namespace
+
+std::string MemoryPlan::str(const Graph& g) const {
+  std::string s = fmt::format("arena: {} bytes, {} buffer(s) reuse freed memory\n", arena_bytes, reused);
+  for (size_t b = 0; b < offset.size(); ++b)
+    if (offset[b] >= 0)
+      s += fmt::format("  {} {} x {} at arena+{}\n", g.buffers[b].name(),
+                       dtype_name(g.buffers[b].dtype), g.buffers[b].extent, offset[b]);
+  return s;
+}
+
+MemoryPlan plan_memory(const Graph& g, const Schedule& s) {
+  MemoryPlan mp;
+  mp.offset.assign(g.buffers.size(), -1);
+  std::vector<bool> esc = escaping(g);
+  std::vector<int> last_use(g.buffers.size(), -1);
+  for (size_t i = 0; i < s.steps.size(); ++i) {
+    for (int b : s.steps[i].reads) last_use[b] = static_cast<int>(i);
+    for (int b : s.steps[i].writes) last_use[b] = std::max(last_use[b], static_cast<int>(i));
+  }
+  std::multimap<int64_t, int64_t> free_blocks;  // size -> offset
+  for (size_t i = 0; i < s.steps.size(); ++i) {
+    for (int b : s.steps[i].writes) {
+      const Buffer& buf = g.buffers[b];
+      if (buf.kind != BufferKind::Node || esc[b] || mp.offset[b] >= 0) continue;
+      int64_t need = align_up(buffer_bytes(buf));
+      auto it = free_blocks.lower_bound(need);
+      if (it != free_blocks.end()) {
+        mp.offset[b] = it->second;
+        if (it->first > need) free_blocks.emplace(it->first - need, it->second + need);
+        free_blocks.erase(it);
+        ++mp.reused;
+      } else {
+        mp.offset[b] = mp.arena_bytes;
+        mp.arena_bytes += need;
+      }
+    }
+    // Free after the step: inputs of a kernel never share memory with its outputs.
+    std::vector<int> touched = s.steps[i].reads;
+    touched.insert(touched.end(), s.steps[i].writes.begin(), s.steps[i].writes.end());
+    for (int b : touched)
+      if (last_use[b] == static_cast<int>(i) && mp.offset[b] >= 0) {
+        free_blocks.emplace(align_up(buffer_bytes(g.buffers[b])), mp.offset[b]);
+        last_use[b] = -2;
+      }
+  }
+  return mp;
+}
+
+CompiledGraph::CompiledGraph(Graph g, Schedule s, std::shared_ptr<KernelLibrary> lib,
+                             bool keep_arena)
+    : g_(std::move(g)), s_(std::move(s)), lib_(std::move(lib)), keep_arena_(keep_arena) {
+  mem_ = plan_memory(g_, s_);
+  for (auto& st : s_.steps)
+    fns_.push_back(st.kind == Step::Kind::Kernel ? lib_->kernel(st.name) : nullptr);
+}
+
+std::string CompiledGraph::plan_str() const {
+  std::string s = "launch plan:\n";
+  for (size_t i = 0; i < s_.steps.size(); ++i) {
+    const Step& st = s_.steps[i];
+    std::vector<std::string> r, w;
+    for (int b : st.reads) r.push_back(g_.buffers[b].name());
+    for (int b : st.writes) w.push_back(g_.buffers[b].name());
+    std::string what = st.name;
+    if (st.kind == Step::Kind::Extern && !st.epilogue.empty())
+      what += fmt::format(" [oneDNN matmul, post-ops: {}{}]", st.bias >= 0 ? "bias" : "",
+                          st.activation.empty() ? "" : ", " + st.activation);
+    s += fmt::format("  {}: {}({}) -> {}\n", i, what, fmt::join(r, ", "), fmt::join(w, ", "));
+  }
+  s += mem_.str(g_);
+  return s;
+}
+
+namespace {
+
+Tensor view_over(void* base, const Operand& o) {
+  char* p = static_cast<char*>(base) + o.offset * static_cast<int64_t>(itemsize(o.dtype));
+  return from_blob(p, o.sizes, o.dtype, o.strides);
+}
+
+/// C = A @ B (+ epilogue) for a matmul node whose operands are windows of buffers.
+void run_matmul(const Graph& g, const Step& st, const std::vector<void*>& ptr) {
+  const Node& n = g.nodes[st.node];
+  Operand a = n.inputs[0], b = n.inputs[1];
+  const Buffer& out = g.buffers[st.writes[0]];
+  DType dt = a.dtype;
+  bool a1 = a.sizes.size() == 1, b1 = b.sizes.size() == 1;
+  if (a1) {
+    a.sizes.insert(a.sizes.begin(), 1);
+    a.strides.insert(a.strides.begin(), 0);
+  }
+  if (b1) {
+    b.sizes.push_back(1);
+    b.strides.push_back(0);
+  }
+  const int64_t m = a.sizes[a.sizes.size() - 2], k = a.sizes.back(), nn = b.sizes.back();
+  Shape abatch(a.sizes.begin(), a.sizes.end() - 2), bbatch(b.sizes.begin(), b.sizes.end() - 2);
+  Shape batch = broadcast_shapes(abatch, bbatch, "matmul");
+  const int64_t nb = detail::shape_numel(batch);
+  cpu::GemmEpilogue ep;
+  if (st.bias >= 0) {
+    const Operand& bo = g.nodes[st.epilogue[0]].inputs[st.bias];
+    ep.bias = static_cast<char*>(ptr[bo.buf]) + bo.offset * itemsize(bo.dtype);
+  }
+  ep.activation = st.activation;
+  char* c = static_cast<char*>(ptr[out.id]);
+  const size_t isz = itemsize(dt);
+  // Fast path: B has no batch dims and A's batch and row dims merge into one.
+  bool b_shared = true;
+  for (size_t d = 0; d < bbatch.size(); ++d)
+    if (bbatch[d] != 1) b_shared = false;
+  bool a_merge = true;
+  int64_t expect = a.strides[a.sizes.size() - 2];
+  for (int64_t d = static_cast<int64_t>(abatch.size()) - 1; d >= 0; --d) {
+    expect *= (d + 1 == static_cast<int64_t>(abatch.size())) ? m : abatch[d + 1];
+    if (abatch[d] != 1 && a.strides[d] != expect) a_merge = false;
+  }
+  if (b_shared && a_merge && detail::shape_numel(abatch) == nb) {
+    cpu::MatrixRef ar{static_cast<char*>(ptr[a.buf]) + a.offset * isz, 0,
+                      a.strides[a.sizes.size() - 2], a.strides.back()};
+    cpu::MatrixRef br{static_cast<char*>(ptr[b.buf]) + b.offset * isz, 0,
+                      b.strides[b.sizes.size() - 2], b.strides.back()};
+    cpu::gemm_fused(dt, 1, nb * m, nn, k, ar, br, c, 0, nn, 1, ep);
+    return;
+  }
+  Shape bcs = detail::contiguous_strides(batch);
+  for (int64_t bi = 0; bi < nb; ++bi) {
+    int64_t aoff = a.offset, boff = b.offset;
+    for (size_t d = 0; d < batch.size(); ++d) {
+      int64_t idx = (bi / bcs[d]) % batch[d];
+      int64_t ad = static_cast<int64_t>(d) - static_cast<int64_t>(batch.size() - abatch.size());
+      int64_t bd = static_cast<int64_t>(d) - static_cast<int64_t>(batch.size() - bbatch.size());
+      if (ad >= 0 && abatch[ad] != 1) aoff += idx * a.strides[ad];
+      if (bd >= 0 && bbatch[bd] != 1) boff += idx * b.strides[bd];
+    }
+    cpu::MatrixRef ar{static_cast<char*>(ptr[a.buf]) + aoff * isz, 0, a.strides[a.sizes.size() - 2],
+                      a.strides.back()};
+    cpu::MatrixRef br{static_cast<char*>(ptr[b.buf]) + boff * isz, 0, b.strides[b.sizes.size() - 2],
+                      b.strides.back()};
+    cpu::gemm_fused(dt, 1, m, nn, k, ar, br, c + bi * m * nn * isz, 0, nn, 1, ep);
+  }
+}
+
+void run_fallback(const Graph& g, const Step& st, const std::vector<void*>& ptr) {
+  const Node& n = g.nodes[st.node];
+  TraceScope eager(nullptr);
+  std::vector<Tensor> inputs;
+  for (auto& in : n.inputs)
+    inputs.push_back(in.is_scalar() ? detail::wrapped_scalar(*in.scalar) : view_over(ptr[in.buf], in));
+  if (n.op == "copy_") {
+    const Buffer& out = g.buffers[n.outputs[0]];
+    Tensor dst = from_blob(ptr[out.id], {out.extent}, out.dtype);
+    dst.copy_(inputs[0]);
+    Operand w;
+    w.buf = out.id;
+    w.sizes = n.attrs.as<std::vector<int64_t>>("sizes");
+    w.strides = n.attrs.as<std::vector<int64_t>>("strides");
+    w.offset = n.attrs.as<int64_t>("offset");
+    w.dtype = out.dtype;
+    view_over(ptr[out.id], w).copy_(inputs[1]);
+    return;
+  }
+  std::vector<Tensor> results = detail::call_op(n.op, inputs, n.attrs);
+  SMELT_INTERNAL_ASSERT(results.size() == n.outputs.size(), "fallback {}: {} results for {} outputs",
+                        n.op, results.size(), n.outputs.size());
+  for (size_t k = 0; k < results.size(); ++k) {
+    const Buffer& out = g.buffers[n.outputs[k]];
+    from_blob(ptr[out.id], out.sizes, out.dtype).copy_(results[k]);
+  }
+}
+
+}  // namespace
+
+std::vector<Tensor> CompiledGraph::run(const std::vector<Tensor>& args,
+                                       const std::vector<Tensor>& params) {
+  std::unique_lock<std::mutex> lock(arena_mutex_, std::defer_lock);
+  std::shared_ptr<Storage> arena;
+  if (keep_arena_) {
+    lock.lock();
+    if (!arena_ && mem_.arena_bytes > 0) arena_ = Storage::allocate(mem_.arena_bytes, Device());
+    arena = arena_;
+  } else if (mem_.arena_bytes > 0) {
+    arena = Storage::allocate(mem_.arena_bytes, Device());
+  }
+  std::vector<void*> ptr(g_.buffers.size(), nullptr);
+  std::vector<Tensor> owned(g_.buffers.size());
+  std::vector<bool> esc = escaping(g_);
+  for (auto& b : g_.buffers) {
+    switch (b.kind) {
+      case BufferKind::Input: ptr[b.id] = args.at(b.input_index).data_ptr(); break;
+      case BufferKind::Param: ptr[b.id] = params.at(b.input_index).storage()->data(); break;
+      case BufferKind::Constant: ptr[b.id] = b.constant.storage()->data(); break;
+      case BufferKind::Node:
+        if (mem_.offset[b.id] >= 0) {
+          ptr[b.id] = static_cast<char*>(arena->data()) + mem_.offset[b.id];
+        } else if (s_.materialized[b.id] || esc[b.id]) {
+          owned[b.id] = detail::make_empty({b.extent}, b.dtype, b.device);
+          ptr[b.id] = owned[b.id].data_ptr();
+        }
+        break;
+    }
+  }
+  if (profile) last_step_ms.assign(s_.steps.size(), 0.0);
+  std::vector<void*> kargs;
+  for (size_t i = 0; i < s_.steps.size(); ++i) {
+    const Step& st = s_.steps[i];
+    auto t0 = std::chrono::steady_clock::now();
+    switch (st.kind) {
+      case Step::Kind::Kernel:
+        kargs.clear();
+        for (int b : st.reads) kargs.push_back(ptr[b]);
+        for (int b : st.writes) kargs.push_back(ptr[b]);
+        fns_[i](kargs.data());
+        break;
+      case Step::Kind::Extern: run_matmul(g_, st, ptr); break;
+      case Step::Kind::Fallback: run_fallback(g_, st, ptr); break;
+    }
+    if (profile)
+      last_step_ms[i] =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  }
+  for (auto& [dst, src] : g_.mutations)
+    std::memmove(ptr[dst], ptr[src], g_.buffers[dst].extent * itemsize(g_.buffers[dst].dtype));
+  std::vector<Tensor> outs;
+  for (auto& o : g_.outputs) {
+    const Buffer& b = g_.buffers[o.buf];
+    switch (b.kind) {
+      case BufferKind::Node: outs.push_back(detail::make_view(owned[o.buf], o.sizes, o.strides, o.offset)); break;
+      case BufferKind::Input: {
+        const Tensor& a = args.at(b.input_index);
+        outs.push_back(detail::make_view(a, o.sizes, o.strides, a.storage_offset() + o.offset));
+        break;
+      }
+      case BufferKind::Param:
+        outs.push_back(detail::make_view(params.at(b.input_index), o.sizes, o.strides, o.offset));
+        break;
+      case BufferKind::Constant: outs.push_back(detail::make_view(b.constant, o.sizes, o.strides, o.offset)); break;
+    }
+  }
+  return outs;
+}
+
+}  // namespace smelt::compiler

@@ -1,0 +1,188 @@
+#include "compiler/trace/tracer.h"
+
+#include <fmt/format.h>
+
+#include "core/tensor_impl.h"
+#include "ops/op_call.h"
+
+namespace smelt::compiler {
+
+GraphBuilder::~GraphBuilder() { restore_params(); }
+
+void GraphBuilder::restore_params() {
+  for (auto& s : swapped_params_) s->set_trace(nullptr);
+  swapped_params_.clear();
+}
+
+std::shared_ptr<Storage> GraphBuilder::storage_for(int buf) {
+  if (storages_.size() <= static_cast<size_t>(buf)) storages_.resize(buf + 1);
+  auto& s = storages_[buf];
+  if (!s) {
+    const Buffer& b = graph.buffers[buf];
+    s = Storage::tracer(b.extent * itemsize(b.dtype), b.device, std::make_shared<TracedBuffer>(buf));
+  }
+  return s;
+}
+
+int GraphBuilder::current_buffer(const Tensor& t) const {
+  auto* v = dynamic_cast<TracedBuffer*>(t.storage()->trace().get());
+  SMELT_INTERNAL_ASSERT(v != nullptr, "tracer storage without a traced buffer");
+  return v->buf;
+}
+
+Tensor GraphBuilder::view_of(int buf, const Shape& sizes, const Shape& strides, int64_t offset) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = storage_for(buf);
+  impl->sizes = sizes;
+  impl->strides = strides;
+  impl->offset = offset;
+  impl->dtype = graph.buffers[buf].dtype;
+  impl->device = graph.buffers[buf].device;
+  return Tensor(std::move(impl));
+}
+
+Tensor GraphBuilder::view_of(const Operand& o) {
+  if (o.is_scalar()) return detail::wrapped_scalar(*o.scalar);
+  return view_of(o.buf, o.sizes, o.strides, o.offset);
+}
+
+Tensor GraphBuilder::add_input(const Tensor& arg, int index) {
+  Buffer b;
+  b.kind = BufferKind::Input;
+  b.dtype = arg.dtype();
+  b.device = arg.device();
+  b.extent = detail::storage_extent(arg.sizes(), arg.strides(), 0);
+  b.input_index = index;
+  int id = graph.add_buffer(std::move(b));
+  ++graph.num_inputs;
+  bound_.emplace_back(id, storage_for(id));
+  return view_of(id, arg.sizes(), arg.strides(), 0);
+}
+
+void GraphBuilder::add_param(const Tensor& param, int index) {
+  const auto& storage = param.storage();
+  if (storage->is_tracer()) return;  // shares a storage with an earlier parameter
+  Buffer b;
+  b.kind = BufferKind::Param;
+  b.dtype = param.dtype();
+  b.device = param.device();
+  b.extent = static_cast<int64_t>(storage->nbytes() / itemsize(param.dtype()));
+  b.input_index = index;
+  int id = graph.add_buffer(std::move(b));
+  ++graph.num_params;
+  storage->set_trace(std::make_shared<TracedBuffer>(id));
+  if (storages_.size() <= static_cast<size_t>(id)) storages_.resize(id + 1);
+  storages_[id] = storage;
+  swapped_params_.push_back(storage);
+  bound_.emplace_back(id, storage);
+}
+
+Operand GraphBuilder::operand_of(const Tensor& t) {
+  Operand o;
+  o.dtype = t.dtype();
+  if (t.is_tracer()) {
+    o.buf = current_buffer(t);
+    o.sizes = t.sizes();
+    o.strides = t.strides();
+    o.offset = t.storage_offset();
+    return o;
+  }
+  if (t.is_wrapped_number()) {
+    o.scalar = t.item();
+    return o;
+  }
+  const Storage* key = t.storage().get();
+  auto it = constants_.find(key);
+  int id;
+  if (it != constants_.end() && graph.buffers[it->second].dtype == t.dtype()) {
+    id = it->second;
+  } else {
+    Buffer b;
+    b.kind = BufferKind::Constant;
+    b.dtype = t.dtype();
+    b.device = t.device();
+    b.extent = static_cast<int64_t>(t.storage()->nbytes() / itemsize(t.dtype()));
+    b.constant = t;
+    id = graph.add_buffer(std::move(b));
+    constants_[key] = id;
+  }
+  o.buf = id;
+  o.sizes = t.sizes();
+  o.strides = t.strides();
+  o.offset = t.storage_offset();
+  return o;
+}
+
+std::vector<Tensor> GraphBuilder::record(const std::string& op, const std::vector<Tensor>& inputs,
+                                         const detail::Attrs& attrs,
+                                         const std::vector<detail::OutMeta>& outs) {
+  std::vector<Operand> operands;
+  operands.reserve(inputs.size());
+  for (auto& t : inputs) operands.push_back(operand_of(t));
+  int n = graph.add_node(op, std::move(operands), attrs, outs);
+  std::vector<Tensor> results;
+  for (int b : graph.nodes[n].outputs)
+    results.push_back(view_of(b, graph.buffers[b].sizes,
+                              detail::contiguous_strides(graph.buffers[b].sizes), 0));
+  return results;
+}
+
+void GraphBuilder::record_copy(const Tensor& dst, const Tensor& src) {
+  if (!dst.is_tracer())
+    throw GraphBreak(fmt::format(
+        "copy_: writes into a tensor that is not an input, parameter or result of the compiled "
+        "function (destination {} {}) cannot be captured",
+        dtype_name(dst.dtype()), detail::shape_str(dst.sizes())));
+  int base = current_buffer(dst);
+  const Buffer& b = graph.buffers[base];
+  // The source, broadcast to the destination's shape.
+  Operand s = operand_of(src);
+  if (!s.is_scalar()) {
+    Shape strides(dst.dim(), 0);
+    int64_t lead = dst.dim() - static_cast<int64_t>(s.sizes.size());
+    for (size_t d = 0; d < s.sizes.size(); ++d)
+      if (s.sizes[d] != 1) strides[lead + d] = s.strides[d];
+    s.sizes = dst.sizes();
+    s.strides = strides;
+  }
+  Operand d;
+  d.buf = base;
+  d.sizes = dst.sizes();
+  d.strides = dst.strides();
+  d.offset = dst.storage_offset();
+  d.dtype = dst.dtype();
+  int out;
+  if (is_whole_contiguous(d, b)) {
+    // The write covers the whole buffer: its new value is simply src converted.
+    int n = graph.add_node("to_dtype", {s}, {{"dtype", dst.dtype()}},
+                           {{dst.sizes(), dst.dtype(), dst.device()}});
+    out = graph.nodes[n].outputs[0];
+    graph.buffers[out].sizes = {b.extent};
+  } else {
+    detail::Attrs a{{"sizes", dst.sizes()}, {"strides", dst.strides()},
+                    {"offset", dst.storage_offset()}};
+    int n = graph.add_node("copy_", {whole(b), s}, a, {{{b.extent}, b.dtype, b.device}});
+    out = graph.nodes[n].outputs[0];
+  }
+  // Functionalization: the storage now holds the new buffer.
+  dst.storage()->set_trace(std::make_shared<TracedBuffer>(out));
+  if (storages_.size() <= static_cast<size_t>(out)) storages_.resize(out + 1);
+  storages_[out] = dst.storage();
+}
+
+void GraphBuilder::record_random(const std::string& op) {
+  throw GraphBreak(fmt::format(
+      "{}: random ops are not captured by smelt::compile yet (they draw from the global "
+      "generator); the call runs eagerly",
+      op));
+}
+
+void GraphBuilder::finish(const std::vector<Tensor>& outputs) {
+  for (auto& t : outputs) graph.outputs.push_back(operand_of(t));
+  for (auto& [orig, storage] : bound_) {
+    int now = dynamic_cast<TracedBuffer*>(storage->trace().get())->buf;
+    if (now != orig) graph.mutations.emplace_back(orig, now);
+  }
+}
+
+}  // namespace smelt::compiler
