@@ -1,0 +1,500 @@
+// BLAS bridge: cblas (OpenBLAS) for plain float32/float64 products, oneDNN
+// matmul primitives (cached by shape) for products with a fused epilogue,
+// float32 compute for float16/bfloat16, and a blocked loop for integers.
+#include "backend/cpu/blas.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <tuple>
+#include <type_traits>
+#include <unordered_map>
+#include <vector>
+
+#include "backend/cpu/loops.h"
+#include "smelt/error.h"
+
+namespace smelt::cpu {
+
+namespace {
+
+// ---------------------------------------------------------------- helpers ---
+
+template <class T>
+const T* elem(const MatrixRef& r, int64_t b) {
+  return static_cast<const T*>(r.data) + b * r.batch_stride;
+}
+
+/// Copies a rows x cols strided matrix into a dense row-major buffer, converting.
+template <class Src, class Dst>
+void pack(const Src* p, int64_t rows, int64_t cols, int64_t rs, int64_t cs, Dst* out) {
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j)
+      out[i * cols + j] = static_cast<Dst>(static_cast<float>(p[i * rs + j * cs]));
+}
+template <class T>
+void pack_same(const T* p, int64_t rows, int64_t cols, int64_t rs, int64_t cs, T* out) {
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) out[i * cols + j] = p[i * rs + j * cs];
+}
+
+bool fits_int(int64_t v) { return v >= 0 && v <= INT_MAX; }
+
+/// Can cblas read this rows x cols operand in place? Gives the transpose flag and
+/// leading dimension when it can.
+bool blas_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs, CBLAS_TRANSPOSE* trans,
+                 int64_t* ld) {
+  // Row-major: unit column stride, row stride >= cols.
+  if ((cols == 1 || cs == 1) && (rows == 1 || rs >= std::max<int64_t>(1, cols))) {
+    *trans = CblasNoTrans;
+    *ld = rows == 1 ? std::max<int64_t>(1, cols) : rs;
+    return fits_int(*ld);
+  }
+  // Column-major storage (a transposed row-major matrix).
+  if ((rows == 1 || rs == 1) && (cols == 1 || cs >= std::max<int64_t>(1, rows))) {
+    *trans = CblasTrans;
+    *ld = cols == 1 ? std::max<int64_t>(1, rows) : cs;
+    return fits_int(*ld);
+  }
+  return false;
+}
+
+void xgemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, double alpha,
+           const float* a, int64_t lda, const float* b, int64_t ldb, double beta, float* c,
+           int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, ta, tb, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k),
+              static_cast<float>(alpha), a, static_cast<int>(lda), b, static_cast<int>(ldb),
+              static_cast<float>(beta), c, static_cast<int>(ldc));
+}
+void xgemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, double alpha,
+           const double* a, int64_t lda, const double* b, int64_t ldb, double beta, double* c,
+           int64_t ldc) {
+  cblas_dgemm(CblasRowMajor, ta, tb, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k),
+              alpha, a, static_cast<int>(lda), b, static_cast<int>(ldb), beta, c,
+              static_cast<int>(ldc));
+}
+
+/// One float/double product C = alpha A B + beta C through cblas, packing any
+/// operand whose layout cblas cannot take. m, n, k > 0.
+template <class T>
+void blas_one(int64_t m, int64_t n, int64_t k, const T* a, int64_t ars, int64_t acs, const T* b,
+              int64_t brs, int64_t bcs, T* c, int64_t crs, int64_t ccs, double alpha, double beta) {
+  SMELT_CHECK(fits_int(m) && fits_int(n) && fits_int(k),
+              "matmul: matrix dims {}x{} @ {}x{} exceed the BLAS 32-bit size limit", m, k, k, n);
+  // C must be row-major; a column-major C is computed as C^T = B^T A^T.
+  bool c_row = (n == 1 || ccs == 1) && (m == 1 || crs >= std::max<int64_t>(1, n)) &&
+               fits_int(m == 1 ? n : crs);
+  bool c_col = !c_row && (m == 1 || crs == 1) && (n == 1 || ccs >= std::max<int64_t>(1, m)) &&
+               fits_int(n == 1 ? m : ccs);
+  if (c_col) {
+    blas_one<T>(n, m, k, b, bcs, brs, a, acs, ars, c, ccs, crs, alpha, beta);
+    return;
+  }
+  std::vector<T> a_buf, b_buf, c_buf;
+  CBLAS_TRANSPOSE ta, tb;
+  int64_t lda, ldb;
+  if (!blas_layout(m, k, ars, acs, &ta, &lda)) {
+    a_buf.resize(m * k);
+    pack_same(a, m, k, ars, acs, a_buf.data());
+    a = a_buf.data();
+    ta = CblasNoTrans;
+    lda = k;
+  }
+  if (!blas_layout(k, n, brs, bcs, &tb, &ldb)) {
+    b_buf.resize(k * n);
+    pack_same(b, k, n, brs, bcs, b_buf.data());
+    b = b_buf.data();
+    tb = CblasNoTrans;
+    ldb = n;
+  }
+  if (c_row) {
+    xgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, m == 1 ? n : crs);
+    return;
+  }
+  c_buf.assign(m * n, T(0));
+  if (beta != 0) pack_same(static_cast<const T*>(c), m, n, crs, ccs, c_buf.data());
+  xgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c_buf.data(), n);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) c[i * crs + j * ccs] = c_buf[i * n + j];
+}
+
+/// C = beta * C (k == 0: the product is an empty sum). beta == 0 writes zeros.
+template <class T>
+void scale_c(int64_t batch, int64_t m, int64_t n, T* c, int64_t cbs, int64_t crs, int64_t ccs,
+             double beta) {
+  for (int64_t bi = 0; bi < batch; ++bi)
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        T& v = c[bi * cbs + i * crs + j * ccs];
+        if (beta == 0) {
+          v = T(0);
+        } else if constexpr (std::is_integral_v<T>) {
+          v = static_cast<T>(static_cast<uint64_t>(v) * static_cast<uint64_t>(beta));
+        } else {
+          v = static_cast<T>(static_cast<double>(static_cast<float>(v)) * beta);
+        }
+      }
+}
+
+template <class T>
+void gemm_float(int64_t batch, int64_t m, int64_t n, int64_t k, const MatrixRef& a,
+                const MatrixRef& b, T* c, int64_t cbs, int64_t crs, int64_t ccs, double alpha,
+                double beta) {
+  for (int64_t bi = 0; bi < batch; ++bi)
+    blas_one<T>(m, n, k, elem<T>(a, bi), a.row_stride, a.col_stride, elem<T>(b, bi), b.row_stride,
+                b.col_stride, c + bi * cbs, crs, ccs, alpha, beta);
+}
+
+/// float16 / bfloat16: convert to float32, multiply, round once on store.
+template <class T>
+void gemm_half(int64_t batch, int64_t m, int64_t n, int64_t k, const MatrixRef& a,
+               const MatrixRef& b, T* c, int64_t cbs, int64_t crs, int64_t ccs, double alpha,
+               double beta) {
+  std::vector<float> af(m * k), bf(k * n), cf(m * n);
+  for (int64_t bi = 0; bi < batch; ++bi) {
+    if (bi == 0 || a.batch_stride != 0)
+      pack(elem<T>(a, bi), m, k, a.row_stride, a.col_stride, af.data());
+    if (bi == 0 || b.batch_stride != 0)
+      pack(elem<T>(b, bi), k, n, b.row_stride, b.col_stride, bf.data());
+    T* cb = c + bi * cbs;
+    if (beta != 0) pack(cb, m, n, crs, ccs, cf.data());
+    blas_one<float>(m, n, k, af.data(), k, 1, bf.data(), n, 1, cf.data(), n, 1, alpha, beta);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) cb[i * crs + j * ccs] = T(cf[i * n + j]);
+  }
+}
+
+/// Integers: products and sums wrap in the element type (computed modulo 2^64
+/// in uint64, which truncates to the same value), cache-blocked over k.
+template <class T>
+void gemm_int(int64_t batch, int64_t m, int64_t n, int64_t k, const MatrixRef& a,
+              const MatrixRef& b, T* c, int64_t cbs, int64_t crs, int64_t ccs, double alpha,
+              double beta) {
+  const uint64_t ualpha = static_cast<uint64_t>(static_cast<int64_t>(alpha));
+  const uint64_t ubeta = static_cast<uint64_t>(static_cast<int64_t>(beta));
+  const int64_t rows = batch * m;
+#pragma omp parallel for schedule(static) if (rows * n * k >= kParallelGrain * 8)
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t bi = r / m, i = r % m;
+    std::vector<uint64_t> acc(n, 0);
+    const T* ap = elem<T>(a, bi) + i * a.row_stride;
+    const T* bp = elem<T>(b, bi);
+    constexpr int64_t kBlock = 256;
+    for (int64_t p0 = 0; p0 < k; p0 += kBlock) {
+      const int64_t p1 = std::min(k, p0 + kBlock);
+      for (int64_t p = p0; p < p1; ++p) {
+        const uint64_t av = static_cast<uint64_t>(static_cast<int64_t>(ap[p * a.col_stride]));
+        const T* brow = bp + p * b.row_stride;
+        if (b.col_stride == 1) {
+          for (int64_t j = 0; j < n; ++j)
+            acc[j] += av * static_cast<uint64_t>(static_cast<int64_t>(brow[j]));
+        } else {
+          for (int64_t j = 0; j < n; ++j)
+            acc[j] += av * static_cast<uint64_t>(static_cast<int64_t>(brow[j * b.col_stride]));
+        }
+      }
+    }
+    T* cp = c + bi * cbs + i * crs;
+    for (int64_t j = 0; j < n; ++j) {
+      uint64_t v = acc[j] * ualpha;
+      if (beta != 0) v += ubeta * static_cast<uint64_t>(static_cast<int64_t>(cp[j * ccs]));
+      cp[j * ccs] = static_cast<T>(v);
+    }
+  }
+}
+
+// ------------------------------------------------------------- epilogue ----
+
+template <class A>
+A apply_activation(const std::string& act, A x) {
+  // TODO(lead): call the smelt::scalar functors once src/kernels/scalar_ops.h has them.
+  if (act.empty()) return x;
+  if (act == "relu") return x > A(0) ? x : (x != x ? x : A(0));
+  if constexpr (std::is_floating_point_v<A>) {
+    if (act == "gelu") return A(0.5) * x * (A(1) + std::erf(x * A(M_SQRT1_2)));
+    if (act == "gelu_tanh") {
+      const A k0 = A(M_2_SQRTPI * M_SQRT1_2);  // sqrt(2/pi)
+      return A(0.5) * x * (A(1) + std::tanh(k0 * (x + A(0.044715) * x * x * x)));
+    }
+    if (act == "sigmoid") return A(1) / (A(1) + std::exp(-x));
+    if (act == "silu") return x / (A(1) + std::exp(-x));
+    if (act == "tanh") return std::tanh(x);
+  }
+  SMELT_CHECK(false, "gemm_fused: activation \"{}\" is not supported for integer GEMMs", act);
+}
+
+/// C = act(C + bias) + residual, computing in Acc (float for half types).
+template <class T, class Acc>
+void epilogue_loop(int64_t batch, int64_t m, int64_t n, T* c, int64_t cbs, int64_t crs, int64_t ccs,
+                   const GemmEpilogue& e) {
+  const T* bias = static_cast<const T*>(e.bias);
+  const T* res = static_cast<const T*>(e.residual);
+  for (int64_t bi = 0; bi < batch; ++bi)
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        T& out = c[bi * cbs + i * crs + j * ccs];
+        Acc v = static_cast<Acc>(out);
+        if constexpr (std::is_integral_v<T>) {
+          if (bias) v = static_cast<Acc>(static_cast<uint64_t>(v) + static_cast<uint64_t>(bias[j]));
+        } else {
+          if (bias) v += static_cast<Acc>(bias[j]);
+        }
+        v = apply_activation<Acc>(e.activation, v);
+        if (res) {
+          Acc r = static_cast<Acc>(res[bi * e.residual_batch_stride + i * e.residual_row_stride +
+                                       j * e.residual_col_stride]);
+          if constexpr (std::is_integral_v<T>)
+            v = static_cast<Acc>(static_cast<uint64_t>(v) + static_cast<uint64_t>(r));
+          else
+            v += r;
+        }
+        out = static_cast<T>(v);
+      }
+}
+
+// --------------------------------------------------------------- oneDNN ----
+
+struct DnnlKey {
+  int64_t ba, bb, batch, m, n, k;
+  int64_t as[3], bs[3], cs[3];
+  bool bias;
+  std::string act;
+  bool residual;
+  int64_t rd[3], rs[3];
+  auto tie() const {
+    return std::tie(ba, bb, batch, m, n, k, as[0], as[1], as[2], bs[0], bs[1], bs[2], cs[0], cs[1],
+                    cs[2], bias, act, residual, rd[0], rd[1], rd[2], rs[0], rs[1], rs[2]);
+  }
+  bool operator<(const DnnlKey& o) const { return tie() < o.tie(); }
+};
+
+struct DnnlState {
+  std::mutex mu;
+  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  std::map<DnnlKey, std::shared_ptr<dnnl::matmul>> cache;
+  std::map<DnnlKey, bool> refused;  // layouts oneDNN has no implementation for
+};
+DnnlState& dnnl_state() {
+  static DnnlState s;
+  return s;
+}
+
+/// A memory::desc for a [d0, d1, d2] operand whose size-1 / broadcast dims get a
+/// harmless stride; false when a stride is negative.
+bool strides_ok(const int64_t* st) { return st[0] >= 0 && st[1] >= 0 && st[2] >= 0; }
+
+/// Runs the whole fused product through one oneDNN primitive; false when oneDNN
+/// does not take this layout (the caller then falls back).
+bool dnnl_fused_f32(int64_t batch, int64_t m, int64_t n, int64_t k, const MatrixRef& a,
+                    const MatrixRef& b, float* c, int64_t cbs, int64_t crs, int64_t ccs,
+                    const GemmEpilogue& e) {
+  using dt = dnnl::memory::data_type;
+  using md = dnnl::memory::desc;
+  DnnlKey key{};
+  key.ba = (a.batch_stride == 0) ? 1 : batch;
+  key.bb = (b.batch_stride == 0) ? 1 : batch;
+  key.batch = batch;
+  key.m = m;
+  key.n = n;
+  key.k = k;
+  auto fix = [](int64_t* st, int64_t d0, int64_t s0, int64_t d1, int64_t s1, int64_t d2,
+                int64_t s2) {
+    // Strides of size-1 dims do not matter; give them dense values so oneDNN sees a plain layout.
+    st[2] = d2 == 1 ? 1 : s2;
+    st[1] = d1 == 1 ? d2 * st[2] : s1;
+    st[0] = d0 == 1 ? std::max(d1 * st[1], d2 * st[2]) : s0;
+    if (d1 == 1 && d2 == 1) st[1] = 1;
+    (void)d0;
+  };
+  fix(key.as, key.ba, a.batch_stride, m, a.row_stride, k, a.col_stride);
+  fix(key.bs, key.bb, b.batch_stride, k, b.row_stride, n, b.col_stride);
+  fix(key.cs, batch, cbs, m, crs, n, ccs);
+  key.bias = e.bias != nullptr;
+  key.act = e.activation;
+  key.residual = e.residual != nullptr;
+  if (key.residual) {
+    key.rd[0] = (e.residual_batch_stride == 0) ? 1 : batch;
+    key.rd[1] = (e.residual_row_stride == 0) ? 1 : m;
+    key.rd[2] = (e.residual_col_stride == 0) ? 1 : n;
+    fix(key.rs, key.rd[0], e.residual_batch_stride, key.rd[1], e.residual_row_stride, key.rd[2],
+        e.residual_col_stride);
+    if (!strides_ok(key.rs)) return false;
+  }
+  if (!strides_ok(key.as) || !strides_ok(key.bs) || !strides_ok(key.cs)) return false;
+  // A stride 0 along a dim of size > 1 within a matrix is a broadcast oneDNN cannot read.
+  if ((m > 1 && key.as[1] == 0) || (k > 1 && (key.as[2] == 0 || key.bs[1] == 0)) ||
+      (n > 1 && key.bs[2] == 0) || (m > 1 && key.cs[1] == 0) || (n > 1 && key.cs[2] == 0) ||
+      (batch > 1 && key.cs[0] == 0))
+    return false;
+
+  DnnlState& st = dnnl_state();
+  std::shared_ptr<dnnl::matmul> prim;
+  {
+    std::lock_guard<std::mutex> lock(st.mu);
+    if (st.refused.count(key)) return false;
+    auto it = st.cache.find(key);
+    if (it != st.cache.end()) {
+      prim = it->second;
+    } else {
+      try {
+        md src_md({key.ba, m, k}, dt::f32, {key.as[0], key.as[1], key.as[2]});
+        md wei_md({key.bb, k, n}, dt::f32, {key.bs[0], key.bs[1], key.bs[2]});
+        md dst_md({batch, m, n}, dt::f32, {key.cs[0], key.cs[1], key.cs[2]});
+        md bias_md = key.bias ? md({1, 1, n}, dt::f32, {n, n, 1}) : md();
+        dnnl::post_ops ops;
+        using alg = dnnl::algorithm;
+        if (e.activation == "relu")
+          ops.append_eltwise(1.f, alg::eltwise_relu, 0.f, 0.f);
+        else if (e.activation == "gelu")
+          ops.append_eltwise(1.f, alg::eltwise_gelu_erf, 0.f, 0.f);
+        else if (e.activation == "gelu_tanh")
+          ops.append_eltwise(1.f, alg::eltwise_gelu_tanh, 0.f, 0.f);
+        else if (e.activation == "sigmoid")
+          ops.append_eltwise(1.f, alg::eltwise_logistic, 0.f, 0.f);
+        else if (e.activation == "silu")
+          ops.append_eltwise(1.f, alg::eltwise_swish, 1.f, 0.f);
+        else if (e.activation == "tanh")
+          ops.append_eltwise(1.f, alg::eltwise_tanh, 0.f, 0.f);
+        if (key.residual)
+          ops.append_binary(alg::binary_add, md({key.rd[0], key.rd[1], key.rd[2]}, dt::f32,
+                                                {key.rs[0], key.rs[1], key.rs[2]}));
+        dnnl::primitive_attr attr;
+        attr.set_post_ops(ops);
+        dnnl::matmul::desc desc = key.bias ? dnnl::matmul::desc(src_md, wei_md, bias_md, dst_md)
+                                           : dnnl::matmul::desc(src_md, wei_md, dst_md);
+        dnnl::matmul::primitive_desc pd(desc, attr, st.engine);
+        prim = std::make_shared<dnnl::matmul>(pd);
+      } catch (const dnnl::error&) {
+        st.refused[key] = true;
+        return false;
+      }
+      if (st.cache.size() >= 512) st.cache.clear();
+      st.cache[key] = prim;
+    }
+  }
+  auto mem = [&](const std::vector<int64_t>& dims, const int64_t* strides, const void* p) {
+    return dnnl::memory(md(dims, dt::f32, {strides[0], strides[1], strides[2]}), st.engine,
+                        const_cast<void*>(p));
+  };
+  std::unordered_map<int, dnnl::memory> args;
+  args.emplace(DNNL_ARG_SRC, mem({key.ba, m, k}, key.as, a.data));
+  args.emplace(DNNL_ARG_WEIGHTS, mem({key.bb, k, n}, key.bs, b.data));
+  args.emplace(DNNL_ARG_DST, mem({batch, m, n}, key.cs, c));
+  if (key.bias) {
+    const int64_t bst[3] = {n, n, 1};
+    args.emplace(DNNL_ARG_BIAS, mem({1, 1, n}, bst, e.bias));
+  }
+  if (key.residual) {
+    const int post_index = e.activation.empty() ? 0 : 1;
+    args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(post_index) | DNNL_ARG_SRC_1,
+                 mem({key.rd[0], key.rd[1], key.rd[2]}, key.rs, e.residual));
+  }
+  dnnl::stream stream(st.engine);
+  prim->execute(stream, args);
+  stream.wait();
+  return true;
+}
+
+bool overlaps_c(const void* p, const void* c) { return p != nullptr && p == c; }
+
+void check_dtype(DType dtype, const char* fn) {
+  SMELT_CHECK(dtype != DType::Bool,
+              "{}: bool matrices are not supported (as in PyTorch); convert the operands to an "
+              "integer or floating dtype first",
+              fn);
+}
+
+}  // namespace
+
+void gemm_strided_batched(DType dtype, int64_t batch, int64_t m, int64_t n, int64_t k,
+                          const MatrixRef& a, const MatrixRef& b, void* c, int64_t cbs, int64_t crs,
+                          int64_t ccs, double alpha, double beta) {
+  check_dtype(dtype, "matmul");
+  if (batch <= 0 || m <= 0 || n <= 0) return;
+  SMELT_DISPATCH_ALL(dtype, "matmul", [&] {
+    if constexpr (!std::is_same_v<T, bool>) {
+      T* cp = static_cast<T*>(c);
+      if (k <= 0) {
+        scale_c<T>(batch, m, n, cp, cbs, crs, ccs, beta);
+      } else if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+        gemm_float<T>(batch, m, n, k, a, b, cp, cbs, crs, ccs, alpha, beta);
+      } else if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
+        gemm_half<T>(batch, m, n, k, a, b, cp, cbs, crs, ccs, alpha, beta);
+      } else {
+        gemm_int<T>(batch, m, n, k, a, b, cp, cbs, crs, ccs, alpha, beta);
+      }
+    }
+  });
+}
+
+bool gemm_epilogue_activation_supported(const std::string& act) {
+  return act.empty() || act == "relu" || act == "gelu" || act == "gelu_tanh" || act == "sigmoid" ||
+         act == "silu" || act == "tanh";
+}
+
+void gemm_fused(DType dtype, int64_t batch, int64_t m, int64_t n, int64_t k, const MatrixRef& a,
+                const MatrixRef& b, void* c, int64_t cbs, int64_t crs, int64_t ccs,
+                const GemmEpilogue& e, double alpha) {
+  check_dtype(dtype, "gemm_fused");
+  SMELT_CHECK(gemm_epilogue_activation_supported(e.activation),
+              "gemm_fused: unknown activation \"{}\"; use one of \"\", relu, gelu, gelu_tanh, "
+              "sigmoid, silu, tanh",
+              e.activation);
+  SMELT_CHECK(is_floating(dtype) || e.activation.empty() || e.activation == "relu",
+              "gemm_fused: activation \"{}\" needs a floating dtype, got {}", e.activation,
+              dtype_name(dtype));
+  if (batch <= 0 || m <= 0 || n <= 0) return;
+  if (dtype == DType::Float32 && k > 0 && alpha == 1.0 && !overlaps_c(e.residual, c) &&
+      dnnl_fused_f32(batch, m, n, k, a, b, static_cast<float*>(c), cbs, crs, ccs, e))
+    return;
+  if (dtype == DType::Float16 || dtype == DType::BFloat16) {
+    // Product in float32 scratch, epilogue in float32, one rounding on store.
+    std::vector<float> cf(batch * m * n);
+    SMELT_DISPATCH_ALL(dtype, "gemm_fused", [&] {
+      if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
+        std::vector<float> af(m * k), bf(k * n);
+        for (int64_t bi = 0; bi < batch; ++bi) {
+          if (k > 0) {
+            pack(elem<T>(a, bi), m, k, a.row_stride, a.col_stride, af.data());
+            pack(elem<T>(b, bi), k, n, b.row_stride, b.col_stride, bf.data());
+            blas_one<float>(m, n, k, af.data(), k, 1, bf.data(), n, 1, cf.data() + bi * m * n, n, 1,
+                            alpha, 0.0);
+          }
+        }
+        const T* bias = static_cast<const T*>(e.bias);
+        const T* res = static_cast<const T*>(e.residual);
+        T* cp = static_cast<T*>(c);
+        for (int64_t bi = 0; bi < batch; ++bi)
+          for (int64_t i = 0; i < m; ++i)
+            for (int64_t j = 0; j < n; ++j) {
+              float v = cf[(bi * m + i) * n + j];
+              if (bias) v += static_cast<float>(bias[j]);
+              v = apply_activation<float>(e.activation, v);
+              if (res)
+                v += static_cast<float>(res[bi * e.residual_batch_stride +
+                                            i * e.residual_row_stride + j * e.residual_col_stride]);
+              cp[bi * cbs + i * crs + j * ccs] = T(v);
+            }
+      }
+    });
+    return;
+  }
+  gemm_strided_batched(dtype, batch, m, n, k, a, b, c, cbs, crs, ccs, alpha, 0.0);
+  if (e.empty()) return;
+  SMELT_DISPATCH_ALL(dtype, "gemm_fused", [&] {
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+      epilogue_loop<T, T>(batch, m, n, static_cast<T*>(c), cbs, crs, ccs, e);
+    } else if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+      epilogue_loop<T, int64_t>(batch, m, n, static_cast<T*>(c), cbs, crs, ccs, e);
+    }
+  });
+}
+
+}  // namespace smelt::cpu

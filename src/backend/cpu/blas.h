@@ -1,0 +1,68 @@
+// BLAS bridge: strided, batched matrix products on raw CPU buffers, for the
+// eager matmul and for JIT-generated plans (which call these functions
+// directly). float32 / float64 go to OpenBLAS (cblas) or oneDNN; float16 /
+// bfloat16 are converted to float32, multiplied, and rounded once on store;
+// integer types use a blocked loop whose products and sums wrap around in the
+// element type (as PyTorch's integer matmul does). Bool is refused.
+//
+// All strides are in ELEMENTS and may be anything (zero, negative, transposed);
+// op(A) = A^T is expressed by swapping A's row and column strides. Operands
+// whose strides a library cannot take are packed into contiguous scratch first.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "smelt/dtype.h"
+
+namespace smelt::cpu {
+
+/// Where one operand of a batched matrix product lives: element (b, i, j) is at
+/// data + b * batch_stride + i * row_stride + j * col_stride (in elements).
+struct MatrixRef {
+  const void* data = nullptr;
+  int64_t batch_stride = 0;
+  int64_t row_stride = 0;
+  int64_t col_stride = 0;
+};
+
+/// C[b] = alpha * A[b] @ B[b] + beta * C[b] for b in [0, batch); A[b] is m x k,
+/// B[b] is k x n, C[b] is m x n. When beta == 0, C is not read (NaN in C does not
+/// propagate). All operands have dtype `dtype` (any dtype but bool; float16 and
+/// bfloat16 accumulate in float32; integers wrap). C may not alias A or B.
+/// Throws smelt::Error for bool.
+void gemm_strided_batched(DType dtype, int64_t batch, int64_t m, int64_t n, int64_t k,
+                          const MatrixRef& a, const MatrixRef& b, void* c, int64_t c_batch_stride,
+                          int64_t c_row_stride, int64_t c_col_stride, double alpha = 1.0,
+                          double beta = 0.0);
+
+/// What the fused GEMM applies where it writes its result, in this order:
+///   C = activation(alpha * A @ B + bias) + residual
+struct GemmEpilogue {
+  /// [n] vector of the GEMM's dtype, contiguous (added to every row), or nullptr.
+  const void* bias = nullptr;
+  /// "" (none), "relu", "gelu" (erf form), "gelu_tanh", "sigmoid", "silu", "tanh".
+  std::string activation;
+  /// m x n per batch, of the GEMM's dtype, with these strides (elements; 0 to
+  /// broadcast), or nullptr. May be the same memory as C (in-place residual add)
+  /// only when its strides equal C's.
+  const void* residual = nullptr;
+  int64_t residual_batch_stride = 0;
+  int64_t residual_row_stride = 0;
+  int64_t residual_col_stride = 0;
+  bool empty() const { return bias == nullptr && activation.empty() && residual == nullptr; }
+};
+
+/// True when `activation` is one GemmEpilogue accepts.
+bool gemm_epilogue_activation_supported(const std::string& activation);
+
+/// C[b] = activation(alpha * A[b] @ B[b] + bias) + residual[b]: one oneDNN
+/// matmul primitive with bias and post-ops (eltwise_relu / gelu_erf / gelu_tanh
+/// / logistic / swish / tanh, binary_add) for float32 (float16 / bfloat16
+/// through float32), primitives cached by shape, strides and epilogue; other
+/// dtypes, or layouts oneDNN refuses, run gemm_strided_batched and then the
+/// epilogue in a loop. Throws smelt::Error for bool or an unknown activation.
+void gemm_fused(DType dtype, int64_t batch, int64_t m, int64_t n, int64_t k, const MatrixRef& a,
+                const MatrixRef& b, void* c, int64_t c_batch_stride, int64_t c_row_stride,
+                int64_t c_col_stride, const GemmEpilogue& epilogue, double alpha = 1.0);
+
+}  // namespace smelt::cpu

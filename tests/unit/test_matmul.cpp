@@ -1,0 +1,308 @@
+// matmul (torch.matmul semantics) and the BLAS bridge (gemm_strided_batched,
+// gemm_fused), against float64 references computed here with plain loops.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "backend/cpu/blas.h"
+#include "smelt/ops.h"
+
+using namespace smelt;
+
+namespace {
+
+std::vector<double> seq(int64_t n, double scale = 0.37, double shift = 0.0) {
+  std::vector<double> v(n);
+  for (int64_t i = 0; i < n; ++i) v[i] = std::sin(i * scale + shift) * 2.0 + 0.1 * (i % 3);
+  return v;
+}
+
+Tensor make(const std::vector<double>& v, const Shape& s, DType dt = float64) {
+  return from_vector<double>(v, s, dt);
+}
+
+/// Reference batched product of contiguous row-major [B, m, k] @ [B, k, n].
+std::vector<double> ref_bmm(const std::vector<double>& a, const std::vector<double>& b, int64_t B,
+                            int64_t m, int64_t n, int64_t k, bool b_shared = false) {
+  std::vector<double> c(B * m * n, 0.0);
+  for (int64_t bi = 0; bi < B; ++bi)
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double s = 0;
+        for (int64_t p = 0; p < k; ++p)
+          s += a[(bi * m + i) * k + p] * b[((b_shared ? 0 : bi) * k + p) * n + j];
+        c[(bi * m + i) * n + j] = s;
+      }
+  return c;
+}
+
+void expect_near_vec(const std::vector<double>& got, const std::vector<double>& want, double tol) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_NEAR(got[i], want[i], tol * (1 + std::fabs(want[i]))) << "at " << i;
+}
+
+template <class F>
+void expect_error_mentions(F&& f, const std::string& what) {
+  try {
+    f();
+    ADD_FAILURE() << "expected smelt::Error mentioning " << what;
+  } catch (const smelt::Error& e) {
+    EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+
+TEST(Matmul, DotGivesZeroDim) {
+  auto a = seq(5), b = seq(5, 0.5, 1.0);
+  Tensor r = matmul(make(a, {5}), make(b, {5}));
+  EXPECT_EQ(r.dim(), 0);
+  EXPECT_EQ(r.dtype(), float64);
+  double want = 0;
+  for (int i = 0; i < 5; ++i) want += a[i] * b[i];
+  EXPECT_NEAR(r.item<double>(), want, 1e-12);
+}
+
+TEST(Matmul, MatrixVectorAndVectorMatrix) {
+  auto a = seq(15), v = seq(5, 0.9), w = seq(3, 0.2);
+  Tensor mv = matmul(make(a, {3, 5}), make(v, {5}));
+  EXPECT_EQ(mv.sizes(), (Shape{3}));
+  expect_near_vec(mv.to_vector<double>(), ref_bmm(a, v, 1, 3, 1, 5), 1e-12);
+  Tensor vm = matmul(make(w, {3}), make(a, {3, 5}));
+  EXPECT_EQ(vm.sizes(), (Shape{5}));
+  expect_near_vec(vm.to_vector<double>(), ref_bmm(w, a, 1, 1, 5, 3), 1e-12);
+  // 1-D with a batched right operand: [3] @ [2, 3, 5] -> [2, 5]
+  auto bb = seq(30, 0.11);
+  Tensor vb = matmul(make(w, {3}), make(bb, {2, 3, 5}));
+  EXPECT_EQ(vb.sizes(), (Shape{2, 5}));
+  std::vector<double> w2(w);
+  w2.insert(w2.end(), w.begin(), w.end());
+  expect_near_vec(vb.to_vector<double>(), ref_bmm(w2, bb, 2, 1, 5, 3), 1e-12);
+  // batched left with 1-D right: [2, 4, 3] @ [3] -> [2, 4]
+  auto ab = seq(24, 0.3);
+  Tensor bv = matmul(make(ab, {2, 4, 3}), make(w, {3}));
+  EXPECT_EQ(bv.sizes(), (Shape{2, 4}));
+  expect_near_vec(bv.to_vector<double>(), ref_bmm(ab, w, 1, 8, 1, 3), 1e-12);
+}
+
+TEST(Matmul, TwoDFloat32AndFloat64) {
+  for (DType dt : {float32, float64}) {
+    auto a = seq(7 * 9), b = seq(9 * 6, 0.21, 0.5);
+    Tensor c = matmul(make(a, {7, 9}, dt), make(b, {9, 6}, dt));
+    EXPECT_EQ(c.sizes(), (Shape{7, 6}));
+    EXPECT_EQ(c.dtype(), dt);
+    expect_near_vec(c.to(float64).to_vector<double>(), ref_bmm(a, b, 1, 7, 6, 9),
+                    dt == float32 ? 1e-5 : 1e-12);
+  }
+}
+
+TEST(Matmul, BatchedFoldsSharedRightOperand) {
+  auto a = seq(2 * 3 * 5), b = seq(5 * 4, 0.7);
+  Tensor c = matmul(make(a, {2, 3, 5}), make(b, {5, 4}));
+  EXPECT_EQ(c.sizes(), (Shape{2, 3, 4}));
+  expect_near_vec(c.to_vector<double>(), ref_bmm(a, b, 2, 3, 4, 5, true), 1e-12);
+}
+
+TEST(Matmul, BroadcastBatchDims) {
+  // [2, 1, 3, 5] @ [4, 5, 2] -> [2, 4, 3, 2]
+  auto a = seq(2 * 3 * 5), b = seq(4 * 5 * 2, 0.13);
+  Tensor c = matmul(make(a, {2, 1, 3, 5}), make(b, {4, 5, 2}));
+  ASSERT_EQ(c.sizes(), (Shape{2, 4, 3, 2}));
+  std::vector<double> got = c.to_vector<double>();
+  for (int64_t i = 0; i < 2; ++i)
+    for (int64_t j = 0; j < 4; ++j)
+      for (int64_t r = 0; r < 3; ++r)
+        for (int64_t q = 0; q < 2; ++q) {
+          double s = 0;
+          for (int64_t p = 0; p < 5; ++p) s += a[(i * 3 + r) * 5 + p] * b[(j * 5 + p) * 2 + q];
+          EXPECT_NEAR(got[((i * 4 + j) * 3 + r) * 2 + q], s, 1e-12);
+        }
+}
+
+TEST(Matmul, NonContiguousOperands) {
+  // Transposed weight (as in linear) and transposed input, float32.
+  auto a = seq(6 * 4), b = seq(5 * 6, 0.3);
+  Tensor at = make(a, {6, 4}, float32).t();  // [4, 6], strides (1, 4)
+  Tensor bt = make(b, {5, 6}, float32).t();  // [6, 5]
+  Tensor c = matmul(at, bt);
+  ASSERT_EQ(c.sizes(), (Shape{4, 5}));
+  std::vector<double> got = c.to(float64).to_vector<double>();
+  for (int64_t i = 0; i < 4; ++i)
+    for (int64_t j = 0; j < 5; ++j) {
+      double s = 0;
+      for (int64_t p = 0; p < 6; ++p) s += a[p * 4 + i] * b[j * 6 + p];
+      EXPECT_NEAR(got[i * 5 + j], s, 1e-5 * (1 + std::fabs(s)));
+    }
+  // Permuted batch dims give non-uniform batch offsets; a column slice gives a
+  // row stride the BLAS cannot take without packing.
+  auto x = seq(3 * 2 * 4 * 7, 0.05);
+  Tensor xp = make(x, {3, 2, 4, 7}).permute({1, 0, 2, 3}).slice(3, 0, 7, 2);  // [2, 3, 4, 4]
+  auto y = seq(4 * 3, 0.4);
+  Tensor yt = make(y, {3, 4}).t();  // [4, 3]
+  Tensor z = matmul(xp, yt);
+  ASSERT_EQ(z.sizes(), (Shape{2, 3, 4, 3}));
+  std::vector<double> zg = z.to_vector<double>();
+  for (int64_t i = 0; i < 2; ++i)
+    for (int64_t j = 0; j < 3; ++j)
+      for (int64_t r = 0; r < 4; ++r)
+        for (int64_t q = 0; q < 3; ++q) {
+          double s = 0;
+          for (int64_t p = 0; p < 4; ++p) s += x[((j * 2 + i) * 4 + r) * 7 + 2 * p] * y[q * 4 + p];
+          EXPECT_NEAR(zg[((i * 3 + j) * 4 + r) * 3 + q], s, 1e-12);
+        }
+}
+
+TEST(Matmul, IntegerAndWraparound) {
+  std::vector<int64_t> a = {1, -2, 3, 4, 5, -6}, b = {7, 8, -9, 10, 11, 12};
+  Tensor c = matmul(from_vector<int64_t>(a, {2, 3}), from_vector<int64_t>(b, {3, 2}));
+  EXPECT_EQ(c.dtype(), int64);
+  EXPECT_EQ(c.to_vector<int64_t>(), (std::vector<int64_t>{58, 24, -83, 10}));
+  // int8 products and sums wrap in int8, as PyTorch: 100*2 + 100*2 = 400 -> -112.
+  Tensor i8 = matmul(from_vector<int8_t>({100, 100}, {1, 2}), from_vector<int8_t>({2, 2}, {2, 1}));
+  EXPECT_EQ(i8.dtype(), int8);
+  EXPECT_EQ(i8.to_vector<int64_t>()[0], static_cast<int8_t>(400));
+  Tensor i32 = matmul(from_vector<int32_t>({3, 4}, {2}), from_vector<int32_t>({5, 6}, {2}));
+  EXPECT_EQ(i32.dtype(), int32);
+  EXPECT_EQ(i32.item<int64_t>(), 39);
+}
+
+TEST(Matmul, HalfAndBFloat16RoundOnce) {
+  for (DType dt : {float16, bfloat16}) {
+    auto a = seq(8 * 16), b = seq(16 * 4, 0.17);
+    Tensor ta = make(a, {8, 16}, dt), tb = make(b, {16, 4}, dt);
+    std::vector<double> ar = ta.to(float64).to_vector<double>();
+    std::vector<double> br = tb.to(float64).to_vector<double>();
+    Tensor c = matmul(ta, tb);
+    EXPECT_EQ(c.dtype(), dt);
+    std::vector<double> want = ref_bmm(ar, br, 1, 8, 4, 16);
+    std::vector<double> got = c.to(float64).to_vector<double>();
+    for (size_t i = 0; i < want.size(); ++i) {
+      // float32 accumulation then one rounding: equals the rounded reference
+      // up to float32 error straddling a rounding boundary.
+      double rounded = dt == float16 ? static_cast<float>(Half(static_cast<float>(want[i])))
+                                     : static_cast<float>(BFloat16(static_cast<float>(want[i])));
+      double ulp = dt == float16 ? 1e-3 : 8e-3;
+      EXPECT_NEAR(got[i], rounded, ulp * (1 + std::fabs(want[i]))) << i;
+    }
+  }
+}
+
+TEST(Matmul, EmptyAndZeroInnerDim) {
+  Tensor c = matmul(zeros({3, 0}, float32), zeros({0, 4}, float32));
+  EXPECT_EQ(c.sizes(), (Shape{3, 4}));
+  for (float v : c.to_vector<float>()) EXPECT_EQ(v, 0.0f);
+  Tensor e = matmul(zeros({0, 5}, float32), zeros({5, 2}, float32));
+  EXPECT_EQ(e.sizes(), (Shape{0, 2}));
+  Tensor eb = matmul(zeros({2, 0, 3, 5}, float64), zeros({5, 1}, float64));
+  EXPECT_EQ(eb.sizes(), (Shape{2, 0, 3, 1}));
+  Tensor d = matmul(zeros({0}, float64), zeros({0}, float64));
+  EXPECT_EQ(d.dim(), 0);
+  EXPECT_EQ(d.item<double>(), 0.0);
+}
+
+TEST(Matmul, NanPropagates) {
+  Tensor a = from_vector<float>({NAN, 1.0f, 2.0f, 3.0f}, {2, 2});
+  Tensor b = from_vector<float>({1.0f, 0.0f, 0.0f, 1.0f}, {2, 2});
+  std::vector<float> c = matmul(a, b).to_vector<float>();
+  EXPECT_TRUE(std::isnan(c[0]));
+  EXPECT_TRUE(std::isnan(c[1]));  // NaN * 0 = NaN
+  EXPECT_EQ(c[2], 2.0f);
+  EXPECT_EQ(c[3], 3.0f);
+}
+
+TEST(Matmul, Errors) {
+  Tensor m35 = zeros({3, 5}, float64), m42 = zeros({4, 2}, float64);
+  expect_error_mentions([&] { matmul(m35, m42); }, "[3, 5] and [4, 2]");
+  expect_error_mentions([&] { matmul(zeros({3}, float32), zeros({4}, float32)); }, "matmul");
+  expect_error_mentions([&] { matmul(scalar_tensor(1.0), zeros({2}, float64)); }, "1-D");
+  expect_error_mentions(
+      [&] {
+        matmul(zeros({2, 2}, float32), zeros({2, 2}, float64));
+      },
+      "same dtype");
+  expect_error_mentions([&] { matmul(zeros({2, 2}, kBool), zeros({2, 2}, kBool)); }, "bool");
+  expect_error_mentions(
+      [&] {
+        matmul(zeros({2, 3, 4}, float32), zeros({3, 4, 5}, float32));
+      },
+      "broadcast");
+  EXPECT_THROW(matmul(zeros({5}, float32), zeros({4, 2}, float32)), smelt::Error);
+}
+
+// ---------------------------------------------------------------- blas.h ----
+
+TEST(Blas, StridedBatchedBetaAndColumnMajorC) {
+  // C (column-major 3x2) = 2 * A @ B + 1 * C, batch 2, B shared (batch stride 0).
+  std::vector<double> a = seq(2 * 3 * 4), b = seq(4 * 2, 0.6);
+  std::vector<double> c(2 * 6, 1.5), c0 = c;
+  cpu::gemm_strided_batched(float64, 2, 3, 2, 4, {a.data(), 12, 4, 1}, {b.data(), 0, 2, 1},
+                            c.data(), 6, 1, 3, 2.0, 1.0);
+  std::vector<double> want = ref_bmm(a, b, 2, 3, 2, 4, true);
+  for (int64_t bi = 0; bi < 2; ++bi)
+    for (int64_t i = 0; i < 3; ++i)
+      for (int64_t j = 0; j < 2; ++j)
+        EXPECT_NEAR(c[bi * 6 + i + j * 3], 2 * want[(bi * 3 + i) * 2 + j] + 1.5, 1e-12);
+  // Strides no BLAS takes (row stride 0 == broadcast rows): packed first.
+  std::vector<float> af = {1, 2}, bf = {3, 4, 5, 6}, cf(4);
+  cpu::gemm_strided_batched(float32, 1, 2, 2, 2, {af.data(), 0, 0, 1}, {bf.data(), 0, 2, 1},
+                            cf.data(), 0, 2, 1);
+  EXPECT_EQ(cf, (std::vector<float>{13, 16, 13, 16}));
+  EXPECT_THROW(cpu::gemm_strided_batched(kBool, 1, 1, 1, 1, {}, {}, nullptr, 0, 1, 1),
+               smelt::Error);
+}
+
+TEST(Blas, FusedEpilogueMatchesReference) {
+  const int64_t B = 2, m = 5, n = 7, k = 6;
+  std::vector<double> a = seq(B * m * k), bm = seq(k * n, 0.29), bias = seq(n, 0.8),
+                      res = seq(B * m * n, 0.07);
+  std::vector<double> prod = ref_bmm(a, bm, B, m, n, k, true);
+  auto act = [](const std::string& name, double x) {
+    if (name == "relu") return x > 0 ? x : 0.0;
+    if (name == "gelu") return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+    if (name == "gelu_tanh")
+      return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+    if (name == "sigmoid") return 1 / (1 + std::exp(-x));
+    if (name == "silu") return x / (1 + std::exp(-x));
+    if (name == "tanh") return std::tanh(x);
+    return x;
+  };
+  for (std::string name : {"", "relu", "gelu", "gelu_tanh", "sigmoid", "silu", "tanh"}) {
+    for (DType dt : {float32, float64, bfloat16}) {
+      Tensor ta = make(a, {B, m, k}, dt), tb = make(bm, {k, n}, dt).t().contiguous().t();
+      Tensor tbias = make(bias, {n}, dt), tres = make(res, {B, m, n}, dt);
+      Tensor out = zeros({B, m, n}, dt);
+      cpu::GemmEpilogue e;
+      e.bias = tbias.data_ptr();
+      e.activation = name;
+      e.residual = tres.data_ptr();
+      e.residual_batch_stride = m * n;
+      e.residual_row_stride = n;
+      e.residual_col_stride = 1;
+      cpu::gemm_fused(dt, B, m, n, k, {ta.data_ptr(), m * k, k, 1},
+                      {tb.data_ptr(), 0, tb.stride(0), tb.stride(1)}, out.data_ptr(), m * n, n, 1,
+                      e);
+      std::vector<double> got = out.to(float64).to_vector<double>();
+      const double tol = dt == float64 ? 1e-12 : dt == float32 ? 2e-5 : 3e-2;
+      for (int64_t i = 0; i < B * m * n; ++i) {
+        double want = act(name, prod[i] + bias[i % n]) + res[i];
+        EXPECT_NEAR(got[i], want, tol * (1 + std::fabs(want))) << name << " " << dtype_name(dt);
+      }
+    }
+  }
+  // Residual broadcast over rows and batches ([n] residual), no bias.
+  std::vector<float> af = {1, 2, 3, 4, 5, 6};
+  std::vector<float> bf = {1, 0, 0, 1}, rf = {10, 20}, cf(6);
+  cpu::GemmEpilogue e;
+  e.residual = rf.data();
+  e.residual_col_stride = 1;
+  cpu::gemm_fused(float32, 1, 3, 2, 2, {af.data(), 0, 2, 1}, {bf.data(), 0, 2, 1}, cf.data(), 0, 2,
+                  1, e);
+  EXPECT_EQ(cf, (std::vector<float>{11, 22, 13, 24, 15, 26}));
+  cpu::GemmEpilogue bad;
+  bad.activation = "softplus";
+  EXPECT_THROW(cpu::gemm_fused(float32, 1, 1, 1, 1, {af.data(), 0, 1, 1}, {bf.data(), 0, 1, 1},
+                               cf.data(), 0, 1, 1, bad),
+               smelt::Error);
+}
