@@ -14,7 +14,8 @@ namespace smelt::nn {
 
 namespace {
 std::string join_name(const std::string& prefix, const std::string& name) {
-  return prefix.empty() ? name : prefix + "." + name;
+  if (prefix.empty()) return name;
+  return name.empty() ? prefix : prefix + "." + name;
 }
 
 std::string key_list(const std::vector<std::string>& keys) {
