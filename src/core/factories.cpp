@@ -166,6 +166,10 @@ Tensor linspace(double start, double end, int64_t steps, TensorOptions opts) {
   if (steps == 0) return t;
   // PyTorch's symmetric formula: the first half counts up from start, the second
   // half counts down from end, so both endpoints are exact.
+  if (steps == 1) {  // PyTorch fills with start
+    fill_contiguous(t, start);
+    return t;
+  }
   const int64_t halfway = steps / 2;
   SMELT_DISPATCH_ALL(dt, "linspace", [&] {
     T* p = static_cast<T*>(t.data_ptr());

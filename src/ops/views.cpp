@@ -220,7 +220,7 @@ Tensor expand(const Tensor& x, const Shape& size) {
       strides[i] = x.strides()[off];
     } else {
       SMELT_CHECK(have == 1,
-                  "expand: the expanded size of the tensor ({}) must match the existing size "
+                  "expand: The expanded size of the tensor ({}) must match the existing size "
                   "({}) at non-singleton dimension {}.  Target sizes: {}.  Tensor sizes: {}",
                   want, have, i, shape_str(size), shape_str(x.sizes()));
       sizes[i] = want;
