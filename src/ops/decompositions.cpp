@@ -1,0 +1,225 @@
+// The decompositions of composite ops: each composite is defined once, here, as
+// plain tensor code over primitive ops (see decompose.h). Eagerly they compute;
+// called with tracer tensors (the compiler's decompose pass) they record the
+// primitives. Inputs: the op's tensors in order, absent optional tensors left
+// out (attrs has_weight / has_bias / ... say which are present).
+//
+// Precision follows PyTorch: float16 / bfloat16 inputs are computed in float32
+// and rounded once at the end (softmax, norms, attention); softmax subtracts
+// the row max before exp.
+#include <cmath>
+#include <limits>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "ops/decompose.h"
+#include "ops/pointwise.h"
+#include "smelt/ops.h"
+
+namespace smelt::detail {
+
+namespace {
+
+/// float16 / bfloat16 -> float32 (PyTorch's opmath); other dtypes unchanged.
+Tensor upcast(const Tensor& x) {
+  const DType c = opmath_type(x.dtype());
+  return c == x.dtype() ? x : to_dtype(x, c);
+}
+Tensor cast(const Tensor& x, DType t) { return x.dtype() == t ? x : to_dtype(x, t); }
+
+/// Picks the optional inputs in order according to the has_<name> attrs.
+struct OptionalInputs {
+  const std::vector<Tensor>& inputs;
+  const Attrs& attrs;
+  size_t next;
+  Tensor take(const char* has) {
+    if (!attrs.as<bool>(has)) return Tensor();
+    SMELT_INTERNAL_ASSERT(next < inputs.size(), "decomposition: missing input for {}", has);
+    return inputs[next++];
+  }
+};
+
+std::vector<int64_t> trailing_dims(int64_t ndim, int64_t count) {
+  std::vector<int64_t> dims;
+  for (int64_t d = ndim - count; d < ndim; ++d) dims.push_back(d);
+  return dims;
+}
+
+// ---------------------------------------------------------------------------
+
+std::vector<Tensor> linear_decomp(const std::vector<Tensor>& in, const Attrs& attrs) {
+  Tensor y = matmul(in[0], in[1].t());
+  if (attrs.as<bool>("has_bias")) y = add(y, in[2]);
+  return {y};
+}
+
+std::vector<Tensor> softmax_common(const std::vector<Tensor>& in, const Attrs& attrs, bool log) {
+  const DType out = attrs.as<DType>("dtype");
+  const int64_t dim = attrs.as<int64_t>("dim");
+  Tensor x = cast(in[0], out);  // PyTorch casts to `dtype` before the op
+  const bool scalar = x.dim() == 0;
+  if (scalar) x = x.reshape({1});
+  Tensor xc = upcast(x);
+  Tensor y;
+  if (xc.size(dim) == 0) {
+    y = clone(xc);
+  } else {
+    Tensor shifted = sub(xc, amax(xc, {dim}, true));
+    if (log) {
+      y = sub(shifted, smelt::log(sum(exp(shifted), {dim}, true)));
+    } else {
+      Tensor e = exp(shifted);
+      y = div(e, sum(e, {dim}, true));
+    }
+  }
+  if (scalar) y = y.reshape({});
+  return {cast(y, out)};
+}
+
+std::vector<Tensor> layer_norm_decomp(const std::vector<Tensor>& in, const Attrs& attrs) {
+  const Tensor& x = in[0];
+  OptionalInputs opt{in, attrs, 1};
+  Tensor w = opt.take("has_weight"), b = opt.take("has_bias");
+  const auto& ns = attrs.as<std::vector<int64_t>>("normalized_shape");
+  const std::vector<int64_t> dims = trailing_dims(x.dim(), static_cast<int64_t>(ns.size()));
+  Tensor xc = upcast(x);
+  auto [var, mean] = var_mean(xc, dims, /*correction=*/0, /*keepdim=*/true);
+  Tensor y = mul(sub(xc, mean), rsqrt(add(var, Scalar(attrs.as<double>("eps")))));
+  if (w.defined()) y = mul(y, w);
+  if (b.defined()) y = add(y, b);
+  return {cast(y, x.dtype())};
+}
+
+std::vector<Tensor> rms_norm_decomp(const std::vector<Tensor>& in, const Attrs& attrs) {
+  const Tensor& x = in[0];
+  OptionalInputs opt{in, attrs, 1};
+  Tensor w = opt.take("has_weight");
+  const auto& ns = attrs.as<std::vector<int64_t>>("normalized_shape");
+  const std::vector<int64_t> dims = trailing_dims(x.dim(), static_cast<int64_t>(ns.size()));
+  Tensor xc = upcast(x);
+  Tensor ms = mean(mul(xc, xc), dims, /*keepdim=*/true);
+  Tensor y = mul(xc, rsqrt(add(ms, Scalar(attrs.as<double>("eps")))));
+  if (w.defined()) y = mul(y, w);
+  return {cast(y, x.dtype())};
+}
+
+std::vector<Tensor> batch_norm_decomp(const std::vector<Tensor>& in, const Attrs& attrs) {
+  const Tensor& x = in[0];
+  OptionalInputs opt{in, attrs, 1};
+  Tensor rm = opt.take("has_running_mean"), rv = opt.take("has_running_var");
+  Tensor w = opt.take("has_weight"), b = opt.take("has_bias");
+  const bool training = attrs.as<bool>("training");
+  const double momentum = attrs.as<double>("momentum");
+  const double eps = attrs.as<double>("eps");
+  const int64_t C = x.size(1);
+  std::vector<int64_t> dims{0};
+  Shape bshape(x.dim(), 1);
+  bshape[1] = C;
+  for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
+  Tensor xc = upcast(x);
+  Tensor mu, var;
+  if (training) {
+    std::tie(var, mu) = var_mean(xc, dims, /*correction=*/0, /*keepdim=*/false);
+    const int64_t n = C > 0 ? x.numel() / C : 0;
+    // Running stats are updated in place: running = (1 - momentum) * running + momentum * stat,
+    // with the unbiased (n - 1) variance, as PyTorch.
+    if (rm.defined()) rm.copy_(add(mul(rm, Scalar(1.0 - momentum)), mul(mu, Scalar(momentum))));
+    if (rv.defined() && n > 1) {
+      Tensor unbiased = mul(var, Scalar(static_cast<double>(n) / static_cast<double>(n - 1)));
+      rv.copy_(add(mul(rv, Scalar(1.0 - momentum)), mul(unbiased, Scalar(momentum))));
+    }
+  } else {
+    mu = rm;
+    var = rv;
+  }
+  Tensor y = mul(sub(xc, mu.reshape(bshape)), rsqrt(add(var.reshape(bshape), Scalar(eps))));
+  if (w.defined()) y = mul(y, w.reshape(bshape));
+  if (b.defined()) y = add(y, b.reshape(bshape));
+  return {cast(y, x.dtype())};
+}
+
+std::vector<Tensor> cross_entropy_decomp(const std::vector<Tensor>& in, const Attrs& attrs) {
+  const Tensor& input = in[0];
+  const Tensor& target = in[1];
+  const int64_t ignore_index = attrs.as<int64_t>("ignore_index");
+  const std::string& reduction = attrs.as<std::string>("reduction");
+  const double ls = attrs.as<double>("label_smoothing");
+  const int64_t cdim = input.dim() == 1 ? 0 : 1;
+  const int64_t C = input.size(cdim);
+  Tensor logp = log_softmax(input, cdim);
+  if (is_floating(target.dtype())) {
+    // Class probabilities: loss = -sum_c logp_c * ((1 - ls) * p_c + ls / C).
+    Tensor tgt = ls > 0 ? add(mul(target, Scalar(1.0 - ls)), Scalar(ls / C)) : target;
+    Tensor loss = neg(sum(mul(logp, tgt), {cdim}));
+    if (reduction == "none") return {loss};
+    if (reduction == "sum") return {sum(loss)};
+    return {div(sum(loss), Scalar(static_cast<double>(C > 0 ? input.numel() / C : 0)))};
+  }
+  Tensor keep = ne(target, wrap_scalar(Scalar(ignore_index)));
+  Tensor safe = where(keep, target, Scalar(int64_t{0}));
+  Tensor picked = gather(logp, cdim, unsqueeze(safe, cdim)).squeeze(cdim);
+  Tensor nll = where(keep, neg(picked), Scalar(0.0));
+  Tensor smooth;
+  if (ls > 0) smooth = where(keep, neg(sum(logp, {cdim})), Scalar(0.0));
+  auto combine = [&](const Tensor& a, const Tensor& s) {
+    return ls > 0 ? add(mul(a, Scalar(1.0 - ls)), mul(s, Scalar(ls / C))) : a;
+  };
+  if (reduction == "none") return {combine(nll, smooth)};
+  if (reduction == "sum") return {combine(sum(nll), ls > 0 ? sum(smooth) : Tensor())};
+  // mean over the targets that are not ignored (NaN when all are, as PyTorch).
+  Tensor count = to_dtype(sum(keep), input.dtype());
+  return {combine(div(sum(nll), count), ls > 0 ? div(sum(smooth), count) : Tensor())};
+}
+
+std::vector<Tensor> mse_loss_decomp(const std::vector<Tensor>& in, const Attrs& attrs) {
+  Tensor d = sub(in[0], in[1]);
+  Tensor sq = mul(d, d);
+  const std::string& reduction = attrs.as<std::string>("reduction");
+  if (reduction == "none") return {sq};
+  if (reduction == "sum") return {sum(sq)};
+  return {mean(sq)};
+}
+
+std::vector<Tensor> sdpa_decomp(const std::vector<Tensor>& in, const Attrs& attrs) {
+  const DType dt = in[0].dtype();
+  Tensor q = upcast(in[0]), k = upcast(in[1]), v = upcast(in[2]);
+  const double inf = std::numeric_limits<double>::infinity();
+  Tensor scores = mul(matmul(q, k.transpose(-2, -1)), Scalar(attrs.as<double>("scale")));
+  if (attrs.as<bool>("is_causal")) {
+    const int64_t L = q.size(-2), S = k.size(-2);
+    Tensor keep = tril(ones({L, S}, TensorOptions(DType::Bool).device(q.device())));
+    scores = where(keep, scores, Scalar(-inf));
+  }
+  if (attrs.as<bool>("has_attn_mask")) {
+    const Tensor& mask = in[3];
+    scores =
+        mask.dtype() == DType::Bool ? where(mask, scores, Scalar(-inf)) : add(scores, upcast(mask));
+  }
+  Tensor attn = softmax(scores, -1);
+  const double p = attrs.as<double>("dropout_p");
+  if (p > 0) attn = dropout(attn, p, /*training=*/true);
+  return {cast(matmul(attn, v), dt)};
+}
+
+}  // namespace
+
+const Decomposition* find_decomposition(const std::string& op) {
+  static const std::unordered_map<std::string, Decomposition> table = {
+      {"linear", linear_decomp},
+      {"softmax", [](const std::vector<Tensor>& in,
+                     const Attrs& a) { return softmax_common(in, a, /*log=*/false); }},
+      {"log_softmax", [](const std::vector<Tensor>& in,
+                         const Attrs& a) { return softmax_common(in, a, /*log=*/true); }},
+      {"layer_norm", layer_norm_decomp},
+      {"rms_norm", rms_norm_decomp},
+      {"batch_norm", batch_norm_decomp},
+      {"cross_entropy", cross_entropy_decomp},
+      {"mse_loss", mse_loss_decomp},
+      {"scaled_dot_product_attention", sdpa_decomp},
+  };
+  auto it = table.find(op);
+  return it == table.end() ? nullptr : &it->second;
+}
+
+}  // namespace smelt::detail
