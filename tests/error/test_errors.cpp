@@ -1,0 +1,123 @@
+// Programs that must fail with a clear smelt::Error: one test per class of bad
+// input, each checking that the message starts with / names the op.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <string>
+
+#include "core/tensor_impl.h"
+#include "smelt/io.h"
+#include "smelt/ops.h"
+
+using namespace smelt;
+
+namespace {
+
+template <class T>
+Tensor make(const std::vector<T>& v, const Shape& shape) {
+  Tensor t = detail::make_empty(shape, dtype_of<T>::value, Device());
+  std::copy(v.begin(), v.end(), static_cast<T*>(t.data_ptr()));
+  return t;
+}
+
+Tensor arange_f32(const Shape& shape) {
+  Tensor t = detail::make_empty(shape, DType::Float32, Device());
+  float* p = static_cast<float*>(t.data_ptr());
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<float>(i);
+  return t;
+}
+
+// Expects `f` to throw smelt::Error (nothing else) whose message mentions `op`.
+void expect_error(const std::string& op, const std::function<void()>& f) {
+  try {
+    f();
+    ADD_FAILURE() << op << ": no error was raised";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(op), std::string::npos)
+        << "message does not name '" << op << "': " << e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << op << ": threw a non-smelt exception: " << e.what();
+  }
+}
+
+}  // namespace
+
+TEST(Errors, ShapeMismatch) {
+  Tensor a = arange_f32({2, 3}), b = arange_f32({4});
+  expect_error("add", [&] { add(a, b); });
+  expect_error("matmul", [&] { matmul(arange_f32({2, 3}), arange_f32({4, 5})); });
+  expect_error("cat", [&] { cat({arange_f32({2, 3}), arange_f32({2, 4})}, 0); });
+}
+
+TEST(Errors, BadDim) {
+  Tensor a = arange_f32({2, 3});
+  expect_error("sum", [&] { sum(a, {5}); });
+  expect_error("softmax", [&] { softmax(a, -3); });
+  expect_error("transpose", [&] { transpose(a, 0, 2); });
+}
+
+TEST(Errors, DTypeMismatch) {
+  Tensor f = arange_f32({2, 2});
+  Tensor d = make<double>({1, 2, 3, 4}, {2, 2});
+  expect_error("matmul", [&] { matmul(f, d); });
+  expect_error("bitwise_and", [&] { bitwise_and(f, f); });
+  expect_error("where", [&] { where(f, f, f); });  // condition must be bool
+}
+
+TEST(Errors, OutOfRangeIndex) {
+  Tensor w = arange_f32({10, 4});
+  expect_error("embedding", [&] { embedding(w, make<int64_t>({10}, {1})); });
+  expect_error("index_select", [&] { index_select(w, 0, make<int64_t>({-11}, {1})); });
+  expect_error("select", [&] { select(w, 0, 10); });
+}
+
+TEST(Errors, EmptyReduction) {
+  Tensor e = detail::make_empty({0}, DType::Float32, Device());
+  expect_error("amax", [&] { amax(e); });
+  expect_error("max", [&] { smelt::max(e); });
+  expect_error("argmax", [&] { argmax(e); });
+}
+
+TEST(Errors, IntegerDivisionByZero) {
+  Tensor a = make<int64_t>({7, -7}, {2});
+  Tensor z = make<int64_t>({0, 0}, {2});
+  expect_error("div", [&] { div(a, z, std::string("trunc")); });
+  expect_error("floor_divide", [&] { floor_divide(a, z); });
+  expect_error("remainder", [&] { remainder(a, z); });
+}
+
+TEST(Errors, BadView) {
+  Tensor a = arange_f32({2, 3});
+  expect_error("view", [&] { view(t(a), {6}); });  // strides forbid a view
+  expect_error("view", [&] { view(a, {-1, -1}); });
+  expect_error("expand", [&] { expand(a, {3, 4}); });
+}
+
+TEST(Errors, ReshapeNumelMismatch) {
+  Tensor a = arange_f32({2, 3});
+  expect_error("reshape", [&] { reshape(a, {4}); });
+  expect_error("view", [&] { view(a, {4, -1}); });
+}
+
+TEST(Errors, CorruptSafetensors) {
+  auto path =
+      (std::filesystem::temp_directory_path() / "smelt_test_errors_corrupt.safetensors").string();
+  {
+    std::ofstream f(path, std::ios::binary | std::ios::trunc);
+    std::string header = R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})";
+    uint64_t n = header.size();
+    for (int i = 0; i < 8; ++i) f.put(static_cast<char>(n >> (8 * i)));
+    f << header << "short";
+  }
+  expect_error("load_safetensors", [&] { load_safetensors(path); });
+}
+
+TEST(Errors, InputsUntouchedAfterError) {
+  // Validation happens before any write: a failed in-place op leaves its target unchanged.
+  Tensor a = arange_f32({2, 3});
+  Tensor before = a.clone();
+  expect_error("add", [&] { a.add_(arange_f32({4})); });
+  EXPECT_EQ(a.to_vector<float>(), before.to_vector<float>());
+}

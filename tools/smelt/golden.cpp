@@ -1,0 +1,240 @@
+// `smelt golden <manifest.json>`: runs every case of a golden manifest (format in
+// shared/golden/README.md) through detail::call_op and compares with what PyTorch
+// returned or raised.
+#include <cstdio>
+#include <exception>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "commands.h"
+#include "golden_compare.h"
+#include "ops/op_call.h"
+#include "smelt/io.h"
+#include "smelt/ops.h"
+
+namespace smelt::cli {
+
+namespace {
+
+using nlohmann::json;
+using Runner = std::function<std::vector<Tensor>(const std::vector<Tensor>& inputs)>;
+
+// Ops whose Python signature takes a Tensor (not a Number) as second argument: PyTorch raises
+// TypeError when a Python scalar is passed there, so the golden runner does too.
+const std::set<std::string> kTensorOnlyOther = {
+    "maximum", "minimum", "fmax", "fmin", "atan2", "logical_and", "logical_or", "logical_xor"};
+
+std::vector<int64_t> parse_ints(const std::string& s) {
+  std::vector<int64_t> v;
+  size_t pos = 0;
+  while (pos < s.size()) {
+    size_t comma = s.find(',', pos);
+    if (comma == std::string::npos) comma = s.size();
+    v.push_back(std::stoll(s.substr(pos, comma - pos)));
+    pos = comma + 1;
+  }
+  return v;
+}
+
+Tensor apply_view(const Tensor& x, const std::string& view) {
+  if (view == "t") return x.t();
+  auto colon = view.find(':');
+  SMELT_CHECK(colon != std::string::npos, "golden: unknown input view '{}'", view);
+  std::string kind = view.substr(0, colon);
+  std::vector<int64_t> args = parse_ints(view.substr(colon + 1));
+  if (kind == "permute") return x.permute(args);
+  if (kind == "expand") return x.expand(args);
+  if (kind == "slice") {
+    SMELT_CHECK(args.size() == 4, "golden: view '{}' needs dim,start,end,step", view);
+    return x.slice(args[0], args[1], args[2], args[3]);
+  }
+  SMELT_CHECK(false, "golden: unknown input view '{}'", view);
+}
+
+Scalar json_scalar(const json& v) {
+  if (v.is_boolean()) return Scalar(v.get<bool>());
+  if (v.is_number_integer()) return Scalar(v.get<int64_t>());
+  if (v.is_number()) return Scalar(v.get<double>());
+  SMELT_CHECK(false, "golden: scalar input {} is not a number", v.dump());
+}
+
+detail::Attrs json_attrs(const std::string& op, const json& kwargs, size_t n_inputs) {
+  detail::Attrs attrs;
+  for (auto it = kwargs.begin(); it != kwargs.end(); ++it) {
+    const std::string& k = it.key();
+    const json& v = *it;
+    if (v.is_null()) continue;  // None: the argument's default
+    if (op == "scaled_dot_product_attention" && k == "attn_mask") {
+      // "in3": the fourth positional input is the mask
+      attrs.set("has_attn_mask", n_inputs > 3);
+      continue;
+    }
+    if (v.is_boolean()) {
+      attrs.set(k, v.get<bool>());
+    } else if (v.is_number_integer()) {
+      attrs.set(k, v.get<int64_t>());
+    } else if (v.is_number()) {
+      attrs.set(k, v.get<double>());
+    } else if (v.is_string()) {
+      if (k == "dtype")
+        attrs.set(k, dtype_from_name(v.get<std::string>()));
+      else
+        attrs.set(k, v.get<std::string>());
+    } else if (v.is_array()) {
+      std::vector<int64_t> l;
+      for (const auto& e : v) {
+        SMELT_CHECK(e.is_number_integer(), "golden: kwarg '{}' = {} is not a list of integers", k,
+                    v.dump());
+        l.push_back(e.get<int64_t>());
+      }
+      attrs.set(k, l);
+    } else {
+      SMELT_CHECK(false, "golden: kwarg '{}' = {} has an unsupported type", k, v.dump());
+    }
+  }
+  return attrs;
+}
+
+struct CaseResult {
+  bool pass = false;
+  std::string reason;
+};
+
+CaseResult run_case(const json& c, const std::map<std::string, Tensor>& tensors) {
+  const std::string op = c.at("op").get<std::string>();
+  // ---- inputs ----
+  std::vector<Tensor> inputs;
+  for (const json& in : c.at("inputs")) {
+    if (in.contains("scalar")) {
+      inputs.push_back(detail::wrapped_scalar(json_scalar(in.at("scalar"))));
+      continue;
+    }
+    const std::string key = in.at("key").get<std::string>();
+    auto it = tensors.find(key);
+    if (it == tensors.end()) return {false, fmt::format("tensor '{}' missing from the file", key)};
+    Tensor x = it->second;
+    if (dtype_name(x.dtype()) != in.at("dtype").get<std::string>() ||
+        x.sizes() != in.at("shape").get<Shape>())
+      return {false, fmt::format("tensor '{}' in the file is {} {}, manifest says {} {}", key,
+                                 dtype_name(x.dtype()), detail::shape_str(x.sizes()),
+                                 in.at("dtype").get<std::string>(), in.at("shape").dump())};
+    if (in.contains("view") && in.at("view").is_string()) {
+      try {
+        x = apply_view(x, in.at("view").get<std::string>());
+      } catch (const std::exception& e) {
+        return {false, fmt::format("cannot apply input view: {}", e.what())};
+      }
+    }
+    inputs.push_back(x);
+  }
+  detail::Attrs attrs = json_attrs(op, c.value("kwargs", json::object()), inputs.size());
+
+  // The case's computation, as a function of its tensor inputs (smelt::compile can wrap it).
+  Runner run = [&op, &attrs](const std::vector<Tensor>& in) -> std::vector<Tensor> {
+    if (kTensorOnlyOther.count(op) && in.size() > 1 && in[1].is_wrapped_number())
+      detail::throw_error(
+          fmt::format("{}: argument 'other' (position 2) must be a Tensor, not a number", op));
+    return detail::call_op(op, in, attrs);
+  };
+
+  // ---- error cases: only smelt::Error counts ----
+  if (c.contains("error")) {
+    std::string want = c.at("error").get<std::string>();
+    try {
+      std::vector<Tensor> out = run(inputs);
+      return {false, fmt::format("returned a result; PyTorch raises {}", want)};
+    } catch (const Error&) {
+      return {true, ""};
+    } catch (const std::exception& e) {
+      return {false,
+              fmt::format("threw a non-smelt exception ({}); PyTorch raises {}", e.what(), want)};
+    } catch (...) {
+      return {false, fmt::format("threw a non-std exception; PyTorch raises {}", want)};
+    }
+  }
+
+  // ---- value cases ----
+  std::vector<Tensor> out;
+  try {
+    out = run(inputs);
+  } catch (const std::exception& e) {
+    return {false, fmt::format("raised: {}", e.what())};
+  } catch (...) {
+    return {false, "threw a non-std exception"};
+  }
+  const json& outs = c.at("outputs");
+  // batch_norm in training mode: PyTorch's outputs 2 and 3 are the running stats it updated.
+  if (op == "batch_norm" && outs.size() == 3 && inputs.size() >= 3) {
+    out.resize(1);
+    out.push_back(inputs[1]);
+    out.push_back(inputs[2]);
+  }
+  if (out.size() != outs.size())
+    return {false, fmt::format("{} outputs but PyTorch gives {}", out.size(), outs.size())};
+  for (size_t i = 0; i < out.size(); ++i) {
+    const std::string key = outs[i].at("key").get<std::string>();
+    auto it = tensors.find(key);
+    if (it == tensors.end()) return {false, fmt::format("tensor '{}' missing from the file", key)};
+    std::string why;
+    try {
+      why = compare_tensors(out[i], it->second, golden_tolerance(op, it->second.dtype()));
+    } catch (const std::exception& e) {
+      why = fmt::format("cannot read the output: {}", e.what());
+    }
+    if (!why.empty()) return {false, out.size() > 1 ? fmt::format("output {}: {}", i, why) : why};
+  }
+  return {true, ""};
+}
+
+}  // namespace
+
+int cmd_golden(const GoldenOptions& opts) {
+  if (opts.compiled) {
+    std::fprintf(stderr,
+                 "smelt golden --compiled: not available yet (smelt::compile is not "
+                 "built in this version); run without --compiled\n");
+    return 2;
+  }
+  std::ifstream f(opts.manifest);
+  SMELT_CHECK(f.is_open(), "golden: cannot open manifest '{}'", opts.manifest);
+  json manifest;
+  try {
+    manifest = json::parse(f);
+  } catch (const json::exception& e) {
+    detail::throw_error(fmt::format("golden: '{}' is not valid JSON: {}", opts.manifest, e.what()));
+  }
+  SMELT_CHECK(manifest.is_object() && manifest.contains("cases") && manifest["cases"].is_array(),
+              "golden: '{}' has no \"cases\" list", opts.manifest);
+  std::string base = opts.manifest;
+  if (base.size() > 5 && base.substr(base.size() - 5) == ".json") base.resize(base.size() - 5);
+  const std::map<std::string, Tensor> tensors = load_safetensors(base + ".safetensors");
+
+  int passed = 0, failed = 0;
+  for (const json& c : manifest["cases"]) {
+    std::string id = c.value("id", std::string("?"));
+    if (!opts.filter.empty() && id.find(opts.filter) == std::string::npos) continue;
+    CaseResult r;
+    try {
+      r = run_case(c, tensors);
+    } catch (const std::exception& e) {
+      r = {false, fmt::format("malformed case or harness error: {}", e.what())};
+    } catch (...) {
+      r = {false, "malformed case: unknown exception"};
+    }
+    if (r.pass) {
+      ++passed;
+      if (opts.verbose) std::printf("PASS %s\n", id.c_str());
+    } else {
+      ++failed;
+      std::printf("FAIL %s: %s\n", id.c_str(), r.reason.c_str());
+    }
+    std::fflush(stdout);
+  }
+  std::printf("%d passed, %d failed\n", passed, failed);
+  return failed == 0 ? 0 : 1;
+}
+
+}  // namespace smelt::cli
