@@ -31,8 +31,8 @@ inline constexpr bool is_int_v = std::is_integral_v<T> && !std::is_same_v<T, boo
 /// Unsigned type at least as wide as `unsigned` in which T's arithmetic wraps
 /// without integer promotion to (signed) int.
 template <class T>
-using wrap_uint_t = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned,
-                                       std::make_unsigned_t<T>>;
+using wrap_uint_t =
+    std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, std::make_unsigned_t<T>>;
 
 template <class T>
 SMELT_HD T wrap_add(T a, T b) {

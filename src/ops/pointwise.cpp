@@ -74,8 +74,10 @@ DType result_type(const std::vector<Tensor>& operands) {
 
 DType compute_dtype(const std::string& op, const std::vector<Tensor>& inputs) {
   const OpDef* def = find_op(op);
-  SMELT_INTERNAL_ASSERT(def && def->kind == OpKind::Pointwise, "compute_dtype: '{}' is not a "
-                        "pointwise op", op);
+  SMELT_INTERNAL_ASSERT(def && def->kind == OpKind::Pointwise,
+                        "compute_dtype: '{}' is not a "
+                        "pointwise op",
+                        op);
   if (def->rule == DTypeRule::Logical) return DType::Bool;
   std::vector<Tensor> operands = inputs;
   if (op == "where" && !operands.empty()) operands.erase(operands.begin());
@@ -86,8 +88,10 @@ DType compute_dtype(const std::string& op, const std::vector<Tensor>& inputs) {
 
 DType output_dtype(const std::string& op, DType dtype) {
   const OpDef* def = find_op(op);
-  SMELT_INTERNAL_ASSERT(def && def->kind == OpKind::Pointwise, "output_dtype: '{}' is not a "
-                        "pointwise op", op);
+  SMELT_INTERNAL_ASSERT(def && def->kind == OpKind::Pointwise,
+                        "output_dtype: '{}' is not a "
+                        "pointwise op",
+                        op);
   if (def->rule == DTypeRule::Compare || def->rule == DTypeRule::Logical) return DType::Bool;
   return dtype;
 }
@@ -182,7 +186,8 @@ void load_block(const char* src, int64_t stride, DType from, int64_t n, C* dst) 
       const T* s = reinterpret_cast<const T*>(src);
       for (int64_t i = 0; i < n; ++i) dst[i] = cvt<C>(s[i]);
     } else {
-      for (int64_t i = 0; i < n; ++i) dst[i] = cvt<C>(*reinterpret_cast<const T*>(src + i * stride));
+      for (int64_t i = 0; i < n; ++i)
+        dst[i] = cvt<C>(*reinterpret_cast<const T*>(src + i * stride));
     }
   });
 }
@@ -194,7 +199,7 @@ void store_block(const R* src, char* dst, int64_t stride, DType to, int64_t n) {
   });
 }
 
-#define SMELT_PW_INSTANTIATE(T)                                             \
+#define SMELT_PW_INSTANTIATE(T)                                          \
   template void load_block<T>(const char*, int64_t, DType, int64_t, T*); \
   template void store_block<T>(const T*, char*, int64_t, DType, int64_t);
 SMELT_PW_INSTANTIATE(bool)

@@ -66,28 +66,30 @@ Tensor add_sub(const char* op, const Tensor& a, const Tensor& b, const Scalar& a
               "point number (got {}); pass an integer alpha",
               op, dtypes_str(a, b), alpha.str());
   SMELT_CHECK(dt == DType::Bool || !alpha.is_bool(),
-              "{}: boolean alpha is only supported for bool results (dtypes {}); pass a number",
-              op, dtypes_str(a, b));
+              "{}: boolean alpha is only supported for bool results (dtypes {}); pass a number", op,
+              dtypes_str(a, b));
   detail::Attrs attrs{{"alpha", alpha}};
   const bool one = alpha.to_double() == 1.0;
   if (is_sub) {
     if (one) return binary<kIF>(op, a, b, SMELT_PW_FN(sub), attrs);
-    return binary<kIF>(op, a, b,
-                       [alpha](auto tag) {
-                         using C = typename decltype(tag)::type;
-                         C al = scalar_to<C>(alpha);
-                         return [al](C x, C y) { return scalar::sub_alpha<C>(x, y, al); };
-                       },
-                       attrs);
+    return binary<kIF>(
+        op, a, b,
+        [alpha](auto tag) {
+          using C = typename decltype(tag)::type;
+          C al = scalar_to<C>(alpha);
+          return [al](C x, C y) { return scalar::sub_alpha<C>(x, y, al); };
+        },
+        attrs);
   }
   if (one) return binary<kAll>(op, a, b, SMELT_PW_FN(add), attrs);
-  return binary<kAll>(op, a, b,
-                      [alpha](auto tag) {
-                        using C = typename decltype(tag)::type;
-                        C al = scalar_to<C>(alpha);
-                        return [al](C x, C y) { return scalar::add_alpha<C>(x, y, al); };
-                      },
-                      attrs);
+  return binary<kAll>(
+      op, a, b,
+      [alpha](auto tag) {
+        using C = typename decltype(tag)::type;
+        C al = scalar_to<C>(alpha);
+        return [al](C x, C y) { return scalar::add_alpha<C>(x, y, al); };
+      },
+      attrs);
 }
 
 Tensor div_impl(const char* op, const Tensor& a, const Tensor& b,
@@ -121,11 +123,11 @@ Tensor floor_divide(const Tensor& a, const Tensor& b) {
   return div_impl("floor_divide", a, b, std::string("floor"));
 }
 
-#define SMELT_INT_DIV_OP(name)                                                        \
-  Tensor name(const Tensor& a, const Tensor& b) {                                     \
-    req(#name, {&a, &b});                                                             \
-    refuse_bool_compute(#name, a, b, detail::compute_dtype(#name, {a, b}));           \
-    return binary<kIF>(#name, a, b, SMELT_PW_FN(name), {}, nullptr, true);            \
+#define SMELT_INT_DIV_OP(name)                                              \
+  Tensor name(const Tensor& a, const Tensor& b) {                           \
+    req(#name, {&a, &b});                                                   \
+    refuse_bool_compute(#name, a, b, detail::compute_dtype(#name, {a, b})); \
+    return binary<kIF>(#name, a, b, SMELT_PW_FN(name), {}, nullptr, true);  \
   }
 SMELT_INT_DIV_OP(remainder)
 SMELT_INT_DIV_OP(fmod)
@@ -137,8 +139,10 @@ Tensor pow(const Tensor& a, const Tensor& b) {
   return binary<kIF>("pow", a, b, SMELT_PW_FN(pow));
 }
 
-#define SMELT_SIMPLE_BINARY(name, set) \
-  Tensor name(const Tensor& a, const Tensor& b) { return binary<set>(#name, a, b, SMELT_PW_FN(name)); }
+#define SMELT_SIMPLE_BINARY(name, set)                  \
+  Tensor name(const Tensor& a, const Tensor& b) {       \
+    return binary<set>(#name, a, b, SMELT_PW_FN(name)); \
+  }
 SMELT_SIMPLE_BINARY(maximum, kAll)
 SMELT_SIMPLE_BINARY(minimum, kAll)
 SMELT_SIMPLE_BINARY(fmax, kAll)
@@ -155,11 +159,11 @@ SMELT_SIMPLE_BINARY(logical_or, kB)
 SMELT_SIMPLE_BINARY(logical_xor, kB)
 #undef SMELT_SIMPLE_BINARY
 
-#define SMELT_BITWISE_BINARY(name)                                        \
-  Tensor name(const Tensor& a, const Tensor& b) {                         \
-    req(#name, {&a, &b});                                                 \
+#define SMELT_BITWISE_BINARY(name)                                           \
+  Tensor name(const Tensor& a, const Tensor& b) {                            \
+    req(#name, {&a, &b});                                                    \
     refuse_float_compute(#name, a, b, detail::compute_dtype(#name, {a, b})); \
-    return binary<kIB>(#name, a, b, SMELT_PW_FN(name));                   \
+    return binary<kIB>(#name, a, b, SMELT_PW_FN(name));                      \
   }
 SMELT_BITWISE_BINARY(bitwise_and)
 SMELT_BITWISE_BINARY(bitwise_or)
@@ -192,7 +196,8 @@ Tensor clamp(const Tensor& x, const std::optional<Tensor>& min, const std::optio
   if (has_min) in.push_back(*min);
   if (has_max) in.push_back(*max);
   DType dt = detail::result_type(in);
-  SMELT_CHECK(dt != DType::Bool, "clamp: not implemented for bool tensors; convert first, e.g. "
+  SMELT_CHECK(dt != DType::Bool,
+              "clamp: not implemented for bool tensors; convert first, e.g. "
               "x.to(int64)");
   if (has_min && has_max)
     return launch<kIF, 3>({"clamp", "clamp", dt, dt, {}}, in, SMELT_PW_FN(clamp));
@@ -245,9 +250,9 @@ Tensor pow(const Tensor& a, const Scalar& b) {
               "{}); use a floating base, e.g. x.to(float32)",
               dtype_name(a.dtype()), b.str());
   if (dt == DType::Float16 || dt == DType::BFloat16) {
-    double lim = dt == DType::Float16 ? 65504.0
-                                      : static_cast<double>(static_cast<float>(
-                                            BFloat16::from_bits(0x7f7f)));
+    double lim = dt == DType::Float16
+                     ? 65504.0
+                     : static_cast<double>(static_cast<float>(BFloat16::from_bits(0x7f7f)));
     double v = b.to_double();
     SMELT_CHECK(!(std::isfinite(v) && std::fabs(v) > lim),
                 "pow: exponent {} cannot be converted to {} without overflow; convert the base "

@@ -38,7 +38,7 @@ void load_block(const char* src, int64_t stride, DType from, int64_t n, C* dst);
 template <class R>
 void store_block(const R* src, char* dst, int64_t stride, DType to, int64_t n);
 
-#define SMELT_PW_EXTERN(T)                                                         \
+#define SMELT_PW_EXTERN(T)                                                      \
   extern template void load_block<T>(const char*, int64_t, DType, int64_t, T*); \
   extern template void store_block<T>(const T*, char*, int64_t, DType, int64_t);
 SMELT_PW_EXTERN(bool)
@@ -78,30 +78,29 @@ void run_kernel(const Tensor& out, const std::vector<Tensor>& in, const F& f) {
     ptrs.push_back(static_cast<char*>(in[k].data_ptr()));
     strides.push_back(cpu::broadcast_byte_strides(in[k], out.sizes()));
   }
-  cpu::for_each_row(
-      out.sizes(), std::move(ptrs), std::move(strides),
-      [&](char** p, const int64_t* s, int64_t n) {
-        alignas(64) C buf[N][kBlock];
-        alignas(64) R obuf[kBlock];
-        const bool direct = odt == rdt && s[0] == static_cast<int64_t>(sizeof(R));
-        for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
-          const int64_t m = std::min(kBlock, n - i0);
-          const C* a[N];
-          for (size_t k = 0; k < N; ++k) {
-            const char* src = p[k + 1] + i0 * s[k + 1];
-            if (idt[k] == cdt && s[k + 1] == static_cast<int64_t>(sizeof(C))) {
-              a[k] = reinterpret_cast<const C*>(src);
-            } else {
-              load_block<C>(src, s[k + 1], idt[k], m, buf[k]);
-              a[k] = buf[k];
-            }
-          }
-          char* dst = p[0] + i0 * s[0];
-          R* o = direct ? reinterpret_cast<R*>(dst) : obuf;
-          compute<R, C>(o, a, m, f, std::make_index_sequence<N>{});
-          if (!direct) store_block<R>(obuf, dst, s[0], odt, m);
-        }
-      });
+  cpu::for_each_row(out.sizes(), std::move(ptrs), std::move(strides),
+                    [&](char** p, const int64_t* s, int64_t n) {
+                      alignas(64) C buf[N][kBlock];
+                      alignas(64) R obuf[kBlock];
+                      const bool direct = odt == rdt && s[0] == static_cast<int64_t>(sizeof(R));
+                      for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
+                        const int64_t m = std::min(kBlock, n - i0);
+                        const C* a[N];
+                        for (size_t k = 0; k < N; ++k) {
+                          const char* src = p[k + 1] + i0 * s[k + 1];
+                          if (idt[k] == cdt && s[k + 1] == static_cast<int64_t>(sizeof(C))) {
+                            a[k] = reinterpret_cast<const C*>(src);
+                          } else {
+                            load_block<C>(src, s[k + 1], idt[k], m, buf[k]);
+                            a[k] = buf[k];
+                          }
+                        }
+                        char* dst = p[0] + i0 * s[0];
+                        R* o = direct ? reinterpret_cast<R*>(dst) : obuf;
+                        compute<R, C>(o, a, m, f, std::make_index_sequence<N>{});
+                        if (!direct) store_block<R>(obuf, dst, s[0], odt, m);
+                      }
+                    });
 }
 
 /// Calls g(Tag<C>{}) for compute dtype `c` when its category is in Set.
@@ -165,9 +164,9 @@ C scalar_to(const Scalar& s) {
 void check_int_divisor(const char* op, const Tensor& divisor, DType dtype);
 
 struct Launch {
-  const char* op;           // user-facing name for errors
-  const char* record;       // op-table name recorded in the graph
-  DType dtype;              // compute dtype ("dtype" attr)
+  const char* op;      // user-facing name for errors
+  const char* record;  // op-table name recorded in the graph
+  DType dtype;         // compute dtype ("dtype" attr)
   DType out_dtype;
   Attrs attrs;
   bool int_zero_check = false;  // check inputs[1] for integer zero divisors
@@ -208,8 +207,8 @@ Tensor launch(Launch l, const std::vector<Tensor>& inputs, const Make& make) {
 }  // namespace smelt::detail::pw
 
 /// Element lambda maker for a functor without extra arguments.
-#define SMELT_PW_FN(name)                                        \
-  [](auto tag_) {                                                \
-    using C_ = typename decltype(tag_)::type;                    \
+#define SMELT_PW_FN(name)                                               \
+  [](auto tag_) {                                                       \
+    using C_ = typename decltype(tag_)::type;                           \
     return [](auto... v_) { return ::smelt::scalar::name<C_>(v_...); }; \
   }

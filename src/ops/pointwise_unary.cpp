@@ -90,9 +90,9 @@ Tensor silu(const Tensor& x) {
   return unary<kF>("silu", x, SMELT_PW_FN(silu));
 }
 
-#define SMELT_ROUNDING_UNARY(name)           \
-  Tensor name(const Tensor& x) {             \
-    refuse_bool(#name, x);                   \
+#define SMELT_ROUNDING_UNARY(name)                  \
+  Tensor name(const Tensor& x) {                    \
+    refuse_bool(#name, x);                          \
     return unary<kIF>(#name, x, SMELT_PW_FN(name)); \
   }
 SMELT_ROUNDING_UNARY(floor)
@@ -140,18 +140,19 @@ Tensor nan_to_num(const Tensor& x, std::optional<double> nan, std::optional<doub
     lo = neginf.value_or(lo);
   }
   detail::Attrs attrs{{"nan", nv}, {"posinf", hi}, {"neginf", lo}};
-  return unary<kAll>("nan_to_num", x,
-                     [=](auto tag) {
-                       using C = typename decltype(tag)::type;
-                       C n{}, p{}, q{};
-                       if constexpr (std::is_floating_point_v<C>) {
-                         n = static_cast<C>(nv);
-                         p = static_cast<C>(hi);
-                         q = static_cast<C>(lo);
-                       }
-                       return [=](C a) { return scalar::nan_to_num<C>(a, n, p, q); };
-                     },
-                     attrs);
+  return unary<kAll>(
+      "nan_to_num", x,
+      [=](auto tag) {
+        using C = typename decltype(tag)::type;
+        C n{}, p{}, q{};
+        if constexpr (std::is_floating_point_v<C>) {
+          n = static_cast<C>(nv);
+          p = static_cast<C>(hi);
+          q = static_cast<C>(lo);
+        }
+        return [=](C a) { return scalar::nan_to_num<C>(a, n, p, q); };
+      },
+      attrs);
 }
 
 Tensor operator-(const Tensor& a) { return neg(a); }
