@@ -2,8 +2,10 @@
 // randint, manual_seed, bernoulli_mask). See random.h for the design.
 #include "core/random.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <utility>
 
 #include "backend/cpu/loops.h"
 #include "core/tensor_impl.h"
@@ -53,11 +55,22 @@ void Generator::set_seed(uint64_t seed) {
   has_normal_ = false;
 }
 
+void Generator::block_at(uint64_t seed, uint64_t index, uint32_t out[4]) {
+  uint32_t ctr[4] = {static_cast<uint32_t>(index), static_cast<uint32_t>(index >> 32), 0, 0};
+  Philox4x32::block(ctr, seed, out);
+}
+
+uint64_t Generator::reserve(uint64_t nblocks) {
+  used_ = 4;
+  has_normal_ = false;
+  uint64_t first = counter_;
+  counter_ += nblocks;
+  return first;
+}
+
 uint32_t Generator::next_u32() {
   if (used_ == 4) {
-    uint32_t ctr[4] = {static_cast<uint32_t>(counter_), static_cast<uint32_t>(counter_ >> 32), 0,
-                       0};
-    Philox4x32::block(ctr, seed_, block_);
+    block_at(seed_, counter_, block_);
     ++counter_;
     used_ = 0;
   }
@@ -133,6 +146,33 @@ int uniform_bits(DType t) {
 }
 }  // namespace
 
+namespace {
+constexpr int64_t kRandomGrain = 1 << 14;
+
+/// Reserves the blocks for `nblocks` under the generator lock; returns (seed, first).
+std::pair<uint64_t, uint64_t> reserve_blocks(uint64_t nblocks) {
+  Generator& g = default_generator();
+  std::lock_guard<std::mutex> lock(g.mutex());
+  return {g.seed(), g.reserve(nblocks)};
+}
+
+inline uint64_t words64(const uint32_t* w) { return (static_cast<uint64_t>(w[1]) << 32) | w[0]; }
+
+/// Calls f(i, block) for every element i in parallel; block is the Philox
+/// block holding element i's words (`per_block` elements per block).
+template <class F>
+void for_each_block(int64_t n, int64_t per_block, uint64_t seed, uint64_t first, const F& f) {
+  const int64_t nblocks = (n + per_block - 1) / per_block;
+#pragma omp parallel for schedule(static) if (n >= kRandomGrain)
+  for (int64_t b = 0; b < nblocks; ++b) {
+    uint32_t w[4];
+    Generator::block_at(seed, first + static_cast<uint64_t>(b), w);
+    const int64_t end = std::min(n, (b + 1) * per_block);
+    for (int64_t i = b * per_block; i < end; ++i) f(i, w);
+  }
+}
+}  // namespace
+
 Tensor bernoulli_mask(const Shape& shape, double keep_prob) {
   note_random("bernoulli");
   check_size("bernoulli", shape);
@@ -141,9 +181,11 @@ Tensor bernoulli_mask(const Shape& shape, double keep_prob) {
   Tensor out = make_empty(shape, DType::Bool, Device());
   bool* p = out.data_ptr<bool>();
   const int64_t n = out.numel();
-  Generator& g = default_generator();
-  std::lock_guard<std::mutex> lock(g.mutex());
-  for (int64_t i = 0; i < n; ++i) p[i] = g.next_uniform() < keep_prob;
+  auto [seed, first] = reserve_blocks((n + 1) / 2);
+  for_each_block(n, 2, seed, first, [&](int64_t i, const uint32_t* w) {
+    double u = static_cast<double>(words64(w + 2 * (i % 2)) >> 11) * 0x1.0p-53;
+    p[i] = u < keep_prob;
+  });
   return out;
 }
 
@@ -163,21 +205,22 @@ Tensor rand(const Shape& size, TensorOptions opts) {
   const int64_t n = out.numel();
   const int bits = detail::uniform_bits(dt);
   const double scale = std::ldexp(1.0, -bits);
-  detail::Generator& g = detail::default_generator();
-  std::lock_guard<std::mutex> lock(g.mutex());
+  const int64_t per_block = bits > 32 ? 2 : 4;
+  auto [seed, first] = detail::reserve_blocks((n + per_block - 1) / per_block);
   SMELT_DISPATCH_ALL(dt, "rand", [&] {
     if constexpr (std::is_same_v<T, double> || std::is_same_v<T, float> ||
                   std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
       T* p = out.data_ptr<T>();
-      for (int64_t i = 0; i < n; ++i) {
-        uint64_t r = bits > 32 ? g.next_u64() : static_cast<uint64_t>(g.next_u32()) << 32;
+      detail::for_each_block(n, per_block, seed, first, [&](int64_t i, const uint32_t* w) {
+        uint64_t r = per_block == 2 ? detail::words64(w + 2 * (i % 2))
+                                    : static_cast<uint64_t>(w[i % 4]) << 32;
         double u = static_cast<double>(r >> (64 - bits)) * scale;  // exact in T, < 1
         if constexpr (std::is_same_v<T, double>) {
           p[i] = u;
         } else {
           p[i] = static_cast<T>(static_cast<float>(u));
         }
-      }
+      });
     }
   });
   return out;
@@ -189,20 +232,24 @@ Tensor randn(const Shape& size, TensorOptions opts) {
   DType dt = detail::float_dtype("randn", opts);
   Tensor out = detail::make_empty(size, dt, opts.device_);
   const int64_t n = out.numel();
-  detail::Generator& g = detail::default_generator();
-  std::lock_guard<std::mutex> lock(g.mutex());
+  auto [seed, first] = detail::reserve_blocks((n + 1) / 2);
   SMELT_DISPATCH_ALL(dt, "randn", [&] {
     if constexpr (std::is_same_v<T, double> || std::is_same_v<T, float> ||
                   std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
       T* p = out.data_ptr<T>();
-      for (int64_t i = 0; i < n; ++i) {
-        double z = g.next_normal();
+      detail::for_each_block(n, 2, seed, first, [&](int64_t i, const uint32_t* w) {
+        // Box-Muller: u1 in (0, 1] so that log(u1) is finite.
+        double u1 = 1.0 - static_cast<double>(detail::words64(w) >> 11) * 0x1.0p-53;
+        double u2 = static_cast<double>(detail::words64(w + 2) >> 11) * 0x1.0p-53;
+        double r = std::sqrt(-2.0 * std::log(u1));
+        double theta = 2.0 * 3.14159265358979323846 * u2;
+        double z = i % 2 == 0 ? r * std::cos(theta) : r * std::sin(theta);
         if constexpr (std::is_same_v<T, double>) {
           p[i] = z;
         } else {
           p[i] = static_cast<T>(static_cast<float>(z));
         }
-      }
+      });
     }
   });
   return out;
@@ -220,13 +267,13 @@ Tensor randint(int64_t low, int64_t high, const Shape& size, TensorOptions opts)
   const int64_t n = out.numel();
   // high - low may overflow int64; the range fits in uint64.
   const uint64_t range = static_cast<uint64_t>(high) - static_cast<uint64_t>(low);
-  detail::Generator& g = detail::default_generator();
-  std::lock_guard<std::mutex> lock(g.mutex());
+  auto [seed, first] = detail::reserve_blocks((n + 1) / 2);
   SMELT_DISPATCH_ALL(dt, "randint", [&] {
     T* p = out.data_ptr<T>();
-    for (int64_t i = 0; i < n; ++i) {
-      // Lemire-free simple modulo: bias <= range / 2^64, negligible for tensor sizes.
-      int64_t v = static_cast<int64_t>(static_cast<uint64_t>(low) + g.next_u64() % range);
+    detail::for_each_block(n, 2, seed, first, [&](int64_t i, const uint32_t* w) {
+      // Modulo reduction: bias <= range / 2^64, negligible for tensor sizes.
+      uint64_t r = detail::words64(w + 2 * (i % 2));
+      int64_t v = static_cast<int64_t>(static_cast<uint64_t>(low) + r % range);
       if constexpr (std::is_same_v<T, bool>) {
         p[i] = v != 0;
       } else if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
@@ -234,7 +281,7 @@ Tensor randint(int64_t low, int64_t high, const Shape& size, TensorOptions opts)
       } else {
         p[i] = static_cast<T>(v);
       }
-    }
+    });
   });
   return out;
 }

@@ -6,7 +6,11 @@
 // counter; each counter value yields four 32-bit words. manual_seed(s) sets the
 // key to s and the counter to 0, so a seeded program draws the same numbers on
 // every run and platform. The generator is shared by all threads (a mutex guards
-// it); draws are sequential, so results do not depend on the thread count.
+// it). A tensor fill reserves one counter block per 4 words it needs and fills
+// the blocks in parallel, so results do not depend on the thread count:
+// rand (<= 32-bit floats) uses one word per element, rand float64 / randint two
+// words (64 bits) per element, randn one block per pair of elements
+// (Box-Muller on two 53-bit uniforms: cos for the even, sin for the odd element).
 //
 // Every op drawing from it must call detail::note_random("<op>") first so that
 // smelt::compile graph-breaks instead of baking random numbers into a graph.
@@ -40,6 +44,13 @@ class Generator {
   double next_uniform();
   /// Standard normal (Box-Muller on two uniforms; caches the second value).
   double next_normal();
+  /// Reserves `nblocks` consecutive Philox counters and returns the first; the
+  /// caller computes block b as Philox4x32::block({first + b, 0, 0, 0}, seed()).
+  /// Tensor fills use this so that they run in parallel yet give the same
+  /// numbers for any thread count. Discards any partially used block.
+  uint64_t reserve(uint64_t nblocks);
+  /// Block `index` of the stream keyed by `seed` (4 words).
+  static void block_at(uint64_t seed, uint64_t index, uint32_t out[4]);
   std::mutex& mutex() { return mu_; }
 
  private:

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <omp.h>
+
 #include <cmath>
 #include <string>
 
@@ -275,4 +277,19 @@ TEST(Random, NotesRandomForTracing) {
   detail::bernoulli_mask({2}, 0.5);
   detail::set_trace_context(prev);
   EXPECT_EQ(rec.ops, (std::vector<std::string>{"rand", "randn", "randint", "bernoulli"}));
+}
+
+TEST(Random, SameNumbersForAnyThreadCount) {
+  int prev = omp_get_max_threads();
+  std::vector<std::vector<double>> runs;
+  for (int threads : {1, 4}) {
+    omp_set_num_threads(threads);
+    manual_seed(42);
+    std::vector<double> v = vals(rand({40000}));
+    for (double x : vals(randn({40001}))) v.push_back(x);
+    for (double x : vals(randint(0, 1000, {40000}))) v.push_back(x);
+    runs.push_back(std::move(v));
+  }
+  omp_set_num_threads(prev);
+  EXPECT_EQ(runs[0], runs[1]);
 }
