@@ -73,6 +73,12 @@ struct CompileStats {
   double last_compile_ms = 0;  // trace + passes + codegen + build/load of the latest graph
   bool last_cache_hit = false;  // the latest build came from the disk cache
   std::string last_recompile_reason;
+  /// Of the latest graph: primitive ops eager mode runs for it (one kernel
+  /// each), and estimated bytes moved eagerly (every op reads its inputs and
+  /// writes its output) and compiled (every step's reads and writes).
+  int eager_ops = 0;
+  int64_t bytes_eager = 0;
+  int64_t bytes_compiled = 0;
   std::string last_graph_break;
 };
 

@@ -230,6 +230,19 @@ class CompiledState {
     PassStats ps;
     Graph g = run_passes(captured, po, &ps);
     if (log_enabled("graph")) log_artifact("graph", "after passes (" + ps.str() + ")", g.str());
+    {
+      // What eager mode runs: every primitive op of the decomposed graph.
+      Graph prim = run_passes(captured, PassOptions{false, false, true, false});
+      stats.eager_ops = static_cast<int>(prim.nodes.size());
+      stats.bytes_eager = 0;
+      for (auto& n : prim.nodes) {
+        for (auto& in : n.inputs)
+          if (!in.is_scalar())
+            stats.bytes_eager += std::min<int64_t>(prim.buffers[in.buf].extent, shape_numel(in.sizes)) *
+                                 itemsize(in.dtype);
+        for (int o : n.outputs) stats.bytes_eager += prim.buffers[o].extent * itemsize(prim.buffers[o].dtype);
+      }
+    }
     // 3-4. lowering and fusion
     CppDialect dialect;
     Schedule s = schedule(g, FusionOptions{opts.fuse, opts.gemm_epilogue}, dialect);
@@ -264,6 +277,12 @@ class CompiledState {
     stats.kernel_names.clear();
     for (auto& st : e.graph->schedule().steps) stats.kernel_names.push_back(st.name);
     stats.last_cache_hit = bi.cache_hit;
+    stats.bytes_compiled = 0;
+    for (auto& st : e.graph->schedule().steps) {
+      const Graph& gg = e.graph->graph();
+      for (int b : st.reads) stats.bytes_compiled += gg.buffers[b].extent * itemsize(gg.buffers[b].dtype);
+      for (int b : st.writes) stats.bytes_compiled += gg.buffers[b].extent * itemsize(gg.buffers[b].dtype);
+    }
     stats.last_compile_ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (log_enabled("output_code")) {

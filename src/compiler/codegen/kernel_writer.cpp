@@ -19,6 +19,7 @@ class Writer {
   Writer(const Graph& g, const std::vector<bool>& mat, const KernelGroup& grp, const Dialect& d)
       : g_(g), mat_(mat), grp_(grp), d_(d) {
     for (int n : grp.stores) stored_.insert(n);
+    body_.indent();
   }
 
   KernelSource run(const std::string& name) {
@@ -27,6 +28,7 @@ class Writer {
     else
       pointwise_kernel();
     KernelSource ks;
+    std::stable_partition(args_.begin(), args_.end(), [](const auto& a) { return !a.second; });
     CodeBuffer head;
     head.line(d_.kernel_signature(name) + " {");
     head.indent();

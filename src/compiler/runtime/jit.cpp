@@ -73,7 +73,7 @@ std::string compiler() {
 }
 
 const std::string& flags() {
-  static const std::string f = "-O3 -march=native -fopenmp -shared -fPIC -std=c++17 -w";
+  static const std::string f = "-O3 -march=native -ffp-contract=off -fopenmp -shared -fPIC -std=c++17 -w";
   return f;
 }
 

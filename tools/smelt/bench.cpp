@@ -1,0 +1,250 @@
+// `smelt bench <workload>`: runs a workload eagerly and compiled on the same
+// seeded inputs, checks they agree, and reports times, kernel counts, bytes
+// moved, errors and compile times (cold: empty kernel cache; warm: a fresh
+// compile() loading the kernels from the disk cache).
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <functional>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "smelt/compile.h"
+#include "smelt/nn.h"
+#include "smelt/ops.h"
+
+namespace smelt::cli {
+
+namespace {
+
+using Fn = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
+
+/// A fresh smelt::compile of a workload: the call and its statistics.
+struct CompiledFn {
+  Fn call;
+  std::function<CompileStats()> stats;
+};
+
+struct Workload {
+  std::string name;
+  std::string description;
+  std::vector<Tensor> inputs;
+  Fn eager;                                      // the function, run eagerly
+  std::function<CompiledFn(CompileOptions)> compiled;  // a fresh smelt::compile of it
+};
+
+double now_ms() {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+/// Median wall time of `f` over `iters` runs (after one warm-up); iters 0 = automatic.
+double time_ms(const std::function<void()>& f, int iters) {
+  f();
+  if (iters <= 0) {
+    double t0 = now_ms();
+    f();
+    double one = std::max(now_ms() - t0, 1e-3);
+    iters = static_cast<int>(std::clamp(400.0 / one, 3.0, 50.0));
+  }
+  std::vector<double> t;
+  for (int i = 0; i < iters; ++i) {
+    double t0 = now_ms();
+    f();
+    t.push_back(now_ms() - t0);
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+template <class F>
+std::function<CompiledFn(CompileOptions)> compiler_of(F f) {
+  return [f](CompileOptions o) -> CompiledFn {
+    auto c = std::make_shared<decltype(smelt::compile(f, o))>(smelt::compile(f, o));
+    Fn call = [c](const std::vector<Tensor>& in) -> std::vector<Tensor> {
+      if constexpr (std::is_invocable_v<F, const Tensor&>) {
+        return detail::ResultPack<std::decay_t<decltype((*c)(in[0]))>>::pack((*c)(in[0]));
+      } else {
+        return detail::ResultPack<std::decay_t<decltype((*c)(in[0], in[1], in[2]))>>::pack(
+            (*c)(in[0], in[1], in[2]));
+      }
+    };
+    return {call, [c] { return c->stats(); }};
+  };
+}
+
+std::vector<Workload> workloads(DType dt) {
+  std::vector<Workload> w;
+  manual_seed(0);
+  {
+    Tensor x = randn({1 << 24}).to(dt), wt = randn({1 << 24}).to(dt), b = randn({1 << 24}).to(dt);
+    auto f = [](const Tensor& x, const Tensor& w, const Tensor& b) { return sigmoid(x * w + b); };
+    w.push_back({"pointwise", "sigmoid(x * w + b), 2^24 elements", {x, wt, b},
+                 [f](const std::vector<Tensor>& in) { return std::vector<Tensor>{f(in[0], in[1], in[2])}; },
+                 compiler_of(f)});
+  }
+  {
+    Tensor x = randn({4096, 4096}).to(dt);
+    auto f = [](const Tensor& x) {
+      Tensor e = exp(x - amax(x, {-1}, true));
+      return e / sum(e, {-1}, true);
+    };
+    w.push_back({"softmax", "exp(x - amax(x)) / sum(...), 4096x4096", {x},
+                 [f](const std::vector<Tensor>& in) { return std::vector<Tensor>{f(in[0])}; },
+                 compiler_of(f)});
+  }
+  {
+    Tensor x = randn({8192, 2048}).to(dt), g = randn({2048}).to(dt), b = randn({2048}).to(dt);
+    auto f = [g, b](const Tensor& x) { return layer_norm(x, {2048}, g, b, 1e-5); };
+    w.push_back({"layernorm", "layer_norm over 8192x2048 with weight and bias", {x},
+                 [f](const std::vector<Tensor>& in) { return std::vector<Tensor>{f(in[0])}; },
+                 compiler_of(f)});
+  }
+  {
+    namespace nn = smelt::nn;
+    auto model = nn::Sequential(nn::Linear(1024, 1024), nn::GELU(), nn::Linear(1024, 512),
+                                nn::GELU(), nn::Linear(512, 10));
+    model->to(dt);
+    Tensor x = randn({256, 1024}).to(dt);
+    w.push_back({"mlp", "seed MLP 1024-1024-512-10 with GELU, batch 256", {x},
+                 [model](const std::vector<Tensor>& in) { return std::vector<Tensor>{model(in[0])}; },
+                 [model](CompileOptions o) -> CompiledFn {
+                   auto c = std::make_shared<decltype(smelt::compile(model, o))>(smelt::compile(model, o));
+                   return {[c](const std::vector<Tensor>& in) { return std::vector<Tensor>{(*c)(in[0])}; },
+                           [c] { return c->stats(); }};
+                 }});
+  }
+  {
+    Tensor x = randn({1 << 22}).to(dt);
+    auto f = [](const Tensor& x) { return std::make_tuple(sin(x), cos(x)); };
+    w.push_back({"horizontal", "sin(x) and cos(x) of one input, 2^22 elements", {x},
+                 [f](const std::vector<Tensor>& in) {
+                   auto [s, c] = f(in[0]);
+                   return std::vector<Tensor>{s, c};
+                 },
+                 compiler_of(f)});
+  }
+  return w;
+}
+
+struct Errors {
+  double abs = 0, rel = 0;
+};
+Errors compare(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
+  Errors e;
+  for (size_t k = 0; k < a.size(); ++k) {
+    auto x = a[k].to(DType::Float64).to_vector<double>();
+    auto y = b[k].to(DType::Float64).to_vector<double>();
+    for (size_t i = 0; i < x.size(); ++i) {
+      double d = std::abs(x[i] - y[i]);
+      if (std::isnan(x[i]) != std::isnan(y[i])) d = INFINITY;
+      if (std::isnan(d)) continue;
+      e.abs = std::max(e.abs, d);
+      e.rel = std::max(e.rel, d / std::max(std::abs(x[i]), 1e-6));
+    }
+  }
+  return e;
+}
+
+}  // namespace
+
+nlohmann::json bench_one(const std::string& name, const BenchOptions& opts) {
+  SMELT_CHECK(opts.device == "cpu",
+              "smelt bench: device '{}' is not available in this build (the CUDA backend is not "
+              "implemented yet); use --device cpu",
+              opts.device);
+  DType dt = dtype_from_name(opts.dtype);
+  SMELT_CHECK(is_floating(dt), "smelt bench: --dtype must be a floating dtype, got {}", opts.dtype);
+  for (auto& w : workloads(dt)) {
+    if (w.name != name) continue;
+    CompileOptions co;
+    co.mode = opts.mode;
+    // Cold compile: an empty, private kernel cache.
+    std::string dir = fmt::format("{}/smelt-bench-{}-{}", std::filesystem::temp_directory_path().string(),
+                                  getpid(), name);
+    std::filesystem::remove_all(dir);
+    const char* old = std::getenv("SMELT_CACHE_DIR");
+    std::string saved = old ? old : "";
+    setenv("SMELT_CACHE_DIR", dir.c_str(), 1);
+    CompiledFn cold = w.compiled(co);
+    double t0 = now_ms();
+    std::vector<Tensor> got = cold.call(w.inputs);
+    double cold_ms = now_ms() - t0;
+    CompiledFn warm = w.compiled(co);
+    t0 = now_ms();
+    warm.call(w.inputs);
+    double warm_ms = now_ms() - t0;
+    CompileStats st = warm.stats();
+    if (old) setenv("SMELT_CACHE_DIR", saved.c_str(), 1);
+    else unsetenv("SMELT_CACHE_DIR");
+    std::filesystem::remove_all(dir);
+    std::vector<Tensor> want = w.eager(w.inputs);
+    Errors err = compare(want, got);
+    double eager_ms = time_ms([&] { w.eager(w.inputs); }, opts.iters);
+    double comp_ms = time_ms([&] { warm.call(w.inputs); }, opts.iters);
+    nlohmann::json j;
+    j["workload"] = name;
+    j["description"] = w.description;
+    j["device"] = opts.device;
+    j["dtype"] = opts.dtype;
+    j["mode"] = opts.mode;
+    j["eager_ms"] = eager_ms;
+    j["compiled_ms"] = comp_ms;
+    j["speedup"] = eager_ms / comp_ms;
+    j["max_abs_err"] = err.abs;
+    j["max_rel_err"] = err.rel;
+    j["compile_ms_cold"] = cold_ms;
+    j["compile_ms_warm"] = warm_ms;
+    j["warm_cache_hit"] = st.last_cache_hit;
+    j["eager_kernels"] = st.eager_ops;
+    j["compiled_kernels"] = st.kernels;
+    j["bytes_eager"] = st.bytes_eager;
+    j["bytes_compiled"] = st.bytes_compiled;
+    j["kernel_names"] = st.kernel_names;
+    return j;
+  }
+  SMELT_CHECK(false, "smelt bench: unknown workload '{}'; use pointwise, softmax, layernorm, mlp, "
+                     "horizontal or all",
+              name);
+}
+
+void print_table(const std::vector<nlohmann::json>& rows) {
+  std::puts(fmt::format("{:<11} {:>9} {:>9} {:>7} {:>6} {:>6} {:>11} {:>11} {:>9} {:>9} {:>9} {:>8}",
+                        "workload", "eager_ms", "comp_ms", "speedup", "k_eag", "k_comp",
+                        "bytes_eager", "bytes_comp", "max_abs", "max_rel", "cold_ms", "warm_ms")
+                .c_str());
+  for (auto& j : rows)
+    std::puts(fmt::format("{:<11} {:>9.3f} {:>9.3f} {:>6.2f}x {:>6} {:>6} {:>11} {:>11} {:>9.2e} "
+                          "{:>9.2e} {:>9.1f} {:>8.1f}",
+                          j["workload"].get<std::string>(), j["eager_ms"].get<double>(),
+                          j["compiled_ms"].get<double>(), j["speedup"].get<double>(),
+                          j["eager_kernels"].get<int>(), j["compiled_kernels"].get<int>(),
+                          j["bytes_eager"].get<int64_t>(), j["bytes_compiled"].get<int64_t>(),
+                          j["max_abs_err"].get<double>(), j["max_rel_err"].get<double>(),
+                          j["compile_ms_cold"].get<double>(), j["compile_ms_warm"].get<double>())
+                  .c_str());
+  for (auto& j : rows) {
+    std::string names;
+    for (auto& n : j["kernel_names"]) names += (names.empty() ? "" : ", ") + n.get<std::string>();
+    std::puts(fmt::format("  {:<11} kernels: {}", j["workload"].get<std::string>(), names).c_str());
+  }
+}
+
+int cmd_bench(const BenchOptions& opts) {
+  std::vector<std::string> names = {opts.workload};
+  if (opts.workload == "all") names = {"pointwise", "softmax", "layernorm", "mlp", "horizontal"};
+  std::vector<nlohmann::json> rows;
+  for (auto& n : names) {
+    rows.push_back(bench_one(n, opts));
+    if (opts.json) std::puts(rows.back().dump().c_str());
+  }
+  if (!opts.json) print_table(rows);
+  return 0;
+}
+
+}  // namespace smelt::cli
