@@ -1,5 +1,6 @@
-// smelt/smelt.h — everything: tensors, ops, nn modules, safetensors I/O.
+// smelt/smelt.h — everything: tensors, ops, nn modules, safetensors I/O, compile.
 #pragma once
+#include "smelt/compile.h"
 #include "smelt/io.h"
 #include "smelt/nn.h"
 #include "smelt/ops.h"
