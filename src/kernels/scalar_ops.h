@@ -166,10 +166,14 @@ template <class T>
 SMELT_HD T relu(T a) {
   return is_negative(a) ? T(0) : a;
 }
-/// x * Phi(x) = 0.5 x (1 + erf(x / sqrt(2))).
+/// x * Phi(x) = 0.5 x (1 + erf(x / sqrt(2))). In float (and so for float16 and
+/// bfloat16) gelu(+inf) is NaN, as PyTorch's vectorized CPU kernel gives.
 template <class T>
 SMELT_HD T gelu(T a) {
   const T kAlpha = static_cast<T>(0.70710678118654752440);  // 1/sqrt(2)
+  if constexpr (std::is_same_v<T, float>) {
+    if (a == std::numeric_limits<T>::infinity()) return std::numeric_limits<T>::quiet_NaN();
+  }
   return a * T(0.5) * (T(1) + std::erf(a * kAlpha));
 }
 /// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (Hendrycks & Gimpel 2016).

@@ -135,8 +135,26 @@ SMELT_INT_DIV_OP(fmod)
 
 Tensor pow(const Tensor& a, const Tensor& b) {
   req("pow", {&a, &b});
-  refuse_bool_compute("pow", a, b, detail::compute_dtype("pow", {a, b}));
-  return binary<kIF>("pow", a, b, SMELT_PW_FN(pow));
+  DType dt = detail::compute_dtype("pow", {a, b});
+  refuse_bool_compute("pow", a, b, dt);
+  if (b.is_wrapped_number() && !b.is_tracer()) {  // a Python-number exponent, as PyTorch checks it
+    Scalar e = b.item();
+    SMELT_CHECK(!(is_integral(dt) && e.is_integral() && e.to_int() < 0),
+                "pow: integers to negative integer powers are not allowed (base dtype {}, "
+                "exponent {}); use a floating base, e.g. x.to(float32)",
+                dtype_name(a.dtype()), e.str());
+    if (dt == DType::Float16 || dt == DType::BFloat16) {
+      double lim = dt == DType::Float16
+                       ? 65504.0
+                       : static_cast<double>(static_cast<float>(BFloat16::from_bits(0x7f7f)));
+      double v = e.to_double();
+      SMELT_CHECK(!(std::isfinite(v) && std::fabs(v) > lim),
+                  "pow: exponent {} cannot be converted to {} without overflow; convert the base "
+                  "to float32 first",
+                  e.str(), dtype_name(dt));
+    }
+  }
+  return binary<kIF>("pow", a, b, SMELT_PW_FN(pow), {}, nullptr, false, dt);
 }
 
 #define SMELT_SIMPLE_BINARY(name, set)                  \
@@ -241,26 +259,7 @@ Tensor mul(const Tensor& a, const Scalar& b) { return mul(a, wrap_scalar(b)); }
 Tensor div(const Tensor& a, const Scalar& b, const std::optional<std::string>& rounding_mode) {
   return div(a, wrap_scalar(b), rounding_mode);
 }
-Tensor pow(const Tensor& a, const Scalar& b) {
-  SMELT_CHECK(a.defined(), "pow: got an undefined tensor");
-  Tensor e = wrap_scalar(b);
-  DType dt = detail::compute_dtype("pow", {a, e});
-  SMELT_CHECK(!(is_integral(dt) && b.is_integral() && b.to_int() < 0),
-              "pow: integers to negative integer powers are not allowed (base dtype {}, exponent "
-              "{}); use a floating base, e.g. x.to(float32)",
-              dtype_name(a.dtype()), b.str());
-  if (dt == DType::Float16 || dt == DType::BFloat16) {
-    double lim = dt == DType::Float16
-                     ? 65504.0
-                     : static_cast<double>(static_cast<float>(BFloat16::from_bits(0x7f7f)));
-    double v = b.to_double();
-    SMELT_CHECK(!(std::isfinite(v) && std::fabs(v) > lim),
-                "pow: exponent {} cannot be converted to {} without overflow; convert the base "
-                "to float32 first",
-                b.str(), dtype_name(dt));
-  }
-  return pow(a, e);
-}
+Tensor pow(const Tensor& a, const Scalar& b) { return pow(a, wrap_scalar(b)); }
 
 // ----------------------------------------------------------------- operators --
 Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }

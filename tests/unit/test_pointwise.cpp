@@ -187,6 +187,11 @@ TEST(Pointwise, GeluBothForms) {
                              (1 + std::tanh(std::sqrt(2 / M_PI) * (a + 0.044715 * a * a * a)));
                     }),
                2e-6, 1e-7, "gelu_tanh");
+  // PyTorch (vectorized float erf): gelu(+inf) is NaN in float32/16, inf in float64
+  EXPECT_TRUE(std::isnan(vals(gelu(T_({kInf})))[0]));
+  EXPECT_TRUE(std::isnan(vals(gelu(T_({-kInf})))[0]));
+  EXPECT_EQ(vals(gelu(T_({kInf}, float64)))[0], kInf);
+  EXPECT_EQ(vals(gelu(T_({kInf}), "tanh"))[0], kInf);
   expect_throw_mentioning([&] { gelu(x, "fast"); }, "gelu");
   expect_throw_mentioning([&] { gelu(T_({1, 2}, int64)); }, "gelu");
 }
