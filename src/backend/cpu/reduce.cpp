@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <memory>
 #include <numeric>
 #include <type_traits>
 
@@ -77,8 +78,9 @@ namespace {
 
 /// Reduced rows accumulated by the outer schedule before combining.
 constexpr int64_t kRowChunk = 128;
-/// Outputs accumulated side by side by the outer schedule.
-constexpr int64_t kBlock = 64;
+/// Outputs accumulated side by side by the outer schedule (one row of up to
+/// kBlock columns per reduced element: long contiguous reads).
+constexpr int64_t kBlock = 1024;
 
 template <class Op>
 struct is_lane_op : std::false_type {};
@@ -90,6 +92,18 @@ template <class A>
 struct is_lane_op<r::Max<A>> : std::true_type {};
 template <class A>
 struct is_lane_op<r::Min<A>> : std::true_type {};
+template <class A>
+struct is_lane_op<r::Welford<A>> : std::true_type {};
+
+/// A heap array of accumulators (not std::vector: vector<bool> packs bits, so
+/// threads writing neighbouring elements would race).
+template <class Acc>
+struct AccBuf {
+  std::unique_ptr<Acc[]> p;
+  explicit AccBuf(int64_t n) : p(new Acc[static_cast<size_t>(std::max<int64_t>(n, 1))]) {}
+  Acc& operator[](int64_t i) { return p[static_cast<size_t>(i)]; }
+  Acc* data() { return p.get(); }
+};
 
 /// A 16-ary tree of partial accumulators (sums err like a pairwise sum).
 template <class Op>
@@ -144,14 +158,15 @@ inline typename Op::acc_t run(typename Op::acc_t acc, const T* p, int64_t n, int
   using A = typename Op::value_t;
   if constexpr (is_lane_op<Op>::value) {
     if (s == 1 && n >= 16) {
-      A l[8];
+      typename Op::acc_t l[8];
       for (int k = 0; k < 8; ++k) l[k] = Op::init();
       int64_t i = 0;
       for (; i + 8 <= n; i += 8)
         for (int k = 0; k < 8; ++k) l[k] = Op::step(l[k], r::to_acc<A>(p[i + k]));
       for (; i < n; ++i) l[0] = Op::step(l[0], r::to_acc<A>(p[i]));
-      A a = Op::combine(Op::combine(Op::combine(l[0], l[1]), Op::combine(l[2], l[3])),
-                        Op::combine(Op::combine(l[4], l[5]), Op::combine(l[6], l[7])));
+      typename Op::acc_t a =
+          Op::combine(Op::combine(Op::combine(l[0], l[1]), Op::combine(l[2], l[3])),
+                      Op::combine(Op::combine(l[4], l[5]), Op::combine(l[6], l[7])));
       return Op::combine(acc, a);
     }
   }
@@ -229,38 +244,59 @@ typename Op::acc_t accumulate_range(const T* base, const ReduceGeom& g, int64_t 
 
 /// Outer schedule: outputs j0 .. j0 + jn along kept dim v (input stride sv)
 /// accumulated side by side over reduced elements [r0, r1); results in `res`.
+/// Every column is added to its cascade at the same time, so the cascade
+/// levels are arrays over the columns sharing one set of counters.
 template <class Op, class T>
 void accumulate_block(const T* base, const ReduceGeom& g, int64_t sv, int64_t jn, int64_t r0,
                       int64_t r1, typename Op::acc_t* res) {
   using Acc = typename Op::acc_t;
   using A = typename Op::value_t;
-  Acc part[kBlock];
-  Cascade<Op> cas[kBlock];
-  for (int64_t j = 0; j < jn; ++j) part[j] = Op::init();
+  constexpr int kLevels = 6;
+  AccBuf<Acc> buf((kLevels + 1) * jn);
+  for (int64_t j = 0; j < (kLevels + 1) * jn; ++j) buf[j] = Op::init();
+  Acc* __restrict part = buf.data();
+  auto level = [&](int l) { return buf.data() + (l + 1) * jn; };
+  int cnt[kLevels] = {};
+  auto push = [&] {
+    Acc* __restrict l0 = level(0);
+    for (int64_t j = 0; j < jn; ++j) {
+      l0[j] = Op::combine(l0[j], part[j]);
+      part[j] = Op::init();
+    }
+    for (int l = 0; l + 1 < kLevels && ++cnt[l] == 16; ++l) {
+      Acc* __restrict a = level(l);
+      Acc* __restrict b = level(l + 1);
+      for (int64_t j = 0; j < jn; ++j) {
+        b[j] = Op::combine(b[j], a[j]);
+        a[j] = Op::init();
+      }
+      cnt[l] = 0;
+    }
+  };
   const int64_t nd = static_cast<int64_t>(g.red_sizes.size());
   Counter c(g.red_sizes, g.red_strides, nd, r0);
   int64_t rows = 0;
   for (int64_t rr = r0; rr < r1; ++rr) {
-    const T* p = base + c.off;
+    const T* __restrict p = base + c.off;
     if constexpr (Op::kIndexed) {
       for (int64_t j = 0; j < jn; ++j) part[j] = Op::step(part[j], r::to_acc<A>(p[j * sv]), rr);
-    } else if (sv == 1) {
-      for (int64_t j = 0; j < jn; ++j) part[j] = Op::step(part[j], r::to_acc<A>(p[j]));
     } else {
-      for (int64_t j = 0; j < jn; ++j) part[j] = Op::step(part[j], r::to_acc<A>(p[j * sv]));
+      if (sv == 1) {
+        for (int64_t j = 0; j < jn; ++j) part[j] = Op::step(part[j], r::to_acc<A>(p[j]));
+      } else {
+        for (int64_t j = 0; j < jn; ++j) part[j] = Op::step(part[j], r::to_acc<A>(p[j * sv]));
+      }
     }
     c.next();
     if (++rows == kRowChunk) {
-      for (int64_t j = 0; j < jn; ++j) {
-        cas[j].add(part[j]);
-        part[j] = Op::init();
-      }
+      push();
       rows = 0;
     }
   }
   for (int64_t j = 0; j < jn; ++j) {
-    cas[j].add(part[j]);
-    res[j] = cas[j].result();
+    Acc acc = part[j];
+    for (int l = 0; l < kLevels; ++l) acc = Op::combine(acc, level(l)[j]);
+    res[j] = acc;
   }
 }
 
@@ -330,7 +366,7 @@ void reduce_loop(const Tensor& x, const std::vector<int64_t>& dims, const Emit& 
     if (parallel && tasks < nthreads)
       P = std::max<int64_t>(1, std::min<int64_t>((nthreads + tasks - 1) / tasks, g.n_red / 64));
     const int64_t rlen = (g.n_red + P - 1) / P;
-    std::vector<Acc> partial(P > 1 ? static_cast<size_t>(g.n_out * P) : 0);
+    AccBuf<Acc> partial(P > 1 ? g.n_out * P : 0);
 #pragma omp parallel for schedule(static) if (parallel)
     for (int64_t t = 0; t < tasks * P; ++t) {
       const int64_t task = t / P, cidx = t % P;
@@ -338,23 +374,22 @@ void reduce_loop(const Tensor& x, const std::vector<int64_t>& dims, const Emit& 
       int64_t in_off, out_off;
       row_offsets(row, in_off, out_off);
       const int64_t j0 = blk * kBlock, jn = std::min(kBlock, V - j0);
-      Acc res[kBlock];
+      AccBuf<Acc> res(jn);
       const int64_t r0 = cidx * rlen, r1 = std::min(g.n_red, r0 + rlen);
-      accumulate_block<Op>(base + in_off + j0 * sv, g, sv, jn, r0, r1, res);
+      accumulate_block<Op>(base + in_off + j0 * sv, g, sv, jn, r0, r1, res.data());
       for (int64_t j = 0; j < jn; ++j) {
         const int64_t o = out_off + (j0 + j) * ov;
         if (P == 1) {
           emit(o, res[j]);
         } else {
-          partial[static_cast<size_t>(o * P + cidx)] = res[j];
+          partial[o * P + cidx] = res[j];
         }
       }
     }
     if (P > 1) {
       for (int64_t o = 0; o < g.n_out; ++o) {
-        Acc acc = partial[static_cast<size_t>(o * P)];
-        for (int64_t c = 1; c < P; ++c)
-          acc = Op::combine(acc, partial[static_cast<size_t>(o * P + c)]);
+        Acc acc = partial[o * P];
+        for (int64_t c = 1; c < P; ++c) acc = Op::combine(acc, partial[o * P + c]);
         emit(o, acc);
       }
     }
@@ -367,18 +402,16 @@ void reduce_loop(const Tensor& x, const std::vector<int64_t>& dims, const Emit& 
     const int64_t P =
         std::max<int64_t>(1, std::min<int64_t>((nthreads + g.n_out - 1) / g.n_out, g.n_red / 1024));
     const int64_t rlen = (g.n_red + P - 1) / P;
-    std::vector<Acc> partial(static_cast<size_t>(g.n_out * P));
+    AccBuf<Acc> partial(g.n_out * P);
 #pragma omp parallel for schedule(static)
     for (int64_t t = 0; t < g.n_out * P; ++t) {
       const int64_t o = t / P, cidx = t % P;
       const int64_t r0 = cidx * rlen, r1 = std::min(g.n_red, r0 + rlen);
-      partial[static_cast<size_t>(t)] =
-          accumulate_range<Op>(base + out_input_offset(g, o), g, r0, r1);
+      partial[t] = accumulate_range<Op>(base + out_input_offset(g, o), g, r0, r1);
     }
     for (int64_t o = 0; o < g.n_out; ++o) {
-      Acc acc = partial[static_cast<size_t>(o * P)];
-      for (int64_t c = 1; c < P; ++c)
-        acc = Op::combine(acc, partial[static_cast<size_t>(o * P + c)]);
+      Acc acc = partial[o * P];
+      for (int64_t c = 1; c < P; ++c) acc = Op::combine(acc, partial[o * P + c]);
       emit(o, acc);
     }
     return;
