@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <cctype>
 #include <set>
 
 #include "core/tensor_impl.h"
@@ -62,11 +63,83 @@ class Writer {
       auto f = it->find(expr);
       if (f != it->end()) return f->second;
     }
+    std::string key = canonical(expr);
     std::string v = fmt::format("t{}", next_var_++);
-    body_.line(fmt::format("const {} {} = {};", type, v, expr));
+    auto cached = cache_index_.find(key);
+    if (loop_id_ >= 0 && cached != cache_index_.end() && cache_first_loop_.at(key) != loop_id_) {
+      // Persistent reduction: computed in an earlier loop over this row.
+      body_.line(fmt::format("const {} {} = rowcache{}[r];", type, v, cached->second));
+    } else {
+      body_.line(fmt::format("const {} {} = {};", type, v, expr));
+      if (loop_id_ >= 0 && cached != cache_index_.end())
+        body_.line(fmt::format("rowcache{}[r] = {};", cached->second, v));
+    }
+    if (loop_id_ >= 0 && depends_on_r(key) && key.find("smelt::scalar::") != std::string::npos) {
+      key_loops_[key].insert(loop_id_);
+      key_type_[key] = type;
+    }
+    canon_[v] = key;
     scopes_.back()[expr] = v;
     return v;
   }
+
+  /// `expr` with every temporary replaced by its own canonical form, so that
+  /// the same value computed in two loops has the same key.
+  std::string canonical(const std::string& expr) const {
+    std::string out;
+    for (size_t i = 0; i < expr.size();) {
+      bool start = expr[i] == 't' && (i == 0 || !(std::isalnum(static_cast<unsigned char>(expr[i - 1])) || expr[i - 1] == '_'));
+      size_t j = i + 1;
+      while (start && j < expr.size() && std::isdigit(static_cast<unsigned char>(expr[j]))) ++j;
+      if (start && j > i + 1 && (j == expr.size() || !(std::isalnum(static_cast<unsigned char>(expr[j])) || expr[j] == '_'))) {
+        auto f = canon_.find(expr.substr(i, j - i));
+        out += f != canon_.end() ? "(" + f->second + ")" : expr.substr(i, j - i);
+        i = j;
+      } else {
+        out += expr[i++];
+      }
+    }
+    return out;
+  }
+
+  static bool depends_on_r(const std::string& k) {
+    for (size_t i = 0; i < k.size(); ++i) {
+      if (k[i] != 'r') continue;
+      bool before = i == 0 || !(std::isalnum(static_cast<unsigned char>(k[i - 1])) || k[i - 1] == '_');
+      bool after = i + 1 == k.size() || !(std::isalnum(static_cast<unsigned char>(k[i + 1])) || k[i + 1] == '_');
+      if (before && after) return true;
+    }
+    return false;
+  }
+
+ public:
+  /// Values computed in more than one loop over the same row (pass 1).
+  std::vector<std::pair<std::string, std::string>> row_cache_candidates() const {
+    std::vector<std::pair<std::string, std::string>> out;
+    for (auto& [k, loops] : key_loops_)
+      if (loops.size() > 1) out.emplace_back(k, key_type_.at(k));
+    // Keep only the outermost values: a part of a kept value need not be kept.
+    std::vector<std::pair<std::string, std::string>> kept;
+    for (auto& c : out) {
+      bool inner = false;
+      for (auto& d : out)
+        if (d.first != c.first && d.first.find(c.first) != std::string::npos) inner = true;
+      if (!inner) kept.push_back(c);
+    }
+    return kept;
+  }
+  void set_row_caches(const std::vector<std::pair<std::string, std::string>>& c,
+                      const std::map<std::string, std::set<int>>& loops) {
+    for (size_t i = 0; i < c.size(); ++i) {
+      cache_index_[c[i].first] = static_cast<int>(i);
+      cache_first_loop_[c[i].first] = *loops.at(c[i].first).begin();
+    }
+    caches_ = c;
+  }
+  const std::map<std::string, std::set<int>>& key_loops() const { return key_loops_; }
+  bool persistent = false;
+
+ private:
   void open(const std::string& header) {
     body_.line(header + " {");
     body_.indent();
@@ -224,6 +297,9 @@ class Writer {
     scopes_.emplace_back();
     bool parallel = outer > 1 && outer * rn >= kJitParallelGrain;
     open(d_.parallel_for("o", std::to_string(outer), parallel));
+    for (size_t c = 0; c < caches_.size(); ++c)
+      body_.line(fmt::format("alignas(64) {} rowcache{}[{}];", caches_[c].second, c, rn));
+    persistent = rn <= kPersistentRow;
     int acc_id = 0;
     for (int node : grp_.reductions) {
       const Node& n = g_.nodes[node];
@@ -240,12 +316,14 @@ class Writer {
                                        : "<" + d_.value_type(info.acc_dtype) + ">");
       body_.line(fmt::format("auto {} = {}::init();", acc, ty));
       open(fmt::format("for (int64_t r = 0; r < {}; ++r)", rn));
+      loop_id_ = next_loop_++;
       std::string x = operand_value(n.inputs[0], full);
       std::string xa = info.acc_dtype == DType::Bool
                            ? fmt::format("({} != 0)", x)
                            : fmt::format("static_cast<{}>({})", d_.value_type(info.acc_dtype), x);
       bool indexed = info.accumulator == "ArgMax" || info.accumulator == "ArgMin";
       body_.line(fmt::format("{} = {}::step({}, {}{});", acc, ty, acc, xa, indexed ? ", r" : ""));
+      loop_id_ = -1;
       close();
       for (size_t k = 0; k < n.outputs.size(); ++k) {
         int ob = n.outputs[k];
@@ -295,6 +373,7 @@ class Writer {
     }
     if (!full_stores.empty()) {
       open(fmt::format("for (int64_t r = 0; r < {}; ++r)", rn));
+      loop_id_ = next_loop_++;
       std::string flat = full.flat;
       if (flat.empty()) {
         Shape cs = detail::contiguous_strides(s);
@@ -307,6 +386,7 @@ class Writer {
         const Node& n = g_.nodes[node];
         store(n.outputs[0], pointwise_value(n, full), flat);
       }
+      loop_id_ = -1;
       close();
     }
     close();
@@ -323,6 +403,12 @@ class Writer {
   Index row_index_;
   CodeBuffer body_;
   int next_var_ = 0;
+  int loop_id_ = -1, next_loop_ = 0;
+  std::map<std::string, std::string> canon_;
+  std::map<std::string, std::set<int>> key_loops_;
+  std::map<std::string, std::string> key_type_;
+  std::map<std::string, int> cache_index_, cache_first_loop_;
+  std::vector<std::pair<std::string, std::string>> caches_;
   std::set<std::string> ops_;
 };
 
@@ -331,8 +417,20 @@ class Writer {
 KernelSource generate_kernel(const Graph& g, const std::vector<bool>& materialized,
                              const KernelGroup& group, const std::string& name,
                              const Dialect& dialect) {
+  if (!group.reduction) {
+    Writer w(g, materialized, group, dialect);
+    return w.run(name);
+  }
+  // Pass 1 finds the values several loops over one row need; pass 2 keeps
+  // them in a row-local buffer when the row fits (a persistent reduction).
+  Writer probe(g, materialized, group, dialect);
+  probe.run(name);
   Writer w(g, materialized, group, dialect);
-  return w.run(name);
+  auto caches = probe.row_cache_candidates();
+  if (probe.persistent && !caches.empty()) w.set_row_caches(caches, probe.key_loops());
+  KernelSource ks = w.run(name);
+  ks.persistent = probe.persistent;
+  return ks;
 }
 
 }  // namespace smelt::compiler

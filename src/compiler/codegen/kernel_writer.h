@@ -25,10 +25,14 @@ struct KernelSource {
   std::vector<int> reads;   // argument order: reads, then writes
   std::vector<int> writes;
   std::vector<std::string> ops;  // op names computed (for the kernel name)
+  bool persistent = false;       // reduction whose row fits: values reused across loops are kept in a row buffer
 };
 
 /// Elements below which a kernel loop runs on one thread.
 inline constexpr int64_t kJitParallelGrain = 32768;
+/// Longest reduced row a reduction kernel keeps resident (persistent); longer
+/// rows are looped and recompute what later loops need.
+inline constexpr int64_t kPersistentRow = 8192;
 
 KernelSource generate_kernel(const Graph& g, const std::vector<bool>& materialized,
                              const KernelGroup& group, const std::string& name,

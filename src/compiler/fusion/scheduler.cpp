@@ -307,7 +307,7 @@ class Scheduler {
       if (ops.size() > 6) ops.resize(6);
       std::string kind;
       if (st.group.reduction) {
-        kind = "red";
+        kind = probe.persistent ? "per" : "red";
       } else {
         // Horizontal: several outputs none of which reads another.
         bool independent = st.group.stores.size() > 1;

@@ -1,0 +1,118 @@
+// Differential fuzzing of smelt::compile against eager mode.
+//
+// A seeded generator (std::mt19937_64, never the global smelt generator)
+// builds a random *program*: 1-3 input tensors (random shapes of rank 0-4 with
+// sizes 0 and 1, broadcastable to each other, random dtypes, sometimes
+// non-contiguous views of a bigger tensor) and 2-10 steps drawn from the
+// foundation op set (pointwise unary/binary/ternary with broadcasting and
+// scalar operands, casts, reductions, views, cat, softmax / log_softmax /
+// layer_norm, matmul). Every candidate step is run eagerly while generating;
+// a step that raises smelt::Error is discarded, so only valid programs are
+// kept. The program is a plain list of steps, interpreted the same way
+// eagerly and inside smelt::compile, and the outputs are compared:
+//
+//  * shape and dtype exactly; integer and bool values exactly;
+//  * floating values: NaN positions equal, infinities equal (same sign), and
+//    |compiled - eager| <= atol + rtol * |eager| with, per dtype,
+//        float64 1e-10 / 1e-10, float32 1e-5 / 1e-5,
+//        float16 1e-2 / 1e-2,   bfloat16 5e-2 / 5e-2,
+//    both multiplied by the value's *error scale*: the product of the lengths
+//    of the floating reductions (sum, mean, var, softmax, matmul, ...) it
+//    depends on, since fusion may reassociate sums, times the number of
+//    chained float16/bfloat16 computations (compiled code keeps float
+//    intermediates where eager rounds after every op).
+//
+// Values whose eager and compiled results may legitimately differ by rounding
+// ("inexact": anything downstream of a floating reduction or of a chained
+// float16/bfloat16 op) are never fed to discontinuous ops (floor, round,
+// comparisons, argmax, float->int casts, remainder, ...), where a rounding
+// difference could flip the result. Float->int casts of non-finite or
+// out-of-range values (undefined in C++) and integer division by zero are
+// never generated.
+#pragma once
+#include <cstdint>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "smelt/dtype.h"
+#include "smelt/scalar.h"
+#include "smelt/tensor.h"
+
+namespace smelt::fuzz {
+
+/// One input of a program: the tensor handed to the function is a view
+/// (`sizes`, `strides`, `offset`) into a fresh buffer of `base_numel` elements
+/// filled from `data_seed`.
+struct InputSpec {
+  Shape sizes;
+  Shape strides;
+  int64_t offset = 0;
+  int64_t base_numel = 0;
+  DType dtype = DType::Float32;
+  uint64_t data_seed = 0;
+  bool specials = false;  // sprinkle NaN / +-inf / -0.0 / 0 / 1 into float data
+  std::string layout;     // "contiguous", "transposed", "sliced", "expanded", ...
+};
+
+/// One step: `out = op(in..., attrs)`. Which attributes are used depends on op.
+struct Step {
+  std::string op;
+  std::vector<int> in;        // value ids (inputs are values 0..n_inputs-1)
+  std::vector<int64_t> ints;  // dims / shape / permutation / padding
+  int64_t a = 0, b = 0, c = 0;  // dim, start, end/length, step, correction ...
+  bool flag = false;            // keepdim, has-optional
+  std::optional<Scalar> s0, s1;  // scalar operands (alpha, clamp bounds, ...)
+  std::optional<DType> dtype;
+  std::string str;  // approximate / rounding mode
+};
+
+struct Program {
+  std::vector<InputSpec> inputs;
+  std::vector<Step> steps;
+  std::vector<int> outputs;  // value ids returned (as std::vector<Tensor>)
+  std::vector<double> scale;  // per value: tolerance multiplier (see above)
+  std::string mode = "default";  // compile mode ("default" / "reduce-overhead")
+};
+
+/// Builds the input tensors of a program (deterministic from the specs).
+std::vector<Tensor> make_inputs(const Program& p);
+/// Runs the program's steps over `inputs` (works eagerly and while tracing).
+std::vector<Tensor> interpret(const Program& p, const std::vector<Tensor>& inputs);
+/// Readable C++-like form of the program, inputs included.
+std::string program_str(const Program& p);
+/// The random program of case `index` of a run with `seed`.
+Program generate(uint64_t seed, int index);
+
+struct CaseResult {
+  bool ok = true;
+  bool graph_break = false;  // the compiled function ran eagerly (not a mismatch)
+  std::string summary;       // one line: what failed
+  std::string report;        // full reproducer (empty when ok)
+};
+/// Runs `p` eagerly and compiled and compares; `seed`/`index` only label the report.
+CaseResult check_program(const Program& p, uint64_t seed, int index);
+/// Drops every step and output the first failing output does not need, and
+/// returns the smallest program that still fails (or `p` if none does).
+Program minimize(const Program& p, uint64_t seed, int index);
+
+struct FuzzOptions {
+  int cases = 100;
+  uint64_t seed = 0;
+  bool verbose = false;
+  bool minimize = true;  // print a minimized reproducer after a failure
+};
+struct FuzzSummary {
+  int cases = 0;
+  int mismatches = 0;
+  int graph_breaks = 0;
+  std::vector<std::string> failures;  // the one-line summaries
+};
+/// Sets SMELT_CACHE_DIR to a private directory under /tmp unless the user set it.
+void use_private_cache_dir();
+/// Runs `opts.cases` cases; prints one line per failing case (and its
+/// reproducer) to `log` (stdout when null; pass `verbose` for every case).
+FuzzSummary run(const FuzzOptions& opts, std::FILE* log = nullptr);
+
+}  // namespace smelt::fuzz
