@@ -44,6 +44,8 @@ DType result_type(const std::vector<Tensor>& operands);
 /// The dtype pointwise op `op` (an op_table name) computes in for these inputs
 /// (the "dtype" attr): result_type of the operands (for "where", of the two
 /// values), with integers/bool -> float32 for int->float ops, bool for logical ops.
+/// Exception it cannot see: div with a rounding_mode computes in result_type (no
+/// int->float); the recorded "dtype" attr is always authoritative.
 DType compute_dtype(const std::string& op, const std::vector<Tensor>& inputs);
 
 /// The output dtype of pointwise op `op` computing in `dtype` (bool for
