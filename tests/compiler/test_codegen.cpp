@@ -1,0 +1,205 @@
+// Device-free: fusion decisions, materialization, kernel kinds and names,
+// the generated C++ text and the launch/memory plan, without running the
+// C++ compiler (schedules are built from traced graphs directly).
+#include <gtest/gtest.h>
+
+#include "compiler/codegen/kernel_writer.h"
+#include "compiler/compile_test_util.h"
+#include "compiler/lower/loop_ir.h"
+#include "compiler/runtime/executor.h"
+
+using namespace smelt;
+using namespace smelt::compiler;
+using smelt_test::schedule_of;
+using smelt_test::step_names;
+using smelt_test::trace_graph;
+
+namespace {
+class Codegen : public smelt_test::CompilerTest {};
+
+bool has(const std::string& hay, const std::string& needle) {
+  return hay.find(needle) != std::string::npos;
+}
+}  // namespace
+
+TEST_F(Codegen, PointwiseChainKernelText) {
+  Tensor x = randn({100}), w = randn({100}), b = randn({100});
+  Graph g = trace_graph(
+      [](const Tensor& x, const Tensor& w, const Tensor& b) { return sigmoid(x * w + b); }, x, w,
+      b);
+  Graph after;
+  Schedule s = schedule_of(g, {}, {}, &after);
+  ASSERT_EQ(s.steps.size(), 1u) << step_names(s);
+  const Step& st = s.steps[0];
+  EXPECT_EQ(st.kind, Step::Kind::Kernel);
+  EXPECT_EQ(st.kernel_kind, "poi");
+  EXPECT_EQ(st.name, "cpp_poi_fused_add_mul_sigmoid_0");
+  EXPECT_EQ(st.reads.size(), 3u);
+  EXPECT_EQ(st.writes.size(), 1u);
+  EXPECT_TRUE(
+      has(st.source, "extern \"C\" void cpp_poi_fused_add_mul_sigmoid_0(void* const* args)"))
+      << st.source;
+  EXPECT_TRUE(has(st.source, "__restrict__")) << st.source;
+  // Intermediates (x*w, +b) are not materialized: only the output is stored.
+  int materialized_nodes = 0;
+  for (auto& buf : after.buffers)
+    if (buf.kind == BufferKind::Node && s.materialized[buf.id]) ++materialized_nodes;
+  EXPECT_EQ(materialized_nodes, 1);
+  // 100 elements is below the parallel grain: no OpenMP pragma.
+  EXPECT_FALSE(has(st.source, "#pragma omp")) << st.source;
+  EXPECT_FALSE(s.decisions.empty());
+}
+
+TEST_F(Codegen, LargeKernelsAreParallel) {
+  Tensor x = randn({kJitParallelGrain * 2});
+  Schedule s = schedule_of(trace_graph([](const Tensor& x) { return exp(x) + 1; }, x));
+  ASSERT_EQ(s.steps.size(), 1u);
+  EXPECT_TRUE(has(s.steps[0].source, "#pragma omp parallel for")) << s.steps[0].source;
+  CppDialect d;
+  EXPECT_EQ(d.parallel_for("i", "n", false), "for (int64_t i = 0; i < n; ++i)");
+  EXPECT_TRUE(has(d.parallel_for("i", "n", true), "#pragma omp parallel for"));
+}
+
+TEST_F(Codegen, HorizontalFusionKind) {
+  Tensor x = randn({64});
+  Schedule s =
+      schedule_of(trace_graph([](const Tensor& x) { return std::make_tuple(sin(x), cos(x)); }, x));
+  ASSERT_EQ(s.steps.size(), 1u) << step_names(s);
+  EXPECT_EQ(s.steps[0].kernel_kind, "for");
+  EXPECT_EQ(s.steps[0].name, "cpp_for_fused_cos_sin_0");
+  EXPECT_EQ(s.steps[0].writes.size(), 2u);
+  EXPECT_EQ(s.steps[0].reads.size(), 1u);
+}
+
+TEST_F(Codegen, ReductionKernelFusesProducersAndConsumers) {
+  Tensor x = randn({8, 32});
+  Graph after;
+  Schedule s =
+      schedule_of(trace_graph([](const Tensor& x) { return softmax(x, 1); }, x), {}, {}, &after);
+  ASSERT_EQ(s.steps.size(), 1u) << step_names(s);
+  const Step& st = s.steps[0];
+  EXPECT_EQ(st.kernel_kind, "red");
+  EXPECT_EQ(st.name.rfind("cpp_red_fused_", 0), 0u) << st.name;
+  EXPECT_TRUE(has(st.name, "exp")) << st.name;
+  EXPECT_EQ(st.group.rdims, (std::vector<int64_t>{1}));
+  EXPECT_EQ(st.group.reductions.size(), 2u);  // amax and sum share the row loop
+  EXPECT_EQ(st.reads.size(), 1u);
+  EXPECT_EQ(st.writes.size(), 1u);
+  EXPECT_TRUE(has(st.source, "smelt::reduce::")) << st.source;
+
+  // var_mean: one Welford reduction, two outputs.
+  Schedule v = schedule_of(trace_graph([](const Tensor& x) { return var_mean(x, {1}); }, x));
+  ASSERT_EQ(v.steps.size(), 1u) << step_names(v);
+  EXPECT_EQ(v.steps[0].writes.size(), 2u);
+}
+
+TEST_F(Codegen, FuseOffGivesOneKernelPerNode) {
+  Tensor x = randn({50});
+  Graph g = trace_graph([](const Tensor& x) { return sigmoid(exp(x) * 2 - 1); }, x);
+  FusionOptions fo;
+  fo.fuse = false;
+  Graph after;
+  Schedule s = schedule_of(g, fo, {}, &after);
+  EXPECT_EQ(s.steps.size(), after.nodes.size()) << step_names(s);
+  EXPECT_EQ(s.steps.size(), 4u) << step_names(s);
+  for (size_t i = 0; i < s.steps.size(); ++i)
+    EXPECT_TRUE(has(s.steps[i].name, "_" + std::to_string(i))) << s.steps[i].name;
+  // Unfused intermediates live in one arena and reuse each other's memory.
+  MemoryPlan mp = plan_memory(after, s);
+  EXPECT_GT(mp.arena_bytes, 0);
+  EXPECT_LE(mp.arena_bytes, 2 * 50 * 4) << mp.str(after);
+  EXPECT_GE(mp.reused, 1) << mp.str(after);
+}
+
+TEST_F(Codegen, GemmEpilogueAndExtern) {
+  Tensor x = randn({4, 8}), w = randn({6, 8}), b = randn({6});
+  auto fn = [](const Tensor& x, const Tensor& w, const Tensor& b) { return gelu(linear(x, w, b)); };
+  Schedule s = schedule_of(trace_graph(fn, x, w, b));
+  ASSERT_EQ(s.steps.size(), 1u) << step_names(s);
+  EXPECT_EQ(s.steps[0].kind, Step::Kind::Extern);
+  EXPECT_EQ(s.steps[0].kernel_kind, "tem");
+  EXPECT_EQ(s.steps[0].name, "cpp_tem_fused_addmm_gelu_0");
+  EXPECT_EQ(s.steps[0].activation, "gelu");
+
+  FusionOptions no_epi;
+  no_epi.gemm_epilogue = false;
+  Schedule s2 = schedule_of(trace_graph(fn, x, w, b), no_epi);
+  ASSERT_GE(s2.steps.size(), 2u) << step_names(s2);
+  EXPECT_EQ(s2.steps[0].name, "extern_matmul") << step_names(s2);
+  EXPECT_EQ(s2.steps[1].kind, Step::Kind::Kernel);
+
+  Schedule s3 = schedule_of(
+      trace_graph([](const Tensor& x, const Tensor& w) { return matmul(x, w.t()); }, x, w));
+  ASSERT_EQ(s3.steps.size(), 1u) << step_names(s3);
+  EXPECT_EQ(s3.steps[0].name, "extern_matmul");
+  EXPECT_EQ(s3.steps[0].kernel_kind, "extern");
+}
+
+TEST_F(Codegen, FallbackStepForOpsWithoutLowering) {
+  Tensor x = randn({3, 4});
+  Graph after;
+  Schedule s = schedule_of(trace_graph([](const Tensor& x) { return cumsum(x * 2, 1) + 1; }, x), {},
+                           {}, &after);
+  ASSERT_EQ(s.steps.size(), 3u) << step_names(s);
+  EXPECT_EQ(s.steps[0].kind, Step::Kind::Kernel);
+  EXPECT_EQ(s.steps[1].kind, Step::Kind::Fallback);
+  EXPECT_EQ(s.steps[1].name, "fallback_cumsum");
+  EXPECT_EQ(s.steps[2].kind, Step::Kind::Kernel);
+  // The fallback's input is materialized (an eager kernel reads it from memory).
+  EXPECT_TRUE(s.materialized[s.steps[1].reads.at(0)]);
+  bool logged = false;
+  for (auto& d : s.decisions) logged |= has(d, "cumsum") && has(d, "eager kernel");
+  EXPECT_TRUE(logged);
+}
+
+TEST_F(Codegen, ViewsAreIndexRemapsInTheKernel) {
+  Tensor a = randn({6, 4}), b = randn({4, 12});
+  Schedule s = schedule_of(trace_graph(
+      [](const Tensor& a, const Tensor& b) { return a.t() * b.slice(1, 1, 12, 2); }, a, b));
+  ASSERT_EQ(s.steps.size(), 1u) << step_names(s);
+  EXPECT_EQ(s.steps[0].reads.size(), 2u);
+
+  // Offsets of a strided window: a transposed read.
+  Operand o;
+  o.buf = 0;
+  o.sizes = {4, 6};
+  o.strides = {1, 4};
+  o.offset = 2;
+  Index it;
+  it.shape = {4, 6};
+  it.vars = {"i0", "i1"};
+  std::string off = operand_offset(o, it);
+  EXPECT_TRUE(has(off, "i0")) << off;
+  EXPECT_TRUE(has(off, "i1")) << off;
+  EXPECT_TRUE(has(off, "4")) << off;
+  EXPECT_TRUE(has(off, "2")) << off;
+  // A broadcast (stride 0) dim does not appear.
+  o.strides = {0, 1};
+  o.offset = 0;
+  std::string bc = operand_offset(o, it);
+  EXPECT_FALSE(has(bc, "i0")) << bc;
+}
+
+TEST_F(Codegen, LiteralsAndTypes) {
+  CppDialect d;
+  EXPECT_EQ(d.storage_type(DType::Float16), "smelt::Half");
+  EXPECT_EQ(d.value_type(DType::BFloat16), "float");
+  EXPECT_EQ(d.value_type(DType::Float64), "double");
+  EXPECT_TRUE(has(d.literal(Scalar(std::nan("")), DType::Float32), "quiet_NaN"));
+  EXPECT_TRUE(has(d.literal(Scalar(-INFINITY), DType::Float32), "-std::numeric_limits"));
+  EXPECT_EQ(d.literal(Scalar(true), DType::Bool), "true");
+  EXPECT_TRUE(has(d.literal(Scalar(int64_t{-9}), DType::Int32), "-9"));
+}
+
+TEST_F(Codegen, LaunchPlanNamesEveryStep) {
+  Tensor x = randn({3, 4});
+  Graph after;
+  Schedule s = schedule_of(trace_graph([](const Tensor& x) { return cumsum(exp(x), 1) * 3; }, x),
+                           {}, {}, &after);
+  // No library needed to describe the plan: a plan with kernels but no library
+  // is only built by compile(); here only the memory plan is checked.
+  MemoryPlan mp = plan_memory(after, s);
+  std::string str = mp.str(after);
+  EXPECT_FALSE(str.empty());
+  EXPECT_EQ(mp.offset.size(), after.buffers.size());
+}

@@ -1,0 +1,210 @@
+// Fusion patterns: each compiled function is compared with eager and its
+// schedule is checked (kernel count, kinds and names), as tinygrad's
+// check_schedule does.
+#include <gtest/gtest.h>
+
+#include "compiler/compile_test_util.h"
+#include "smelt/nn.h"
+
+using namespace smelt;
+using smelt_test::close;
+using smelt_test::count_prefix;
+using smelt_test::names;
+
+namespace {
+class Fusion : public smelt_test::CompilerTest {};
+}  // namespace
+
+TEST_F(Fusion, PointwiseChainIsOneNamedKernel) {
+  Tensor x = randn({257}), w = randn({257}), b = randn({257});
+  auto f =
+      compile([](const Tensor& x, const Tensor& w, const Tensor& b) { return sigmoid(x * w + b); });
+  Tensor y = f(x, w, b);
+  EXPECT_TRUE(close(y, sigmoid(x * w + b), 1e-6));
+  ASSERT_EQ(f.stats().kernels, 1) << names(f);
+  EXPECT_EQ(f.stats().kernel_names.at(0), "cpp_poi_fused_add_mul_sigmoid_0");
+  EXPECT_EQ(f.stats().compiles, 1);
+  EXPECT_EQ(f.stats().eager_calls, 0);
+}
+
+TEST_F(Fusion, BiasBroadcastOverRows) {
+  Tensor x = randn({7, 33}), b = randn({33});
+  auto f = compile([](const Tensor& x, const Tensor& b) { return relu(x + b) * 2; });
+  Tensor y = f(x, b);
+  EXPECT_TRUE(close(y, relu(x + b) * 2, 1e-6));
+  EXPECT_EQ(f.stats().kernels, 1) << names(f);
+  EXPECT_EQ(count_prefix(f, "cpp_poi_fused_"), 1) << names(f);
+  // Column bias [R, 1] broadcast along the columns.
+  Tensor c = randn({7, 1});
+  auto g = compile([](const Tensor& x, const Tensor& c) { return x - c; });
+  EXPECT_TRUE(close(g(x, c), x - c, 1e-6));
+  EXPECT_EQ(g.stats().kernels, 1) << names(g);
+}
+
+TEST_F(Fusion, ManualSoftmaxIsOneReductionKernel) {
+  Tensor x = randn({9, 130}) * 4;
+  auto fn = [](const Tensor& x) {
+    Tensor e = exp(x - amax(x, {-1}, true));
+    return e / sum(e, {-1}, true);
+  };
+  auto f = compile(fn);
+  Tensor y = f(x);
+  EXPECT_TRUE(close(y, fn(x), 1e-6));
+  EXPECT_TRUE(close(y, softmax(x, -1), 1e-6));
+  ASSERT_EQ(f.stats().kernels, 1) << names(f);
+  EXPECT_EQ(count_prefix(f, "cpp_red_fused_"), 1) << names(f);
+}
+
+TEST_F(Fusion, NormalizationOpsAreOneKernelEach) {
+  Tensor x = randn({6, 40}) * 3 + 1;
+  Tensor w = randn({40}), b = randn({40});
+  {
+    auto f = compile([](const Tensor& x) { return softmax(x, 1); });
+    EXPECT_TRUE(close(f(x), softmax(x, 1), 1e-6));
+    EXPECT_EQ(f.stats().kernels, 1) << names(f);
+    EXPECT_EQ(count_prefix(f, "cpp_red_fused_"), 1) << names(f);
+  }
+  {
+    auto f = compile([](const Tensor& x) { return log_softmax(x, -1); });
+    EXPECT_TRUE(close(f(x), log_softmax(x, -1), 1e-5));
+    EXPECT_EQ(f.stats().kernels, 1) << names(f);
+    EXPECT_EQ(count_prefix(f, "cpp_red_fused_"), 1) << names(f);
+  }
+  {
+    auto f = compile([](const Tensor& x, const Tensor& w, const Tensor& b) {
+      return layer_norm(x, {40}, w, b);
+    });
+    EXPECT_TRUE(close(f(x, w, b), layer_norm(x, {40}, w, b), 1e-5));
+    EXPECT_EQ(f.stats().kernels, 1) << names(f);
+    EXPECT_EQ(count_prefix(f, "cpp_red_fused_"), 1) << names(f);
+  }
+  {
+    auto f = compile([](const Tensor& x) { return var_mean(x, {1}); });
+    auto [v, m] = f(x);
+    auto [rv, rm] = var_mean(x, {1});
+    EXPECT_TRUE(close(v, rv, 1e-5));
+    EXPECT_TRUE(close(m, rm, 1e-6));
+    EXPECT_EQ(f.stats().kernels, 1) << names(f);
+    EXPECT_EQ(count_prefix(f, "cpp_red_fused_"), 1) << names(f);
+  }
+  {
+    auto f = compile([](const Tensor& x, const Tensor& w) { return rms_norm(x, {40}, w, 1e-6); });
+    EXPECT_TRUE(close(f(x, w), rms_norm(x, {40}, w, 1e-6), 1e-5));
+    EXPECT_EQ(f.stats().kernels, 1) << names(f);
+    EXPECT_EQ(count_prefix(f, "cpp_red_fused_"), 1) << names(f);
+  }
+}
+
+TEST_F(Fusion, SumThenPointwiseOnTheResult) {
+  Tensor x = randn({12, 50});
+  auto fn = [](const Tensor& x) { return sqrt(abs(sum(x, {1})) + 1); };
+  auto f = compile(fn);
+  EXPECT_TRUE(close(f(x), fn(x), 1e-6));
+  EXPECT_EQ(f.stats().kernels, 1) << names(f);
+  EXPECT_EQ(count_prefix(f, "cpp_red_fused_"), 1) << names(f);
+}
+
+TEST_F(Fusion, ReductionOverDimZeroAndOverAllDims) {
+  Tensor x = randn({37, 11});
+  auto f0 = compile([](const Tensor& x) { return sum(x * 2, {0}); });
+  Tensor y0 = f0(x);
+  EXPECT_EQ(y0.sizes(), (Shape{11}));
+  EXPECT_TRUE(close(y0, sum(x * 2, {0}), 1e-5));
+  EXPECT_EQ(f0.stats().kernels, 1) << names(f0);
+  EXPECT_EQ(count_prefix(f0, "cpp_red_fused_"), 1) << names(f0);
+
+  auto fa = compile([](const Tensor& x) { return amax(exp(x)); });
+  Tensor ya = fa(x);
+  EXPECT_EQ(ya.dim(), 0);
+  EXPECT_TRUE(close(ya, amax(exp(x)), 1e-6));
+  EXPECT_EQ(fa.stats().kernels, 1) << names(fa);
+
+  auto fm = compile([](const Tensor& x) { return mean(x, {0, 1}, true); });
+  Tensor ym = fm(x);
+  EXPECT_EQ(ym.sizes(), (Shape{1, 1}));
+  EXPECT_TRUE(close(ym, mean(x, {0, 1}, true), 1e-6));
+}
+
+TEST_F(Fusion, HorizontalSinCosIsOneKernelWithTwoOutputs) {
+  Tensor x = randn({300});
+  auto f = compile([](const Tensor& x) { return std::make_tuple(sin(x), cos(x)); });
+  auto [s, c] = f(x);
+  EXPECT_TRUE(close(s, sin(x), 1e-6));
+  EXPECT_TRUE(close(c, cos(x), 1e-6));
+  ASSERT_EQ(f.stats().kernels, 1) << names(f);
+  EXPECT_EQ(f.stats().kernel_names.at(0), "cpp_for_fused_cos_sin_0");
+  // Two results: two distinct output buffers.
+  EXPECT_NE(s.data_ptr(), c.data_ptr());
+}
+
+TEST_F(Fusion, LinearGeluIsGemmWithEpilogue) {
+  nn::Sequential model(nn::Linear(16, 24), nn::GELU());
+  Tensor x = randn({5, 16});
+  Tensor ref = model(x);
+  auto f = compile(model);
+  Tensor y = f(x);
+  EXPECT_TRUE(close(y, ref, 1e-5));
+  ASSERT_EQ(f.stats().kernels, 1) << names(f);
+  EXPECT_EQ(count_prefix(f, "cpp_tem_fused_addmm_gelu"), 1) << names(f);
+}
+
+TEST_F(Fusion, MatmulWithoutBiasIsExtern) {
+  Tensor a = randn({8, 12}), b = randn({12, 5});
+  auto f = compile([](const Tensor& a, const Tensor& b) { return matmul(a, b); });
+  EXPECT_TRUE(close(f(a, b), matmul(a, b), 1e-5));
+  ASSERT_EQ(f.stats().kernels, 1) << names(f);
+  EXPECT_EQ(f.stats().kernel_names.at(0), "extern_matmul");
+}
+
+TEST_F(Fusion, ViewsFeedPointwiseWithoutCopies) {
+  // Every operand is a view of an input; the sum of them is one kernel.
+  Tensor a = randn({6, 4});     // permute / transpose -> [4, 6]
+  Tensor b = randn({4, 12});    // slice with step 2 on dim 1 -> [4, 6]
+  Tensor c = randn({6});        // expand -> [4, 6]
+  Tensor d = randn({24});       // reshape of contiguous -> [4, 6]
+  Tensor e = randn({3, 4, 6});  // select -> [4, 6]
+  auto fn = [](const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& d,
+               const Tensor& e) {
+    return a.permute({1, 0}) + a.transpose(0, 1) * 2 + b.slice(1, 0, 12, 2) +
+           c.expand({4, 6}) * d.reshape({4, 6}) - e.select(0, 1);
+  };
+  auto f = compile(fn);
+  EXPECT_TRUE(close(f(a, b, c, d, e), fn(a, b, c, d, e), 1e-6));
+  EXPECT_EQ(f.stats().kernels, 1) << names(f);
+  EXPECT_EQ(count_prefix(f, "cpp_poi_fused_"), 1) << names(f);
+  EXPECT_EQ(count_prefix(f, "fallback_"), 0) << names(f);
+}
+
+TEST_F(Fusion, OpWithoutLoweringRunsAsFallbackStep) {
+  Tensor x = randn({3, 5}), y = randn({2, 5});
+  auto fc = compile([](const Tensor& x, const Tensor& y) { return cat({x * 2, y}, 0) + 1; });
+  EXPECT_TRUE(close(fc(x, y), cat({x * 2, y}, 0) + 1, 1e-6));
+  EXPECT_GE(count_prefix(fc, "fallback_cat"), 1) << names(fc);
+
+  auto fs = compile([](const Tensor& x) { return cumsum(exp(x), 1) * 3; });
+  EXPECT_TRUE(close(fs(x), cumsum(exp(x), 1) * 3, 1e-5));
+  EXPECT_EQ(count_prefix(fs, "fallback_cumsum"), 1) << names(fs);
+  EXPECT_EQ(fs.stats().eager_calls, 0);
+
+  Tensor idx = from_vector<int64_t>({0, 4, 2, 1, 1, 3}, {3, 2});
+  auto fg = compile([](const Tensor& x, const Tensor& i) { return gather(x + 1, 1, i); });
+  EXPECT_TRUE(close(fg(x, idx), gather(x + 1, 1, idx), 1e-6));
+  EXPECT_EQ(count_prefix(fg, "fallback_gather"), 1) << names(fg);
+}
+
+TEST_F(Fusion, LogsShowOutputCodeAndFusionDecisions) {
+  smelt_test::ScopedEnv logs("SMELT_LOGS", std::string("output_code,fusion"));
+  Tensor x = randn({64});
+  auto f = compile([](const Tensor& x) { return tanh(x) * x + 3; });
+  testing::internal::CaptureStderr();
+  Tensor y = f(x);
+  std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_TRUE(close(y, tanh(x) * x + 3, 1e-6));
+  ASSERT_EQ(f.stats().kernel_names.size(), 1u);
+  const std::string& k = f.stats().kernel_names[0];
+  EXPECT_NE(err.find("[smelt:output_code]"), std::string::npos) << err;
+  EXPECT_NE(err.find("[smelt:fusion]"), std::string::npos) << err;
+  EXPECT_NE(err.find(k), std::string::npos) << err;
+  EXPECT_NE(f.generated_code().find(k), std::string::npos);
+  EXPECT_NE(f.launch_plan().find(k), std::string::npos) << f.launch_plan();
+}

@@ -1,0 +1,224 @@
+// Device-free: the tracer (views make no nodes, in-place writes are
+// functionalized into write-backs), the graph, and the passes (DCE, CSE,
+// decomposition, constant folding). Nothing here runs the C++ compiler.
+#include <gtest/gtest.h>
+
+#include "compiler/compile_test_util.h"
+
+using namespace smelt;
+using namespace smelt::compiler;
+using smelt_test::count_op;
+using smelt_test::trace_graph;
+
+namespace {
+class Passes : public smelt_test::CompilerTest {};
+class Tracer : public smelt_test::CompilerTest {};
+}  // namespace
+
+TEST_F(Tracer, RecordsOneNodePerOpAndNoneForViews) {
+  Tensor x = randn({4, 6}), w = randn({6});
+  Graph g = trace_graph(
+      [](const Tensor& x, const Tensor& w) {
+        return sigmoid(x.t().t().reshape({2, 12}).reshape({4, 6}) * w + 1);
+      },
+      x, w);
+  EXPECT_EQ(g.num_inputs, 2);
+  EXPECT_EQ(g.nodes.size(), 3u) << g.str();
+  EXPECT_EQ(count_op(g, "mul"), 1);
+  EXPECT_EQ(count_op(g, "add"), 1);
+  EXPECT_EQ(count_op(g, "sigmoid"), 1);
+  ASSERT_EQ(g.outputs.size(), 1u);
+  EXPECT_EQ(g.outputs[0].sizes, (Shape{4, 6}));
+  EXPECT_TRUE(g.mutations.empty());
+  // The scalar 1 is an inline operand, not a buffer.
+  bool has_scalar = false;
+  for (auto& n : g.nodes)
+    for (auto& in : n.inputs) has_scalar |= in.is_scalar();
+  EXPECT_TRUE(has_scalar);
+  std::string listing = g.str();
+  EXPECT_NE(listing.find("sigmoid"), std::string::npos) << listing;
+  EXPECT_NE(listing.find("arg0"), std::string::npos) << listing;
+}
+
+TEST_F(Tracer, ViewsAreStridedOperandWindows) {
+  Tensor x = randn({5, 8});
+  Graph g = trace_graph([](const Tensor& x) { return exp(x.slice(1, 1, 8, 3).t()); }, x);
+  ASSERT_EQ(g.nodes.size(), 1u) << g.str();
+  const Operand& o = g.nodes[0].inputs.at(0);
+  EXPECT_EQ(o.buf, 0);
+  EXPECT_EQ(o.sizes, (Shape{3, 5}));
+  EXPECT_EQ(o.strides, (Shape{3, 8}));
+  EXPECT_EQ(o.offset, 1);
+}
+
+TEST_F(Tracer, InPlaceWriteBecomesWriteBack) {
+  Tensor x = randn({3, 4});
+  Graph g = trace_graph(
+      [](const Tensor& x) {
+        Tensor t = x;
+        t.add_(1);
+        return t * 2;
+      },
+      x);
+  ASSERT_EQ(g.mutations.size(), 1u) << g.str();
+  EXPECT_EQ(g.mutations[0].first, 0);  // the input buffer
+  // The result reads the new value, not the input.
+  int src = g.mutations[0].second;
+  EXPECT_EQ(g.buffers[src].kind, BufferKind::Node);
+  const Node& mul = g.nodes.back();
+  EXPECT_EQ(mul.op, "mul");
+  EXPECT_NE(mul.inputs[0].buf, 0);
+
+  // A write through a narrow() view is a partial copy_ over the whole buffer.
+  Graph h = trace_graph(
+      [](const Tensor& x) {
+        x.narrow(0, 1, 1).mul_(3);
+        return x.sum();
+      },
+      x);
+  ASSERT_EQ(h.mutations.size(), 1u) << h.str();
+  EXPECT_EQ(count_op(h, "copy_"), 1) << h.str();
+  EXPECT_TRUE(x.is_contiguous());  // tracing touched no real data
+}
+
+TEST_F(Tracer, ReadAfterWriteSeesTheNewValueThroughAliases) {
+  Tensor x = randn({6});
+  Graph g = trace_graph(
+      [](const Tensor& x) {
+        Tensor v = x.view({2, 3});
+        Tensor t = x;
+        t.mul_(2);
+        return v.sum({1});  // the alias reads the written buffer
+      },
+      x);
+  ASSERT_EQ(g.mutations.size(), 1u);
+  const Node& s = g.nodes.back();
+  EXPECT_EQ(s.op, "sum");
+  EXPECT_EQ(s.inputs[0].buf, g.mutations[0].second) << g.str();
+}
+
+TEST_F(Passes, DeadCodeIsRemoved) {
+  Tensor x = randn({8});
+  Graph g = trace_graph(
+      [](const Tensor& x) {
+        Tensor unused = exp(x) * 3;
+        (void)unused;
+        return x + 1;
+      },
+      x);
+  EXPECT_EQ(g.nodes.size(), 3u);
+  std::vector<bool> live = live_nodes(g);
+  EXPECT_EQ(std::count(live.begin(), live.end(), true), 1);
+  PassStats st;
+  Graph p = run_passes(g, PassOptions{}, &st);
+  EXPECT_EQ(p.nodes.size(), 1u) << p.str();
+  EXPECT_EQ(st.removed_dead, 2);
+  EXPECT_NE(st.str().find("dce removed 2"), std::string::npos) << st.str();
+  PassOptions off;
+  off.dce = false;
+  EXPECT_EQ(run_passes(g, off).nodes.size(), 3u);
+}
+
+TEST_F(Passes, CommonSubexpressionsAreMerged) {
+  Tensor x = randn({8}), y = randn({8});
+  Graph g = trace_graph(
+      [](const Tensor& x, const Tensor& y) { return (x * y + 1) * (x * y + 1) + x * 2; }, x, y);
+  EXPECT_EQ(count_op(g, "mul"), 4);
+  PassStats st;
+  Graph p = run_passes(g, PassOptions{}, &st);
+  EXPECT_EQ(count_op(p, "mul"), 3) << p.str();  // x*y once, the square, x*2
+  EXPECT_EQ(count_op(p, "add"), 2) << p.str();
+  EXPECT_EQ(st.merged_common, 2);
+  PassOptions off;
+  off.cse = false;
+  EXPECT_EQ(count_op(run_passes(g, off), "mul"), 4);
+  // x * 2 and x * 3 differ: not merged.
+  Graph h = trace_graph([](const Tensor& x) { return x * 2 + x * 3; }, x);
+  EXPECT_EQ(count_op(run_passes(h, PassOptions{}), "mul"), 2);
+}
+
+TEST_F(Passes, CompositesAreDecomposedIntoPrimitives) {
+  Tensor x = randn({4, 10});
+  Graph g = trace_graph([](const Tensor& x) { return softmax(x, 1); }, x);
+  ASSERT_EQ(g.nodes.size(), 1u) << g.str();
+  EXPECT_EQ(g.nodes[0].op, "softmax");
+  PassStats st;
+  Graph p = run_passes(g, PassOptions{}, &st);
+  EXPECT_EQ(count_op(p, "softmax"), 0) << p.str();
+  EXPECT_GE(st.decomposed, 1);
+  EXPECT_EQ(count_op(p, "exp"), 1) << p.str();
+  EXPECT_GE(count_op(p, "amax") + count_op(p, "max"), 1) << p.str();
+  EXPECT_EQ(count_op(p, "sum"), 1) << p.str();
+  PassOptions off;
+  off.decompose = false;
+  EXPECT_EQ(count_op(run_passes(g, off), "softmax"), 1);
+
+  Graph ln = run_passes(trace_graph([](const Tensor& x) { return layer_norm(x, {10}); }, x),
+                        PassOptions{});
+  EXPECT_EQ(count_op(ln, "layer_norm"), 0) << ln.str();
+}
+
+TEST_F(Passes, ConstantsAreFolded) {
+  Tensor x = randn({5});
+  Tensor c = arange(5, TensorOptions().dtype(DType::Float32));
+  // Ops on real tensors run eagerly while tracing: the result is one constant.
+  Graph g0 = trace_graph([&c](const Tensor& x) { return x + exp(c * 0.5); }, x);
+  ASSERT_EQ(g0.nodes.size(), 1u) << g0.str();
+  ASSERT_FALSE(g0.nodes[0].inputs[1].is_scalar());
+  EXPECT_EQ(g0.buffers[g0.nodes[0].inputs[1].buf].kind, BufferKind::Constant);
+
+  // Nodes over constants only (as replays produce them) are folded.
+  GraphBuilder gb;
+  Tensor xt = gb.add_input(x, 0);
+  Tensor e = gb.record("exp", {c}, {}, {{c.sizes(), DType::Float32, c.device()}}).at(0);
+  {
+    TraceScope scope(&gb);
+    Tensor e2 = sqrt(e);
+    gb.finish({xt * e2});
+  }
+  Graph g = std::move(gb.graph);
+  EXPECT_EQ(g.nodes.size(), 3u) << g.str();
+  PassStats st;
+  Graph p = run_passes(g, PassOptions{}, &st);
+  EXPECT_EQ(st.folded, 2) << p.str();
+  ASSERT_EQ(p.nodes.size(), 1u) << p.str();
+  EXPECT_EQ(p.nodes[0].op, "mul");
+  const Operand& k = p.nodes[0].inputs[1];
+  ASSERT_FALSE(k.is_scalar());
+  const Buffer& b = p.buffers[k.buf];
+  ASSERT_EQ(b.kind, BufferKind::Constant);
+  EXPECT_TRUE(smelt_test::close(b.constant.view({5}), sqrt(exp(c)), 1e-7));
+  PassOptions off;
+  off.fold_constants = false;
+  EXPECT_EQ(run_passes(g, off).nodes.size(), 3u);
+}
+
+TEST_F(Passes, AllPassesOffKeepTheGraph) {
+  Tensor x = randn({3, 4});
+  Graph g = trace_graph(
+      [](const Tensor& x) { return std::make_tuple(softmax(x * 2, 1), x * 2, exp(x)); }, x);
+  PassOptions off{false, false, false, false};
+  PassStats st;
+  Graph p = run_passes(g, off, &st);
+  EXPECT_EQ(p.nodes.size(), g.nodes.size());
+  for (size_t i = 0; i < g.nodes.size(); ++i) EXPECT_EQ(p.nodes[i].op, g.nodes[i].op);
+  EXPECT_EQ(st.removed_dead + st.merged_common + st.decomposed + st.folded, 0);
+  EXPECT_EQ(p.outputs.size(), 3u);
+}
+
+TEST_F(Passes, WriteBacksSurvivePasses) {
+  Tensor x = randn({6});
+  Graph g = trace_graph(
+      [](const Tensor& x) {
+        Tensor t = x;
+        t.mul_(2);
+        t.add_(1);
+        return x.sum();
+      },
+      x);
+  Graph p = run_passes(g, PassOptions{});
+  ASSERT_EQ(p.mutations.size(), 1u) << p.str();
+  EXPECT_EQ(p.buffers[p.mutations[0].first].kind, BufferKind::Input);
+  EXPECT_EQ(count_op(p, "mul"), 1) << p.str();
+  EXPECT_EQ(count_op(p, "add"), 1) << p.str();
+}
