@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "smelt/compile.h"
 #include "core/tensor_impl.h"
 #include "nn/models.h"
 #include "smelt/smelt.h"
@@ -30,7 +31,7 @@ void print_title(const std::string& title) {
 // One aligned line of the agreement table.
 void print_row(const std::string& model, const std::string& check, const std::string& result,
                bool ok) {
-  fmt::print("  {:<12} {:<24} {:<48} {}\n", model, check, result, ok ? "OK" : "MISMATCH");
+  fmt::print("  {:<22} {:<20} {:<48} {}\n", model, check, result, ok ? "OK" : "MISMATCH");
 }
 
 std::string error_result(const models::Agreement& a, double tol) {
@@ -82,29 +83,38 @@ void section_seed_model() {
   fmt::print("  {:<10} sum = {:.6e}   sum|y| = {:.6e}\n", "checksum", sum, sum_abs);
 }
 
+/// The model's output, eagerly or through smelt::compile (a fresh compile: the
+/// kernels come from the disk cache after the first run).
+template <class M>
+Tensor forward(const M& model, const Tensor& x, bool compiled) {
+  if (!compiled) return model(x);
+  auto c = smelt::compile(model);
+  return c(x);
+}
+
 // ---- section 2: agreement with PyTorch -----------------------------------------------------
 
-bool check_seed_mlp(const std::string& shared) {
+bool check_seed_mlp(const std::string& shared, bool compiled) {
   auto data = models::SharedData::load(shared, "seed_mlp");
   auto model = models::load_seed_mlp(data);
-  auto a = models::compare(model(data.at("input")), data.at("output"));
+  auto a = models::compare(forward(model, data.at("input"), compiled), data.at("output"));
   bool ok = a.rel_err() < kRelTolF32;
-  print_row("seed_mlp", "output float32", error_result(a, kRelTolF32), ok);
+  print_row(compiled ? "seed_mlp (compiled)" : "seed_mlp", "output float32", error_result(a, kRelTolF32), ok);
   model->to(DType::Float64);
-  auto a64 = models::compare(model(data.at("input").to(DType::Float64)), data.at("output_f64"));
+  auto a64 = models::compare(forward(model, data.at("input").to(DType::Float64), compiled), data.at("output_f64"));
   bool ok64 = a64.rel_err() < kRelTolF64;
   print_row("", "output float64", error_result(a64, kRelTolF64), ok64);
   return ok && ok64;
 }
 
-bool check_digits_mlp(const std::string& shared) {
+bool check_digits_mlp(const std::string& shared, bool compiled) {
   auto data = models::SharedData::load(shared, "digits_mlp");
   auto model = models::load_digits_mlp(data);
   model->eval();
-  Tensor logits = model(data.at("x_test"));
+  Tensor logits = forward(model, data.at("x_test"), compiled);
   auto a = models::compare(logits, data.at("logits_test"));
   bool ok_logits = a.rel_err() < kRelTolF32;
-  print_row("digits_mlp", "test logits", error_result(a, kRelTolF32), ok_logits);
+  print_row(compiled ? "digits_mlp (compiled)" : "digits_mlp", "test logits", error_result(a, kRelTolF32), ok_logits);
 
   auto ours = argmax(logits, 1).to_vector<int64_t>();
   auto theirs = argmax(data.at("logits_test"), 1).to_vector<int64_t>();
@@ -126,15 +136,15 @@ bool check_digits_mlp(const std::string& shared) {
   return ok_logits && ok_acc && ok_pred;
 }
 
-bool check_gpt2_block(const std::string& shared) {
+bool check_gpt2_block(const std::string& shared, bool compiled) {
   auto data = models::SharedData::load(shared, "gpt2_block");
   auto block = models::load_gpt2_block(data);
   block->eval();
-  auto a = models::compare(block(data.at("input")), data.at("output"));
+  auto a = models::compare(forward(block, data.at("input"), compiled), data.at("output"));
   bool ok = a.rel_err() < kRelTolF32;
-  print_row("gpt2_block", "output float32", error_result(a, kRelTolF32), ok);
+  print_row(compiled ? "gpt2_block (compiled)" : "gpt2_block", "output float32", error_result(a, kRelTolF32), ok);
   block->to(DType::Float64);
-  auto a64 = models::compare(block(data.at("input").to(DType::Float64)), data.at("output_f64"));
+  auto a64 = models::compare(forward(block, data.at("input").to(DType::Float64), compiled), data.at("output_f64"));
   bool ok64 = a64.rel_err() < kRelTolF64;
   print_row("", "output float64", error_result(a64, kRelTolF64), ok64);
   return ok && ok64;
@@ -142,11 +152,13 @@ bool check_gpt2_block(const std::string& shared) {
 
 bool section_pytorch_agreement(const std::string& shared) {
   print_title("Agreement with PyTorch (" + shared + "/data)");
-  fmt::print("  {:<12} {:<24} {:<48} {}\n", "model", "check", "result", "status");
+  fmt::print("  {:<22} {:<20} {:<48} {}\n", "model", "check", "result", "status");
   bool ok = true;
-  ok &= guarded("seed_mlp", [&] { return check_seed_mlp(shared); });
-  ok &= guarded("digits_mlp", [&] { return check_digits_mlp(shared); });
-  ok &= guarded("gpt2_block", [&] { return check_gpt2_block(shared); });
+  for (bool compiled : {false, true}) {
+    ok &= guarded("seed_mlp", [&] { return check_seed_mlp(shared, compiled); });
+    ok &= guarded("digits_mlp", [&] { return check_digits_mlp(shared, compiled); });
+    ok &= guarded("gpt2_block", [&] { return check_gpt2_block(shared, compiled); });
+  }
   fmt::print("\n  {}\n", ok ? "all models agree with PyTorch"
                             : "MISMATCH: at least one model disagrees with PyTorch");
   return ok;
@@ -159,6 +171,12 @@ int cmd_demo(const std::string& shared_dir) {
   bool ok = guarded("seed model", [] {
     section_seed_model();
     return true;
+  });
+  ok &= guarded("benchmarks", [] {
+    print_title("smelt bench all (CPU, float32): eager vs compiled on the same seeded inputs");
+    BenchOptions b;
+    b.workload = "all";
+    return cmd_bench(b) == 0;
   });
   ok &= section_pytorch_agreement(shared_dir);
   return ok ? 0 : 1;
