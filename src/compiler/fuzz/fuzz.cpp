@@ -34,11 +34,16 @@ constexpr double kMaxInt = 1 << 24;
 
 double base_tol(DType t) {
   switch (t) {
-    case DType::Float64: return 1e-10;
-    case DType::Float32: return 1e-5;
-    case DType::Float16: return 1e-2;
-    case DType::BFloat16: return 5e-2;
-    default: return 0;
+    case DType::Float64:
+      return 1e-10;
+    case DType::Float32:
+      return 1e-5;
+    case DType::Float16:
+      return 1e-2;
+    case DType::BFloat16:
+      return 5e-2;
+    default:
+      return 0;
   }
 }
 
@@ -55,7 +60,9 @@ std::string scalar_str(const Scalar& s) {
   return r;
 }
 
-std::string ints_str(const std::vector<int64_t>& v) { return fmt::format("{{{}}}", fmt::join(v, ", ")); }
+std::string ints_str(const std::vector<int64_t>& v) {
+  return fmt::format("{{{}}}", fmt::join(v, ", "));
+}
 
 std::string dtype_str(DType t) { return fmt::format("smelt::{}", dtype_name(t)); }
 
@@ -82,26 +89,31 @@ struct BinaryDef {
   bool discontinuous;
 };
 
-#define SMELT_FUZZ_U(n, disc) UnaryDef{#n, [](const Tensor& x) { return smelt::n(x); }, disc}
-#define SMELT_FUZZ_B(n, disc) \
-  BinaryDef{#n, [](const Tensor& a, const Tensor& b) { return smelt::n(a, b); }, disc}
+#define SMELT_FUZZ_U(n, disc)                             \
+  UnaryDef {                                              \
+#n, [](const Tensor& x) { return smelt::n(x); }, disc \
+  }
+#define SMELT_FUZZ_B(n, disc)                                                 \
+  BinaryDef {                                                                 \
+#n, [](const Tensor& a, const Tensor& b) { return smelt::n(a, b); }, disc \
+  }
 
 const std::vector<UnaryDef>& unary_ops() {
   static const std::vector<UnaryDef> v = {
-      SMELT_FUZZ_U(neg, false),         SMELT_FUZZ_U(abs, false),
-      SMELT_FUZZ_U(sign, true),         SMELT_FUZZ_U(exp, false),
-      SMELT_FUZZ_U(exp2, false),        SMELT_FUZZ_U(expm1, false),
-      SMELT_FUZZ_U(log, false),         SMELT_FUZZ_U(log2, false),
-      SMELT_FUZZ_U(log1p, false),       SMELT_FUZZ_U(sqrt, false),
-      SMELT_FUZZ_U(rsqrt, false),       SMELT_FUZZ_U(reciprocal, false),
-      SMELT_FUZZ_U(sin, false),         SMELT_FUZZ_U(cos, false),
-      SMELT_FUZZ_U(tan, false),         SMELT_FUZZ_U(tanh, false),
-      SMELT_FUZZ_U(sigmoid, false),     SMELT_FUZZ_U(relu, false),
-      SMELT_FUZZ_U(silu, false),        SMELT_FUZZ_U(erf, false),
-      SMELT_FUZZ_U(floor, true),        SMELT_FUZZ_U(ceil, true),
-      SMELT_FUZZ_U(round, true),        SMELT_FUZZ_U(trunc, true),
-      SMELT_FUZZ_U(logical_not, true),  SMELT_FUZZ_U(bitwise_not, true),
-      SMELT_FUZZ_U(isnan, true),        SMELT_FUZZ_U(isinf, true),
+      SMELT_FUZZ_U(neg, false),        SMELT_FUZZ_U(abs, false),
+      SMELT_FUZZ_U(sign, true),        SMELT_FUZZ_U(exp, false),
+      SMELT_FUZZ_U(exp2, false),       SMELT_FUZZ_U(expm1, false),
+      SMELT_FUZZ_U(log, false),        SMELT_FUZZ_U(log2, false),
+      SMELT_FUZZ_U(log1p, false),      SMELT_FUZZ_U(sqrt, false),
+      SMELT_FUZZ_U(rsqrt, false),      SMELT_FUZZ_U(reciprocal, false),
+      SMELT_FUZZ_U(sin, false),        SMELT_FUZZ_U(cos, false),
+      SMELT_FUZZ_U(tan, false),        SMELT_FUZZ_U(tanh, false),
+      SMELT_FUZZ_U(sigmoid, false),    SMELT_FUZZ_U(relu, false),
+      SMELT_FUZZ_U(silu, false),       SMELT_FUZZ_U(erf, false),
+      SMELT_FUZZ_U(floor, true),       SMELT_FUZZ_U(ceil, true),
+      SMELT_FUZZ_U(round, true),       SMELT_FUZZ_U(trunc, true),
+      SMELT_FUZZ_U(logical_not, true), SMELT_FUZZ_U(bitwise_not, true),
+      SMELT_FUZZ_U(isnan, true),       SMELT_FUZZ_U(isinf, true),
       SMELT_FUZZ_U(nan_to_num, true),
   };
   return v;
@@ -109,17 +121,17 @@ const std::vector<UnaryDef>& unary_ops() {
 
 const std::vector<BinaryDef>& binary_ops() {
   static const std::vector<BinaryDef> v = {
-      SMELT_FUZZ_B(mul, false),          SMELT_FUZZ_B(floor_divide, true),
-      SMELT_FUZZ_B(remainder, true),     SMELT_FUZZ_B(fmod, true),
-      SMELT_FUZZ_B(pow, false),          SMELT_FUZZ_B(maximum, false),
-      SMELT_FUZZ_B(minimum, false),      SMELT_FUZZ_B(fmax, false),
-      SMELT_FUZZ_B(fmin, false),         SMELT_FUZZ_B(atan2, false),
-      SMELT_FUZZ_B(eq, true),            SMELT_FUZZ_B(ne, true),
-      SMELT_FUZZ_B(lt, true),            SMELT_FUZZ_B(le, true),
-      SMELT_FUZZ_B(gt, true),            SMELT_FUZZ_B(ge, true),
-      SMELT_FUZZ_B(logical_and, true),   SMELT_FUZZ_B(logical_or, true),
-      SMELT_FUZZ_B(logical_xor, true),   SMELT_FUZZ_B(bitwise_and, true),
-      SMELT_FUZZ_B(bitwise_or, true),    SMELT_FUZZ_B(bitwise_xor, true),
+      SMELT_FUZZ_B(mul, false),        SMELT_FUZZ_B(floor_divide, true),
+      SMELT_FUZZ_B(remainder, true),   SMELT_FUZZ_B(fmod, true),
+      SMELT_FUZZ_B(pow, false),        SMELT_FUZZ_B(maximum, false),
+      SMELT_FUZZ_B(minimum, false),    SMELT_FUZZ_B(fmax, false),
+      SMELT_FUZZ_B(fmin, false),       SMELT_FUZZ_B(atan2, false),
+      SMELT_FUZZ_B(eq, true),          SMELT_FUZZ_B(ne, true),
+      SMELT_FUZZ_B(lt, true),          SMELT_FUZZ_B(le, true),
+      SMELT_FUZZ_B(gt, true),          SMELT_FUZZ_B(ge, true),
+      SMELT_FUZZ_B(logical_and, true), SMELT_FUZZ_B(logical_or, true),
+      SMELT_FUZZ_B(logical_xor, true), SMELT_FUZZ_B(bitwise_and, true),
+      SMELT_FUZZ_B(bitwise_or, true),  SMELT_FUZZ_B(bitwise_xor, true),
   };
   return v;
 }
@@ -172,8 +184,10 @@ Tensor exec(const Step& s, const std::vector<Tensor>& v) {
     return prod(in(0), s.b ? std::optional<int64_t>(s.a) : std::nullopt, s.flag, s.dtype);
   if (op == "amax") return amax(in(0), s.ints, s.flag);
   if (op == "amin") return amin(in(0), s.ints, s.flag);
-  if (op == "argmax") return argmax(in(0), s.b ? std::optional<int64_t>(s.a) : std::nullopt, s.flag);
-  if (op == "argmin") return argmin(in(0), s.b ? std::optional<int64_t>(s.a) : std::nullopt, s.flag);
+  if (op == "argmax")
+    return argmax(in(0), s.b ? std::optional<int64_t>(s.a) : std::nullopt, s.flag);
+  if (op == "argmin")
+    return argmin(in(0), s.b ? std::optional<int64_t>(s.a) : std::nullopt, s.flag);
   if (op == "var") return var(in(0), s.ints, static_cast<double>(s.c), s.flag);
   if (op == "std") return smelt::std(in(0), s.ints, static_cast<double>(s.c), s.flag);
   if (op == "logsumexp") return logsumexp(in(0), s.ints, s.flag);
@@ -247,7 +261,8 @@ std::string step_str(const Step& s) {
     return fmt::format("smelt::clamp({}, {}, {})", A(0),
                        s.s0 ? "Scalar(" + scalar_str(*s.s0) + ")" : "std::nullopt",
                        s.s1 ? "Scalar(" + scalar_str(*s.s1) + ")" : "std::nullopt");
-  if (op == "lerp") return fmt::format("smelt::lerp({}, {}, Scalar({}))", A(0), A(1), scalar_str(*s.s0));
+  if (op == "lerp")
+    return fmt::format("smelt::lerp({}, {}, Scalar({}))", A(0), A(1), scalar_str(*s.s0));
   if (op == "masked_fill")
     return fmt::format("smelt::masked_fill({}, {}, Scalar({}))", A(0), A(1), scalar_str(*s.s0));
   if (op == "to") return fmt::format("{}.to({})", A(0), dtype_str(*s.dtype));
@@ -276,9 +291,11 @@ std::string step_str(const Step& s) {
     return s.flag ? fmt::format("smelt::squeeze({}, {})", A(0), ints_str(s.ints))
                   : fmt::format("smelt::squeeze({})", A(0));
   if (op == "slice")
-    return fmt::format("smelt::slice({}, {}, {}, {}, {})", A(0), s.a, s.ints.at(0), s.ints.at(1), s.c);
+    return fmt::format("smelt::slice({}, {}, {}, {}, {})", A(0), s.a, s.ints.at(0), s.ints.at(1),
+                       s.c);
   if (op == "narrow") return fmt::format("smelt::narrow({}, {}, {}, {})", A(0), s.a, s.b, s.c);
-  if (op == "t" || op == "contiguous" || op == "clone") return fmt::format("smelt::{}({})", op, A(0));
+  if (op == "t" || op == "contiguous" || op == "clone")
+    return fmt::format("smelt::{}({})", op, A(0));
   if (op == "cat") return fmt::format("smelt::cat({{{}}}, {})", fmt::join(a, ", "), s.a);
   if (op == "pad")
     return fmt::format("smelt::pad({}, {}, {})", A(0), ints_str(s.ints), scalar_str(*s.s0));
@@ -299,12 +316,18 @@ Tensor make_input(const InputSpec& spec) {
   std::vector<double> data(static_cast<size_t>(spec.base_numel));
   for (auto& x : data) {
     switch (spec.dtype) {
-      case DType::Bool: x = u01(rng) < 0.5; break;
-      case DType::UInt8: x = std::floor(u01(rng) * 10); break;
+      case DType::Bool:
+        x = u01(rng) < 0.5;
+        break;
+      case DType::UInt8:
+        x = std::floor(u01(rng) * 10);
+        break;
       case DType::Int8:
       case DType::Int16:
       case DType::Int32:
-      case DType::Int64: x = std::floor(u01(rng) * 17) - 8; break;
+      case DType::Int64:
+        x = std::floor(u01(rng) * 17) - 8;
+        break;
       default: {
         x = normal(rng) * 2;
         if (spec.specials && u01(rng) < 0.15) {
@@ -413,14 +436,19 @@ CompiledRun run_compiled(const Program& p, const std::vector<Tensor>& in) {
     case 1:
       return call_compiled(compile([&](const Tensor& a) { return body({a}); }, o), calls, in[0]);
     case 2:
-      return call_compiled(
-          compile([&](const Tensor& a, const Tensor& b) { return body({a, b}); }, o), calls, in[0],
-          in[1]);
+      return call_compiled(compile(
+                               [&](const Tensor& a, const Tensor& b) {
+                                 return body({a, b});
+                               },
+                               o),
+                           calls, in[0], in[1]);
     default:
-      return call_compiled(
-          compile([&](const Tensor& a, const Tensor& b, const Tensor& c) { return body({a, b, c}); },
-                  o),
-          calls, in[0], in[1], in[2]);
+      return call_compiled(compile(
+                               [&](const Tensor& a, const Tensor& b, const Tensor& c) {
+                                 return body({a, b, c});
+                               },
+                               o),
+                           calls, in[0], in[1], in[2]);
   }
 }
 
@@ -472,7 +500,7 @@ struct Gen {
     return s;
   }
   DType rand_dtype() {
-    static const std::vector<DType> t = {DType::Float32, DType::Float64, DType::Float16,
+    static const std::vector<DType> t = {DType::Float32,  DType::Float64, DType::Float16,
                                          DType::BFloat16, DType::Int32,   DType::Int64,
                                          DType::Bool};
     static const std::vector<double> w = {50, 10, 8, 7, 8, 10, 7};
@@ -496,7 +524,7 @@ struct Gen {
     } else if (layout == 2 && rank >= 1) {
       int64_t d = uni(0, rank - 1);
       step[d] = uni(2, 3);
-      s.layout = fmt::format("sliced: every {}th along dim {}", step[d], d);
+      s.layout = fmt::format("sliced: step {} along dim {}", step[d], d);
     } else if (layout == 4) {
       s.offset = uni(1, 5);
       s.layout = "storage offset";
@@ -567,16 +595,26 @@ struct Gen {
   }
   Scalar rand_scalar() {
     switch (uni(0, 9)) {
-      case 0: return Scalar(0);
-      case 1: return Scalar(1);
-      case 2: return Scalar(-1);
-      case 3: return Scalar(2);
-      case 4: return Scalar(3);
-      case 5: return Scalar(0.5);
-      case 6: return Scalar(-2.5);
-      case 7: return Scalar(1e-3);
-      case 8: return Scalar(true);
-      default: return Scalar(1.75);
+      case 0:
+        return Scalar(0);
+      case 1:
+        return Scalar(1);
+      case 2:
+        return Scalar(-1);
+      case 3:
+        return Scalar(2);
+      case 4:
+        return Scalar(3);
+      case 5:
+        return Scalar(0.5);
+      case 6:
+        return Scalar(-2.5);
+      case 7:
+        return Scalar(1e-3);
+      case 8:
+        return Scalar(true);
+      default:
+        return Scalar(1.75);
     }
   }
   std::vector<int64_t> rand_dims(int64_t rank) {
@@ -663,7 +701,8 @@ struct Gen {
                                                      "rdiv.Scalar"};
         s.op = pick(ops);
         s.s0 = rand_scalar();
-        if (s.op == "add.Scalar" || s.op == "sub.Scalar") s.s1 = coin(0.8) ? Scalar(1) : rand_scalar();
+        if (s.op == "add.Scalar" || s.op == "sub.Scalar")
+          s.s1 = coin(0.8) ? Scalar(1) : rand_scalar();
         if (s.op == "div.Scalar" && coin(0.3)) {
           s.str = coin(0.5) ? "trunc" : "floor";
           discontinuous = true;
@@ -707,9 +746,9 @@ struct Gen {
         return true;
       }
       case 5: {  // reductions
-        static const std::vector<std::string> ops = {"sum", "mean",   "prod",   "amax",
-                                                     "amin", "argmax", "argmin", "var",
-                                                     "std", "logsumexp", "any", "all", "cumsum"};
+        static const std::vector<std::string> ops = {
+            "sum", "mean", "prod",      "amax", "amin", "argmax", "argmin",
+            "var", "std",  "logsumexp", "any",  "all",  "cumsum"};
         s.op = pick(ops);
         s.flag = coin(0.4);
         bool single = s.op == "prod" || s.op == "argmax" || s.op == "argmin" || s.op == "cumsum";
@@ -777,8 +816,10 @@ struct Gen {
         } else if (s.op == "expand") {
           Shape sz = X.sizes();
           for (auto& d : sz)
-            if (d == 1 && coin(0.7)) d = uni(2, 5);
-            else if (coin(0.3)) d = -1;
+            if (d == 1 && coin(0.7))
+              d = uni(2, 5);
+            else if (coin(0.3))
+              d = -1;
           if (coin(0.3)) sz.insert(sz.begin(), uni(1, 3));
           s.ints = sz;
         } else if (s.op == "flatten") {
@@ -791,8 +832,8 @@ struct Gen {
         return true;
       }
       case 7: {  // movement
-        static const std::vector<std::string> ops = {"cat", "cat", "pad", "tril", "triu",
-                                                     "contiguous", "clone"};
+        static const std::vector<std::string> ops = {"cat",  "cat",        "pad",  "tril",
+                                                     "triu", "contiguous", "clone"};
         s.op = pick(ops);
         if (s.op == "cat") {
           if (rank == 0) return false;
@@ -880,10 +921,10 @@ struct Gen {
     if (disc && any_fragile) return false;
     // Integer division by zero (and float->int casts of inf/NaN/huge values) are
     // undefined in C++: never generate them.
-    static const std::set<std::string> divs = {"floor_divide", "remainder", "fmod", "div",
-                                               "div.Scalar", "rdiv.Scalar"};
+    static const std::set<std::string> divs = {"floor_divide", "remainder",  "fmod",
+                                               "div",          "div.Scalar", "rdiv.Scalar"};
     if (divs.count(s.op)) {
-      Tensor den = s.op == "div.Scalar" ? scalar_tensor(*s.s0)
+      Tensor den = s.op == "div.Scalar"    ? scalar_tensor(*s.s0)
                    : s.op == "rdiv.Scalar" ? vals[s.in[0]]
                                            : vals[s.in[1]];
       Tensor num = s.op == "rdiv.Scalar" ? scalar_tensor(*s.s0) : vals[s.in[0]];
@@ -912,8 +953,7 @@ struct Gen {
     }
     // Tolerance bookkeeping (see fuzz.h).
     bool cast_or_move = is_view || s.op == "to" || s.op == "cat" || s.op == "pad" ||
-                        s.op == "contiguous" || s.op == "clone" || s.op == "tril" ||
-                        s.op == "triu";
+                        s.op == "contiguous" || s.op == "clone" || s.op == "tril" || s.op == "triu";
     bool ex = !any_fragile;
     bool chalf = false;
     if (any_half_in) {
@@ -1032,7 +1072,8 @@ std::vector<Tensor> interpret(const Program& p, const std::vector<Tensor>& input
 std::string program_str(const Program& p) {
   std::string r;
   std::vector<std::string> args;
-  for (size_t i = 0; i < p.inputs.size(); ++i) args.push_back("const Tensor& " + vname(static_cast<int>(i)));
+  for (size_t i = 0; i < p.inputs.size(); ++i)
+    args.push_back("const Tensor& " + vname(static_cast<int>(i)));
   r += fmt::format("  auto f = smelt::compile([]({}) {{   // mode \"{}\"\n", fmt::join(args, ", "),
                    p.mode);
   int id = static_cast<int>(p.inputs.size());
@@ -1044,7 +1085,8 @@ std::string program_str(const Program& p) {
   for (int o : p.outputs) outs.push_back(vname(o));
   r += fmt::format("    return std::vector<Tensor>{{{}}};\n  }});\n", fmt::join(outs, ", "));
   for (size_t i = 0; i < p.inputs.size(); ++i)
-    r += fmt::format("  // {}: {}\n", vname(static_cast<int>(i)), input_str(p.inputs[i], static_cast<int>(i)));
+    r += fmt::format("  // {}: {}\n", vname(static_cast<int>(i)),
+                     input_str(p.inputs[i], static_cast<int>(i)));
   return r;
 }
 
@@ -1063,8 +1105,8 @@ CaseResult check_program(const Program& p, uint64_t seed, int index) {
   auto fail = [&](const std::string& what) {
     r.ok = false;
     r.summary = fmt::format("case {} (seed {}): {}", index, seed, what);
-    r.report = fmt::format("--- reproducer: smelt fuzz --seed {} (case {}) ---\n{}{}\n", seed, index,
-                           program_str(p), what);
+    r.report = fmt::format("--- reproducer: smelt fuzz --seed {} (case {}) ---\n{}{}\n", seed,
+                           index, program_str(p), what);
   };
   std::vector<Tensor> in = make_inputs(p);
   std::vector<Tensor> want;

@@ -59,10 +59,10 @@ struct InputSpec {
 /// One step: `out = op(in..., attrs)`. Which attributes are used depends on op.
 struct Step {
   std::string op;
-  std::vector<int> in;        // value ids (inputs are values 0..n_inputs-1)
-  std::vector<int64_t> ints;  // dims / shape / permutation / padding
-  int64_t a = 0, b = 0, c = 0;  // dim, start, end/length, step, correction ...
-  bool flag = false;            // keepdim, has-optional
+  std::vector<int> in;           // value ids (inputs are values 0..n_inputs-1)
+  std::vector<int64_t> ints;     // dims / shape / permutation / padding
+  int64_t a = 0, b = 0, c = 0;   // dim, start, end/length, step, correction ...
+  bool flag = false;             // keepdim, has-optional
   std::optional<Scalar> s0, s1;  // scalar operands (alpha, clamp bounds, ...)
   std::optional<DType> dtype;
   std::string str;  // approximate / rounding mode
@@ -71,8 +71,8 @@ struct Step {
 struct Program {
   std::vector<InputSpec> inputs;
   std::vector<Step> steps;
-  std::vector<int> outputs;  // value ids returned (as std::vector<Tensor>)
-  std::vector<double> scale;  // per value: tolerance multiplier (see above)
+  std::vector<int> outputs;      // value ids returned (as std::vector<Tensor>)
+  std::vector<double> scale;     // per value: tolerance multiplier (see above)
   std::string mode = "default";  // compile mode ("default" / "reduce-overhead")
 };
 
