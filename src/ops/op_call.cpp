@@ -445,7 +445,8 @@ const std::map<std::string, Entry>& table() {
         return {embedding(a.at(1), a.at(0))};
       return {embedding(a.at(0), a.at(1))};
     });
-    add("index_put", 3, 3, {}, [](const Args& a) -> Outs {
+    add("index_put", 3, 3, {"accumulate"}, [](const Args& a) -> Outs {
+      SMELT_CHECK(!a.flag("accumulate", false), "index_put: accumulate=true is not supported");
       Tensor r = clone(a.at(0));
       r.index_put_(a.at(1), a.at(2));
       return {r};
@@ -519,7 +520,8 @@ const std::map<std::string, Entry>& table() {
       d.masked_fill_(a.at(1), *v);
       return inplace_result(d);
     });
-    add("index_put_", 3, 3, {}, [](const Args& a) -> Outs {
+    add("index_put_", 3, 3, {"accumulate"}, [](const Args& a) -> Outs {
+      SMELT_CHECK(!a.flag("accumulate", false), "index_put_: accumulate=true is not supported");
       Tensor d = a.at(0);
       d.index_put_(a.at(1), a.at(2));
       return inplace_result(d);
