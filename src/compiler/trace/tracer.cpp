@@ -56,7 +56,10 @@ Tensor GraphBuilder::add_input(const Tensor& arg, int index) {
   int id = graph.add_buffer(std::move(b));
   ++graph.num_inputs;
   bound_.emplace_back(id, storage_for(id));
-  return view_of(id, arg.sizes(), arg.strides(), 0);
+  Tensor t = view_of(id, arg.sizes(), arg.strides(), 0);
+  // A C++ number keeps its low promotion priority (its value is still a graph input).
+  t.impl()->wrapped_number = arg.is_wrapped_number();
+  return t;
 }
 
 void GraphBuilder::add_param(const Tensor& param, int index) {
@@ -156,12 +159,15 @@ void GraphBuilder::record_copy(const Tensor& dst, const Tensor& src) {
     // The write covers the whole buffer: its new value is simply src converted.
     int n = graph.add_node("to_dtype", {s}, {{"dtype", dst.dtype()}},
                            {{dst.sizes(), dst.dtype(), dst.device()}});
+    // The new buffer keeps dst's shape, so that the node's output and input agree.
     out = graph.nodes[n].outputs[0];
-    graph.buffers[out].sizes = {b.extent};
   } else {
     detail::Attrs a{{"sizes", dst.sizes()}, {"strides", dst.strides()},
                     {"offset", dst.storage_offset()}};
-    int n = graph.add_node("copy_", {whole(b), s}, a, {{{b.extent}, b.dtype, b.device}});
+    Operand flat = whole(b);  // the old contents, read flat like the output
+    flat.sizes = {b.extent};
+    flat.strides = {1};
+    int n = graph.add_node("copy_", {flat, s}, a, {{{b.extent}, b.dtype, b.device}});
     out = graph.nodes[n].outputs[0];
   }
   // Functionalization: the storage now holds the new buffer.
