@@ -90,6 +90,14 @@ class Replayer {
       }
       nb_.graph.mutations.emplace_back(input_map_.at(dst), o.buf);
     }
+    // Writes a decomposition made into an input or parameter (batch_norm's
+    // running stats): the storage was rebound to the buffer holding the new value.
+    for (auto& [old_id, id] : input_map_) {
+      auto* tb = dynamic_cast<TracedBuffer*>(value_[old_id].storage()->trace().get());
+      bool known = false;
+      for (auto& m : nb_.graph.mutations) known |= m.first == id;
+      if (tb && tb->buf != id && !known) nb_.graph.mutations.emplace_back(id, tb->buf);
+    }
     return std::move(nb_.graph);
   }
 
@@ -150,7 +158,12 @@ class Replayer {
     if (opts_.fold_constants && all_const && !inputs.empty() && foldable(n.op)) {
       ++stats_.folded;
       TraceScope eager(nullptr);
-      bind_outputs(n, detail::call_op(n.op, inputs, n.attrs));
+      // Pointwise nodes record their computation dtype, which the op itself
+      // derives (and call_op does not accept); to_dtype's dtype is its argument.
+      detail::Attrs attrs = n.attrs;
+      if (n.op != "to_dtype" && detail::find_op(n.op)->kind == detail::OpKind::Pointwise)
+        std::erase_if(attrs.items, [](const auto& kv) { return kv.first == "dtype"; });
+      bind_outputs(n, detail::call_op(n.op, inputs, attrs));
       return;
     }
     const detail::Decomposition* d = opts_.decompose ? detail::find_decomposition(n.op) : nullptr;
