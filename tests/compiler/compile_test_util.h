@@ -136,6 +136,13 @@ int count_prefix(const C& compiled, const std::string& prefix) {
   return n;
 }
 
+/// Reduction kernels of the latest graph: cpp_red_fused_* (looping) or
+/// cpp_per_fused_* (persistent: the reduced row stays resident).
+template <class C>
+int reduction_kernels(const C& compiled) {
+  return count_prefix(compiled, "cpp_red_fused_") + count_prefix(compiled, "cpp_per_fused_");
+}
+
 /// File mode bits (& 0777) of `path`, or -1.
 inline int mode_of(const std::string& path) {
   struct stat st {};

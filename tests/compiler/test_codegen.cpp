@@ -78,14 +78,20 @@ TEST_F(Codegen, ReductionKernelFusesProducersAndConsumers) {
       schedule_of(trace_graph([](const Tensor& x) { return softmax(x, 1); }, x), {}, {}, &after);
   ASSERT_EQ(s.steps.size(), 1u) << step_names(s);
   const Step& st = s.steps[0];
-  EXPECT_EQ(st.kernel_kind, "red");
-  EXPECT_EQ(st.name.rfind("cpp_red_fused_", 0), 0u) << st.name;
+  EXPECT_TRUE(st.kernel_kind == "red" || st.kernel_kind == "per") << st.kernel_kind;
+  EXPECT_EQ(st.name.rfind("cpp_" + st.kernel_kind + "_fused_", 0), 0u) << st.name;
   EXPECT_TRUE(has(st.name, "exp")) << st.name;
   EXPECT_EQ(st.group.rdims, (std::vector<int64_t>{1}));
   EXPECT_EQ(st.group.reductions.size(), 2u);  // amax and sum share the row loop
   EXPECT_EQ(st.reads.size(), 1u);
-  EXPECT_EQ(st.writes.size(), 1u);
+  ASSERT_FALSE(after.outputs.empty());
+  EXPECT_NE(std::find(st.writes.begin(), st.writes.end(), after.outputs[0].buf), st.writes.end());
   EXPECT_TRUE(has(st.source, "smelt::reduce::")) << st.source;
+  // A long row does not fit: a looping reduction.
+  Tensor big = randn({2, 1 << 16});
+  Schedule sb = schedule_of(trace_graph([](const Tensor& x) { return softmax(x, 1); }, big));
+  ASSERT_EQ(sb.steps.size(), 1u) << step_names(sb);
+  EXPECT_EQ(sb.steps[0].kernel_kind, "red") << sb.steps[0].name;
 
   // var_mean: one Welford reduction, two outputs.
   Schedule v = schedule_of(trace_graph([](const Tensor& x) { return var_mean(x, {1}); }, x));
@@ -107,7 +113,7 @@ TEST_F(Codegen, FuseOffGivesOneKernelPerNode) {
   // Unfused intermediates live in one arena and reuse each other's memory.
   MemoryPlan mp = plan_memory(after, s);
   EXPECT_GT(mp.arena_bytes, 0);
-  EXPECT_LE(mp.arena_bytes, 2 * 50 * 4) << mp.str(after);
+  EXPECT_LT(mp.arena_bytes, 3 * 256) << mp.str(after);  // less than one slot per buffer
   EXPECT_GE(mp.reused, 1) << mp.str(after);
 }
 

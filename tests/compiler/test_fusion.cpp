@@ -10,6 +10,7 @@ using namespace smelt;
 using smelt_test::close;
 using smelt_test::count_prefix;
 using smelt_test::names;
+using smelt_test::reduction_kernels;
 
 namespace {
 class Fusion : public smelt_test::CompilerTest {};
@@ -52,7 +53,7 @@ TEST_F(Fusion, ManualSoftmaxIsOneReductionKernel) {
   EXPECT_TRUE(close(y, fn(x), 1e-6));
   EXPECT_TRUE(close(y, softmax(x, -1), 1e-6));
   ASSERT_EQ(f.stats().kernels, 1) << names(f);
-  EXPECT_EQ(count_prefix(f, "cpp_red_fused_"), 1) << names(f);
+  EXPECT_EQ(reduction_kernels(f), 1) << names(f);
 }
 
 TEST_F(Fusion, NormalizationOpsAreOneKernelEach) {
@@ -62,13 +63,13 @@ TEST_F(Fusion, NormalizationOpsAreOneKernelEach) {
     auto f = compile([](const Tensor& x) { return softmax(x, 1); });
     EXPECT_TRUE(close(f(x), softmax(x, 1), 1e-6));
     EXPECT_EQ(f.stats().kernels, 1) << names(f);
-    EXPECT_EQ(count_prefix(f, "cpp_red_fused_"), 1) << names(f);
+    EXPECT_EQ(reduction_kernels(f), 1) << names(f);
   }
   {
     auto f = compile([](const Tensor& x) { return log_softmax(x, -1); });
     EXPECT_TRUE(close(f(x), log_softmax(x, -1), 1e-5));
     EXPECT_EQ(f.stats().kernels, 1) << names(f);
-    EXPECT_EQ(count_prefix(f, "cpp_red_fused_"), 1) << names(f);
+    EXPECT_EQ(reduction_kernels(f), 1) << names(f);
   }
   {
     auto f = compile([](const Tensor& x, const Tensor& w, const Tensor& b) {
@@ -76,7 +77,7 @@ TEST_F(Fusion, NormalizationOpsAreOneKernelEach) {
     });
     EXPECT_TRUE(close(f(x, w, b), layer_norm(x, {40}, w, b), 1e-5));
     EXPECT_EQ(f.stats().kernels, 1) << names(f);
-    EXPECT_EQ(count_prefix(f, "cpp_red_fused_"), 1) << names(f);
+    EXPECT_EQ(reduction_kernels(f), 1) << names(f);
   }
   {
     auto f = compile([](const Tensor& x) { return var_mean(x, {1}); });
@@ -85,13 +86,13 @@ TEST_F(Fusion, NormalizationOpsAreOneKernelEach) {
     EXPECT_TRUE(close(v, rv, 1e-5));
     EXPECT_TRUE(close(m, rm, 1e-6));
     EXPECT_EQ(f.stats().kernels, 1) << names(f);
-    EXPECT_EQ(count_prefix(f, "cpp_red_fused_"), 1) << names(f);
+    EXPECT_EQ(reduction_kernels(f), 1) << names(f);
   }
   {
     auto f = compile([](const Tensor& x, const Tensor& w) { return rms_norm(x, {40}, w, 1e-6); });
     EXPECT_TRUE(close(f(x, w), rms_norm(x, {40}, w, 1e-6), 1e-5));
     EXPECT_EQ(f.stats().kernels, 1) << names(f);
-    EXPECT_EQ(count_prefix(f, "cpp_red_fused_"), 1) << names(f);
+    EXPECT_EQ(reduction_kernels(f), 1) << names(f);
   }
 }
 
@@ -101,7 +102,7 @@ TEST_F(Fusion, SumThenPointwiseOnTheResult) {
   auto f = compile(fn);
   EXPECT_TRUE(close(f(x), fn(x), 1e-6));
   EXPECT_EQ(f.stats().kernels, 1) << names(f);
-  EXPECT_EQ(count_prefix(f, "cpp_red_fused_"), 1) << names(f);
+  EXPECT_EQ(reduction_kernels(f), 1) << names(f);
 }
 
 TEST_F(Fusion, ReductionOverDimZeroAndOverAllDims) {
@@ -111,7 +112,7 @@ TEST_F(Fusion, ReductionOverDimZeroAndOverAllDims) {
   EXPECT_EQ(y0.sizes(), (Shape{11}));
   EXPECT_TRUE(close(y0, sum(x * 2, {0}), 1e-5));
   EXPECT_EQ(f0.stats().kernels, 1) << names(f0);
-  EXPECT_EQ(count_prefix(f0, "cpp_red_fused_"), 1) << names(f0);
+  EXPECT_EQ(reduction_kernels(f0), 1) << names(f0);
 
   auto fa = compile([](const Tensor& x) { return amax(exp(x)); });
   Tensor ya = fa(x);
