@@ -80,6 +80,8 @@ TEST_F(Guards, InPlaceWeightUpdateNeedsNoRecompile) {
   EXPECT_EQ(f.stats().recompiles, 0);
 }
 
+// Assigning a new tensor to the module's member (as `lin.weight = ...` in
+// PyTorch) must not leave the compiled function on the old weight.
 TEST_F(Guards, ReplacedParameterRecompiles) {
   nn::Linear lin(6, 3);
   auto f = compile(lin);
@@ -90,6 +92,22 @@ TEST_F(Guards, ReplacedParameterRecompiles) {
   EXPECT_TRUE(close(y, matmul(x, lin->weight.t()) + lin->bias, 1e-5));
   EXPECT_EQ(f.stats().recompiles, 1);
   EXPECT_NE(f.stats().last_recompile_reason.find("param"), std::string::npos)
+      << f.stats().last_recompile_reason;
+}
+
+TEST_F(Guards, ParameterStorageSwapRecompiles) {
+  nn::Linear lin(6, 3);
+  auto f = compile(lin);
+  Tensor x = randn({2, 6});
+  EXPECT_TRUE(close(f(x), lin(x), 1e-5));
+  // Module::to() gives every parameter a new storage (same TensorImpl).
+  lin->to(DType::Float64);
+  lin->to(DType::Float32);
+  lin->weight.mul_(0.5);
+  Tensor y = f(x);
+  EXPECT_TRUE(close(y, lin(x), 1e-5));
+  EXPECT_EQ(f.stats().recompiles, 1);
+  EXPECT_NE(f.stats().last_recompile_reason.find("storage"), std::string::npos)
       << f.stats().last_recompile_reason;
 }
 
