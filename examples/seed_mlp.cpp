@@ -21,8 +21,7 @@ double best_ms(F&& f, int runs = 10) {
 
 int main() {
   smelt::manual_seed(0);
-  auto model = nn::Sequential(nn::Linear(1024, 1024), nn::GELU(),
-                              nn::Linear(1024, 512), nn::GELU(),
+  auto model = nn::Sequential(nn::Linear(1024, 1024), nn::GELU(), nn::Linear(1024, 512), nn::GELU(),
                               nn::Linear(512, 10));
   smelt::Tensor x = smelt::randn({256, 1024});
 
@@ -34,9 +33,10 @@ int main() {
   double comp = best_ms([&] { y2 = compiled(x); });
 
   double max_diff = smelt::amax(smelt::abs(y - y2)).item<double>();
-  std::printf("output [%ld, %ld], eager %.3f ms, compiled %.3f ms (%.2fx), max |eager - compiled| = %.2e\n",
-              static_cast<long>(y.size(0)), static_cast<long>(y.size(1)), eager, comp, eager / comp,
-              max_diff);
+  std::printf(
+      "output [%ld, %ld], eager %.3f ms, compiled %.3f ms (%.2fx), max |eager - compiled| = %.2e\n",
+      static_cast<long>(y.size(0)), static_cast<long>(y.size(1)), eager, comp, eager / comp,
+      max_diff);
   std::printf("kernels:");
   for (auto& k : compiled.stats().kernel_names) std::printf(" %s", k.c_str());
   std::printf("\n");

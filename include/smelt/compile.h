@@ -64,13 +64,13 @@ struct CompileOptions {
 /// Counters of a compiled function.
 struct CompileStats {
   int calls = 0;
-  int compiles = 0;       // graphs built (first compile + recompiles)
-  int recompiles = 0;     // compiles caused by a failed guard
-  int graph_breaks = 0;   // calls that ran eagerly because tracing broke
-  int eager_calls = 0;    // calls that ran eagerly (breaks, limit, compiler missing)
-  int kernels = 0;        // steps of the latest graph (kernels, GEMM calls, fallbacks)
+  int compiles = 0;      // graphs built (first compile + recompiles)
+  int recompiles = 0;    // compiles caused by a failed guard
+  int graph_breaks = 0;  // calls that ran eagerly because tracing broke
+  int eager_calls = 0;   // calls that ran eagerly (breaks, limit, compiler missing)
+  int kernels = 0;       // steps of the latest graph (kernels, GEMM calls, fallbacks)
   std::vector<std::string> kernel_names;  // of the latest graph
-  double last_compile_ms = 0;  // trace + passes + codegen + build/load of the latest graph
+  double last_compile_ms = 0;   // trace + passes + codegen + build/load of the latest graph
   bool last_cache_hit = false;  // the latest build came from the disk cache
   std::string last_recompile_reason;
   /// Of the latest graph: primitive ops eager mode runs for it (one kernel
@@ -129,7 +129,9 @@ struct ResultPack<std::tuple<Ts...>> {
 };
 
 template <class M>
-concept ModuleLike = requires(const M& m) { m->named_parameters_and_buffers(); };
+concept ModuleLike = requires(const M& m) {
+  m->named_parameters_and_buffers();
+};
 
 /// Every parameter and buffer of `m` (the compiled graph's extra inputs), and a
 /// key of the modules' training flags (a guard).
@@ -182,8 +184,7 @@ auto compile(M module, CompileOptions opts = {}) {
 /// Compiles a function or lambda taking Tensors and returning a Tensor, a
 /// std::vector<Tensor> or a std::tuple of Tensors.
 template <class Fn>
-  requires(!detail::ModuleLike<Fn>)
-auto compile(Fn fn, CompileOptions opts = {}) {
+requires(!detail::ModuleLike<Fn>) auto compile(Fn fn, CompileOptions opts = {}) {
   detail::CompiledCore core(std::move(opts), nullptr, nullptr);
   return Compiled<Fn>(std::move(fn), std::move(core));
 }

@@ -69,7 +69,8 @@ struct Guards {
         return fmt::format("argument {}: expected {}, got {}", i, args[i].str(), now.str());
     }
     if (p.size() != params.size())
-      return fmt::format("number of module parameters/buffers changed: {} -> {}", params.size(), p.size());
+      return fmt::format("number of module parameters/buffers changed: {} -> {}", params.size(),
+                         p.size());
     for (size_t i = 0; i < p.size(); ++i) {
       if (p[i].impl_ptr() != params[i])
         return fmt::format("module parameter/buffer {} was replaced by another tensor", i);
@@ -86,8 +87,8 @@ struct Guards {
     std::string s;
     for (size_t i = 0; i < args.size(); ++i) s += fmt::format("  arg{}: {}\n", i, args[i].str());
     for (size_t i = 0; i < params.size(); ++i)
-      s += fmt::format("  param{}: identity {} and {}\n", i, static_cast<const void*>(params[i].get()),
-                       param_meta[i].str());
+      s += fmt::format("  param{}: identity {} and {}\n", i,
+                       static_cast<const void*>(params[i].get()), param_meta[i].str());
     if (!mode_key.empty()) s += fmt::format("  module training flags: {}\n", mode_key);
     return s;
   }
@@ -106,11 +107,11 @@ class CompiledState {
   CompiledState(CompileOptions o, std::function<std::vector<Tensor>()> p,
                 std::function<std::string()> m)
       : opts(std::move(o)), params_fn(std::move(p)), mode_fn(std::move(m)) {
-    SMELT_CHECK(opts.mode == "default" || opts.mode == "reduce-overhead" ||
-                    opts.mode == "max-autotune",
-                "smelt::compile: unknown mode '{}'; use \"default\", \"reduce-overhead\" or "
-                "\"max-autotune\"",
-                opts.mode);
+    SMELT_CHECK(
+        opts.mode == "default" || opts.mode == "reduce-overhead" || opts.mode == "max-autotune",
+        "smelt::compile: unknown mode '{}'; use \"default\", \"reduce-overhead\" or "
+        "\"max-autotune\"",
+        opts.mode);
     SMELT_CHECK(opts.backend == "cpp" || opts.backend == "cpu" || opts.backend == "inductor",
                 "smelt::compile: backend '{}' is not available; this build generates C++ for the "
                 "CPU (backend \"cpp\"); the CUDA backend is not implemented yet",
@@ -198,14 +199,16 @@ class CompiledState {
     }
     if (log_enabled("guards")) log_artifact("guards", "guards of the new graph", e.guards.str());
     if (opts.mode == "max-autotune" && log_enabled("recompiles"))
-      log_artifact("recompiles", "mode max-autotune: no autotuning on the CPU yet; compiling as default");
+      log_artifact("recompiles",
+                   "mode max-autotune: no autotuning on the CPU yet; compiling as default");
     ++stats.compiles;
     // 1. trace
     Graph captured;
     try {
       GraphBuilder gb;
       std::vector<Tensor> tracers;
-      for (size_t i = 0; i < args.size(); ++i) tracers.push_back(gb.add_input(args[i], static_cast<int>(i)));
+      for (size_t i = 0; i < args.size(); ++i)
+        tracers.push_back(gb.add_input(args[i], static_cast<int>(i)));
       for (size_t i = 0; i < params.size(); ++i) gb.add_param(params[i], static_cast<int>(i));
       std::vector<Tensor> outs;
       {
@@ -238,9 +241,11 @@ class CompiledState {
       for (auto& n : prim.nodes) {
         for (auto& in : n.inputs)
           if (!in.is_scalar())
-            stats.bytes_eager += std::min<int64_t>(prim.buffers[in.buf].extent, shape_numel(in.sizes)) *
-                                 itemsize(in.dtype);
-        for (int o : n.outputs) stats.bytes_eager += prim.buffers[o].extent * itemsize(prim.buffers[o].dtype);
+            stats.bytes_eager +=
+                std::min<int64_t>(prim.buffers[in.buf].extent, shape_numel(in.sizes)) *
+                itemsize(in.dtype);
+        for (int o : n.outputs)
+          stats.bytes_eager += prim.buffers[o].extent * itemsize(prim.buffers[o].dtype);
       }
     }
     // 3-4. lowering and fusion
@@ -280,8 +285,10 @@ class CompiledState {
     stats.bytes_compiled = 0;
     for (auto& st : e.graph->schedule().steps) {
       const Graph& gg = e.graph->graph();
-      for (int b : st.reads) stats.bytes_compiled += gg.buffers[b].extent * itemsize(gg.buffers[b].dtype);
-      for (int b : st.writes) stats.bytes_compiled += gg.buffers[b].extent * itemsize(gg.buffers[b].dtype);
+      for (int b : st.reads)
+        stats.bytes_compiled += gg.buffers[b].extent * itemsize(gg.buffers[b].dtype);
+      for (int b : st.writes)
+        stats.bytes_compiled += gg.buffers[b].extent * itemsize(gg.buffers[b].dtype);
     }
     stats.last_compile_ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -307,7 +314,8 @@ class CompiledState {
 
 CompiledCore::CompiledCore(CompileOptions opts, std::function<std::vector<Tensor>()> params,
                            std::function<std::string()> state_key)
-    : state_(std::make_shared<CompiledState>(std::move(opts), std::move(params), std::move(state_key))) {}
+    : state_(std::make_shared<CompiledState>(std::move(opts), std::move(params),
+                                             std::move(state_key))) {}
 
 std::vector<Tensor> CompiledCore::call(const std::vector<Tensor>& args, const ErasedFn& fn) {
   return state_->call(args, fn);

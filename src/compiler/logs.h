@@ -7,6 +7,7 @@
 namespace smelt::compiler {
 
 bool log_enabled(const std::string& artifact);
-void log_artifact(const std::string& artifact, const std::string& title, const std::string& body = "");
+void log_artifact(const std::string& artifact, const std::string& title,
+                  const std::string& body = "");
 
 }  // namespace smelt::compiler

@@ -29,7 +29,8 @@ double max_abs_diff(const Tensor& a, const Tensor& b) {
 TEST(CompileSmoke, PointwiseChainIsOneKernel) {
   manual_seed(0);
   Tensor x = randn({1000}), w = randn({1000}), b = randn({1000});
-  auto f = compile([](const Tensor& x, const Tensor& w, const Tensor& b) { return sigmoid(x * w + b); });
+  auto f =
+      compile([](const Tensor& x, const Tensor& w, const Tensor& b) { return sigmoid(x * w + b); });
   Tensor y = f(x, w, b);
   Tensor ref = sigmoid(x * w + b);
   EXPECT_EQ(f.stats().kernels, 1);

@@ -34,12 +34,13 @@ struct Workload {
   std::string name;
   std::string description;
   std::vector<Tensor> inputs;
-  Fn eager;                                      // the function, run eagerly
+  Fn eager;                                            // the function, run eagerly
   std::function<CompiledFn(CompileOptions)> compiled;  // a fresh smelt::compile of it
 };
 
 double now_ms() {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch())
+  return std::chrono::duration<double, std::milli>(
+             std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
 
@@ -84,9 +85,12 @@ std::vector<Workload> workloads(DType dt) {
   {
     Tensor x = randn({1 << 24}).to(dt), wt = randn({1 << 24}).to(dt), b = randn({1 << 24}).to(dt);
     auto f = [](const Tensor& x, const Tensor& w, const Tensor& b) { return sigmoid(x * w + b); };
-    w.push_back({"pointwise", "sigmoid(x * w + b), 2^24 elements", {x, wt, b},
-                 [f](const std::vector<Tensor>& in) { return std::vector<Tensor>{f(in[0], in[1], in[2])}; },
-                 compiler_of(f)});
+    w.push_back(
+        {"pointwise",
+         "sigmoid(x * w + b), 2^24 elements",
+         {x, wt, b},
+         [f](const std::vector<Tensor>& in) { return std::vector<Tensor>{f(in[0], in[1], in[2])}; },
+         compiler_of(f)});
   }
   {
     Tensor x = randn({4096, 4096}).to(dt);
@@ -94,14 +98,18 @@ std::vector<Workload> workloads(DType dt) {
       Tensor e = exp(x - amax(x, {-1}, true));
       return e / sum(e, {-1}, true);
     };
-    w.push_back({"softmax", "exp(x - amax(x)) / sum(...), 4096x4096", {x},
+    w.push_back({"softmax",
+                 "exp(x - amax(x)) / sum(...), 4096x4096",
+                 {x},
                  [f](const std::vector<Tensor>& in) { return std::vector<Tensor>{f(in[0])}; },
                  compiler_of(f)});
   }
   {
     Tensor x = randn({8192, 2048}).to(dt), g = randn({2048}).to(dt), b = randn({2048}).to(dt);
     auto f = [g, b](const Tensor& x) { return layer_norm(x, {2048}, g, b, 1e-5); };
-    w.push_back({"layernorm", "layer_norm over 8192x2048 with weight and bias", {x},
+    w.push_back({"layernorm",
+                 "layer_norm over 8192x2048 with weight and bias",
+                 {x},
                  [f](const std::vector<Tensor>& in) { return std::vector<Tensor>{f(in[0])}; },
                  compiler_of(f)});
   }
@@ -111,18 +119,23 @@ std::vector<Workload> workloads(DType dt) {
                                 nn::GELU(), nn::Linear(512, 10));
     model->to(dt);
     Tensor x = randn({256, 1024}).to(dt);
-    w.push_back({"mlp", "seed MLP 1024-1024-512-10 with GELU, batch 256", {x},
-                 [model](const std::vector<Tensor>& in) { return std::vector<Tensor>{model(in[0])}; },
-                 [model](CompileOptions o) -> CompiledFn {
-                   auto c = std::make_shared<decltype(smelt::compile(model, o))>(smelt::compile(model, o));
-                   return {[c](const std::vector<Tensor>& in) { return std::vector<Tensor>{(*c)(in[0])}; },
-                           [c] { return c->stats(); }};
-                 }});
+    w.push_back(
+        {"mlp",
+         "seed MLP 1024-1024-512-10 with GELU, batch 256",
+         {x},
+         [model](const std::vector<Tensor>& in) { return std::vector<Tensor>{model(in[0])}; },
+         [model](CompileOptions o) -> CompiledFn {
+           auto c = std::make_shared<decltype(smelt::compile(model, o))>(smelt::compile(model, o));
+           return {[c](const std::vector<Tensor>& in) { return std::vector<Tensor>{(*c)(in[0])}; },
+                   [c] { return c->stats(); }};
+         }});
   }
   {
     Tensor x = randn({1 << 22}).to(dt);
     auto f = [](const Tensor& x) { return std::make_tuple(sin(x), cos(x)); };
-    w.push_back({"horizontal", "sin(x) and cos(x) of one input, 2^22 elements", {x},
+    w.push_back({"horizontal",
+                 "sin(x) and cos(x) of one input, 2^22 elements",
+                 {x},
                  [f](const std::vector<Tensor>& in) {
                    auto [s, c] = f(in[0]);
                    return std::vector<Tensor>{s, c};
@@ -165,8 +178,8 @@ nlohmann::json bench_one(const std::string& name, const BenchOptions& opts) {
     CompileOptions co;
     co.mode = opts.mode;
     // Cold compile: an empty, private kernel cache.
-    std::string dir = fmt::format("{}/smelt-bench-{}-{}", std::filesystem::temp_directory_path().string(),
-                                  getpid(), name);
+    std::string dir = fmt::format("{}/smelt-bench-{}-{}",
+                                  std::filesystem::temp_directory_path().string(), getpid(), name);
     std::filesystem::remove_all(dir);
     const char* old = std::getenv("SMELT_CACHE_DIR");
     std::string saved = old ? old : "";
@@ -180,8 +193,10 @@ nlohmann::json bench_one(const std::string& name, const BenchOptions& opts) {
     warm.call(w.inputs);
     double warm_ms = now_ms() - t0;
     CompileStats st = warm.stats();
-    if (old) setenv("SMELT_CACHE_DIR", saved.c_str(), 1);
-    else unsetenv("SMELT_CACHE_DIR");
+    if (old)
+      setenv("SMELT_CACHE_DIR", saved.c_str(), 1);
+    else
+      unsetenv("SMELT_CACHE_DIR");
     std::filesystem::remove_all(dir);
     std::vector<Tensor> want = w.eager(w.inputs);
     Errors err = compare(want, got);
@@ -208,16 +223,18 @@ nlohmann::json bench_one(const std::string& name, const BenchOptions& opts) {
     j["kernel_names"] = st.kernel_names;
     return j;
   }
-  SMELT_CHECK(false, "smelt bench: unknown workload '{}'; use pointwise, softmax, layernorm, mlp, "
-                     "horizontal or all",
+  SMELT_CHECK(false,
+              "smelt bench: unknown workload '{}'; use pointwise, softmax, layernorm, mlp, "
+              "horizontal or all",
               name);
 }
 
 void print_table(const std::vector<nlohmann::json>& rows) {
-  std::puts(fmt::format("{:<11} {:>9} {:>9} {:>7} {:>6} {:>6} {:>11} {:>11} {:>9} {:>9} {:>9} {:>8}",
-                        "workload", "eager_ms", "comp_ms", "speedup", "k_eag", "k_comp",
-                        "bytes_eager", "bytes_comp", "max_abs", "max_rel", "cold_ms", "warm_ms")
-                .c_str());
+  std::puts(
+      fmt::format("{:<11} {:>9} {:>9} {:>7} {:>6} {:>6} {:>11} {:>11} {:>9} {:>9} {:>9} {:>8}",
+                  "workload", "eager_ms", "comp_ms", "speedup", "k_eag", "k_comp", "bytes_eager",
+                  "bytes_comp", "max_abs", "max_rel", "cold_ms", "warm_ms")
+          .c_str());
   for (auto& j : rows)
     std::puts(fmt::format("{:<11} {:>9.3f} {:>9.3f} {:>6.2f}x {:>6} {:>6} {:>11} {:>11} {:>9.2e} "
                           "{:>9.2e} {:>9.1f} {:>8.1f}",

@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "commands.h"
-#include "smelt/compile.h"
 #include "core/tensor_impl.h"
 #include "nn/models.h"
+#include "smelt/compile.h"
 #include "smelt/smelt.h"
 
 namespace smelt::cli {
@@ -99,9 +99,11 @@ bool check_seed_mlp(const std::string& shared, bool compiled) {
   auto model = models::load_seed_mlp(data);
   auto a = models::compare(forward(model, data.at("input"), compiled), data.at("output"));
   bool ok = a.rel_err() < kRelTolF32;
-  print_row(compiled ? "seed_mlp (compiled)" : "seed_mlp", "output float32", error_result(a, kRelTolF32), ok);
+  print_row(compiled ? "seed_mlp (compiled)" : "seed_mlp", "output float32",
+            error_result(a, kRelTolF32), ok);
   model->to(DType::Float64);
-  auto a64 = models::compare(forward(model, data.at("input").to(DType::Float64), compiled), data.at("output_f64"));
+  auto a64 = models::compare(forward(model, data.at("input").to(DType::Float64), compiled),
+                             data.at("output_f64"));
   bool ok64 = a64.rel_err() < kRelTolF64;
   print_row("", "output float64", error_result(a64, kRelTolF64), ok64);
   return ok && ok64;
@@ -114,7 +116,8 @@ bool check_digits_mlp(const std::string& shared, bool compiled) {
   Tensor logits = forward(model, data.at("x_test"), compiled);
   auto a = models::compare(logits, data.at("logits_test"));
   bool ok_logits = a.rel_err() < kRelTolF32;
-  print_row(compiled ? "digits_mlp (compiled)" : "digits_mlp", "test logits", error_result(a, kRelTolF32), ok_logits);
+  print_row(compiled ? "digits_mlp (compiled)" : "digits_mlp", "test logits",
+            error_result(a, kRelTolF32), ok_logits);
 
   auto ours = argmax(logits, 1).to_vector<int64_t>();
   auto theirs = argmax(data.at("logits_test"), 1).to_vector<int64_t>();
@@ -142,9 +145,11 @@ bool check_gpt2_block(const std::string& shared, bool compiled) {
   block->eval();
   auto a = models::compare(forward(block, data.at("input"), compiled), data.at("output"));
   bool ok = a.rel_err() < kRelTolF32;
-  print_row(compiled ? "gpt2_block (compiled)" : "gpt2_block", "output float32", error_result(a, kRelTolF32), ok);
+  print_row(compiled ? "gpt2_block (compiled)" : "gpt2_block", "output float32",
+            error_result(a, kRelTolF32), ok);
   block->to(DType::Float64);
-  auto a64 = models::compare(forward(block, data.at("input").to(DType::Float64), compiled), data.at("output_f64"));
+  auto a64 = models::compare(forward(block, data.at("input").to(DType::Float64), compiled),
+                             data.at("output_f64"));
   bool ok64 = a64.rel_err() < kRelTolF64;
   print_row("", "output float64", error_result(a64, kRelTolF64), ok64);
   return ok && ok64;

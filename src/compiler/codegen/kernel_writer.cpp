@@ -3,8 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <map>
 #include <cctype>
+#include <map>
 #include <set>
 
 #include "core/tensor_impl.h"
@@ -88,10 +88,14 @@ class Writer {
   std::string canonical(const std::string& expr) const {
     std::string out;
     for (size_t i = 0; i < expr.size();) {
-      bool start = expr[i] == 't' && (i == 0 || !(std::isalnum(static_cast<unsigned char>(expr[i - 1])) || expr[i - 1] == '_'));
+      bool start = expr[i] == 't' &&
+                   (i == 0 ||
+                    !(std::isalnum(static_cast<unsigned char>(expr[i - 1])) || expr[i - 1] == '_'));
       size_t j = i + 1;
       while (start && j < expr.size() && std::isdigit(static_cast<unsigned char>(expr[j]))) ++j;
-      if (start && j > i + 1 && (j == expr.size() || !(std::isalnum(static_cast<unsigned char>(expr[j])) || expr[j] == '_'))) {
+      if (start && j > i + 1 &&
+          (j == expr.size() ||
+           !(std::isalnum(static_cast<unsigned char>(expr[j])) || expr[j] == '_'))) {
         auto f = canon_.find(expr.substr(i, j - i));
         out += f != canon_.end() ? "(" + f->second + ")" : expr.substr(i, j - i);
         i = j;
@@ -105,8 +109,10 @@ class Writer {
   static bool depends_on_r(const std::string& k) {
     for (size_t i = 0; i < k.size(); ++i) {
       if (k[i] != 'r') continue;
-      bool before = i == 0 || !(std::isalnum(static_cast<unsigned char>(k[i - 1])) || k[i - 1] == '_');
-      bool after = i + 1 == k.size() || !(std::isalnum(static_cast<unsigned char>(k[i + 1])) || k[i + 1] == '_');
+      bool before =
+          i == 0 || !(std::isalnum(static_cast<unsigned char>(k[i - 1])) || k[i - 1] == '_');
+      bool after = i + 1 == k.size() ||
+                   !(std::isalnum(static_cast<unsigned char>(k[i + 1])) || k[i + 1] == '_');
       if (before && after) return true;
     }
     return false;
@@ -184,7 +190,8 @@ class Writer {
     std::string ptr = use_arg(o.buf, false);
     std::string load = fmt::format("{}[{}]", ptr, operand_offset(o, it));
     DType t = g_.buffers[o.buf].dtype;
-    if (t == DType::Float16 || t == DType::BFloat16) load = fmt::format("static_cast<float>({})", load);
+    if (t == DType::Float16 || t == DType::BFloat16)
+      load = fmt::format("static_cast<float>({})", load);
     return emit(d_.value_type(t), load);
   }
 
@@ -211,8 +218,8 @@ class Writer {
     std::string expr = fmt::format("smelt::scalar::{}<{}>({})", call.functor, d_.value_type(c),
                                    fmt::join(args, ", "));
     const detail::OpDef* def = detail::find_op(n.op);
-    bool to_bool = def && (def->rule == detail::DTypeRule::Compare ||
-                           def->rule == detail::DTypeRule::Logical);
+    bool to_bool =
+        def && (def->rule == detail::DTypeRule::Compare || def->rule == detail::DTypeRule::Logical);
     DType result = to_bool ? DType::Bool : c;
     return emit(d_.value_type(out), convert(expr, result, out));
   }
@@ -243,7 +250,8 @@ class Writer {
     for (size_t k = 0; k < shape.size(); ++k)
       if (shape[k] != 1 && first < 0) first = static_cast<int>(k);
     for (size_t k = 0; k < shape.size(); ++k) {
-      if (shape[k] == 1) v[k] = "0";
+      if (shape[k] == 1)
+        v[k] = "0";
       else if (static_cast<int>(k) == first)
         v[k] = cs[k] == 1 ? flat : fmt::format("({} / {})", flat, cs[k]);
       else
@@ -257,7 +265,8 @@ class Writer {
     DType t = g_.buffers[buf].dtype;
     std::string ptr = use_arg(buf, true);
     std::string v = value;
-    if (t == DType::Float16 || t == DType::BFloat16) v = fmt::format("{}({})", d_.storage_type(t), v);
+    if (t == DType::Float16 || t == DType::BFloat16)
+      v = fmt::format("{}({})", d_.storage_type(t), v);
     body_.line(fmt::format("{}[{}] = {};", ptr, index, v));
   }
 
@@ -331,13 +340,19 @@ class Writer {
         const std::string& fin = info.finals[k];
         std::string e;
         DType from = info.acc_dtype;
-        if (fin == "value") e = indexed ? acc + ".value" : fmt::format("{}::finalize({})", ty, acc);
-        else if (fin == "index") { e = acc + ".index"; from = DType::Int64; }
-        else if (fin == "mean" && info.accumulator == "Sum")
+        if (fin == "value")
+          e = indexed ? acc + ".value" : fmt::format("{}::finalize({})", ty, acc);
+        else if (fin == "index") {
+          e = acc + ".index";
+          from = DType::Int64;
+        } else if (fin == "mean" && info.accumulator == "Sum")
           e = fmt::format("smelt::reduce::mean_finalize({}, INT64_C({}))", acc, rn);
-        else if (fin == "mean") e = fmt::format("{}::mean({})", ty, acc);
-        else if (fin == "var") e = fmt::format("{}::var({}, {:.17g})", ty, acc, info.correction);
-        else if (fin == "std") e = fmt::format("std::sqrt({}::var({}, {:.17g}))", ty, acc, info.correction);
+        else if (fin == "mean")
+          e = fmt::format("{}::mean({})", ty, acc);
+        else if (fin == "var")
+          e = fmt::format("{}::var({}, {:.17g})", ty, acc, info.correction);
+        else if (fin == "std")
+          e = fmt::format("std::sqrt({}::var({}, {:.17g}))", ty, acc, info.correction);
         std::string v = emit(d_.value_type(od), convert(e, from, od));
         row_values_[ob] = v;
         store(ob, v, "o");
@@ -347,11 +362,14 @@ class Writer {
     std::vector<int> row_stores, full_stores;
     for (int node : grp_.stores) {
       const Shape& os = g_.buffers[g_.nodes[node].outputs[0]].sizes;
-      if (os == s) full_stores.push_back(node);
-      else if (detail::shape_numel(os) == outer) row_stores.push_back(node);
+      if (os == s)
+        full_stores.push_back(node);
+      else if (detail::shape_numel(os) == outer)
+        row_stores.push_back(node);
       else
         throw NotFusable(fmt::format("{} of shape {} is neither a row nor the domain {}",
-                                     g_.nodes[node].op, detail::shape_str(os), detail::shape_str(s)));
+                                     g_.nodes[node].op, detail::shape_str(os),
+                                     detail::shape_str(s)));
     }
     for (int node : row_stores) {
       const Node& n = g_.nodes[node];
@@ -360,7 +378,8 @@ class Writer {
       // Map the row index onto this shape (kept dims in order, 1s elsewhere).
       size_t ki = 0;
       for (auto d : os) {
-        if (d == 1) it.vars.push_back("0");
+        if (d == 1)
+          it.vars.push_back("0");
         else {
           while (ki < kept.size() && kept[ki] == 1) ++ki;
           if (ki >= kept.size() || kept[ki] != d)

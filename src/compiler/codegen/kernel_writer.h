@@ -21,11 +21,12 @@ struct NotFusable : std::runtime_error {
 };
 
 struct KernelSource {
-  std::string source;       // the kernel function
-  std::vector<int> reads;   // argument order: reads, then writes
+  std::string source;      // the kernel function
+  std::vector<int> reads;  // argument order: reads, then writes
   std::vector<int> writes;
   std::vector<std::string> ops;  // op names computed (for the kernel name)
-  bool persistent = false;       // reduction whose row fits: values reused across loops are kept in a row buffer
+  bool persistent =
+      false;  // reduction whose row fits: values reused across loops are kept in a row buffer
 };
 
 /// Elements below which a kernel loop runs on one thread.

@@ -8,9 +8,12 @@ namespace smelt::compiler {
 
 std::string Dialect::storage_type(DType t) const {
   switch (t) {
-    case DType::Float16: return "smelt::Half";
-    case DType::BFloat16: return "smelt::BFloat16";
-    default: return std::string(dtype_ctype(t));
+    case DType::Float16:
+      return "smelt::Half";
+    case DType::BFloat16:
+      return "smelt::BFloat16";
+    default:
+      return std::string(dtype_ctype(t));
   }
 }
 
@@ -22,7 +25,8 @@ std::string Dialect::literal(const Scalar& s, DType t) const {
   std::string ty = value_type(t);
   if (t == DType::Bool) return s.to_double() != 0 ? "true" : "false";
   if (!is_floating(t)) {
-    if (s.is_floating()) return fmt::format("static_cast<{}>({})", ty, static_cast<int64_t>(s.to_double()));
+    if (s.is_floating())
+      return fmt::format("static_cast<{}>({})", ty, static_cast<int64_t>(s.to_double()));
     return fmt::format("static_cast<{}>(INT64_C({}))", ty, s.to_int());
   }
   double v = s.to_double();

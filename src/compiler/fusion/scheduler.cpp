@@ -62,8 +62,8 @@ class Scheduler {
       st.kernel_kind = "extern";
       int out = n.outputs[0];
       const Buffer& ob = g_.buffers[out];
-      bool eligible = opts_.gemm_epilogue && opts_.fuse && ob.dtype == DType::Float32 &&
-                      ob.sizes.size() >= 1;
+      bool eligible =
+          opts_.gemm_epilogue && opts_.fuse && ob.dtype == DType::Float32 && ob.sizes.size() >= 1;
       // bias add: add(mm, bias[n]) with bias broadcast along rows
       int u = eligible ? single_user(out) : -1;
       if (u >= 0 && g_.nodes[u].op == "add" && g_.nodes[u].inputs.size() == 2 &&
@@ -102,7 +102,8 @@ class Scheduler {
       }
       if (!st.epilogue.empty()) {
         st.kernel_kind = "tem";
-        log(fmt::format("fuse {} + epilogue [{}] into one GEMM call: bias{} applied where the "
+        log(
+            fmt::format("fuse {} + epilogue [{}] into one GEMM call: bias{} applied where the "
                         "GEMM writes its result (oneDNN post-ops)",
                         n.op, epilogue_ops(st), st.activation.empty() ? "" : " and activation"));
       } else if (classify(n) == LoopKind::Extern) {
@@ -156,7 +157,8 @@ class Scheduler {
       if (in.is_scalar()) continue;
       const Buffer& b = g_.buffers[in.buf];
       if (b.kind != BufferKind::Node || !seen.insert(b.producer).second) continue;
-      if (std::find(grp.reductions.begin(), grp.reductions.end(), b.producer) != grp.reductions.end())
+      if (std::find(grp.reductions.begin(), grp.reductions.end(), b.producer) !=
+          grp.reductions.end())
         return true;
       if (classify(g_.nodes[b.producer]) == LoopKind::Pointwise && !s_.materialized[in.buf] &&
           depends_on_group(b.producer, grp, seen))
@@ -222,10 +224,13 @@ class Scheduler {
                           detail::shape_str(info.dims)));
           return;
         }
-        log(fmt::format("no fuse {} (%{}) with the previous reduction: {}", n.op, n.outputs[0], why));
+        log(fmt::format("no fuse {} (%{}) with the previous reduction: {}", n.op, n.outputs[0],
+                        why));
       } else if (last && opts_.fuse) {
-        log(fmt::format("new reduction kernel for {} (%{}): the previous kernel iterates another "
-                        "domain", n.op, n.outputs[0]));
+        log(
+            fmt::format("new reduction kernel for {} (%{}): the previous kernel iterates another "
+                        "domain",
+                        n.op, n.outputs[0]));
       }
       KernelGroup grp;
       grp.reduction = true;
@@ -246,12 +251,15 @@ class Scheduler {
     if (opts_.fuse && last) {
       std::set<int> seen;
       bool dep = depends_on_group(i, last->group, seen);
-      bool ok_shape = last->group.reduction
-                          ? dep && (shape == last->group.shape ||
-                                    detail::shape_numel(shape) ==
-                                        detail::shape_numel(last->group.shape) /
-                                            std::max<int64_t>(1, reduction_info(g_, g_.nodes[last->group.reductions[0]]).rnumel))
-                          : shape == last->group.shape;
+      bool ok_shape =
+          last->group.reduction
+              ? dep &&
+                    (shape == last->group.shape ||
+                     detail::shape_numel(shape) ==
+                         detail::shape_numel(last->group.shape) /
+                             std::max<int64_t>(
+                                 1, reduction_info(g_, g_.nodes[last->group.reductions[0]]).rnumel))
+              : shape == last->group.shape;
       if (ok_shape) {
         KernelGroup grp = last->group;
         grp.stores.push_back(i);
@@ -260,16 +268,17 @@ class Scheduler {
           last->group = grp;
           log(fmt::format("fuse {} (%{}) into the previous kernel: {}", n.op, out,
                           last->group.reduction ? "consumer of its reductions (epilogue)"
-                          : dep ? "vertical (reads its result)"
+                          : dep                 ? "vertical (reads its result)"
                                 : "horizontal (same iteration space, independent)"));
           return;
         }
         log(fmt::format("no fuse {} (%{}) into the previous kernel: {}", n.op, out, why));
       } else {
         log(fmt::format("new kernel for {} (%{}): {}", n.op, out,
-                        last->group.reduction ? "not a consumer of the previous reductions over their domain"
-                                              : "different iteration space " + detail::shape_str(shape) +
-                                                    " vs " + detail::shape_str(last->group.shape)));
+                        last->group.reduction
+                            ? "not a consumer of the previous reductions over their domain"
+                            : "different iteration space " + detail::shape_str(shape) + " vs " +
+                                  detail::shape_str(last->group.shape)));
       }
     }
     KernelGroup grp;

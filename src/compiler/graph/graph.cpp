@@ -8,28 +8,35 @@ namespace smelt::compiler {
 
 const char* buffer_kind_name(BufferKind k) {
   switch (k) {
-    case BufferKind::Input: return "input";
-    case BufferKind::Param: return "param";
-    case BufferKind::Constant: return "constant";
-    case BufferKind::Node: return "node";
+    case BufferKind::Input:
+      return "input";
+    case BufferKind::Param:
+      return "param";
+    case BufferKind::Constant:
+      return "constant";
+    case BufferKind::Node:
+      return "node";
   }
   return "?";
 }
 
 std::string Buffer::name() const {
   switch (kind) {
-    case BufferKind::Input: return fmt::format("arg{}", input_index);
-    case BufferKind::Param: return fmt::format("param{}", input_index);
-    case BufferKind::Constant: return fmt::format("const{}", id);
-    case BufferKind::Node: return fmt::format("buf{}", id);
+    case BufferKind::Input:
+      return fmt::format("arg{}", input_index);
+    case BufferKind::Param:
+      return fmt::format("param{}", input_index);
+    case BufferKind::Constant:
+      return fmt::format("const{}", id);
+    case BufferKind::Node:
+      return fmt::format("buf{}", id);
   }
   return "?";
 }
 
 bool Operand::same_as(const Operand& o) const {
   if (is_scalar() != o.is_scalar()) return false;
-  if (is_scalar())
-    return dtype == o.dtype && scalar->str() == o.scalar->str();
+  if (is_scalar()) return dtype == o.dtype && scalar->str() == o.scalar->str();
   return buf == o.buf && sizes == o.sizes && strides == o.strides && offset == o.offset &&
          dtype == o.dtype;
 }
@@ -82,8 +89,7 @@ std::string Graph::str() const {
   std::string s;
   for (auto& b : buffers)
     if (b.kind != BufferKind::Node)
-      s += fmt::format("  %{} = {} {} extent={}\n", b.id, b.name(), dtype_name(b.dtype),
-                       b.extent);
+      s += fmt::format("  %{} = {} {} extent={}\n", b.id, b.name(), dtype_name(b.dtype), b.extent);
   for (auto& n : nodes) {
     std::vector<std::string> outs, ins;
     for (int o : n.outputs)

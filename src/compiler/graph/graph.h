@@ -28,10 +28,10 @@ struct Buffer {
   Device device;
   /// Elements reachable from the base pointer (node outputs: numel of `sizes`).
   int64_t extent = 0;
-  Shape sizes;            // node outputs: the logical (contiguous) shape
-  int producer = -1;      // node index for Node buffers
-  int input_index = -1;   // argument / parameter index for Input / Param
-  Tensor constant;        // Constant: the real tensor (keeps it alive); base = its storage data
+  Shape sizes;               // node outputs: the logical (contiguous) shape
+  int producer = -1;         // node index for Node buffers
+  int input_index = -1;      // argument / parameter index for Input / Param
+  Tensor constant;           // Constant: the real tensor (keeps it alive); base = its storage data
   std::string name() const;  // "buf3", "arg0", "param1", "const2"
 };
 

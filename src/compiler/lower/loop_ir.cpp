@@ -9,10 +9,14 @@ namespace smelt::compiler {
 
 const char* loop_kind_name(LoopKind k) {
   switch (k) {
-    case LoopKind::Pointwise: return "pointwise";
-    case LoopKind::Reduction: return "reduction";
-    case LoopKind::Extern: return "extern";
-    case LoopKind::Fallback: return "fallback";
+    case LoopKind::Pointwise:
+      return "pointwise";
+    case LoopKind::Reduction:
+      return "reduction";
+    case LoopKind::Extern:
+      return "extern";
+    case LoopKind::Fallback:
+      return "fallback";
   }
   return "?";
 }
@@ -21,11 +25,14 @@ LoopKind classify(const Node& n) {
   const detail::OpDef* def = detail::find_op(n.op);
   if (!def) return LoopKind::Fallback;
   switch (def->kind) {
-    case detail::OpKind::Pointwise: return LoopKind::Pointwise;
+    case detail::OpKind::Pointwise:
+      return LoopKind::Pointwise;
     case detail::OpKind::Reduction:
       return n.op == "cumsum" ? LoopKind::Fallback : LoopKind::Reduction;
-    case detail::OpKind::Extern: return LoopKind::Extern;
-    default: return LoopKind::Fallback;
+    case detail::OpKind::Extern:
+      return LoopKind::Extern;
+    default:
+      return LoopKind::Fallback;
   }
 }
 
@@ -58,11 +65,13 @@ ReductionInfo reduction_info(const Graph& g, const Node& n) {
     r.finals = {"value"};
   } else if (op == "amax" || op == "amin") {
     r.accumulator = op == "amax" ? "Max" : "Min";
-    r.acc_dtype = (in.dtype == DType::Float16 || in.dtype == DType::BFloat16) ? DType::Float32 : in.dtype;
+    r.acc_dtype =
+        (in.dtype == DType::Float16 || in.dtype == DType::BFloat16) ? DType::Float32 : in.dtype;
     r.finals = {"value"};
   } else if (op == "max" || op == "min" || op == "argmax" || op == "argmin") {
     r.accumulator = (op == "max" || op == "argmax") ? "ArgMax" : "ArgMin";
-    r.acc_dtype = (in.dtype == DType::Float16 || in.dtype == DType::BFloat16) ? DType::Float32 : in.dtype;
+    r.acc_dtype =
+        (in.dtype == DType::Float16 || in.dtype == DType::BFloat16) ? DType::Float32 : in.dtype;
     r.finals = (op == "max" || op == "min") ? std::vector<std::string>{"value", "index"}
                                             : std::vector<std::string>{"index"};
   } else if (op == "var" || op == "std" || op == "var_mean") {

@@ -19,12 +19,13 @@ LoopKind classify(const Node& n);
 
 /// A reduction node as the code generator sees it.
 struct ReductionInfo {
-  std::string accumulator;  // smelt::reduce struct: Sum, Prod, Max, Min, ArgMax, ArgMin, Welford, Any, All
-  DType acc_dtype;          // elements are converted to this type before step()
-  Shape in_sizes;           // the iteration domain S (the input operand's sizes)
+  std::string
+      accumulator;  // smelt::reduce struct: Sum, Prod, Max, Min, ArgMax, ArgMin, Welford, Any, All
+  DType acc_dtype;  // elements are converted to this type before step()
+  Shape in_sizes;   // the iteration domain S (the input operand's sizes)
   std::vector<int64_t> dims;  // reduced dims of S, sorted
-  int64_t outer = 1;        // product of kept dims
-  int64_t rnumel = 1;       // product of reduced dims
+  int64_t outer = 1;          // product of kept dims
+  int64_t rnumel = 1;         // product of reduced dims
   /// Per output: "value", "index", "mean", "var", "std".
   std::vector<std::string> finals;
   double correction = 1;

@@ -30,7 +30,8 @@ std::vector<bool> escaping(const Graph& g) {
 }  // namespace
 
 std::string MemoryPlan::str(const Graph& g) const {
-  std::string s = fmt::format("arena: {} bytes, {} buffer(s) reuse freed memory\n", arena_bytes, reused);
+  std::string s =
+      fmt::format("arena: {} bytes, {} buffer(s) reuse freed memory\n", arena_bytes, reused);
   for (size_t b = 0; b < offset.size(); ++b)
     if (offset[b] >= 0)
       s += fmt::format("  {} {} x {} at arena+{}\n", g.buffers[b].name(),
@@ -176,7 +177,8 @@ void run_fallback(const Graph& g, const Step& st, const std::vector<void*>& ptr)
   TraceScope eager(nullptr);
   std::vector<Tensor> inputs;
   for (auto& in : n.inputs)
-    inputs.push_back(in.is_scalar() ? detail::wrapped_scalar(*in.scalar) : view_over(ptr[in.buf], in));
+    inputs.push_back(in.is_scalar() ? detail::wrapped_scalar(*in.scalar)
+                                    : view_over(ptr[in.buf], in));
   if (n.op == "copy_") {
     const Buffer& out = g.buffers[n.outputs[0]];
     Tensor dst = from_blob(ptr[out.id], {out.extent}, out.dtype);
@@ -191,8 +193,9 @@ void run_fallback(const Graph& g, const Step& st, const std::vector<void*>& ptr)
     return;
   }
   std::vector<Tensor> results = detail::call_op(n.op, inputs, n.attrs);
-  SMELT_INTERNAL_ASSERT(results.size() == n.outputs.size(), "fallback {}: {} results for {} outputs",
-                        n.op, results.size(), n.outputs.size());
+  SMELT_INTERNAL_ASSERT(results.size() == n.outputs.size(),
+                        "fallback {}: {} results for {} outputs", n.op, results.size(),
+                        n.outputs.size());
   for (size_t k = 0; k < results.size(); ++k) {
     const Buffer& out = g.buffers[n.outputs[k]];
     from_blob(ptr[out.id], out.sizes, out.dtype).copy_(results[k]);
@@ -217,9 +220,15 @@ std::vector<Tensor> CompiledGraph::run(const std::vector<Tensor>& args,
   std::vector<bool> esc = escaping(g_);
   for (auto& b : g_.buffers) {
     switch (b.kind) {
-      case BufferKind::Input: ptr[b.id] = args.at(b.input_index).data_ptr(); break;
-      case BufferKind::Param: ptr[b.id] = params.at(b.input_index).storage()->data(); break;
-      case BufferKind::Constant: ptr[b.id] = b.constant.storage()->data(); break;
+      case BufferKind::Input:
+        ptr[b.id] = args.at(b.input_index).data_ptr();
+        break;
+      case BufferKind::Param:
+        ptr[b.id] = params.at(b.input_index).storage()->data();
+        break;
+      case BufferKind::Constant:
+        ptr[b.id] = b.constant.storage()->data();
+        break;
       case BufferKind::Node:
         if (mem_.offset[b.id] >= 0) {
           ptr[b.id] = static_cast<char*>(arena->data()) + mem_.offset[b.id];
@@ -242,8 +251,12 @@ std::vector<Tensor> CompiledGraph::run(const std::vector<Tensor>& args,
         for (int b : st.writes) kargs.push_back(ptr[b]);
         fns_[i](kargs.data());
         break;
-      case Step::Kind::Extern: run_matmul(g_, st, ptr); break;
-      case Step::Kind::Fallback: run_fallback(g_, st, ptr); break;
+      case Step::Kind::Extern:
+        run_matmul(g_, st, ptr);
+        break;
+      case Step::Kind::Fallback:
+        run_fallback(g_, st, ptr);
+        break;
     }
     if (profile)
       last_step_ms[i] =
@@ -255,7 +268,9 @@ std::vector<Tensor> CompiledGraph::run(const std::vector<Tensor>& args,
   for (auto& o : g_.outputs) {
     const Buffer& b = g_.buffers[o.buf];
     switch (b.kind) {
-      case BufferKind::Node: outs.push_back(detail::make_view(owned[o.buf], o.sizes, o.strides, o.offset)); break;
+      case BufferKind::Node:
+        outs.push_back(detail::make_view(owned[o.buf], o.sizes, o.strides, o.offset));
+        break;
       case BufferKind::Input: {
         const Tensor& a = args.at(b.input_index);
         outs.push_back(detail::make_view(a, o.sizes, o.strides, a.storage_offset() + o.offset));
@@ -264,7 +279,9 @@ std::vector<Tensor> CompiledGraph::run(const std::vector<Tensor>& args,
       case BufferKind::Param:
         outs.push_back(detail::make_view(params.at(b.input_index), o.sizes, o.strides, o.offset));
         break;
-      case BufferKind::Constant: outs.push_back(detail::make_view(b.constant, o.sizes, o.strides, o.offset)); break;
+      case BufferKind::Constant:
+        outs.push_back(detail::make_view(b.constant, o.sizes, o.strides, o.offset));
+        break;
     }
   }
   return outs;

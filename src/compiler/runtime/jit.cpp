@@ -52,8 +52,8 @@ void write_atomic(const std::string& path, const std::string& data) {
     SMELT_CHECK(f, "smelt::compile: cannot write the kernel cache file {}", tmp);
     f << data;
   }
-  SMELT_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0,
-              "smelt::compile: cannot rename {} to {}", tmp, path);
+  SMELT_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "smelt::compile: cannot rename {} to {}",
+              tmp, path);
 }
 
 /// Runs `cmd` through the shell, returning its exit status and output.
@@ -73,7 +73,8 @@ std::string compiler() {
 }
 
 const std::string& flags() {
-  static const std::string f = "-O3 -march=native -ffp-contract=off -fopenmp -shared -fPIC -std=c++17 -w";
+  static const std::string f =
+      "-O3 -march=native -ffp-contract=off -fopenmp -shared -fPIC -std=c++17 -w";
   return f;
 }
 
@@ -139,8 +140,9 @@ std::string cache_dir() {
     dir = env;
   } else {
     const char* home = std::getenv("HOME");
-    SMELT_CHECK(home && *home, "smelt::compile: neither SMELT_CACHE_DIR nor HOME is set; set "
-                               "SMELT_CACHE_DIR to a private directory for the kernel cache");
+    SMELT_CHECK(home && *home,
+                "smelt::compile: neither SMELT_CACHE_DIR nor HOME is set; set "
+                "SMELT_CACHE_DIR to a private directory for the kernel cache");
     dir = std::string(home) + "/.cache/smelt";
     ::mkdir((std::string(home) + "/.cache").c_str(), 0700);
   }
@@ -159,7 +161,9 @@ std::string cache_dir() {
 std::string jit_prelude() {
   static const std::string prelude = [] {
     const auto& h = detail::embedded_headers();
-    std::string out = "// smelt JIT translation unit\n#include <cmath>\n#include <cstdint>\n#include <limits>\n#include <type_traits>\n";
+    std::string out =
+        "// smelt JIT translation unit\n#include <cmath>\n#include <cstdint>\n#include "
+        "<limits>\n#include <type_traits>\n";
     for (const char* name : {"half.h", "scalar_ops.h", "reduce_ops.h"}) {
       auto it = h.find(name);
       SMELT_INTERNAL_ASSERT(it != h.end(), "embedded header {} missing", name);
@@ -215,12 +219,14 @@ std::shared_ptr<KernelLibrary> build_library(const std::string& source, BuildInf
   auto t0 = std::chrono::steady_clock::now();
   ++g_invocations;
   int rc = run_command(cmd, &out);
-  bi.build_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  bi.build_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (rc != 0) {
     std::remove(tmp.c_str());
-    throw Error(fmt::format("smelt::compile: building generated code failed (exit {})\n  command: {}\n"
-                            "  source: {}.cpp\n{}",
-                            rc, cmd, base, out));
+    throw Error(
+        fmt::format("smelt::compile: building generated code failed (exit {})\n  command: {}\n"
+                    "  source: {}.cpp\n{}",
+                    rc, cmd, base, out));
   }
   std::string bin = read_file(tmp);
   SMELT_CHECK(std::rename(tmp.c_str(), (base + ".so").c_str()) == 0,

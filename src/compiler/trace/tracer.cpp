@@ -19,7 +19,8 @@ std::shared_ptr<Storage> GraphBuilder::storage_for(int buf) {
   auto& s = storages_[buf];
   if (!s) {
     const Buffer& b = graph.buffers[buf];
-    s = Storage::tracer(b.extent * itemsize(b.dtype), b.device, std::make_shared<TracedBuffer>(buf));
+    s = Storage::tracer(b.extent * itemsize(b.dtype), b.device,
+                        std::make_shared<TracedBuffer>(buf));
   }
   return s;
 }
@@ -125,8 +126,8 @@ std::vector<Tensor> GraphBuilder::record(const std::string& op, const std::vecto
   int n = graph.add_node(op, std::move(operands), attrs, outs);
   std::vector<Tensor> results;
   for (int b : graph.nodes[n].outputs)
-    results.push_back(view_of(b, graph.buffers[b].sizes,
-                              detail::contiguous_strides(graph.buffers[b].sizes), 0));
+    results.push_back(
+        view_of(b, graph.buffers[b].sizes, detail::contiguous_strides(graph.buffers[b].sizes), 0));
   return results;
 }
 
@@ -162,8 +163,8 @@ void GraphBuilder::record_copy(const Tensor& dst, const Tensor& src) {
     // The new buffer keeps dst's shape, so that the node's output and input agree.
     out = graph.nodes[n].outputs[0];
   } else {
-    detail::Attrs a{{"sizes", dst.sizes()}, {"strides", dst.strides()},
-                    {"offset", dst.storage_offset()}};
+    detail::Attrs a{
+        {"sizes", dst.sizes()}, {"strides", dst.strides()}, {"offset", dst.storage_offset()}};
     Operand flat = whole(b);  // the old contents, read flat like the output
     flat.sizes = {b.extent};
     flat.strides = {1};
