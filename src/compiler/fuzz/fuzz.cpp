@@ -27,7 +27,7 @@ static const std::set<std::string> kKnownIssues = {};
 
 namespace {
 
-constexpr int64_t kMaxNumel = 1 << 14;
+constexpr int64_t kMaxNumel = 1 << 15;
 constexpr double kMaxInt = 1 << 24;
 
 // ---- small helpers -----------------------------------------------------------
@@ -461,6 +461,7 @@ struct Gen {
   std::vector<bool> exact;          // eager and compiled agree bit for bit
   std::vector<bool> computed_half;  // float16/bfloat16 result of arithmetic (rounded eagerly only)
   std::vector<bool> usable;         // may feed later steps
+  std::vector<int> uses;            // steps reading each value
 
   explicit Gen(uint64_t seed) : rng(seed) {}
 
@@ -550,6 +551,10 @@ struct Gen {
     int n = static_cast<int>(uni(1, 3));
     bool zero_ok = coin(0.15);
     Shape s0 = rand_shape(zero_ok);
+    if (coin(0.06)) {  // rows longer than a persistent reduction holds (looped reductions)
+      s0 = {uni(8200, 9000)};
+      if (coin(0.4)) s0.insert(s0.begin(), uni(1, 3));
+    }
     for (int i = 0; i < n; ++i) {
       Shape s;
       if (i == 0) {
@@ -573,6 +578,7 @@ struct Gen {
       exact.push_back(true);
       computed_half.push_back(false);
       usable.push_back(true);
+      uses.push_back(0);
       p.scale.push_back(0);
     }
   }
@@ -582,7 +588,11 @@ struct Gen {
     std::vector<int> ok;
     for (int i = 0; i < static_cast<int>(vals.size()); ++i)
       if (usable[i]) ok.push_back(i);
-    if (coin(0.5)) return ok.back();  // favour chains: they are what fusion works on
+    if (coin(0.45)) return ok.back();  // favour chains: they are what fusion works on
+    std::vector<int> unused;           // and values nothing reads yet, so that most steps stay live
+    for (int i : ok)
+      if (uses[i] == 0 && i >= static_cast<int>(p.inputs.size())) unused.push_back(i);
+    if (!unused.empty() && coin(0.5)) return pick(unused);
     return pick(ok);
   }
   int pick_value_where(const std::function<bool(const Tensor&)>& pred) {
@@ -984,6 +994,8 @@ struct Gen {
     exact.push_back(ex);
     computed_half.push_back(chalf);
     usable.push_back(use);
+    uses.push_back(0);
+    for (int i : s.in) ++uses[i];
     p.scale.push_back(scale);
     return true;
   }
@@ -996,8 +1008,10 @@ struct Gen {
         if (try_step()) break;
     int last = static_cast<int>(vals.size()) - 1;
     p.outputs = {last};
-    int extra = static_cast<int>(weighted(std::vector<double>{5, 3, 2}));
-    for (int i = 0; i < extra; ++i) {
+    // Also return most values nothing reads (else dead code) and, at times, any value.
+    for (int o = static_cast<int>(p.inputs.size()); o < last && p.outputs.size() < 4; ++o)
+      if (uses[o] == 0 && coin(0.7)) p.outputs.push_back(o);
+    if (coin(0.3)) {
       int o = static_cast<int>(uni(0, last));
       if (std::find(p.outputs.begin(), p.outputs.end(), o) == p.outputs.end())
         p.outputs.push_back(o);
@@ -1126,6 +1140,7 @@ CaseResult check_program(const Program& p, uint64_t seed, int index) {
     return r;
   }
   r.graph_break = got.stats.graph_breaks > 0 || got.stats.eager_calls > 0;
+  r.kernels = fmt::format("{}", fmt::join(got.stats.kernel_names, ", "));
   for (size_t c = 0; c < got.outs.size(); ++c) {
     const auto& outs = got.outs[c];
     std::string call = got.outs.size() > 1 ? fmt::format(" (call {})", c + 1) : "";
@@ -1201,9 +1216,9 @@ FuzzSummary run(const FuzzOptions& opts, std::FILE* log) {
     if (r.graph_break) ++sum.graph_breaks;
     if (r.ok) {
       if (opts.verbose)
-        std::fprintf(log, "case %d ok%s: %zu inputs, %zu steps\n%s", i,
+        std::fprintf(log, "case %d ok%s: %zu inputs, %zu steps; compiled: %s\n%s", i,
                      r.graph_break ? " (ran eagerly: graph break)" : "", p.inputs.size(),
-                     p.steps.size(), program_str(p).c_str());
+                     p.steps.size(), r.kernels.c_str(), program_str(p).c_str());
       continue;
     }
     ++sum.mismatches;

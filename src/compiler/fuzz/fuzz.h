@@ -90,6 +90,7 @@ struct CaseResult {
   bool graph_break = false;  // the compiled function ran eagerly (not a mismatch)
   std::string summary;       // one line: what failed
   std::string report;        // full reproducer (empty when ok)
+  std::string kernels;       // the compiled graph's steps (kernel names)
 };
 /// Runs `p` eagerly and compiled and compares; `seed`/`index` only label the report.
 CaseResult check_program(const Program& p, uint64_t seed, int index);
