@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <thread>
 
@@ -18,7 +19,22 @@ using smelt_test::same;
 using smelt_test::ScopedEnv;
 
 namespace {
-class Cache : public smelt_test::CompilerTest {};
+class Cache : public smelt_test::CompilerTest {
+ protected:
+  void TearDown() override {
+    CompilerTest::TearDown();
+    std::error_code ec;
+    for (auto& d : made_) std::filesystem::remove_all(d, ec);  // the fresh caches of this test
+  }
+  /// A fresh cache directory, removed after the test.
+  std::string fresh(const std::string& tag) {
+    made_.push_back(smelt_test::fresh_cache_dir(tag));
+    return made_.back();
+  }
+
+ private:
+  std::vector<std::string> made_;
+};
 
 std::vector<std::string> files_with_suffix(const std::string& dir, const std::string& suffix) {
   std::vector<std::string> out;
@@ -38,7 +54,7 @@ Tensor cache_fn(const Tensor& x, const Tensor& y) { return atan2(x, y) * 0.8125 
 }  // namespace
 
 TEST_F(Cache, WarmCacheMakesNoCompilerRun) {
-  ScopedEnv dir("SMELT_CACHE_DIR", smelt_test::fresh_cache_dir("warm"));
+  ScopedEnv dir("SMELT_CACHE_DIR", fresh("warm"));
   Tensor x = randn({40}), y = randn({40});
   int before = compiler_invocations();
   auto f1 = compile(cache_fn);
@@ -55,7 +71,7 @@ TEST_F(Cache, WarmCacheMakesNoCompilerRun) {
 }
 
 TEST_F(Cache, DirectoryIsCreatedPrivate) {
-  std::string d = smelt_test::fresh_cache_dir("mode");
+  std::string d = fresh("mode");
   ScopedEnv dir("SMELT_CACHE_DIR", d);
   ASSERT_EQ(smelt_test::mode_of(d), -1);
   Tensor x = randn({40}), y = randn({40});
@@ -73,7 +89,7 @@ TEST_F(Cache, DirectoryIsCreatedPrivate) {
 }
 
 TEST_F(Cache, TruncatedBinaryIsRebuilt) {
-  std::string d = smelt_test::fresh_cache_dir("trunc");
+  std::string d = fresh("trunc");
   ScopedEnv dir("SMELT_CACHE_DIR", d);
   Tensor x = randn({40}), y = randn({40});
   {
@@ -95,7 +111,7 @@ TEST_F(Cache, TruncatedBinaryIsRebuilt) {
 }
 
 TEST_F(Cache, OverwrittenBytesAreDetected) {
-  std::string d = smelt_test::fresh_cache_dir("bytes");
+  std::string d = fresh("bytes");
   ScopedEnv dir("SMELT_CACHE_DIR", d);
   Tensor x = randn({40}), y = randn({40});
   {
@@ -123,7 +139,7 @@ TEST_F(Cache, OverwrittenBytesAreDetected) {
 }
 
 TEST_F(Cache, MissingCompilerFallsBackToEager) {
-  ScopedEnv dir("SMELT_CACHE_DIR", smelt_test::fresh_cache_dir("nocxx"));
+  ScopedEnv dir("SMELT_CACHE_DIR", fresh("nocxx"));
   ScopedEnv cxx("SMELT_CXX", std::string("/nonexistent/g++"));
   Tensor x = randn({40}), y = randn({40});
   auto f = compile(cache_fn);
@@ -147,7 +163,7 @@ TEST_F(Cache, MissingCompilerFallsBackToEager) {
 }
 
 TEST_F(Cache, TwoThreadsTwoCompiledObjects) {
-  ScopedEnv dir("SMELT_CACHE_DIR", smelt_test::fresh_cache_dir("threads"));
+  ScopedEnv dir("SMELT_CACHE_DIR", fresh("threads"));
   auto fn = [](const Tensor& x) { return softmax(x * 1.25, 1) + x; };
   Tensor x = randn({16, 33});
   Tensor ref = fn(x);
