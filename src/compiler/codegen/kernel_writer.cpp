@@ -273,18 +273,35 @@ class Writer {
   void pointwise_kernel() {
     const Shape& s = grp_.shape;
     int64_t n = detail::shape_numel(s);
-    scopes_.emplace_back();
-    open(d_.parallel_for("i", std::to_string(n), n >= kJitParallelGrain));
-    Index it{s, dim_vars(s, "i"), "i"};
     for (int node : grp_.stores) {
       const Node& nd = g_.nodes[node];
       if (g_.buffers[nd.outputs[0]].sizes != s)
         throw NotFusable(fmt::format("{} has shape {}, the kernel iterates {}", nd.op,
                                      detail::shape_str(g_.buffers[nd.outputs[0]].sizes),
                                      detail::shape_str(s)));
+    }
+    scopes_.emplace_back();
+    // Rows x columns when there are several rows of a useful length: loads of
+    // operands broadcast along rows (a bias) stay contiguous in the inner loop.
+    const int64_t last = s.empty() ? 1 : s.back();
+    const int64_t rows = last > 0 ? n / last : 0;
+    Index it;
+    if (s.size() >= 2 && last >= 16 && rows >= 2) {
+      open(d_.parallel_for("o", std::to_string(rows), n >= kJitParallelGrain));
+      open(fmt::format("for (int64_t j = 0; j < {}; ++j)", last));
+      body_.line(fmt::format("const int64_t i = o * {} + j;", last));
+      Shape outer(s.begin(), s.end() - 1);
+      it = Index{s, dim_vars(outer, "o"), "i"};
+      it.vars.push_back("j");
+    } else {
+      open(d_.parallel_for("i", std::to_string(n), n >= kJitParallelGrain));
+      it = Index{s, dim_vars(s, "i"), "i"};
+    }
+    for (int node : grp_.stores) {
+      const Node& nd = g_.nodes[node];
       store(nd.outputs[0], pointwise_value(nd, it), "i");
     }
-    close();
+    while (scopes_.size() > 1) close();
   }
 
   void reduction_kernel() {
