@@ -59,20 +59,41 @@ void Module::check_new_name(const std::string& name, const char* what) const {
               name);
 }
 
+Tensor& Module::add_tensor(const std::string& name, Tensor* slot, Tensor value, bool buffer) {
+  const char* what = buffer ? "register_buffer" : "register_parameter";
+  check_new_name(name, what);
+  SMELT_CHECK(value.defined(), "{}.{}: {} \"{}\" is an undefined tensor", name_, what,
+              buffer ? "buffer" : "parameter", name);
+  if (slot != nullptr) {
+    auto uses = [&](const auto& v) {
+      return std::any_of(v.begin(), v.end(), [&](const auto& p) { return p.second == slot; });
+    };
+    SMELT_CHECK(!uses(parameters_) && !uses(buffers_),
+                "{}.{}: the member given for \"{}\" is already registered under another name; "
+                "give each parameter/buffer its own member",
+                name_, what, name);
+  } else {
+    slot = &owned_.emplace_back();
+  }
+  *slot = std::move(value);
+  (buffer ? buffers_ : parameters_).emplace_back(name, slot);
+  return *slot;
+}
+
+Tensor& Module::register_parameter(const std::string& name, Tensor& slot, Tensor value) {
+  return add_tensor(name, &slot, std::move(value), false);
+}
+
+Tensor& Module::register_buffer(const std::string& name, Tensor& slot, Tensor value) {
+  return add_tensor(name, &slot, std::move(value), true);
+}
+
 Tensor& Module::register_parameter(const std::string& name, Tensor tensor) {
-  check_new_name(name, "register_parameter");
-  SMELT_CHECK(tensor.defined(), "{}.register_parameter: parameter \"{}\" is an undefined tensor",
-              name_, name);
-  parameters_.emplace_back(name, std::move(tensor));
-  return parameters_.back().second;
+  return add_tensor(name, nullptr, std::move(tensor), false);
 }
 
 Tensor& Module::register_buffer(const std::string& name, Tensor tensor) {
-  check_new_name(name, "register_buffer");
-  SMELT_CHECK(tensor.defined(), "{}.register_buffer: buffer \"{}\" is an undefined tensor", name_,
-              name);
-  buffers_.emplace_back(name, std::move(tensor));
-  return buffers_.back().second;
+  return add_tensor(name, nullptr, std::move(tensor), true);
 }
 
 void Module::add_child(const std::string& name, std::shared_ptr<Module> module) {
@@ -98,10 +119,14 @@ void Module::replace_module(const std::string& name, std::shared_ptr<Module> mod
 
 void Module::collect(const std::string& prefix, std::vector<NamedTensor>& out, bool params,
                      bool bufs, bool recurse) const {
+  // Read through the registered pointers: a member that was reassigned shows
+  // its current tensor; one that was set to an undefined Tensor is skipped.
   if (params)
-    for (const auto& [n, t] : parameters_) out.push_back({join_name(prefix, n), t, false});
+    for (const auto& [n, t] : parameters_)
+      if (t->defined()) out.push_back({join_name(prefix, n), *t, false});
   if (bufs)
-    for (const auto& [n, t] : buffers_) out.push_back({join_name(prefix, n), t, true});
+    for (const auto& [n, t] : buffers_)
+      if (t->defined()) out.push_back({join_name(prefix, n), *t, true});
   if (recurse)
     for (const auto& [n, m] : children_) m->collect(join_name(prefix, n), out, params, bufs, true);
 }
@@ -185,12 +210,16 @@ Tensor Module::get_tensor(const std::string& path) const {
     owner = holder.get();
     leaf = path.substr(dot + 1);
   }
-  for (const auto& [n, t] : owner->parameters_)
-    if (n == leaf) return t;
-  for (const auto& [n, t] : owner->buffers_)
-    if (n == leaf) return t;
+  if (const Tensor* t = owner->find_own(leaf)) return *t;
   detail::throw_error(
       fmt::format("{}.get_tensor: no parameter or buffer named \"{}\"", name_, path));
+}
+
+const Tensor* Module::find_own(const std::string& name) const {
+  for (const auto* v : {&parameters_, &buffers_})
+    for (const auto& [n, t] : *v)
+      if (n == name && t->defined()) return t;
+  return nullptr;
 }
 
 // ---- mode ----------------------------------------------------------------------------

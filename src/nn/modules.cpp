@@ -61,8 +61,8 @@ LinearImpl::LinearImpl(int64_t in_features, int64_t out_features, bool with_bias
               "Linear: in_features ({}) and out_features ({}) must be non-negative", in_features,
               out_features);
   SMELT_CHECK(is_floating(dtype), "Linear: dtype must be floating, got {}", dtype_name(dtype));
-  weight = register_parameter("weight", empty({out_features, in_features}, dtype));
-  if (with_bias) bias = register_parameter("bias", empty({out_features}, dtype));
+  register_parameter("weight", weight, empty({out_features, in_features}, dtype));
+  if (with_bias) register_parameter("bias", bias, empty({out_features}, dtype));
   reset_parameters();
 }
 
@@ -126,8 +126,8 @@ LayerNormImpl::LayerNormImpl(Shape shape, double eps, bool affine, bool with_bia
       elementwise_affine(affine) {
   check_normalized_shape(normalized_shape, "LayerNorm");
   if (affine) {
-    weight = register_parameter("weight", ones(normalized_shape));
-    if (with_bias) bias = register_parameter("bias", zeros(normalized_shape));
+    register_parameter("weight", weight, ones(normalized_shape));
+    if (with_bias) register_parameter("bias", bias, zeros(normalized_shape));
   }
 }
 
@@ -145,7 +145,7 @@ std::string LayerNormImpl::extra_repr() const {
 RMSNormImpl::RMSNormImpl(Shape shape, std::optional<double> eps, bool affine)
     : Module("RMSNorm"), normalized_shape(std::move(shape)), eps(eps), elementwise_affine(affine) {
   check_normalized_shape(normalized_shape, "RMSNorm");
-  if (affine) weight = register_parameter("weight", ones(normalized_shape));
+  if (affine) register_parameter("weight", weight, ones(normalized_shape));
 }
 
 Tensor RMSNormImpl::forward(const Tensor& x) {
@@ -169,13 +169,13 @@ BatchNormImpl::BatchNormImpl(const char* name, int64_t num_features, double eps,
       track_running_stats(track_running_stats) {
   SMELT_CHECK(num_features > 0, "{}: num_features must be positive, got {}", name, num_features);
   if (affine) {
-    weight = register_parameter("weight", ones({num_features}));
-    bias = register_parameter("bias", zeros({num_features}));
+    register_parameter("weight", weight, ones({num_features}));
+    register_parameter("bias", bias, zeros({num_features}));
   }
   if (track_running_stats) {
-    running_mean = register_buffer("running_mean", zeros({num_features}));
-    running_var = register_buffer("running_var", ones({num_features}));
-    num_batches_tracked = register_buffer("num_batches_tracked", zeros({}, DType::Int64));
+    register_buffer("running_mean", running_mean, zeros({num_features}));
+    register_buffer("running_var", running_var, ones({num_features}));
+    register_buffer("num_batches_tracked", num_batches_tracked, zeros({}, DType::Int64));
   }
 }
 
@@ -233,7 +233,7 @@ EmbeddingImpl::EmbeddingImpl(int64_t num_embeddings, int64_t embedding_dim, DTyp
               "Embedding: num_embeddings ({}) and embedding_dim ({}) must be non-negative",
               num_embeddings, embedding_dim);
   SMELT_CHECK(is_floating(dtype), "Embedding: dtype must be floating, got {}", dtype_name(dtype));
-  weight = register_parameter("weight", empty({num_embeddings, embedding_dim}, dtype));
+  register_parameter("weight", weight, empty({num_embeddings, embedding_dim}, dtype));
   init::normal_(weight);
 }
 

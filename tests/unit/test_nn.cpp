@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <string>
+#include <type_traits>
 
 #include <unistd.h>
 
@@ -124,6 +125,94 @@ TEST(NN, NestedNamesAndBuffersInStateDictOrder) {
       << s;
   EXPECT_NE(s.find("(head): Linear(in_features=3, out_features=2, bias=False)"), std::string::npos)
       << s;
+}
+
+// The registry reads the members it registered: reassigning one is seen everywhere.
+TEST(NN, RegistryFollowsMemberAssignment) {
+  static_assert(!std::is_copy_constructible_v<nn::Module> &&
+                !std::is_move_constructible_v<nn::Module>);
+  nn::Linear lin(6, 3);
+  Tensor old_w = lin->weight;
+  Tensor w = randn({3, 6});
+  lin->weight = w;
+  auto params = lin->parameters();
+  ASSERT_EQ(params.size(), 2u);
+  EXPECT_TRUE(params[0].is_same(w));
+  EXPECT_FALSE(params[0].is_same(old_w));
+  EXPECT_TRUE(lin->state_dict().at("weight").is_same(w));
+  EXPECT_TRUE(lin->get_tensor("weight").is_same(w));
+  EXPECT_TRUE(lin->named_parameters_and_buffers()[0].tensor.is_same(w));
+  // load_state_dict copies into the NEW tensor, keeping its identity.
+  Tensor src = full({3, 6}, 2.5);
+  lin->load_state_dict({{"weight", src}, {"bias", zeros({3})}});
+  EXPECT_TRUE(lin->weight.is_same(w));
+  EXPECT_EQ(w.to_vector<float>(), std::vector<float>(18, 2.5f));
+  EXPECT_EQ(old_w.to_vector<float>() == std::vector<float>(18, 2.5f), false);
+  // to(dtype) converts the new tensor in place.
+  lin->to(DType::Float64);
+  EXPECT_TRUE(lin->weight.is_same(w));
+  EXPECT_EQ(w.dtype(), DType::Float64);
+  EXPECT_EQ(old_w.dtype(), DType::Float32);
+  // Set to undefined: skipped everywhere (like a parameter set to None).
+  lin->bias = Tensor();
+  EXPECT_EQ(names_of(lin->named_parameters()), (std::vector<std::string>{"weight"}));
+  EXPECT_THROW(lin->get_tensor("bias"), Error);
+  auto r = lin->load_state_dict({{"weight", zeros({3, 6}, DType::Float64)}}, /*strict=*/true);
+  EXPECT_TRUE(r.missing_keys.empty());
+  lin->bias = zeros({3}, DType::Float64);
+  EXPECT_EQ(lin->parameters().size(), 2u);
+  // bias=false: the undefined member is not registered, even once assigned.
+  nn::Linear nob(2, 2, /*bias=*/false);
+  EXPECT_EQ(names_of(nob->named_parameters()), (std::vector<std::string>{"weight"}));
+  nob->bias = zeros({2});
+  EXPECT_EQ(nob->parameters().size(), 1u);
+  // Buffers too, and nested names.
+  nn::Sequential seq(nn::Linear(2, 2), nn::BatchNorm1d(2));
+  auto bn = std::dynamic_pointer_cast<nn::BatchNorm1dImpl>((*seq)[1]);
+  ASSERT_NE(bn, nullptr);
+  Tensor rm = full({2}, 7.0);
+  bn->running_mean = rm;
+  EXPECT_TRUE(seq->state_dict().at("1.running_mean").is_same(rm));
+  EXPECT_TRUE(seq->buffers()[0].is_same(rm));
+  bn->eval();
+  Tensor x = zeros({1, 2});
+  EXPECT_NEAR(bn->forward(x).to_vector<float>()[0], -7.0 / std::sqrt(1.0 + 1e-5), 1e-5);
+}
+
+TEST(NN, RegistrySlotsInUserModules) {
+  struct M : nn::Module {
+    Tensor w, b;
+    Tensor* owned = nullptr;
+    M() : Module("M") {
+      Tensor& r = register_parameter("w", w, ones({2}));
+      EXPECT_EQ(&r, &w);
+      register_buffer("b", b, zeros({2}));
+      owned = &register_parameter("v", full({2}, 3.0));  // 2-argument form: held by the module
+      expect_error([&] { register_parameter("w2", w, ones({2})); },
+                   {"M.register_parameter", "already registered"});
+      expect_error([&] { register_buffer("w", b, ones({2})); }, {"\"w\"", "already registered"});
+      Tensor unused;
+      expect_error([&] { register_parameter("u", unused, Tensor()); }, {"undefined"});
+    }
+  };
+  M m;
+  EXPECT_EQ(names_of(m.named_parameters()), (std::vector<std::string>{"w", "v"}));
+  EXPECT_EQ(names_of(m.named_buffers()), (std::vector<std::string>{"b"}));
+  m.w = full({2}, 5.0);
+  EXPECT_TRUE(m.parameters()[0].is_same(m.w));
+  // The reference returned by the 2-argument form is the registered handle.
+  Tensor v2 = full({4}, 1.0);
+  *m.owned = v2;
+  EXPECT_TRUE(m.get_tensor("v").is_same(v2));
+  // The member slot registered by a failed call was left untouched.
+  EXPECT_EQ(m.b.to_vector<float>(), (std::vector<float>{0, 0}));
+  // Many 2-argument registrations: earlier references stay valid.
+  nn::Module big("Big");
+  Tensor& first = big.register_parameter("p0", zeros({1}));
+  for (int i = 1; i < 100; ++i) big.register_parameter("p" + std::to_string(i), zeros({1}));
+  first = ones({1});
+  EXPECT_TRUE(big.get_tensor("p0").is_same(first));
+  EXPECT_EQ(big.parameters().size(), 100u);
 }
 
 TEST(NN, RegistrationErrors) {

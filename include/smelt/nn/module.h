@@ -12,12 +12,14 @@
 //     }
 //   };
 //
-// Parameters and buffers are ordinary Tensors held by the module; every
-// accessor returns handles to the very same TensorImpls (so parameter identity
-// is stable: load_state_dict, to(dtype) and the compiler all update them in
-// place). Names are dotted paths as in PyTorch's state_dict ("0.weight",
-// "block.ln_1.bias").
+// Parameters and buffers are ordinary Tensors held by the module (usually in
+// members registered as slots, see register_parameter); every accessor returns
+// handles to the very same TensorImpls (so parameter identity is stable:
+// load_state_dict, to(dtype) and the compiler all update them in place), and
+// assigning a new tensor to a registered member is seen by all of them. Names are dotted paths as
+// in PyTorch's state_dict ("0.weight", "block.ln_1.bias").
 #pragma once
+#include <deque>
 #include <map>
 #include <memory>
 #include <string>
@@ -51,8 +53,13 @@ class Module {
   /// `name` is the type name shown when printing ("Linear", "Sequential").
   explicit Module(std::string name = "Module");
   virtual ~Module() = default;
+  // Neither copyable nor movable: the registry points at this object's members
+  // (slots), so a copy would point into another object. Share modules through
+  // shared_ptr / ModuleHolder instead.
   Module(const Module&) = delete;
   Module& operator=(const Module&) = delete;
+  Module(Module&&) = delete;
+  Module& operator=(Module&&) = delete;
 
   /// The computation. The default raises Error (containers such as ModuleList have none).
   virtual Tensor forward(const Tensor& x);
@@ -62,10 +69,33 @@ class Module {
   const std::string& name() const { return name_; }
 
   // ---- registration ----------------------------------------------------------
-  /// Adds a parameter and returns a handle to it (the same TensorImpl). `name`
-  /// must be non-empty, contain no '.', and be unused in this module; Error otherwise.
+  // The registry holds a POINTER to each parameter/buffer handle, so it always
+  // sees what the handle holds right now: after `lin->weight = randn({3, 6})`,
+  // parameters(), state_dict(), ... (and smelt::compile's guards) return the new
+  // tensor, as in PyTorch. A registered handle that is set to an undefined
+  // Tensor is skipped by every accessor (like a parameter set to None).
+  //
+  // Every `name` must be non-empty, contain no '.', and be unused in this
+  // module; Error otherwise. The initial value must be a defined tensor.
+
+  /// Slot form (what built-in modules use): stores `value` into `slot` and
+  /// registers `slot` itself; returns `slot`. `slot` MUST be a data member of
+  /// this very module object (modules live in a shared_ptr and cannot be
+  /// copied or moved, so member addresses are stable for the module's
+  /// lifetime); registering a local variable or another object's member is
+  /// undefined behaviour. A slot may be registered only once.
+  ///   weight_ref = register_parameter("weight", weight, randn({3, 6}));
+  Tensor& register_parameter(const std::string& name, Tensor& slot, Tensor value);
+  /// Slot form of register_buffer (same rules as above).
+  Tensor& register_buffer(const std::string& name, Tensor& slot, Tensor value);
+  /// Adds a parameter held by the module itself and returns a reference to that
+  /// handle (stable for the module's lifetime). Assigning a new tensor through
+  /// the returned reference is seen by the registry; a copy kept in a member
+  /// (`w = register_parameter("w", t);`) shares the TensorImpl but is NOT
+  /// tracked if the member is later reassigned: use the slot form for members.
   Tensor& register_parameter(const std::string& name, Tensor tensor);
-  /// Adds a buffer (state that is not trained: running statistics, counters).
+  /// Adds a buffer (state that is not trained: running statistics, counters);
+  /// same rules as the 2-argument register_parameter.
   Tensor& register_buffer(const std::string& name, Tensor tensor);
   /// Adds a child module; returns it so it can be kept in a member.
   template <class M, class = std::enable_if_t<std::is_base_of_v<Module, M>>>
@@ -150,8 +180,14 @@ class Module {
 
   std::string name_;
   bool training_ = true;
-  std::vector<std::pair<std::string, Tensor>> parameters_;
-  std::vector<std::pair<std::string, Tensor>> buffers_;
+  Tensor& add_tensor(const std::string& name, Tensor* slot, Tensor value, bool buffer);
+  const Tensor* find_own(const std::string& name) const;
+
+  // Registered handles: pointers to member slots, or into owned_ (whose
+  // elements never move). Read through the pointer everywhere.
+  std::vector<std::pair<std::string, Tensor*>> parameters_;
+  std::vector<std::pair<std::string, Tensor*>> buffers_;
+  std::deque<Tensor> owned_;  // the tensors registered without a slot
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
 };
 

@@ -64,6 +64,10 @@ class ModuleListImpl : public Module {
 };
 
 // ================================= layers ====================================
+// The Tensor members below (weight, bias, running_mean, ...) are registered as
+// slots: assigning a new tensor to one (`lin->weight = randn({3, 6})`) is seen
+// by parameters(), state_dict() and smelt::compile's guards. Members left
+// undefined (bias=false, affine=false) are not parameters.
 
 /// y = x @ weight^T + bias. weight [out_features, in_features], bias [out_features].
 /// Initialization as PyTorch (kaiming_uniform_ with a=sqrt(5)): weight and bias
