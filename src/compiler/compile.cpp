@@ -41,13 +41,19 @@ struct TensorGuard {
   Shape sizes, strides;
   DType dtype;
   Device device;
-  static TensorGuard of(const Tensor& t) { return {t.sizes(), t.strides(), t.dtype(), t.device()}; }
+  std::string value;  // a wrapped number's value (specialized), else ""
+  static TensorGuard of(const Tensor& t) {
+    return {t.sizes(), t.strides(), t.dtype(), t.device(),
+            t.is_wrapped_number() ? t.item().str() : ""};
+  }
   std::string str() const {
+    if (!value.empty()) return fmt::format("the number {} ({})", value, dtype_name(dtype));
     return fmt::format("{} {} strides {} on {}", dtype_name(dtype), shape_str(sizes),
                        shape_str(strides), device.str());
   }
   bool operator==(const TensorGuard& o) const {
-    return sizes == o.sizes && strides == o.strides && dtype == o.dtype && device == o.device;
+    return sizes == o.sizes && strides == o.strides && dtype == o.dtype && device == o.device &&
+           value == o.value;
   }
 };
 
@@ -207,8 +213,11 @@ class CompiledState {
     try {
       GraphBuilder gb;
       std::vector<Tensor> tracers;
+      // C++ numbers passed as tensors are specialized on their value (guarded),
+      // as torch.compile does: ops see them as constants.
       for (size_t i = 0; i < args.size(); ++i)
-        tracers.push_back(gb.add_input(args[i], static_cast<int>(i)));
+        tracers.push_back(args[i].is_wrapped_number() ? args[i]
+                                                       : gb.add_input(args[i], static_cast<int>(i)));
       for (size_t i = 0; i < params.size(); ++i) gb.add_param(params[i], static_cast<int>(i));
       std::vector<Tensor> outs;
       {

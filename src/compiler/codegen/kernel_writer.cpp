@@ -41,7 +41,10 @@ class Writer {
                             ptr_name(args_[k].first, write), write ? "" : "const ",
                             d_.storage_type(b.dtype), k));
     }
+    if (!error_ops_.empty())
+      head.line(fmt::format("int* smelt_error = static_cast<int*>(args[{}]);", args_.size()));
     ks.source = head.str() + body_.str() + "}\n";
+    ks.error_ops = fmt::format("{}", fmt::join(error_ops_, "/"));
     for (auto& [b, w] : args_) (w ? ks.writes : ks.reads).push_back(b);
     ks.ops.assign(ops_.begin(), ops_.end());
     return ks;
@@ -213,8 +216,26 @@ class Writer {
     DType c = n.attrs.as<DType>("dtype");
     detail::PointwiseCall call = detail::pointwise_call(n.op, n.attrs);
     std::vector<std::string> args;
-    for (auto& in : n.inputs) args.push_back(convert(operand_value(in, it), in.dtype, c));
+    // Operands go to the compute type's opmath type (float for float16) without
+    // rounding, as the eager kernels do.
+    for (auto& in : n.inputs) {
+      std::string v = operand_value(in, it);
+      if (c == DType::Bool && in.dtype != DType::Bool) v = fmt::format("({} != 0)", v);
+      else if (d_.value_type(in.dtype) != d_.value_type(c))
+        v = fmt::format("static_cast<{}>({})", d_.value_type(c), v);
+      args.push_back(v);
+    }
     for (auto& e : call.extra) args.push_back(d_.literal(e, c));
+    // Integer division by zero raises, as eager does: the kernel sets a flag
+    // the runtime turns into smelt::Error (nothing is written back then).
+    bool int_div = (n.op == "remainder" || n.op == "fmod" ||
+                    (n.op == "div" && n.attrs.has("rounding_mode"))) &&
+                   !is_floating(c) && args.size() >= 2;
+    if (int_div) {
+      body_.line(fmt::format("if ({} == 0) __atomic_store_n(smelt_error, 1, __ATOMIC_RELAXED);",
+                             args[1]));
+      error_ops_.insert(n.op);
+    }
     std::string expr = fmt::format("smelt::scalar::{}<{}>({})", call.functor, d_.value_type(c),
                                    fmt::join(args, ", "));
     const detail::OpDef* def = detail::find_op(n.op);
@@ -372,7 +393,7 @@ class Writer {
           e = fmt::format("std::sqrt({}::var({}, {:.17g}))", ty, acc, info.correction);
         std::string v = emit(d_.value_type(od), convert(e, from, od));
         row_values_[ob] = v;
-        store(ob, v, "o");
+        if (mat_[ob]) store(ob, v, "o");
       }
     }
     // Pointwise consumers of the reductions: per row, or over the whole row again.
@@ -446,6 +467,7 @@ class Writer {
   std::map<std::string, int> cache_index_, cache_first_loop_;
   std::vector<std::pair<std::string, std::string>> caches_;
   std::set<std::string> ops_;
+  std::set<std::string> error_ops_;
 };
 
 }  // namespace

@@ -25,8 +25,11 @@ struct KernelSource {
   std::vector<int> reads;  // argument order: reads, then writes
   std::vector<int> writes;
   std::vector<std::string> ops;  // op names computed (for the kernel name)
-  bool persistent =
-      false;  // reduction whose row fits: values reused across loops are kept in a row buffer
+  /// A reduction whose row fits: values several loops need are kept in a row buffer.
+  bool persistent = false;
+  /// Ops that check a runtime error (integer division by zero), "" if none:
+  /// the kernel then takes one more argument, an int flag it sets to nonzero.
+  std::string error_ops;
 };
 
 /// Elements below which a kernel loop runs on one thread.

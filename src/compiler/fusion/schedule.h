@@ -33,6 +33,7 @@ struct Step {
   std::vector<int> reads;     // buffers read (kernel argument order: reads then writes)
   std::vector<int> writes;    // buffers written
   std::string source;         // Kernel: the generated function
+  std::string error_ops;      // Kernel: ops whose runtime check (division by zero) may fail
 };
 
 struct Schedule {

@@ -287,7 +287,35 @@ class Scheduler {
     new_kernel(grp);
   }
 
+  /// A reduction result only its own kernel reads stays in a register.
+  void drop_private_reduction_stores() {
+    std::vector<bool> read_elsewhere(g_.buffers.size(), false);
+    for (auto& st : s_.steps) {
+      if (st.kind == Step::Kind::Kernel) {
+        KernelSource ks = generate_kernel(g_, s_.materialized, st.group, "probe", d_);
+        for (int b : ks.reads) read_elsewhere[b] = true;
+      } else {
+        for (auto& in : g_.nodes[st.node].inputs)
+          if (!in.is_scalar()) read_elsewhere[in.buf] = true;
+        for (int e : st.epilogue)
+          for (auto& in : g_.nodes[e].inputs)
+            if (!in.is_scalar()) read_elsewhere[in.buf] = true;
+      }
+    }
+    for (auto& st : s_.steps) {
+      if (st.kind != Step::Kind::Kernel) continue;
+      for (int r : st.group.reductions)
+        for (int o : g_.nodes[r].outputs)
+          if (!escapes_[o] && !read_elsewhere[o]) {
+            s_.materialized[o] = false;
+            log(fmt::format("keep {} (%{}) in registers: only its own kernel reads it",
+                            g_.nodes[r].op, o));
+          }
+    }
+  }
+
   void finalize_names() {
+    if (opts_.fuse) drop_private_reduction_stores();
     int index = 0;
     for (auto& st : s_.steps) {
       if (st.kind == Step::Kind::Fallback) {
@@ -334,6 +362,7 @@ class Scheduler {
       st.name = fmt::format("{}_{}_fused_{}_{}", d_.name(), kind, fmt::join(ops, "_"), index++);
       KernelSource ks = generate_kernel(g_, s_.materialized, st.group, st.name, d_);
       st.source = ks.source;
+      st.error_ops = ks.error_ops;
       st.reads = ks.reads;
       st.writes = ks.writes;
     }

@@ -249,7 +249,15 @@ std::vector<Tensor> CompiledGraph::run(const std::vector<Tensor>& args,
         kargs.clear();
         for (int b : st.reads) kargs.push_back(ptr[b]);
         for (int b : st.writes) kargs.push_back(ptr[b]);
-        fns_[i](kargs.data());
+        {
+          int error = 0;
+          kargs.push_back(&error);
+          fns_[i](kargs.data());
+          SMELT_CHECK(error == 0,
+                      "{}: ZeroDivisionError: integer division by zero (in compiled kernel {}); "
+                      "use a floating dtype to get inf/nan instead",
+                      st.error_ops, st.name);
+        }
         break;
       case Step::Kind::Extern:
         run_matmul(g_, st, ptr);
