@@ -63,7 +63,8 @@ class Replayer {
       input_map_[b.id] = id;
       value_[b.id] = nb_.view_of(id, {b.extent}, {1}, 0);
     }
-    std::vector<bool> live = opts_.dce ? live_nodes(src_) : std::vector<bool>(src_.nodes.size(), true);
+    std::vector<bool> live =
+        opts_.dce ? live_nodes(src_) : std::vector<bool>(src_.nodes.size(), true);
     TraceScope scope(&nb_);
     for (size_t n = 0; n < src_.nodes.size(); ++n) {
       if (!live[n]) {
@@ -108,15 +109,16 @@ class Replayer {
     const Tensor& base = value_[o.buf];
     SMELT_INTERNAL_ASSERT(base.defined(), "replay: buffer %{} has no value", o.buf);
     const Buffer& b = src_.buffers[o.buf];
-    if (b.kind == BufferKind::Constant) return detail::make_view(base, o.sizes, o.strides, o.offset);
+    if (b.kind == BufferKind::Constant)
+      return detail::make_view(base, o.sizes, o.strides, o.offset);
     // `base` is a dense view of the new buffer (or a real folded tensor) with
     // the old buffer's flat layout; re-apply the window on top of it.
     return detail::make_view(base, o.sizes, o.strides, base.storage_offset() + o.offset);
   }
 
   void bind_outputs(const Node& n, const std::vector<Tensor>& results) {
-    SMELT_INTERNAL_ASSERT(results.size() == n.outputs.size(), "{}: {} results for {} outputs",
-                          n.op, results.size(), n.outputs.size());
+    SMELT_INTERNAL_ASSERT(results.size() == n.outputs.size(), "{}: {} results for {} outputs", n.op,
+                          results.size(), n.outputs.size());
     for (size_t k = 0; k < results.size(); ++k) {
       Tensor r = results[k];
       const Buffer& ob = src_.buffers[n.outputs[k]];
@@ -142,9 +144,11 @@ class Replayer {
       inputs.push_back(tensor_of(in));
       if (inputs.back().is_tracer()) all_const = false;
       Operand now = inputs.back().is_tracer() ? nb_.operand_of(inputs.back()) : in;
-      key += "|" + (inputs.back().is_tracer() || in.is_scalar()
-                        ? now.str()
-                        : fmt::format("c{}:{}", static_cast<const void*>(inputs.back().storage().get()), now.str()));
+      key += "|" +
+             (inputs.back().is_tracer() || in.is_scalar()
+                  ? now.str()
+                  : fmt::format("c{}:{}", static_cast<const void*>(inputs.back().storage().get()),
+                                now.str()));
     }
     if (opts_.cse) {
       auto it = seen_.find(key);
