@@ -430,6 +430,13 @@ CompiledRun call_compiled(F&& f, int calls, const T&... args) {
 CompiledRun run_compiled(const Program& p, const std::vector<Tensor>& in) {
   CompileOptions o;
   o.mode = p.mode;
+  for (auto& st : p.off) {
+    if (st == "fuse") o.fuse = false;
+    if (st == "cse") o.cse = false;
+    if (st == "dce") o.dce = false;
+    if (st == "fold_constants") o.fold_constants = false;
+    if (st == "gemm_epilogue") o.gemm_epilogue = false;
+  }
   int calls = p.mode == "reduce-overhead" ? 2 : 1;
   auto body = [&p](std::vector<Tensor> v) { return interpret(p, v); };
   switch (in.size()) {
@@ -1017,6 +1024,8 @@ struct Gen {
         p.outputs.push_back(o);
     }
     p.mode = coin(0.2) ? "reduce-overhead" : "default";
+    for (const char* st : {"fuse", "cse", "dce", "fold_constants", "gemm_epilogue"})
+      if (coin(0.06)) p.off.push_back(st);
     (void)index;
     return p;
   }
@@ -1033,6 +1042,7 @@ Program restrict_program(const Program& p, const std::vector<int>& outputs) {
       for (int i : p.steps[v - n_in].in) need[i] = true;
   Program q;
   q.mode = p.mode;
+  q.off = p.off;
   std::vector<int> remap(static_cast<size_t>(n_val), -1);
   for (int v = 0; v < n_val; ++v) {
     if (!need[v]) continue;
@@ -1088,8 +1098,10 @@ std::string program_str(const Program& p) {
   std::vector<std::string> args;
   for (size_t i = 0; i < p.inputs.size(); ++i)
     args.push_back("const Tensor& " + vname(static_cast<int>(i)));
-  r += fmt::format("  auto f = smelt::compile([]({}) {{   // mode \"{}\"\n", fmt::join(args, ", "),
-                   p.mode);
+  std::string opts = fmt::format("mode \"{}\"", p.mode);
+  for (auto& st : p.off) opts += fmt::format(", {}=false", st);
+  r += fmt::format("  auto f = smelt::compile([]({}) {{   // options: {}\n", fmt::join(args, ", "),
+                   opts);
   int id = static_cast<int>(p.inputs.size());
   for (auto& s : p.steps) {
     r += fmt::format("    Tensor {} = {};\n", vname(id), step_str(s));

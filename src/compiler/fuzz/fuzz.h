@@ -74,6 +74,7 @@ struct Program {
   std::vector<int> outputs;      // value ids returned (as std::vector<Tensor>)
   std::vector<double> scale;     // per value: tolerance multiplier (see above)
   std::string mode = "default";  // compile mode ("default" / "reduce-overhead")
+  std::vector<std::string> off;  // compile stages turned off: "fuse", "cse", "gemm_epilogue", ...
 };
 
 /// Builds the input tensors of a program (deterministic from the specs).
