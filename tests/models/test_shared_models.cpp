@@ -99,3 +99,52 @@ TEST(SharedModels, LoadErrorsNameTheProblem) {
     EXPECT_NE(std::string(e.what()).find("size mismatch"), std::string::npos) << e.what();
   }
 }
+
+// ---- the same models through smelt::compile ----------------------------------
+
+TEST(SharedModelsCompiled, SeedMlpMatchesPyTorch) {
+  auto data = models::SharedData::load(kShared, "seed_mlp");
+  auto model = models::load_seed_mlp(data);
+  auto compiled = smelt::compile(model);
+  auto a = models::compare(compiled(data.at("input")), data.at("output"));
+  EXPECT_LT(a.rel_err(), kRelTolF32) << "max abs err " << a.max_abs_err;
+  // Linear + GELU become GEMMs with their epilogue: three library calls, no other kernel.
+  EXPECT_EQ(compiled.stats().kernels, 3);
+  for (auto& k : compiled.stats().kernel_names)
+    EXPECT_EQ(k.rfind("cpp_tem_fused_addmm", 0), 0u) << k;
+}
+
+TEST(SharedModelsCompiled, DigitsMlpSamePredictions) {
+  auto data = models::SharedData::load(kShared, "digits_mlp");
+  auto model = models::load_digits_mlp(data);
+  model->eval();
+  auto compiled = smelt::compile(model);
+  Tensor logits = compiled(data.at("x_test"));
+  auto a = models::compare(logits, data.at("logits_test"));
+  EXPECT_LT(a.rel_err(), kRelTolF32) << "max abs err " << a.max_abs_err;
+  auto ours = argmax_rows(logits), theirs = argmax_rows(data.at("logits_test"));
+  auto labels = data.at("y_test").to_vector<int64_t>();
+  int agree = 0, correct = 0;
+  for (size_t i = 0; i < ours.size(); ++i) {
+    agree += ours[i] == theirs[i];
+    correct += ours[i] == labels[i];
+  }
+  EXPECT_EQ(agree, 360);
+  EXPECT_EQ(correct, 348);  // 96.67%, PyTorch's test accuracy
+}
+
+TEST(SharedModelsCompiled, Gpt2BlockMatchesPyTorch) {
+  auto data = models::SharedData::load(kShared, "gpt2_block");
+  auto block = models::load_gpt2_block(data);
+  block->eval();
+  auto compiled = smelt::compile(block);
+  auto a = models::compare(compiled(data.at("input")), data.at("output"));
+  EXPECT_LT(a.rel_err(), kRelTolF32) << "max abs err " << a.max_abs_err;
+  EXPECT_GT(compiled.stats().kernels, 0);
+  EXPECT_EQ(compiled.stats().graph_breaks, 0);
+  block->to(DType::Float64);
+  auto compiled64 = smelt::compile(block);
+  auto a64 =
+      models::compare(compiled64(data.at("input").to(DType::Float64)), data.at("output_f64"));
+  EXPECT_LT(a64.rel_err(), kRelTolF64) << "max abs err " << a64.max_abs_err;
+}

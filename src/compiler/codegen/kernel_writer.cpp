@@ -220,7 +220,8 @@ class Writer {
     // rounding, as the eager kernels do.
     for (auto& in : n.inputs) {
       std::string v = operand_value(in, it);
-      if (c == DType::Bool && in.dtype != DType::Bool) v = fmt::format("({} != 0)", v);
+      if (c == DType::Bool && in.dtype != DType::Bool)
+        v = fmt::format("({} != 0)", v);
       else if (d_.value_type(in.dtype) != d_.value_type(c))
         v = fmt::format("static_cast<{}>({})", d_.value_type(c), v);
       args.push_back(v);
@@ -232,8 +233,8 @@ class Writer {
                     (n.op == "div" && n.attrs.has("rounding_mode"))) &&
                    !is_floating(c) && args.size() >= 2;
     if (int_div) {
-      body_.line(fmt::format("if ({} == 0) __atomic_store_n(smelt_error, 1, __ATOMIC_RELAXED);",
-                             args[1]));
+      body_.line(
+          fmt::format("if ({} == 0) __atomic_store_n(smelt_error, 1, __ATOMIC_RELAXED);", args[1]));
       error_ops_.insert(n.op);
     }
     std::string expr = fmt::format("smelt::scalar::{}<{}>({})", call.functor, d_.value_type(c),
@@ -343,6 +344,7 @@ class Writer {
     row_index_ = Index{kept, kv, "o"};
     scopes_.emplace_back();
     bool parallel = outer > 1 && outer * rn >= kJitParallelGrain;
+    bool split = outer == 1 && rn >= kJitParallelGrain;
     open(d_.parallel_for("o", std::to_string(outer), parallel));
     for (size_t c = 0; c < caches_.size(); ++c)
       body_.line(fmt::format("alignas(64) {} rowcache{}[{}];", caches_[c].second, c, rn));
@@ -362,16 +364,36 @@ class Writer {
                                        ? ""
                                        : "<" + d_.value_type(info.acc_dtype) + ">");
       body_.line(fmt::format("auto {} = {}::init();", acc, ty));
-      open(fmt::format("for (int64_t r = 0; r < {}; ++r)", rn));
+      // One long row (e.g. a reduction over every element): split it across
+      // threads, each with its own accumulator, combined in thread order.
+      std::string step_acc = acc;
+      if (split) {
+        body_.line(fmt::format(
+            "std::vector<decltype({0})> {0}_part(omp_get_max_threads(), {1}::init());", acc, ty));
+        body_.line("#pragma omp parallel");
+        open("");
+        step_acc = acc + "_local";
+        body_.line(fmt::format("auto {} = {}::init();", step_acc, ty));
+        open(fmt::format("#pragma omp for schedule(static)\nfor (int64_t r = 0; r < {}; ++r)", rn));
+      } else {
+        open(fmt::format("for (int64_t r = 0; r < {}; ++r)", rn));
+      }
       loop_id_ = next_loop_++;
       std::string x = operand_value(n.inputs[0], full);
       std::string xa = info.acc_dtype == DType::Bool
                            ? fmt::format("({} != 0)", x)
                            : fmt::format("static_cast<{}>({})", d_.value_type(info.acc_dtype), x);
       bool indexed = info.accumulator == "ArgMax" || info.accumulator == "ArgMin";
-      body_.line(fmt::format("{} = {}::step({}, {}{});", acc, ty, acc, xa, indexed ? ", r" : ""));
+      body_.line(fmt::format("{} = {}::step({}, {}{});", step_acc, ty, step_acc, xa,
+                             indexed ? ", r" : ""));
       loop_id_ = -1;
       close();
+      if (split) {
+        body_.line(fmt::format("{}_part[omp_get_thread_num()] = {};", acc, step_acc));
+        close();
+        body_.line(
+            fmt::format("for (const auto& p : {0}_part) {0} = {1}::combine({0}, p);", acc, ty));
+      }
       for (size_t k = 0; k < n.outputs.size(); ++k) {
         int ob = n.outputs[k];
         DType od = g_.buffers[ob].dtype;
@@ -429,7 +451,7 @@ class Writer {
       store(n.outputs[0], pointwise_value(n, it), "o");
     }
     if (!full_stores.empty()) {
-      open(fmt::format("for (int64_t r = 0; r < {}; ++r)", rn));
+      open(d_.parallel_for("r", std::to_string(rn), split));
       loop_id_ = next_loop_++;
       std::string flat = full.flat;
       if (flat.empty()) {

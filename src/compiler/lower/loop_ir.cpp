@@ -58,6 +58,9 @@ ReductionInfo reduction_info(const Graph& g, const Node& n) {
   if (op == "sum" || op == "mean") {
     r.accumulator = "Sum";
     r.acc_dtype = acc_of(out);
+    // Long float32 sums accumulate in double (eager uses a cascade sum; a
+    // plain float accumulator would drift by ~sqrt(n) ulps).
+    if (r.acc_dtype == DType::Float32 && r.rnumel >= kLongReduction) r.acc_dtype = DType::Float64;
     r.finals = {op == "sum" ? "value" : "mean"};
   } else if (op == "prod") {
     r.accumulator = "Prod";

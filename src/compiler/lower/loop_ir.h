@@ -17,6 +17,9 @@ enum class LoopKind { Pointwise, Reduction, Extern, Fallback };
 const char* loop_kind_name(LoopKind k);
 LoopKind classify(const Node& n);
 
+/// Reduced length from which float32 sums accumulate in double.
+inline constexpr int64_t kLongReduction = 4096;
+
 /// A reduction node as the code generator sees it.
 struct ReductionInfo {
   std::string

@@ -163,7 +163,7 @@ std::string jit_prelude() {
     const auto& h = detail::embedded_headers();
     std::string out =
         "// smelt JIT translation unit\n#include <cmath>\n#include <cstdint>\n#include "
-        "<limits>\n#include <type_traits>\n";
+        "<limits>\n#include <type_traits>\n#include <vector>\n#include <omp.h>\n";
     for (const char* name : {"half.h", "scalar_ops.h", "reduce_ops.h"}) {
       auto it = h.find(name);
       SMELT_INTERNAL_ASSERT(it != h.end(), "embedded header {} missing", name);
