@@ -30,10 +30,12 @@ struct Step {
   std::vector<int> epilogue;  // Extern: pointwise nodes applied to the GEMM output (tem)
   std::string activation;     // Extern epilogue activation
   int bias = -1;              // Extern epilogue: index into node inputs of the bias add, or -1
-  std::vector<int> reads;     // buffers read (kernel argument order: reads then writes)
-  std::vector<int> writes;    // buffers written
-  std::string source;         // Kernel: the generated function
-  std::string error_ops;      // Kernel: ops whose runtime check (division by zero) may fail
+  int residual =
+      -1;  // Extern epilogue: index into the residual add's inputs of the residual, or -1
+  std::vector<int> reads;   // buffers read (kernel argument order: reads then writes)
+  std::vector<int> writes;  // buffers written
+  std::string source;       // Kernel: the generated function
+  std::string error_ops;    // Kernel: ops whose runtime check (division by zero) may fail
 };
 
 struct Schedule {

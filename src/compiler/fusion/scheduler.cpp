@@ -52,6 +52,12 @@ class Scheduler {
     return users_[buf][0];
   }
 
+  /// True when buffer `b` exists before node `node` runs.
+  bool ready_before(int b, int node) const {
+    const Buffer& buf = g_.buffers[b];
+    return buf.kind != BufferKind::Node || buf.producer < node;
+  }
+
   void plan_gemm_epilogues() {
     for (size_t i = 0; i < g_.nodes.size(); ++i) {
       const Node& n = g_.nodes[i];
@@ -78,6 +84,7 @@ class Scheduler {
                        !bo.sizes.empty() && bo.sizes.back() == ncol && bo.strides.back() == 1 &&
                        is_whole_contiguous(mmo, ob) && g_.buffers[a.outputs[0]].sizes == ob.sizes &&
                        g_.buffers[a.outputs[0]].dtype == DType::Float32;
+        if (bias_ok && !ready_before(bo.buf, static_cast<int>(i))) bias_ok = false;
         for (size_t d = 0; bias_ok && d + 1 < bo.sizes.size(); ++d)
           if (bo.sizes[d] != 1 && bo.strides[d] != 0) bias_ok = false;
         if (bias_ok) {
@@ -98,14 +105,34 @@ class Scheduler {
             st.epilogue.push_back(v);
             absorbed_[v] = true;
           }
+          // residual add: add(cur, r) with r dense and of the result's shape
+          cur = g_.nodes[st.epilogue.back()].outputs[0];
+          int w = single_user(cur);
+          if (w >= 0 && g_.nodes[w].op == "add" && g_.nodes[w].inputs.size() == 2) {
+            const Node& ra = g_.nodes[w];
+            bool alpha1 = !ra.attrs.has("alpha") || ra.attrs.as<Scalar>("alpha").to_double() == 1.0;
+            int side = (!ra.inputs[0].is_scalar() && ra.inputs[0].buf == cur) ? 0 : 1;
+            const Operand& other = ra.inputs[1 - side];
+            bool dense = !other.is_scalar() && other.dtype == DType::Float32 &&
+                         other.sizes == ob.sizes && other.offset == 0 &&
+                         other.strides == detail::contiguous_strides(ob.sizes);
+            if (alpha1 && dense && ready_before(other.buf, static_cast<int>(i)) &&
+                is_whole_contiguous(ra.inputs[side], g_.buffers[cur]) &&
+                g_.buffers[ra.outputs[0]].dtype == DType::Float32) {
+              st.residual = 1 - side;
+              st.epilogue.push_back(w);
+              absorbed_[w] = true;
+            }
+          }
         }
       }
       if (!st.epilogue.empty()) {
         st.kernel_kind = "tem";
         log(
             fmt::format("fuse {} + epilogue [{}] into one GEMM call: bias{} applied where the "
-                        "GEMM writes its result (oneDNN post-ops)",
-                        n.op, epilogue_ops(st), st.activation.empty() ? "" : " and activation"));
+                        "GEMM writes its result (oneDNN post-ops){}",
+                        n.op, epilogue_ops(st), st.activation.empty() ? "" : " and activation",
+                        st.residual >= 0 ? ", then the residual added in the same pass" : ""));
       } else if (classify(n) == LoopKind::Extern) {
         log(fmt::format("no epilogue for {} (%{}): {}", n.op, out,
                         !eligible ? "only float32 GEMMs take post-ops"
@@ -335,6 +362,8 @@ class Scheduler {
         for (auto& in : n.inputs)
           if (!in.is_scalar()) st.reads.push_back(in.buf);
         if (st.bias >= 0) st.reads.push_back(g_.nodes[st.epilogue[0]].inputs[st.bias].buf);
+        if (st.residual >= 0)
+          st.reads.push_back(g_.nodes[st.epilogue.back()].inputs[st.residual].buf);
         st.writes = {extern_output(st)};
         continue;
       }

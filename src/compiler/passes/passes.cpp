@@ -196,10 +196,23 @@ class Replayer {
 
 }  // namespace
 
+namespace {
+bool has_composites(const Graph& g) {
+  for (auto& n : g.nodes)
+    if (detail::find_decomposition(n.op)) return true;
+  return false;
+}
+}  // namespace
+
 Graph run_passes(const Graph& g, const PassOptions& opts, PassStats* stats) {
   PassStats local;
-  Replayer r(g, opts, stats ? *stats : local);
-  return r.run();
+  PassStats& st = stats ? *stats : local;
+  Graph out = Replayer(g, opts, st).run();
+  // A decomposition may use other composites (sdpa uses softmax): repeat until
+  // only primitives are left.
+  for (int round = 0; opts.decompose && round < 8 && has_composites(out); ++round)
+    out = Replayer(out, opts, st).run();
+  return out;
 }
 
 }  // namespace smelt::compiler

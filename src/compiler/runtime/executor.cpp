@@ -94,8 +94,9 @@ std::string CompiledGraph::plan_str() const {
     for (int b : st.writes) w.push_back(g_.buffers[b].name());
     std::string what = st.name;
     if (st.kind == Step::Kind::Extern && !st.epilogue.empty())
-      what += fmt::format(" [oneDNN matmul, post-ops: {}{}]", st.bias >= 0 ? "bias" : "",
-                          st.activation.empty() ? "" : ", " + st.activation);
+      what += fmt::format(" [oneDNN matmul, post-ops: {}{}{}]", st.bias >= 0 ? "bias" : "",
+                          st.activation.empty() ? "" : ", " + st.activation,
+                          st.residual >= 0 ? ", residual add" : "");
     s += fmt::format("  {}: {}({}) -> {}\n", i, what, fmt::join(r, ", "), fmt::join(w, ", "));
   }
   s += mem_.str(g_);
@@ -134,6 +135,12 @@ void run_matmul(const Graph& g, const Step& st, const std::vector<void*>& ptr) {
     ep.bias = static_cast<char*>(ptr[bo.buf]) + bo.offset * itemsize(bo.dtype);
   }
   ep.activation = st.activation;
+  if (st.residual >= 0) {
+    const Operand& ro = g.nodes[st.epilogue.back()].inputs[st.residual];
+    ep.residual = static_cast<char*>(ptr[ro.buf]) + ro.offset * itemsize(ro.dtype);
+    ep.residual_row_stride = out.sizes.empty() ? 1 : out.sizes.back();
+    ep.residual_col_stride = 1;
+  }
   char* c = static_cast<char*>(ptr[out.id]);
   const size_t isz = itemsize(dt);
   // Fast path: B has no batch dims and A's batch and row dims merge into one.
@@ -168,7 +175,9 @@ void run_matmul(const Graph& g, const Step& st, const std::vector<void*>& ptr) {
                       a.strides.back()};
     cpu::MatrixRef br{static_cast<char*>(ptr[b.buf]) + boff * isz, 0, b.strides[b.sizes.size() - 2],
                       b.strides.back()};
-    cpu::gemm_fused(dt, 1, m, nn, k, ar, br, c + bi * m * nn * isz, 0, nn, 1, ep);
+    cpu::GemmEpilogue epb = ep;
+    if (ep.residual) epb.residual = static_cast<const char*>(ep.residual) + bi * m * nn * isz;
+    cpu::gemm_fused(dt, 1, m, nn, k, ar, br, c + bi * m * nn * isz, 0, nn, 1, epb);
   }
 }
 
