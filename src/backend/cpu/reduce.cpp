@@ -16,6 +16,20 @@ namespace smelt::cpu {
 
 namespace r = ::smelt::reduce;
 
+namespace {
+/// Merges each pair of neighbouring dims over which `strides` is contiguous
+/// (stride[d - 1] == stride[d] * size[d]) into one dim, innermost first.
+void merge_contiguous_dims(Shape& sizes, Shape& strides) {
+  for (int64_t d = static_cast<int64_t>(sizes.size()) - 1; d > 0; --d) {
+    if (strides[d - 1] != strides[d] * sizes[d]) continue;
+    sizes[d - 1] *= sizes[d];
+    strides[d - 1] = strides[d];
+    sizes.erase(sizes.begin() + d);
+    strides.erase(strides.begin() + d);
+  }
+}
+}  // namespace
+
 ReduceGeom make_reduce_geom(const Shape& sizes, const Shape& strides,
                             const std::vector<int64_t>& dims, bool keep_order) {
   const size_t nd = sizes.size();
@@ -39,13 +53,7 @@ ReduceGeom make_reduce_geom(const Shape& sizes, const Shape& strides,
   }
   // Kept dims: the output is contiguous over them, so two neighbours merge when
   // the input is contiguous over them too.
-  for (int64_t d = static_cast<int64_t>(g.out_sizes.size()) - 1; d > 0; --d) {
-    if (g.out_in_strides[d - 1] != g.out_in_strides[d] * g.out_sizes[d]) continue;
-    g.out_sizes[d - 1] *= g.out_sizes[d];
-    g.out_in_strides[d - 1] = g.out_in_strides[d];
-    g.out_sizes.erase(g.out_sizes.begin() + d);
-    g.out_in_strides.erase(g.out_in_strides.begin() + d);
-  }
+  merge_contiguous_dims(g.out_sizes, g.out_in_strides);
   g.out_out_strides.assign(g.out_sizes.size(), 1);
   for (int64_t d = static_cast<int64_t>(g.out_sizes.size()) - 2; d >= 0; --d)
     g.out_out_strides[d] = g.out_out_strides[d + 1] * g.out_sizes[d + 1];
@@ -64,13 +72,7 @@ ReduceGeom make_reduce_geom(const Shape& sizes, const Shape& strides,
     g.red_sizes = std::move(s);
     g.red_strides = std::move(st);
   }
-  for (int64_t d = static_cast<int64_t>(g.red_sizes.size()) - 1; d > 0; --d) {
-    if (g.red_strides[d - 1] != g.red_strides[d] * g.red_sizes[d]) continue;
-    g.red_sizes[d - 1] *= g.red_sizes[d];
-    g.red_strides[d - 1] = g.red_strides[d];
-    g.red_sizes.erase(g.red_sizes.begin() + d);
-    g.red_strides.erase(g.red_strides.begin() + d);
-  }
+  merge_contiguous_dims(g.red_sizes, g.red_strides);
   return g;
 }
 
@@ -557,23 +559,15 @@ void anyall_kernel(const Tensor& x, const std::vector<int64_t>& dims, const Tens
 }
 
 namespace {
-/// cumsum's accumulate type: PyTorch's CPU acc_type (double for float32).
+/// cumsum's accumulate type: PyTorch's CPU acc_type, i.e. reduce_ops.h's
+/// acc_type except that float32 accumulates in double.
 template <class D>
-struct cum_acc {
-  using type = std::conditional_t<std::is_floating_point_v<D>, double, int64_t>;
-};
-template <>
-struct cum_acc<Half> {
-  using type = float;
-};
-template <>
-struct cum_acc<BFloat16> {
-  using type = float;
-};
+using cum_acc_t =
+    std::conditional_t<std::is_same_v<D, float>, double, typename r::acc_type<D>::type>;
 
 template <class T, class D>
 void cumsum_typed(const Tensor& x, int64_t dim, const Tensor& out) {
-  using A = typename cum_acc<D>::type;
+  using A = cum_acc_t<D>;
   const Shape& sizes = x.sizes();
   const int64_t nd = x.dim();
   const int64_t numel = x.numel();
