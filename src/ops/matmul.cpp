@@ -129,21 +129,20 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
         // B shared by every batch and A's batches laid out as one tall matrix:
         // a single (nb*m) x k @ k x n product (as PyTorch folds it).
         if (nb > 1 && b_uniform && bs == 0 && a_uniform && as == m * ar.row_stride) {
-          cpu::gemm_strided_batched(a.dtype(), 1, nb * m, n, k, ar, br, cp, 0, n, 1);
+          cpu::gemm_fused(a.dtype(), 1, nb * m, n, k, ar, br, cp, 0, n, 1, {});
           return;
         }
         if (a_uniform && b_uniform) {
           ar.batch_stride = as;
           br.batch_stride = bs;
-          cpu::gemm_strided_batched(a.dtype(), nb, m, n, k, ar, br, cp, m * n, n, 1);
+          cpu::gemm_fused(a.dtype(), nb, m, n, k, ar, br, cp, m * n, n, 1, {});
           return;
         }
         for (int64_t i = 0; i < nb; ++i) {
           cpu::MatrixRef ai = ar, bi = br;
           ai.data = ap + aoff[i] * esz;
           bi.data = bp + boff[i] * esz;
-          cpu::gemm_strided_batched(a.dtype(), 1, m, n, k, ai, bi, cp + i * m * n * esz, m * n, n,
-                                    1);
+          cpu::gemm_fused(a.dtype(), 1, m, n, k, ai, bi, cp + i * m * n * esz, m * n, n, 1, {});
         }
       });
 }
