@@ -210,6 +210,11 @@ class CompiledState {
     ++stats.compiles;
     // 1. trace
     Graph captured;
+    // Tracing swaps the module's parameter storages into tracers: one trace at
+    // a time in the process, so two compiled objects of one module cannot
+    // see each other's tracers.
+    static std::mutex trace_mutex;
+    std::lock_guard<std::mutex> trace_lock(trace_mutex);
     try {
       GraphBuilder gb;
       std::vector<Tensor> tracers;
