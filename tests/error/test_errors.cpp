@@ -10,24 +10,13 @@
 #include "core/tensor_impl.h"
 #include "smelt/io.h"
 #include "smelt/ops.h"
+#include "test_util.h"
 
 using namespace smelt;
+using smelt_test::iota;
+using smelt_test::make_exact;
 
 namespace {
-
-template <class T>
-Tensor make(const std::vector<T>& v, const Shape& shape) {
-  Tensor t = detail::make_empty(shape, dtype_of<T>::value, Device());
-  std::copy(v.begin(), v.end(), static_cast<T*>(t.data_ptr()));
-  return t;
-}
-
-Tensor arange_f32(const Shape& shape) {
-  Tensor t = detail::make_empty(shape, DType::Float32, Device());
-  float* p = static_cast<float*>(t.data_ptr());
-  for (int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<float>(i);
-  return t;
-}
 
 // Expects `f` to throw smelt::Error (nothing else) whose message mentions `op`.
 void expect_error(const std::string& op, const std::function<void()>& f) {
@@ -45,31 +34,31 @@ void expect_error(const std::string& op, const std::function<void()>& f) {
 }  // namespace
 
 TEST(Errors, ShapeMismatch) {
-  Tensor a = arange_f32({2, 3}), b = arange_f32({4});
+  Tensor a = iota({2, 3}), b = iota({4});
   expect_error("add", [&] { add(a, b); });
-  expect_error("matmul", [&] { matmul(arange_f32({2, 3}), arange_f32({4, 5})); });
-  expect_error("cat", [&] { cat({arange_f32({2, 3}), arange_f32({2, 4})}, 0); });
+  expect_error("matmul", [&] { matmul(iota({2, 3}), iota({4, 5})); });
+  expect_error("cat", [&] { cat({iota({2, 3}), iota({2, 4})}, 0); });
 }
 
 TEST(Errors, BadDim) {
-  Tensor a = arange_f32({2, 3});
+  Tensor a = iota({2, 3});
   expect_error("sum", [&] { sum(a, {5}); });
   expect_error("softmax", [&] { softmax(a, -3); });
   expect_error("transpose", [&] { transpose(a, 0, 2); });
 }
 
 TEST(Errors, DTypeMismatch) {
-  Tensor f = arange_f32({2, 2});
-  Tensor d = make<double>({1, 2, 3, 4}, {2, 2});
+  Tensor f = iota({2, 2});
+  Tensor d = make_exact<double>({1, 2, 3, 4}, {2, 2});
   expect_error("matmul", [&] { matmul(f, d); });
   expect_error("bitwise_and", [&] { bitwise_and(f, f); });
   expect_error("where", [&] { where(f, f, f); });  // condition must be bool
 }
 
 TEST(Errors, OutOfRangeIndex) {
-  Tensor w = arange_f32({10, 4});
-  expect_error("embedding", [&] { embedding(w, make<int64_t>({10}, {1})); });
-  expect_error("index_select", [&] { index_select(w, 0, make<int64_t>({-11}, {1})); });
+  Tensor w = iota({10, 4});
+  expect_error("embedding", [&] { embedding(w, make_exact<int64_t>({10}, {1})); });
+  expect_error("index_select", [&] { index_select(w, 0, make_exact<int64_t>({-11}, {1})); });
   expect_error("select", [&] { select(w, 0, 10); });
 }
 
@@ -81,22 +70,22 @@ TEST(Errors, EmptyReduction) {
 }
 
 TEST(Errors, IntegerDivisionByZero) {
-  Tensor a = make<int64_t>({7, -7}, {2});
-  Tensor z = make<int64_t>({0, 0}, {2});
+  Tensor a = make_exact<int64_t>({7, -7}, {2});
+  Tensor z = make_exact<int64_t>({0, 0}, {2});
   expect_error("div", [&] { div(a, z, std::string("trunc")); });
   expect_error("floor_divide", [&] { floor_divide(a, z); });
   expect_error("remainder", [&] { remainder(a, z); });
 }
 
 TEST(Errors, BadView) {
-  Tensor a = arange_f32({2, 3});
+  Tensor a = iota({2, 3});
   expect_error("view", [&] { view(t(a), {6}); });  // strides forbid a view
   expect_error("view", [&] { view(a, {-1, -1}); });
   expect_error("expand", [&] { expand(a, {3, 4}); });
 }
 
 TEST(Errors, ReshapeNumelMismatch) {
-  Tensor a = arange_f32({2, 3});
+  Tensor a = iota({2, 3});
   expect_error("reshape", [&] { reshape(a, {4}); });
   expect_error("view", [&] { view(a, {4, -1}); });
 }
@@ -116,8 +105,8 @@ TEST(Errors, CorruptSafetensors) {
 
 TEST(Errors, InputsUntouchedAfterError) {
   // Validation happens before any write: a failed in-place op leaves its target unchanged.
-  Tensor a = arange_f32({2, 3});
+  Tensor a = iota({2, 3});
   Tensor before = a.clone();
-  expect_error("add", [&] { a.add_(arange_f32({4})); });
+  expect_error("add", [&] { a.add_(iota({4})); });
   EXPECT_EQ(a.to_vector<float>(), before.to_vector<float>());
 }

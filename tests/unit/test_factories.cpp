@@ -8,22 +8,13 @@
 #include "core/random.h"
 #include "ops/dispatch.h"
 #include "smelt/ops.h"
+#include "test_util.h"
 
 using namespace smelt;
+using smelt_test::error_of;
+using smelt_test::vals;
 
 namespace {
-std::vector<double> vals(const Tensor& t) { return t.to_vector<double>(); }
-
-template <class F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
-
 /// Records random draws the way the compiler's tracer would see them.
 struct RandomRecorder : detail::TraceContext {
   std::vector<std::string> ops;

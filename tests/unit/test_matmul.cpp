@@ -7,20 +7,15 @@
 
 #include "backend/cpu/blas.h"
 #include "smelt/ops.h"
+#include "test_util.h"
 
 using namespace smelt;
+using smelt_test::expect_close;
+using smelt_test::expect_error_mentions;
+using smelt_test::make;
+using smelt_test::seq;
 
 namespace {
-
-std::vector<double> seq(int64_t n, double scale = 0.37, double shift = 0.0) {
-  std::vector<double> v(n);
-  for (int64_t i = 0; i < n; ++i) v[i] = std::sin(i * scale + shift) * 2.0 + 0.1 * (i % 3);
-  return v;
-}
-
-Tensor make(const std::vector<double>& v, const Shape& s, DType dt = float64) {
-  return from_vector<double>(v, s, dt);
-}
 
 /// Reference batched product of contiguous row-major [B, m, k] @ [B, k, n].
 std::vector<double> ref_bmm(const std::vector<double>& a, const std::vector<double>& b, int64_t B,
@@ -35,22 +30,6 @@ std::vector<double> ref_bmm(const std::vector<double>& a, const std::vector<doub
         c[(bi * m + i) * n + j] = s;
       }
   return c;
-}
-
-void expect_near_vec(const std::vector<double>& got, const std::vector<double>& want, double tol) {
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < got.size(); ++i)
-    EXPECT_NEAR(got[i], want[i], tol * (1 + std::fabs(want[i]))) << "at " << i;
-}
-
-template <class F>
-void expect_error_mentions(F&& f, const std::string& what) {
-  try {
-    f();
-    ADD_FAILURE() << "expected smelt::Error mentioning " << what;
-  } catch (const smelt::Error& e) {
-    EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
-  }
 }
 
 }  // namespace
@@ -69,22 +48,22 @@ TEST(Matmul, MatrixVectorAndVectorMatrix) {
   auto a = seq(15), v = seq(5, 0.9), w = seq(3, 0.2);
   Tensor mv = matmul(make(a, {3, 5}), make(v, {5}));
   EXPECT_EQ(mv.sizes(), (Shape{3}));
-  expect_near_vec(mv.to_vector<double>(), ref_bmm(a, v, 1, 3, 1, 5), 1e-12);
+  expect_close(mv.to_vector<double>(), ref_bmm(a, v, 1, 3, 1, 5), 1e-12);
   Tensor vm = matmul(make(w, {3}), make(a, {3, 5}));
   EXPECT_EQ(vm.sizes(), (Shape{5}));
-  expect_near_vec(vm.to_vector<double>(), ref_bmm(w, a, 1, 1, 5, 3), 1e-12);
+  expect_close(vm.to_vector<double>(), ref_bmm(w, a, 1, 1, 5, 3), 1e-12);
   // 1-D with a batched right operand: [3] @ [2, 3, 5] -> [2, 5]
   auto bb = seq(30, 0.11);
   Tensor vb = matmul(make(w, {3}), make(bb, {2, 3, 5}));
   EXPECT_EQ(vb.sizes(), (Shape{2, 5}));
   std::vector<double> w2(w);
   w2.insert(w2.end(), w.begin(), w.end());
-  expect_near_vec(vb.to_vector<double>(), ref_bmm(w2, bb, 2, 1, 5, 3), 1e-12);
+  expect_close(vb.to_vector<double>(), ref_bmm(w2, bb, 2, 1, 5, 3), 1e-12);
   // batched left with 1-D right: [2, 4, 3] @ [3] -> [2, 4]
   auto ab = seq(24, 0.3);
   Tensor bv = matmul(make(ab, {2, 4, 3}), make(w, {3}));
   EXPECT_EQ(bv.sizes(), (Shape{2, 4}));
-  expect_near_vec(bv.to_vector<double>(), ref_bmm(ab, w, 1, 8, 1, 3), 1e-12);
+  expect_close(bv.to_vector<double>(), ref_bmm(ab, w, 1, 8, 1, 3), 1e-12);
 }
 
 TEST(Matmul, TwoDFloat32AndFloat64) {
@@ -93,8 +72,8 @@ TEST(Matmul, TwoDFloat32AndFloat64) {
     Tensor c = matmul(make(a, {7, 9}, dt), make(b, {9, 6}, dt));
     EXPECT_EQ(c.sizes(), (Shape{7, 6}));
     EXPECT_EQ(c.dtype(), dt);
-    expect_near_vec(c.to(float64).to_vector<double>(), ref_bmm(a, b, 1, 7, 6, 9),
-                    dt == float32 ? 1e-5 : 1e-12);
+    expect_close(c.to(float64).to_vector<double>(), ref_bmm(a, b, 1, 7, 6, 9),
+                 dt == float32 ? 1e-5 : 1e-12);
   }
 }
 
@@ -102,7 +81,7 @@ TEST(Matmul, BatchedFoldsSharedRightOperand) {
   auto a = seq(2 * 3 * 5), b = seq(5 * 4, 0.7);
   Tensor c = matmul(make(a, {2, 3, 5}), make(b, {5, 4}));
   EXPECT_EQ(c.sizes(), (Shape{2, 3, 4}));
-  expect_near_vec(c.to_vector<double>(), ref_bmm(a, b, 2, 3, 4, 5, true), 1e-12);
+  expect_close(c.to_vector<double>(), ref_bmm(a, b, 2, 3, 4, 5, true), 1e-12);
 }
 
 TEST(Matmul, BroadcastBatchDims) {

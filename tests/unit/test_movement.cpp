@@ -4,31 +4,16 @@
 #include <string>
 
 #include "smelt/ops.h"
+#include "test_util.h"
 
 using namespace smelt;
+using smelt_test::error_of;
+using smelt_test::iota;
+using smelt_test::vals;
 
 namespace {
-std::vector<double> vals(const Tensor& t) { return t.to_vector<double>(); }
-
-Tensor iota(const Shape& shape, DType dt = float32) {
-  int64_t n = 1;
-  for (auto d : shape) n *= d;
-  std::vector<double> v(n);
-  std::iota(v.begin(), v.end(), 0.0);
-  return from_vector<double>(v, shape, dt);
-}
 Tensor i64(std::vector<int64_t> v, Shape s) { return from_vector<int64_t>(v, s); }
 Tensor mask(std::vector<bool> v, Shape s) { return from_vector<bool>(v, s); }
-
-template <class F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
 
 const DType kAll[] = {kBool, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64};
 }  // namespace

@@ -5,19 +5,14 @@
 #include "ops/op_call.h"
 #include "ops/op_table.h"
 #include "smelt/ops.h"
+#include "test_util.h"
 
 using namespace smelt;
 using detail::Attrs;
 using detail::call_op;
+using smelt_test::make_exact;
 
 namespace {
-template <class T>
-Tensor make(const std::vector<T>& v, const Shape& shape) {
-  Tensor t = detail::make_empty(shape, dtype_of<T>::value, Device());
-  std::copy(v.begin(), v.end(), static_cast<T*>(t.data_ptr()));
-  return t;
-}
-
 bool mentions(const Error& e, const std::string& s) {
   return std::string(e.what()).find(s) != std::string::npos;
 }
@@ -38,7 +33,7 @@ TEST(OpCall, WrappedScalar) {
 }
 
 TEST(OpCall, AddWithAlphaAndWrappedNumber) {
-  Tensor x = make<float>({1, 2, 3}, {3});
+  Tensor x = make_exact<float>({1, 2, 3}, {3});
   auto out = call_op("add", {x, detail::wrapped_scalar(Scalar(2))}, Attrs{{"alpha", 0.5}});
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].dtype(), DType::Float32);  // an int number never changes a float tensor
@@ -46,7 +41,7 @@ TEST(OpCall, AddWithAlphaAndWrappedNumber) {
 }
 
 TEST(OpCall, ReductionDimAsIntOrList) {
-  Tensor x = make<double>({1, 2, 3, 4, 5, 6}, {2, 3});
+  Tensor x = make_exact<double>({1, 2, 3, 4, 5, 6}, {2, 3});
   auto a = call_op("sum", {x}, Attrs{{"dim", int64_t{1}}});
   auto b = call_op("sum", {x}, Attrs{{"dim", std::vector<int64_t>{1}}, {"keepdim", false}});
   EXPECT_EQ(a[0].to_vector<double>(), (std::vector<double>{6, 15}));
@@ -57,7 +52,7 @@ TEST(OpCall, ReductionDimAsIntOrList) {
 }
 
 TEST(OpCall, MultipleOutputs) {
-  Tensor x = make<float>({1, 5, 2, 7, 0, 3}, {2, 3});
+  Tensor x = make_exact<float>({1, 5, 2, 7, 0, 3}, {2, 3});
   auto mx = call_op("max", {x}, Attrs{{"dim", int64_t{1}}, {"keepdim", false}});
   ASSERT_EQ(mx.size(), 2u);
   EXPECT_EQ(mx[0].to_vector<float>(), (std::vector<float>{5, 7}));
@@ -75,9 +70,9 @@ TEST(OpCall, MultipleOutputs) {
 }
 
 TEST(OpCall, OptionalTensorInputs) {
-  Tensor x = make<double>({1, 2}, {1, 2});
-  Tensor w = make<double>({1, 1, 0, 1}, {2, 2});
-  Tensor b = make<double>({10, 20}, {2});
+  Tensor x = make_exact<double>({1, 2}, {1, 2});
+  Tensor w = make_exact<double>({1, 1, 0, 1}, {2, 2});
+  Tensor b = make_exact<double>({10, 20}, {2});
   auto with_bias = call_op("linear", {x, w, b}, Attrs{});
   EXPECT_EQ(with_bias[0].to_vector<double>(), (std::vector<double>{13, 22}));
   auto recorded = call_op("linear", {x, w}, Attrs{{"has_bias", false}});
@@ -85,8 +80,8 @@ TEST(OpCall, OptionalTensorInputs) {
 }
 
 TEST(OpCall, EmbeddingAcceptsBothArgumentOrders) {
-  Tensor weight = make<float>({0, 1, 10, 11, 20, 21}, {3, 2});
-  Tensor idx = make<int64_t>({2, 0}, {2});
+  Tensor weight = make_exact<float>({0, 1, 10, 11, 20, 21}, {3, 2});
+  Tensor idx = make_exact<int64_t>({2, 0}, {2});
   auto a = call_op("embedding", {idx, weight}, Attrs{});  // PyTorch's F.embedding order
   auto b = call_op("embedding", {weight, idx}, Attrs{});  // smelt::embedding order
   EXPECT_EQ(a[0].to_vector<float>(), (std::vector<float>{20, 21, 0, 1}));
@@ -94,7 +89,7 @@ TEST(OpCall, EmbeddingAcceptsBothArgumentOrders) {
 }
 
 TEST(OpCall, Errors) {
-  Tensor x = make<float>({1, 2}, {2});
+  Tensor x = make_exact<float>({1, 2}, {2});
   try {
     call_op("no_such_op", {x}, Attrs{});
     ADD_FAILURE();

@@ -14,13 +14,15 @@
 #include "kernels/reduce_ops.h"
 #include "ops/dispatch.h"
 #include "smelt/ops.h"
+#include "test_util.h"
 
 using namespace smelt;
+using smelt_test::kInf;
+using smelt_test::kNaN;
+using smelt_test::make_exact;
+using smelt_test::vals;
 
 namespace {
-
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-constexpr double kInf = std::numeric_limits<double>::infinity();
 
 /// Row-major values -> tensor of `dt` (via a float64 tensor and copy_convert).
 Tensor make(const std::vector<double>& v, const Shape& shape, DType dt = DType::Float32) {
@@ -29,13 +31,6 @@ Tensor make(const std::vector<double>& v, const Shape& shape, DType dt = DType::
   if (dt == DType::Float64) return d;
   Tensor t = detail::make_empty(shape, dt, Device());
   cpu::copy_convert(t, d);
-  return t;
-}
-
-template <class T>
-Tensor make_exact(const std::vector<T>& v, const Shape& shape) {
-  Tensor t = detail::make_empty(shape, dtype_of<T>::value, Device());
-  std::copy(v.begin(), v.end(), static_cast<T*>(t.data_ptr()));
   return t;
 }
 
@@ -56,8 +51,6 @@ Tensor permuted(const Tensor& t, const std::vector<int64_t>& perm) {
   }
   return detail::make_view(t, s, st, t.storage_offset());
 }
-
-std::vector<double> values(const Tensor& t) { return t.to_vector<double>(); }
 
 /// Reference reduction: f(values of the reduced dims, in row-major order).
 struct Ref {
@@ -166,7 +159,7 @@ double rlse(const std::vector<double>& v) {
 void expect_close(const Tensor& got, const Ref& want, double rtol, double atol,
                   const std::string& what) {
   ASSERT_EQ(got.sizes(), want.out_shape) << what;
-  std::vector<double> g = values(got);
+  std::vector<double> g = vals(got);
   ASSERT_EQ(g.size(), want.out.size()) << what;
   for (size_t i = 0; i < g.size(); ++i) {
     if (std::isnan(want.out[i])) {
@@ -283,14 +276,14 @@ TEST(Reduce, VarStdVarMeanVsReference) {
   }
   // Too few elements: 0/0 = NaN (one element, correction 1); m2/0 = inf.
   Tensor one = make({1, 2}, {2, 1});
-  for (double r : values(var(one, {1}))) EXPECT_TRUE(std::isnan(r));
+  for (double r : vals(var(one, {1}))) EXPECT_TRUE(std::isnan(r));
   EXPECT_TRUE(std::isinf(var(make({1, 2}, {2}), {}, 2).item<double>()));
   // Catastrophic cancellation: values around 1e4 with a tiny spread.
   std::vector<double> lo(4096);
   std::mt19937 g(5);
   for (auto& x : lo) x = 10000.0 + (static_cast<double>(g() % 1000) / 1000.0 - 0.5) * 4e-3;
   Tensor xl = make(lo, {4096});
-  std::vector<double> lo32 = values(xl);
+  std::vector<double> lo32 = vals(xl);
   double want = rvar(1)(lo32);
   EXPECT_NEAR(var(xl).item<double>(), want, 1e-3 * want);
 }
@@ -330,7 +323,7 @@ TEST(Reduce, AnyAll) {
 TEST(Reduce, NonContiguousInputs) {
   // Transposed 2-D, permuted 3-D and strided (every other element) views.
   Tensor base = make(randv(7 * 5, 7), {7, 5});
-  auto v = values(base);
+  auto v = vals(base);
   Tensor xt = permuted(base, {1, 0});  // [5, 7]
   std::vector<double> vt(35);
   for (int i = 0; i < 5; ++i)
@@ -345,7 +338,7 @@ TEST(Reduce, NonContiguousInputs) {
   EXPECT_EQ(argmax(xt).item<int64_t>(), static_cast<int64_t>(rargmax(vt)));  // flat, row-major
 
   Tensor b3 = make(randv(4 * 6 * 5, 8), {4, 6, 5});
-  auto v3 = values(b3);
+  auto v3 = vals(b3);
   Tensor p3 = permuted(b3, {2, 0, 1});  // [5, 4, 6]
   std::vector<double> vp(120);
   for (int a = 0; a < 5; ++a)
@@ -369,34 +362,34 @@ TEST(Reduce, NonContiguousInputs) {
   // Broadcast (stride 0) input.
   Tensor row = make({1, 2, 3}, {3});
   Tensor ex = detail::make_view(row, {4, 3}, {0, 1}, 0);
-  EXPECT_EQ(values(sum(ex, {0})), (std::vector<double>{4, 8, 12}));
-  EXPECT_EQ(values(argmax(ex, 0)), (std::vector<double>{0, 0, 0}));
+  EXPECT_EQ(vals(sum(ex, {0})), (std::vector<double>{4, 8, 12}));
+  EXPECT_EQ(vals(argmax(ex, 0)), (std::vector<double>{0, 0, 0}));
 }
 
 TEST(Reduce, EmptyAndSizeOneDims) {
   Tensor e = make({}, {0, 4});
-  EXPECT_EQ(values(sum(e, {0})), std::vector<double>(4, 0.0));
+  EXPECT_EQ(vals(sum(e, {0})), std::vector<double>(4, 0.0));
   EXPECT_EQ(sum(e).item<double>(), 0.0);
-  EXPECT_EQ(values(prod(e, 0)), std::vector<double>(4, 1.0));
+  EXPECT_EQ(vals(prod(e, 0)), std::vector<double>(4, 1.0));
   EXPECT_EQ(prod(e).item<double>(), 1.0);
-  for (double m : values(mean(e, {0}))) EXPECT_TRUE(std::isnan(m));
+  for (double m : vals(mean(e, {0}))) EXPECT_TRUE(std::isnan(m));
   EXPECT_TRUE(std::isnan(mean(e).item<double>()));
-  for (double m : values(var(e, {0}))) EXPECT_TRUE(std::isnan(m));
+  for (double m : vals(var(e, {0}))) EXPECT_TRUE(std::isnan(m));
   auto [ev, em] = var_mean(e, {0});
-  for (double m : values(em)) EXPECT_TRUE(std::isnan(m));
+  for (double m : vals(em)) EXPECT_TRUE(std::isnan(m));
   EXPECT_EQ(sum(e, {1}).sizes(), (Shape{0}));
   EXPECT_EQ(amax(e, {1}).sizes(), (Shape{0}));  // reducing a non-empty dim of an empty tensor
   EXPECT_EQ(argmax(e, 1).sizes(), (Shape{0}));
-  EXPECT_EQ(values(any(e, {0})), std::vector<double>(4, 0.0));
-  EXPECT_EQ(values(all(e, {0})), std::vector<double>(4, 1.0));
+  EXPECT_EQ(vals(any(e, {0})), std::vector<double>(4, 0.0));
+  EXPECT_EQ(vals(all(e, {0})), std::vector<double>(4, 1.0));
   EXPECT_FALSE(any(e).item<bool>());
   EXPECT_TRUE(all(e).item<bool>());
   EXPECT_EQ(sum(make({}, {0, 4}, DType::Int32)).dtype(), DType::Int64);
 
   Tensor s1 = make(randv(12, 9), {3, 1, 4});
-  EXPECT_EQ(values(sum(s1, {1})), values(s1));
+  EXPECT_EQ(vals(sum(s1, {1})), vals(s1));
   EXPECT_EQ(sum(s1, {1}).sizes(), (Shape{3, 4}));
-  EXPECT_EQ(values(argmax(s1, 1)), std::vector<double>(12, 0.0));
+  EXPECT_EQ(vals(argmax(s1, 1)), std::vector<double>(12, 0.0));
   // 0-dim input: dim 0 / -1 allowed, the result is 0-dim.
   Tensor z = make({2.5}, {});
   EXPECT_EQ(sum(z).item<double>(), 2.5);
@@ -406,7 +399,7 @@ TEST(Reduce, EmptyAndSizeOneDims) {
   auto [zv, zi] = max(z, 0);
   EXPECT_EQ(zv.item<double>(), 2.5);
   EXPECT_EQ(zi.item<int64_t>(), 0);
-  EXPECT_EQ(values(cumsum(z, 0)), (std::vector<double>{2.5}));
+  EXPECT_EQ(vals(cumsum(z, 0)), (std::vector<double>{2.5}));
 }
 
 TEST(Reduce, NaNPropagation) {
@@ -486,14 +479,14 @@ TEST(Reduce, HalfAccumulatesInFloat) {
   Tensor bf = make(std::vector<double>(15000, 1.0), {3, 5000}, DType::BFloat16);
   Tensor bs = sum(bf, {1});
   EXPECT_EQ(bs.dtype(), DType::BFloat16);
-  EXPECT_EQ(values(bs), (std::vector<double>{4992, 4992, 4992}));
+  EXPECT_EQ(vals(bs), (std::vector<double>{4992, 4992, 4992}));
   // float16 overflow: the float sum exceeds 65504 -> inf after rounding.
   Tensor ov = make(std::vector<double>(724, 100.0), {724}, DType::Float16);
   EXPECT_TRUE(std::isinf(sum(ov).item<double>()));
   // var / std / mean of float16 rows.
   auto v = randv(6 * 9, 10);
   Tensor x16 = make(v, {6, 9}, DType::Float16);
-  std::vector<double> v16 = values(x16);
+  std::vector<double> v16 = vals(x16);
   auto [vv, mm] = var_mean(x16, {1}, 0);
   EXPECT_EQ(vv.dtype(), DType::Float16);
   expect_close(vv, ref_reduce(v16, {6, 9}, {1}, false, rvar(0)), 1e-3, 1e-3, "var f16");
@@ -509,7 +502,7 @@ TEST(Reduce, LargeAndParallel) {
   const int64_t n = 1 << 20;
   auto v = randv(n, 11, 0, 1);
   Tensor x = make(v, {n});
-  EXPECT_NEAR(sum(x).item<double>(), rsum(values(x)), 1e-6 * n * 0.5);
+  EXPECT_NEAR(sum(x).item<double>(), rsum(vals(x)), 1e-6 * n * 0.5);
   std::vector<double> ones(static_cast<size_t>(n), 0.1);
   Tensor o = make(ones, {n});
   double want = static_cast<double>(static_cast<float>(0.1)) * n;
@@ -549,10 +542,10 @@ TEST(Reduce, DTypeArgument) {
   EXPECT_EQ(s.item<double>(), 21.0);
   Tensor m = mean(i, {1}, false, DType::Float32);
   EXPECT_EQ(m.dtype(), DType::Float32);
-  EXPECT_EQ(values(m), (std::vector<double>{2, 5}));
+  EXPECT_EQ(vals(m), (std::vector<double>{2, 5}));
   Tensor p = prod(i, 1, true, DType::Float32);
   EXPECT_EQ(p.sizes(), (Shape{2, 1}));
-  EXPECT_EQ(values(p), (std::vector<double>{6, 120}));
+  EXPECT_EQ(vals(p), (std::vector<double>{6, 120}));
   Tensor f = make({1.7, 2.9}, {2});
   EXPECT_EQ(sum(f, {}, false, DType::Int64).item<int64_t>(), 3);  // converted first, as PyTorch
   Tensor f16 = sum(f, {}, false, DType::Float16);
@@ -566,12 +559,12 @@ TEST(Reduce, Cumsum) {
   auto v = randv(24, 15);
   for (DType dt : {DType::Float32, DType::Float64, DType::Float16}) {
     Tensor x = make(v, {4, 6}, dt);
-    std::vector<double> xv = values(x);
+    std::vector<double> xv = vals(x);
     for (int64_t d : {0, 1, -1}) {
       Tensor c = cumsum(x, d);
       EXPECT_EQ(c.dtype(), dt);
       EXPECT_EQ(c.sizes(), (Shape{4, 6}));
-      std::vector<double> got = values(c);
+      std::vector<double> got = vals(c);
       int64_t dd = d < 0 ? d + 2 : d;
       for (int i = 0; i < 4; ++i)
         for (int j = 0; j < 6; ++j) {
@@ -585,7 +578,7 @@ TEST(Reduce, Cumsum) {
   Tensor b = make_exact<bool>({true, false, true, true}, {4});
   Tensor cb = cumsum(b, 0);
   EXPECT_EQ(cb.dtype(), DType::Int64);
-  EXPECT_EQ(values(cb), (std::vector<double>{1, 1, 2, 3}));
+  EXPECT_EQ(vals(cb), (std::vector<double>{1, 1, 2, 3}));
   Tensor i = make_exact<int32_t>({2147483647, 1, 5}, {3});
   Tensor ci = cumsum(i, 0);
   EXPECT_EQ(ci.dtype(), DType::Int64);
@@ -594,8 +587,8 @@ TEST(Reduce, Cumsum) {
   // Transposed input.
   Tensor base = make({1, 2, 3, 4, 5, 6}, {2, 3});
   Tensor t = permuted(base, {1, 0});  // [[1, 4], [2, 5], [3, 6]]
-  EXPECT_EQ(values(cumsum(t, 0)), (std::vector<double>{1, 4, 3, 9, 6, 15}));
-  EXPECT_EQ(values(cumsum(t, 1)), (std::vector<double>{1, 5, 2, 7, 3, 9}));
+  EXPECT_EQ(vals(cumsum(t, 0)), (std::vector<double>{1, 4, 3, 9, 6, 15}));
+  EXPECT_EQ(vals(cumsum(t, 1)), (std::vector<double>{1, 5, 2, 7, 3, 9}));
   EXPECT_EQ(cumsum(make({}, {0, 3}), 0).sizes(), (Shape{0, 3}));
 }
 
@@ -757,7 +750,7 @@ TEST(Reduce, Logsumexp) {
   }
   // Rows of -inf, with +inf, with NaN; large values (no overflow).
   Tensor s = make({-kInf, -kInf, 1, kInf, 1, kNaN, 1000, 1000}, {4, 2});
-  std::vector<double> got = values(logsumexp(s, {1}));
+  std::vector<double> got = vals(logsumexp(s, {1}));
   EXPECT_EQ(got[0], -kInf);
   EXPECT_EQ(got[1], kInf);
   EXPECT_TRUE(std::isnan(got[2]));
@@ -767,5 +760,5 @@ TEST(Reduce, Logsumexp) {
   EXPECT_EQ(li.dtype(), DType::Float32);
   EXPECT_NEAR(li.item<double>(), std::log(2.0), 1e-6);
   Tensor le = logsumexp(make({}, {0, 4}), {0});
-  EXPECT_EQ(values(le), std::vector<double>(4, -kInf));
+  EXPECT_EQ(vals(le), std::vector<double>(4, -kInf));
 }

@@ -5,31 +5,14 @@
 
 #include "core/tensor_impl.h"
 #include "smelt/ops.h"
+#include "test_util.h"
 
 using namespace smelt;
+using smelt_test::error_of;
+using smelt_test::iota;
+using smelt_test::vals;
 
 namespace {
-std::vector<double> vals(const Tensor& t) { return t.to_vector<double>(); }
-
-/// 0, 1, ..., n-1 as float32 in `shape`.
-Tensor iota(const Shape& shape, DType dt = float32) {
-  int64_t n = 1;
-  for (auto d : shape) n *= d;
-  std::vector<double> v(n);
-  std::iota(v.begin(), v.end(), 0.0);
-  return from_vector<double>(v, shape, dt);
-}
-
-template <class F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
-
 bool same_storage(const Tensor& a, const Tensor& b) { return a.storage() == b.storage(); }
 }  // namespace
 

@@ -1,0 +1,91 @@
+// Shared helpers of the test suite (tests/**/test_*.cpp): tensors built from
+// values, values read back, and error-message checks. Each test file takes the
+// helpers it uses by name (`using smelt_test::vals;` ...).
+#pragma once
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "core/tensor_impl.h"
+#include "smelt/ops.h"
+
+namespace smelt_test {
+
+inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+inline constexpr double kInf = std::numeric_limits<double>::infinity();
+
+/// Elements as float64 (row-major).
+inline std::vector<double> vals(const smelt::Tensor& t) { return t.to_vector<double>(); }
+
+/// 0, 1, ..., n-1 as `dt` in `shape`.
+inline smelt::Tensor iota(const smelt::Shape& shape, smelt::DType dt = smelt::float32) {
+  int64_t n = 1;
+  for (auto d : shape) n *= d;
+  std::vector<double> v(n);
+  std::iota(v.begin(), v.end(), 0.0);
+  return smelt::from_vector<double>(v, shape, dt);
+}
+
+/// A smooth, irregular sequence of `n` values in about [-2, 2.2].
+inline std::vector<double> seq(int64_t n, double scale = 0.37, double shift = 0.0) {
+  std::vector<double> v(n);
+  for (int64_t i = 0; i < n; ++i) v[i] = std::sin(i * scale + shift) * 2.0 + 0.1 * (i % 3);
+  return v;
+}
+
+/// Row-major float64 values -> tensor of `dt` (converted as a store would).
+inline smelt::Tensor make(const std::vector<double>& v, const smelt::Shape& s,
+                          smelt::DType dt = smelt::float64) {
+  return smelt::from_vector<double>(v, s, dt);
+}
+
+/// A contiguous tensor of T's dtype holding exactly `v` (written directly, no op runs).
+template <class T>
+smelt::Tensor make_exact(const std::vector<T>& v, const smelt::Shape& shape) {
+  smelt::Tensor t = smelt::detail::make_empty(shape, smelt::dtype_of<T>::value, smelt::Device());
+  std::copy(v.begin(), v.end(), static_cast<T*>(t.data_ptr()));
+  return t;
+}
+
+/// The message of the smelt::Error `f` raises, or "<no error>".
+template <class F>
+std::string error_of(F f) {
+  try {
+    f();
+  } catch (const smelt::Error& e) {
+    return e.what();
+  }
+  return "<no error>";
+}
+
+/// EXPECTs that `f` raises smelt::Error whose message contains `what`.
+template <class F>
+void expect_error_mentions(F&& f, const std::string& what) {
+  try {
+    f();
+    ADD_FAILURE() << "expected smelt::Error mentioning " << what;
+  } catch (const smelt::Error& e) {
+    EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+  }
+}
+
+/// EXPECTs got[i] within tol * (1 + |want[i]|) of want[i]; a NaN want needs a NaN got.
+inline void expect_close(const std::vector<double>& got, const std::vector<double>& want,
+                         double tol) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::isnan(want[i])) {
+      EXPECT_TRUE(std::isnan(got[i])) << "at " << i << ": got " << got[i];
+    } else {
+      EXPECT_NEAR(got[i], want[i], tol * (1 + std::fabs(want[i]))) << "at " << i;
+    }
+  }
+}
+
+}  // namespace smelt_test
