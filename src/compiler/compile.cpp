@@ -127,6 +127,9 @@ class CompiledState {
   }
 
   std::vector<Tensor> call(const std::vector<Tensor>& args, const ErasedFn& fn) {
+    // Called while another compiled function is being traced: inline it into
+    // that trace (as torch.compile does with nested compiled functions).
+    if (trace_context() != nullptr) return fn(args);
     std::lock_guard<std::mutex> lock(mu);
     ++stats.calls;
     for (size_t i = 0; i < args.size(); ++i)

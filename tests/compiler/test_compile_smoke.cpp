@@ -36,3 +36,35 @@ TEST(CompileSmoke, PointwiseChainIsOneKernel) {
   EXPECT_EQ(f.stats().kernels, 1);
   EXPECT_LT(max_abs_diff(y, ref), 1e-6);
 }
+
+TEST(CompileSmoke, NestedCompiledFunctionIsInlined) {
+  auto inner = compile([](const Tensor& x) { return x * 2; });
+  auto outer = compile([&inner](const Tensor& x) { return inner(x) + 1; });
+  Tensor x = ones({4});
+  EXPECT_EQ(outer(x).to_vector<float>(), std::vector<float>(4, 3.f));
+  EXPECT_EQ(outer.stats().kernels, 1);      // mul and add fused across the nesting
+  EXPECT_EQ(inner.stats().compiles, 0);     // the inner function was traced inline
+}
+
+TEST(CompileSmoke, RowBroadcastOperandsInOneKernel) {
+  manual_seed(0);
+  Tensor x = randn({64, 33}), b = randn({33}), c = randn({64, 1});
+  auto f = compile([](const Tensor& x, const Tensor& b, const Tensor& c) { return relu(x + b) * c; });
+  Tensor y = f(x, b, c);
+  EXPECT_EQ(f.stats().kernels, 1);
+  EXPECT_LT(max_abs_diff(y, relu(x + b) * c), 1e-6);
+}
+
+TEST(CompileSmoke, FullReductionsSplitAcrossThreadsStayAccurate) {
+  manual_seed(0);
+  Tensor x = randn({1 << 20});
+  x.narrow(0, 777777, 1).fill_(100.0);
+  auto f = compile([](const Tensor& x) {
+    return std::make_tuple(sum(x * 2), argmax(x), x / amax(x));
+  });
+  auto [s, a, d] = f(x);
+  EXPECT_EQ(f.stats().kernels, 1);  // three reductions and the pointwise tail: one kernel
+  EXPECT_NEAR(s.item<double>(), sum(x.to(DType::Float64) * 2).item<double>(), 1e-3);
+  EXPECT_EQ(a.item<int64_t>(), 777777);
+  EXPECT_LT(max_abs_diff(d, x / amax(x)), 1e-7);
+}
