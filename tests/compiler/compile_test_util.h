@@ -20,6 +20,7 @@
 #include "compiler/trace/tracer.h"
 #include "smelt/compile.h"
 #include "smelt/ops.h"
+#include "test_util.h"
 
 namespace smelt_test {
 
@@ -87,11 +88,6 @@ class CompilerTest : public ::testing::Test {
   std::unique_ptr<ScopedEnv> cache_, logs_, cxx_;
 };
 
-/// Elements as float64 (row-major).
-inline std::vector<double> values(const Tensor& t) {
-  return t.to(DType::Float64).contiguous().to_vector<double>();
-}
-
 /// Same shape and dtype, and every element within `tol` (absolute + relative);
 /// NaN must match NaN.
 inline ::testing::AssertionResult close(const Tensor& got, const Tensor& want, double tol = 1e-5) {
@@ -101,7 +97,7 @@ inline ::testing::AssertionResult close(const Tensor& got, const Tensor& want, d
   if (got.dtype() != want.dtype())
     return ::testing::AssertionFailure() << "dtype " << smelt::dtype_name(got.dtype()) << " vs "
                                          << smelt::dtype_name(want.dtype());
-  auto a = values(got), b = values(want);
+  auto a = vals(got), b = vals(want);
   for (size_t i = 0; i < a.size(); ++i) {
     if (std::isnan(a[i]) || std::isnan(b[i])) {
       if (std::isnan(a[i]) && std::isnan(b[i])) continue;
