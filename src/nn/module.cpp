@@ -131,6 +131,24 @@ void Module::collect(const std::string& prefix, std::vector<NamedTensor>& out, b
     for (const auto& [n, m] : children_) m->collect(join_name(prefix, n), out, params, bufs, true);
 }
 
+namespace {
+/// (name, tensor) pairs of `all`, in order.
+std::vector<std::pair<std::string, Tensor>> to_pairs(std::vector<NamedTensor> all) {
+  std::vector<std::pair<std::string, Tensor>> out;
+  out.reserve(all.size());
+  for (auto& nt : all) out.emplace_back(std::move(nt.name), std::move(nt.tensor));
+  return out;
+}
+
+/// The tensors of `named`, in order.
+std::vector<Tensor> tensors_of(const std::vector<std::pair<std::string, Tensor>>& named) {
+  std::vector<Tensor> out;
+  out.reserve(named.size());
+  for (const auto& [n, t] : named) out.push_back(t);
+  return out;
+}
+}  // namespace
+
 std::vector<NamedTensor> Module::named_parameters_and_buffers() const {
   std::vector<NamedTensor> out;
   collect("", out, true, true, true);
@@ -140,31 +158,21 @@ std::vector<NamedTensor> Module::named_parameters_and_buffers() const {
 std::vector<std::pair<std::string, Tensor>> Module::named_parameters(bool recurse) const {
   std::vector<NamedTensor> all;
   collect("", all, true, false, recurse);
-  std::vector<std::pair<std::string, Tensor>> out;
-  out.reserve(all.size());
-  for (auto& nt : all) out.emplace_back(std::move(nt.name), std::move(nt.tensor));
-  return out;
+  return to_pairs(std::move(all));
 }
 
 std::vector<Tensor> Module::parameters(bool recurse) const {
-  std::vector<Tensor> out;
-  for (auto& [n, t] : named_parameters(recurse)) out.push_back(t);
-  return out;
+  return tensors_of(named_parameters(recurse));
 }
 
 std::vector<std::pair<std::string, Tensor>> Module::named_buffers(bool recurse) const {
   std::vector<NamedTensor> all;
   collect("", all, false, true, recurse);
-  std::vector<std::pair<std::string, Tensor>> out;
-  out.reserve(all.size());
-  for (auto& nt : all) out.emplace_back(std::move(nt.name), std::move(nt.tensor));
-  return out;
+  return to_pairs(std::move(all));
 }
 
 std::vector<Tensor> Module::buffers(bool recurse) const {
-  std::vector<Tensor> out;
-  for (auto& [n, t] : named_buffers(recurse)) out.push_back(t);
-  return out;
+  return tensors_of(named_buffers(recurse));
 }
 
 std::vector<std::shared_ptr<Module>> Module::children() const {
