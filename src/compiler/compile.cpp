@@ -210,7 +210,6 @@ class CompiledState {
     if (opts.mode == "max-autotune" && log_enabled("recompiles"))
       log_artifact("recompiles",
                    "mode max-autotune: no autotuning on the CPU yet; compiling as default");
-    ++stats.compiles;
     // 1. trace
     Graph captured;
     // Tracing swaps the module's parameter storages into tracers: one trace at
@@ -225,7 +224,7 @@ class CompiledState {
       // as torch.compile does: ops see them as constants.
       for (size_t i = 0; i < args.size(); ++i)
         tracers.push_back(args[i].is_wrapped_number() ? args[i]
-                                                       : gb.add_input(args[i], static_cast<int>(i)));
+                                                      : gb.add_input(args[i], static_cast<int>(i)));
       for (size_t i = 0; i < params.size(); ++i) gb.add_param(params[i], static_cast<int>(i));
       std::vector<Tensor> outs;
       {
@@ -284,15 +283,17 @@ class CompiledState {
       // 7. build and load
       try {
         lib = build_library(e.source, &bi);
-      } catch (const Error& err) {
-        if (std::string(err.what()).find("was not found") == std::string::npos || opts.fullgraph)
-          throw;
-        std::fputs(fmt::format("smelt::compile warning: {}; running eagerly\n", err.what()).c_str(),
-                   stderr);
+      } catch (const JitUnavailable& err) {
+        if (opts.fullgraph) throw;
+        std::fputs(
+            fmt::format("smelt::compile warning: {}; this function runs eagerly\n", err.what())
+                .c_str(),
+            stderr);
         eager_only = true;
         return e;
       }
     }
+    ++stats.compiles;
     e.graph = std::make_shared<CompiledGraph>(std::move(g), std::move(s), lib,
                                               opts.mode == "reduce-overhead");
     stats.kernels = static_cast<int>(e.graph->schedule().steps.size());

@@ -1,6 +1,10 @@
 // End-to-end: compile() of small functions, compared with eager.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
 #include <cstdlib>
 
 #include "smelt/compile.h"
@@ -42,14 +46,15 @@ TEST(CompileSmoke, NestedCompiledFunctionIsInlined) {
   auto outer = compile([&inner](const Tensor& x) { return inner(x) + 1; });
   Tensor x = ones({4});
   EXPECT_EQ(outer(x).to_vector<float>(), std::vector<float>(4, 3.f));
-  EXPECT_EQ(outer.stats().kernels, 1);      // mul and add fused across the nesting
-  EXPECT_EQ(inner.stats().compiles, 0);     // the inner function was traced inline
+  EXPECT_EQ(outer.stats().kernels, 1);   // mul and add fused across the nesting
+  EXPECT_EQ(inner.stats().compiles, 0);  // the inner function was traced inline
 }
 
 TEST(CompileSmoke, RowBroadcastOperandsInOneKernel) {
   manual_seed(0);
   Tensor x = randn({64, 33}), b = randn({33}), c = randn({64, 1});
-  auto f = compile([](const Tensor& x, const Tensor& b, const Tensor& c) { return relu(x + b) * c; });
+  auto f =
+      compile([](const Tensor& x, const Tensor& b, const Tensor& c) { return relu(x + b) * c; });
   Tensor y = f(x, b, c);
   EXPECT_EQ(f.stats().kernels, 1);
   EXPECT_LT(max_abs_diff(y, relu(x + b) * c), 1e-6);
@@ -59,12 +64,74 @@ TEST(CompileSmoke, FullReductionsSplitAcrossThreadsStayAccurate) {
   manual_seed(0);
   Tensor x = randn({1 << 20});
   x.narrow(0, 777777, 1).fill_(100.0);
-  auto f = compile([](const Tensor& x) {
-    return std::make_tuple(sum(x * 2), argmax(x), x / amax(x));
-  });
+  auto f =
+      compile([](const Tensor& x) { return std::make_tuple(sum(x * 2), argmax(x), x / amax(x)); });
   auto [s, a, d] = f(x);
   EXPECT_EQ(f.stats().kernels, 1);  // three reductions and the pointwise tail: one kernel
   EXPECT_NEAR(s.item<double>(), sum(x.to(DType::Float64) * 2).item<double>(), 1e-3);
   EXPECT_EQ(a.item<int64_t>(), 777777);
   EXPECT_LT(max_abs_diff(d, x / amax(x)), 1e-7);
+}
+
+namespace {
+/// Runs `f` with an environment variable set, restoring it afterwards.
+template <class F>
+void with_env(const char* name, const std::string& value, F&& f) {
+  const char* old = std::getenv(name);
+  std::string saved = old ? old : "";
+  setenv(name, value.c_str(), 1);
+  f();
+  if (old)
+    setenv(name, saved.c_str(), 1);
+  else
+    unsetenv(name);
+}
+}  // namespace
+
+TEST(CompileSmoke, UnusableCacheDirectoryRunsEagerlyWithAWarning) {
+  Tensor x = arange(0, 6).to(DType::Float32);
+  with_env("SMELT_CACHE_DIR", "/proc/smelt-cannot-create-this", [&] {
+    auto f = compile([](const Tensor& x) { return exp(x) + 1; });
+    testing::internal::CaptureStderr();
+    Tensor y = f(x);
+    std::string err = testing::internal::GetCapturedStderr();
+    EXPECT_NE(err.find("cannot create the kernel cache directory"), std::string::npos) << err;
+    EXPECT_LT(max_abs_diff(y, exp(x) + 1), 1e-6);
+    EXPECT_EQ(f.stats().compiles, 0);
+    EXPECT_GE(f.stats().eager_calls, 1);
+  });
+}
+
+TEST(CompileSmoke, PathsAreNeverInterpretedByAShell) {
+  // A cache directory whose name would run a command if a shell saw it.
+  std::string dir = "/tmp/smelt-test-quote-a'b;touch smelt-pwned;'";
+  with_env("SMELT_CACHE_DIR", dir, [&] {
+    auto f = compile([](const Tensor& x) { return sin(x) * 3; });
+    Tensor x = arange(0, 5).to(DType::Float32);
+    EXPECT_LT(max_abs_diff(f(x), sin(x) * 3), 1e-6);
+    EXPECT_EQ(f.stats().compiles, 1);
+  });
+  EXPECT_NE(access("smelt-pwned", F_OK), 0);
+}
+
+TEST(CompileSmoke, HangingCompilerTimesOutAndRunsEagerly) {
+  std::string script = "/tmp/smelt-test-hanging-cxx.sh";
+  FILE* s = std::fopen(script.c_str(), "w");
+  ASSERT_NE(s, nullptr);
+  std::fputs("#!/bin/sh\n[ \"$1\" = --version ] && { echo fake 1.0; exit 0; }\nsleep 30\n", s);
+  std::fclose(s);
+  chmod(script.c_str(), 0755);
+  with_env("SMELT_CXX", script, [&] {
+    with_env("SMELT_COMPILE_TIMEOUT", "1", [&] {
+      with_env("SMELT_CACHE_DIR", "/tmp/smelt-test-hanging-cache", [&] {
+        auto f = compile([](const Tensor& x) { return cos(x) - 2; });
+        Tensor x = arange(0, 4).to(DType::Float32);
+        testing::internal::CaptureStderr();
+        Tensor y = f(x);
+        std::string err = testing::internal::GetCapturedStderr();
+        EXPECT_NE(err.find("timed out"), std::string::npos) << err;
+        EXPECT_LT(max_abs_diff(y, cos(x) - 2), 1e-6);
+      });
+    });
+  });
 }

@@ -2,9 +2,15 @@
 
 #include <dlfcn.h>
 #include <fmt/format.h>
+#include <poll.h>
+#include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <vector>
 
 #include <atomic>
 #include <chrono>
@@ -21,6 +27,8 @@
 namespace smelt::detail {
 const std::map<std::string, std::string>& embedded_headers();
 }
+
+extern "C" char** environ;
 
 namespace smelt::compiler {
 
@@ -49,22 +57,78 @@ void write_atomic(const std::string& path, const std::string& data) {
                                 std::hash<std::thread::id>{}(std::this_thread::get_id()));
   {
     std::ofstream f(tmp, std::ios::binary);
-    SMELT_CHECK(f, "smelt::compile: cannot write the kernel cache file {}", tmp);
+    if (!f)
+      throw JitUnavailable(fmt::format("smelt::compile: cannot write the kernel cache file {} ({})",
+                                       tmp, std::strerror(errno)));
     f << data;
   }
   SMELT_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "smelt::compile: cannot rename {} to {}",
               tmp, path);
 }
 
-/// Runs `cmd` through the shell, returning its exit status and output.
-int run_command(const std::string& cmd, std::string* output) {
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return -1;
+/// Runs `argv` (no shell: paths are passed verbatim) with stdout and stderr
+/// captured; kills it after `timeout_s` seconds. Returns the exit status, 127
+/// when the program cannot be started, -1 when killed for the timeout.
+int run_command(const std::vector<std::string>& argv, std::string* output, int timeout_s) {
+  int fds[2];
+  if (::pipe(fds) != 0) return 127;
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
+  posix_spawn_file_actions_adddup2(&fa, fds[1], 2);
+  posix_spawn_file_actions_addclose(&fa, fds[0]);
+  std::vector<char*> args;
+  for (auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  // Its own process group, so that a timeout kills whatever it started too.
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);
+  pid_t pid = 0;
+  int rc = posix_spawnp(&pid, args[0], &fa, &attr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&attr);
+  ::close(fds[1]);
+  if (rc != 0) {
+    ::close(fds[0]);
+    *output = std::strerror(rc);
+    return 127;
+  }
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+  bool timed_out = false;
   char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) output->append(buf, n);
-  int status = pclose(p);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                    deadline - std::chrono::steady_clock::now())
+                    .count();
+    if (left <= 0) {
+      timed_out = true;
+      ::kill(-pid, SIGKILL);
+      break;
+    }
+    pollfd p{fds[0], POLLIN, 0};
+    int r = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 1000)));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) continue;
+    ssize_t n = ::read(fds[0], buf, sizeof buf);
+    if (n <= 0) break;
+    output->append(buf, static_cast<size_t>(n));
+  }
+  ::close(fds[0]);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (timed_out) return -1;
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
+/// Seconds a compiler run may take (SMELT_COMPILE_TIMEOUT, default 300).
+int compile_timeout() {
+  const char* env = std::getenv("SMELT_COMPILE_TIMEOUT");
+  int t = env ? std::atoi(env) : 0;
+  return t > 0 ? t : 300;
 }
 
 std::string compiler() {
@@ -72,11 +136,15 @@ std::string compiler() {
   return env && *env ? env : "g++";
 }
 
-const std::string& flags() {
-  static const std::string f =
-      "-O3 -march=native -ffp-contract=off -fopenmp -shared -fPIC -std=c++17 -w";
+/// -ffp-contract=off: no fused multiply-add the eager kernels do not do, so
+/// compiled pointwise code rounds exactly as eager.
+const std::vector<std::string>& flag_list() {
+  static const std::vector<std::string> f = {
+      "-O3",     "-march=native", "-ffp-contract=off", "-fopenmp",
+      "-shared", "-fPIC",         "-std=c++17",        "-w"};
   return f;
 }
+std::string flags() { return fmt::format("{}", fmt::join(flag_list(), " ")); }
 
 std::string compiler_version() {
   static std::mutex m;
@@ -85,12 +153,15 @@ std::string compiler_version() {
   auto it = cache.find(compiler());
   if (it != cache.end()) return it->second;
   std::string out;
-  int rc = run_command(compiler() + " --version", &out);
+  int rc = run_command({compiler(), "--version"}, &out, 30);
   if (rc != 0)
-    throw Error(fmt::format(
-        "smelt::compile: the C++ compiler '{}' was not found or does not run (exit {}: {}); "
-        "install g++ (`make deps`) or set SMELT_CXX to a working compiler",
-        compiler(), rc, out.substr(0, 200)));
+    throw JitUnavailable(fmt::format(
+        "smelt::compile: the C++ compiler '{}' was not found or does not run ({}); install g++ "
+        "(`make deps`) or set SMELT_CXX to a working compiler",
+        compiler(),
+        rc == 127 ? "cannot start it"
+        : rc < 0  ? "timed out"
+                  : fmt::format("exit {}", rc)));
   cache[compiler()] = out;
   return out;
 }
@@ -140,20 +211,31 @@ std::string cache_dir() {
     dir = env;
   } else {
     const char* home = std::getenv("HOME");
-    SMELT_CHECK(home && *home,
-                "smelt::compile: neither SMELT_CACHE_DIR nor HOME is set; set "
-                "SMELT_CACHE_DIR to a private directory for the kernel cache");
+    if (!home || !*home)
+      throw JitUnavailable(
+          "smelt::compile: neither SMELT_CACHE_DIR nor HOME is set; set SMELT_CACHE_DIR to a "
+          "private directory for the kernel cache");
     dir = std::string(home) + "/.cache/smelt";
     ::mkdir((std::string(home) + "/.cache").c_str(), 0700);
   }
-  ::mkdir(dir.c_str(), 0700);
+  int mk = ::mkdir(dir.c_str(), 0700);
+  int mk_errno = mk == 0 ? 0 : errno;
   struct stat st {};
-  SMELT_CHECK(::stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode),
-              "smelt::compile: cannot create the kernel cache directory {}", dir);
-  SMELT_CHECK(st.st_uid == ::getuid(),
-              "smelt::compile: the kernel cache {} belongs to another user; set SMELT_CACHE_DIR "
-              "to a directory of your own",
-              dir);
+  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    throw JitUnavailable(fmt::format(
+        "smelt::compile: cannot create the kernel cache directory {} ({}); set SMELT_CACHE_DIR "
+        "to a writable directory of your own",
+        dir, std::strerror(mk_errno ? mk_errno : ENOTDIR)));
+  if (st.st_uid != ::getuid())
+    throw JitUnavailable(fmt::format(
+        "smelt::compile: the kernel cache {} belongs to another user; set SMELT_CACHE_DIR to a "
+        "directory of your own",
+        dir));
+  if (::access(dir.c_str(), W_OK | X_OK) != 0)
+    throw JitUnavailable(fmt::format(
+        "smelt::compile: the kernel cache directory {} is not writable ({}); set SMELT_CACHE_DIR "
+        "to a writable directory of your own",
+        dir, std::strerror(errno)));
   if (st.st_mode & (S_IWGRP | S_IWOTH)) ::chmod(dir.c_str(), 0700);
   return dir;
 }
@@ -214,15 +296,23 @@ std::shared_ptr<KernelLibrary> build_library(const std::string& source, BuildInf
   write_atomic(base + ".cpp", source);
   std::string tmp = fmt::format("{}.so.tmp.{}.{}", base, getpid(),
                                 std::hash<std::thread::id>{}(std::this_thread::get_id()));
-  std::string cmd = fmt::format("{} {} -o '{}' '{}.cpp'", compiler(), flags(), tmp, base);
+  std::vector<std::string> argv = {compiler()};
+  argv.insert(argv.end(), flag_list().begin(), flag_list().end());
+  argv.insert(argv.end(), {"-o", tmp, base + ".cpp"});
+  std::string cmd = fmt::format("{}", fmt::join(argv, " "));
   std::string out;
   auto t0 = std::chrono::steady_clock::now();
   ++g_invocations;
-  int rc = run_command(cmd, &out);
+  int rc = run_command(argv, &out, compile_timeout());
   bi.build_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (rc != 0) {
     std::remove(tmp.c_str());
+    if (rc == 127 || rc < 0)
+      throw JitUnavailable(fmt::format(
+          "smelt::compile: the C++ compiler {} (after {} s; SMELT_COMPILE_TIMEOUT sets the "
+          "limit)\n  command: {}",
+          rc < 0 ? "timed out" : "could not be started", compile_timeout(), cmd));
     throw Error(
         fmt::format("smelt::compile: building generated code failed (exit {})\n  command: {}\n"
                     "  source: {}.cpp\n{}",
@@ -233,8 +323,11 @@ std::shared_ptr<KernelLibrary> build_library(const std::string& source, BuildInf
               "smelt::compile: cannot move {} into the kernel cache", tmp);
   write_atomic(base + ".meta", meta_of(bin));
   auto lib = try_load();
-  SMELT_CHECK(lib != nullptr, "smelt::compile: cannot load the freshly built {}.so: {}", base,
-              dlerror() ? dlerror() : "unknown error");
+  if (!lib) {
+    const char* why = dlerror();
+    throw Error(fmt::format("smelt::compile: cannot load the freshly built {}.so: {}", base,
+                            why ? why : "the binary does not match its checksum"));
+  }
   return lib;
 }
 

@@ -13,7 +13,16 @@
 #include <memory>
 #include <string>
 
+#include "smelt/error.h"
+
 namespace smelt::compiler {
+
+/// The JIT cannot run on this machine (no usable compiler, an unusable cache
+/// directory, a compiler that hangs): compile() warns and runs eagerly.
+class JitUnavailable : public Error {
+ public:
+  using Error::Error;
+};
 
 class KernelLibrary {
  public:
