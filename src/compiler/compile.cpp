@@ -57,8 +57,23 @@ struct TensorGuard {
   }
 };
 
+/// For each argument, the first argument sharing its storage (itself if none).
+std::vector<int> alias_pattern(const std::vector<Tensor>& args) {
+  std::vector<int> a(args.size());
+  for (size_t i = 0; i < args.size(); ++i) {
+    a[i] = static_cast<int>(i);
+    for (size_t j = 0; j < i; ++j)
+      if (!args[i].is_wrapped_number() && args[j].storage() == args[i].storage()) {
+        a[i] = static_cast<int>(j);
+        break;
+      }
+  }
+  return a;
+}
+
 struct Guards {
   std::vector<TensorGuard> args;
+  std::vector<int> aliases;                         // alias_pattern of the arguments
   std::vector<std::shared_ptr<TensorImpl>> params;  // identity (kept alive)
   std::vector<TensorGuard> param_meta;
   std::vector<const Storage*> param_storage;
@@ -74,6 +89,7 @@ struct Guards {
       if (!(now == args[i]))
         return fmt::format("argument {}: expected {}, got {}", i, args[i].str(), now.str());
     }
+    if (alias_pattern(a) != aliases) return "which arguments share memory changed";
     if (p.size() != params.size())
       return fmt::format("number of module parameters/buffers changed: {} -> {}", params.size(),
                          p.size());
@@ -201,6 +217,7 @@ class CompiledState {
     Entry e;
     e.guards.mode_key = mode;
     for (auto& a : args) e.guards.args.push_back(TensorGuard::of(a));
+    e.guards.aliases = alias_pattern(args);
     for (auto& p : params) {
       e.guards.params.push_back(p.impl_ptr());
       e.guards.param_meta.push_back(TensorGuard::of(p));
@@ -232,6 +249,15 @@ class CompiledState {
         outs = fn(tracers);
       }
       gb.finish(outs);
+      // Arguments that share memory are separate graph inputs: if the function
+      // writes into one, the others would not see it. Run such calls eagerly.
+      bool aliased = false;
+      for (size_t i = 0; i < args.size(); ++i)
+        aliased |= e.guards.aliases[i] != static_cast<int>(i);
+      if (aliased && !gb.graph.mutations.empty())
+        throw GraphBreak(
+            "arguments share memory and the function writes into one of them; such calls run "
+            "eagerly so that every alias sees the write");
       gb.restore_params();
       captured = std::move(gb.graph);
     } catch (const GraphBreak& br) {

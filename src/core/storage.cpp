@@ -1,11 +1,19 @@
 #include "core/storage.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 
 #include "smelt/error.h"
 
 namespace smelt {
+
+namespace {
+std::atomic<uint64_t> g_serial{1};
+}  // namespace
+
+Storage::Storage() : serial_(g_serial++) {}
+uint64_t Storage::next_serial() { return g_serial.load(); }
 
 std::shared_ptr<Storage> Storage::allocate(size_t nbytes, Device device) {
   SMELT_CHECK(device.is_cpu(),

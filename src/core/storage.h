@@ -2,6 +2,7 @@
 // placeholder that names the graph value currently held by that memory.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 
@@ -35,13 +36,20 @@ class Storage {
   size_t nbytes() const { return nbytes_; }
   Device device() const { return device_; }
   bool is_tracer() const { return trace_ != nullptr; }
+  /// Creation order of storages in this process (increasing): the compiler
+  /// tells tensors captured from outside a traced function (older than the
+  /// trace) from tensors the function created.
+  uint64_t serial() const { return serial_; }
+  /// The serial the next storage will get.
+  static uint64_t next_serial();
   const std::shared_ptr<detail::TraceValue>& trace() const { return trace_; }
   /// Rebinds a tracer storage to a new value (functionalized in-place write),
   /// or swaps a real storage into/out of tracing (compile() does this for parameters).
   void set_trace(std::shared_ptr<detail::TraceValue> v) { trace_ = std::move(v); }
 
  private:
-  Storage() = default;
+  Storage();
+  uint64_t serial_ = 0;
   void* data_ = nullptr;
   size_t nbytes_ = 0;
   Device device_;

@@ -11,13 +11,20 @@ std::string attr_str(const AttrValue& v) {
   return std::visit(
       [](const auto& x) -> std::string {
         using T = std::decay_t<decltype(x)>;
-        if constexpr (std::is_same_v<T, bool>) return x ? "true" : "false";
-        else if constexpr (std::is_same_v<T, int64_t>) return std::to_string(x);
-        else if constexpr (std::is_same_v<T, double>) return fmt::format("{}", x);
-        else if constexpr (std::is_same_v<T, std::string>) return "\"" + x + "\"";
-        else if constexpr (std::is_same_v<T, std::vector<int64_t>>) return fmt::format("[{}]", fmt::join(x, ", "));
-        else if constexpr (std::is_same_v<T, DType>) return std::string(dtype_name(x));
-        else return x.str();
+        if constexpr (std::is_same_v<T, bool>)
+          return x ? "true" : "false";
+        else if constexpr (std::is_same_v<T, int64_t>)
+          return std::to_string(x);
+        else if constexpr (std::is_same_v<T, double>)
+          return fmt::format("{}", x);
+        else if constexpr (std::is_same_v<T, std::string>)
+          return "\"" + x + "\"";
+        else if constexpr (std::is_same_v<T, std::vector<int64_t>>)
+          return fmt::format("[{}]", fmt::join(x, ", "));
+        else if constexpr (std::is_same_v<T, DType>)
+          return std::string(dtype_name(x));
+        else
+          return x.str();
       },
       v);
 }
@@ -75,7 +82,9 @@ static TraceContext& require_trace(const std::string& op) {
 std::vector<Tensor> run_op(const std::string& op, const std::vector<Tensor>& inputs,
                            const Attrs& attrs, const std::vector<OutMeta>& outs,
                            const Kernel& kernel) {
-  if (any_tracer(inputs)) return require_trace(op).record(op, inputs, attrs, outs);
+  TraceContext* ctx = trace_context();
+  if (any_tracer(inputs) || (ctx && ctx->captures(inputs)))
+    return require_trace(op).record(op, inputs, attrs, outs);
   std::vector<Tensor> results;
   results.reserve(outs.size());
   for (auto& m : outs) results.push_back(make_empty(m.sizes, m.dtype, m.device));
@@ -89,7 +98,8 @@ Tensor run_op1(const std::string& op, const std::vector<Tensor>& inputs, const A
 }
 
 void run_copy(const Tensor& dst, const Tensor& src, const std::function<void()>& eager_copy) {
-  if (is_tracer(dst) || is_tracer(src)) {
+  TraceContext* ctx = trace_context();
+  if (is_tracer(dst) || is_tracer(src) || (ctx && ctx->captures({dst, src}))) {
     require_trace("copy_").record_copy(dst, src);
     return;
   }

@@ -53,6 +53,10 @@ class TraceContext {
   virtual void record_copy(const Tensor& dst, const Tensor& src) = 0;
   /// Called by ops that draw random numbers; tracing graph-breaks on them today.
   virtual void record_random(const std::string& op) = 0;
+  /// True when an op over these real (non-tracer) tensors must still be
+  /// recorded: the compiler lifts tensors captured from outside the traced
+  /// function, so that later in-place updates of them are seen at every call.
+  virtual bool captures(const std::vector<Tensor>& inputs) const { return false; }
 };
 
 TraceContext* trace_context();
@@ -74,8 +78,7 @@ Tensor run_op1(const std::string& op, const std::vector<Tensor>& inputs, const A
                const OutMeta& out, const Kernel& kernel);
 
 /// Eager or traced dst.copy_(src) (src already validated/broadcastable).
-void run_copy(const Tensor& dst, const Tensor& src,
-              const std::function<void()>& eager_copy);
+void run_copy(const Tensor& dst, const Tensor& src, const std::function<void()>& eager_copy);
 
 /// Draw point for random ops: graph-breaks when tracing.
 void note_random(const std::string& op);

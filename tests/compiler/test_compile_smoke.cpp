@@ -135,3 +135,35 @@ TEST(CompileSmoke, HangingCompilerTimesOutAndRunsEagerly) {
     });
   });
 }
+
+TEST(CompileSmoke, ResultsCreatedByTheFunctionAreFreshEveryCall) {
+  auto f = compile([](const Tensor&) { return full({2}, 3.0); });
+  Tensor y = f(ones({1}));
+  y.fill_(0);  // must not leak into the next call
+  EXPECT_EQ(f(ones({1})).to_vector<float>(), (std::vector<float>{3.f, 3.f}));
+}
+
+TEST(CompileSmoke, CapturedTensorsAreReadAtEveryCall) {
+  Tensor w = ones({4});
+  auto f = compile([&w](const Tensor& x) { return x + exp(w) * 2; });
+  Tensor x = zeros({4});
+  EXPECT_LT(max_abs_diff(f(x), x + exp(w) * 2), 1e-6);
+  w.fill_(0);  // an in-place update of the captured tensor is seen, no recompile
+  EXPECT_LT(max_abs_diff(f(x), full({4}, 2.0)), 1e-6);
+  EXPECT_EQ(f.stats().compiles, 1);
+}
+
+TEST(CompileSmoke, AliasedArgumentsWithAWriteRunEagerly) {
+  auto fn = [](const Tensor& a, const Tensor& b) {
+    Tensor t = a;
+    t.add_(1);
+    return b * 1;
+  };
+  Tensor base = zeros({4}), base2 = zeros({4});
+  Tensor want = fn(base2, base2.narrow(0, 0, 2));
+  auto f = compile(fn);
+  Tensor got = f(base, base.narrow(0, 0, 2));
+  EXPECT_EQ(got.to_vector<float>(), want.to_vector<float>());  // [1, 1], as eager
+  EXPECT_EQ(base.to_vector<float>(), base2.to_vector<float>());
+  EXPECT_EQ(f.stats().graph_breaks, 1);
+}

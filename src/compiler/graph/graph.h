@@ -28,10 +28,14 @@ struct Buffer {
   Device device;
   /// Elements reachable from the base pointer (node outputs: numel of `sizes`).
   int64_t extent = 0;
-  Shape sizes;               // node outputs: the logical (contiguous) shape
-  int producer = -1;         // node index for Node buffers
-  int input_index = -1;      // argument / parameter index for Input / Param
-  Tensor constant;           // Constant: the real tensor (keeps it alive); base = its storage data
+  Shape sizes;           // node outputs: the logical (contiguous) shape
+  int producer = -1;     // node index for Node buffers
+  int input_index = -1;  // argument / parameter index for Input / Param
+  Tensor constant;       // Constant: the real tensor (keeps it alive); base = its storage data
+  /// Constant: it existed before the trace (captured by the function from
+  /// outside) rather than being created by it. Captured constants are read at
+  /// every call (in-place updates are seen), so they are never folded.
+  bool captured = false;
   std::string name() const;  // "buf3", "arg0", "param1", "const2"
 };
 
@@ -62,6 +66,8 @@ struct Graph {
   std::vector<Operand> outputs;
   /// (input/param buffer, buffer holding its final value): written back after the run.
   std::vector<std::pair<int, int>> mutations;
+  /// Storage serial at the start of the trace (see Storage::serial).
+  uint64_t trace_serial = 0;
   int num_inputs = 0;
   int num_params = 0;
 

@@ -45,7 +45,8 @@ bool foldable(const std::string& op) {
 
 class Replayer {
  public:
-  Replayer(const Graph& g, const PassOptions& o, PassStats& s) : src_(g), opts_(o), stats_(s) {}
+  Replayer(const Graph& g, const PassOptions& o, PassStats& s)
+      : src_(g), opts_(o), stats_(s), nb_(g.trace_serial) {}
 
   Graph run() {
     value_.resize(src_.buffers.size());
@@ -142,7 +143,11 @@ class Replayer {
     std::string key = n.op + "|" + n.attrs.str();
     for (auto& in : n.inputs) {
       inputs.push_back(tensor_of(in));
-      if (inputs.back().is_tracer()) all_const = false;
+      // Only constants the function created fold: a captured tensor is read at every call.
+      if (inputs.back().is_tracer() ||
+          (!in.is_scalar() && src_.buffers[in.buf].kind == BufferKind::Constant &&
+           src_.buffers[in.buf].captured))
+        all_const = false;
       Operand now = inputs.back().is_tracer() ? nb_.operand_of(inputs.back()) : in;
       key += "|" +
              (inputs.back().is_tracer() || in.is_scalar()

@@ -296,9 +296,13 @@ std::vector<Tensor> CompiledGraph::run(const std::vector<Tensor>& args,
       case BufferKind::Param:
         outs.push_back(detail::make_view(params.at(b.input_index), o.sizes, o.strides, o.offset));
         break;
-      case BufferKind::Constant:
-        outs.push_back(detail::make_view(b.constant, o.sizes, o.strides, o.offset));
+      case BufferKind::Constant: {
+        // A captured tensor is returned as eager would (the same memory); one
+        // the function created is a fresh tensor on every call.
+        Tensor v = detail::make_view(b.constant, o.sizes, o.strides, o.offset);
+        outs.push_back(b.captured ? v : v.clone());
         break;
+      }
     }
   }
   return outs;

@@ -7,6 +7,10 @@
 
 namespace smelt::compiler {
 
+GraphBuilder::GraphBuilder(uint64_t trace_serial) {
+  graph.trace_serial = trace_serial ? trace_serial : Storage::next_serial();
+}
+
 GraphBuilder::~GraphBuilder() { restore_params(); }
 
 void GraphBuilder::restore_params() {
@@ -107,6 +111,7 @@ Operand GraphBuilder::operand_of(const Tensor& t) {
     b.device = t.device();
     b.extent = static_cast<int64_t>(t.storage()->nbytes() / itemsize(t.dtype()));
     b.constant = t;
+    b.captured = t.storage()->serial() < graph.trace_serial;
     id = graph.add_buffer(std::move(b));
     constants_[key] = id;
   }
@@ -175,6 +180,14 @@ void GraphBuilder::record_copy(const Tensor& dst, const Tensor& src) {
   dst.storage()->set_trace(std::make_shared<TracedBuffer>(out));
   if (storages_.size() <= static_cast<size_t>(out)) storages_.resize(out + 1);
   storages_[out] = dst.storage();
+}
+
+bool GraphBuilder::captures(const std::vector<Tensor>& inputs) const {
+  for (auto& t : inputs)
+    if (t.defined() && !t.is_tracer() && !t.is_wrapped_number() && t.storage() &&
+        t.storage()->serial() < graph.trace_serial)
+      return true;
+  return false;
 }
 
 void GraphBuilder::record_random(const std::string& op) {

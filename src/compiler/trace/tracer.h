@@ -21,7 +21,8 @@ struct TracedBuffer : detail::TraceValue {
 
 class GraphBuilder : public detail::TraceContext {
  public:
-  GraphBuilder() = default;
+  /// `trace_serial`: storages older than this are captured constants (0: now).
+  explicit GraphBuilder(uint64_t trace_serial = 0);
   ~GraphBuilder() override;  // restores parameter storages
   GraphBuilder(const GraphBuilder&) = delete;
   GraphBuilder& operator=(const GraphBuilder&) = delete;
@@ -50,6 +51,9 @@ class GraphBuilder : public detail::TraceContext {
                              const std::vector<detail::OutMeta>& outs) override;
   void record_copy(const Tensor& dst, const Tensor& src) override;
   void record_random(const std::string& op) override;
+  /// A real tensor older than the trace (captured by the function) is lifted:
+  /// ops over it are recorded, not evaluated once at trace time.
+  bool captures(const std::vector<Tensor>& inputs) const override;
 
   Graph graph;
 
