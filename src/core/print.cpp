@@ -48,6 +48,7 @@ struct Printer {
   std::string raw(int64_t off) const {
     if (floating) {
       double v = fvals[off];
+      if (std::isnan(v)) return "nan";  // PyTorch prints nan whatever its sign bit
       if (sci_mode) return fmt::format("{:.{}e}", v, kPrecision);
       if (int_mode) {
         std::string s = fmt::format("{:.0f}", v);

@@ -46,8 +46,13 @@ Tensor make_view(const Tensor& base, Shape sizes, Shape strides, int64_t offset)
 }
 
 Tensor make_empty(const Shape& sizes, DType dtype, Device device) {
-  for (auto d : sizes)
+  int64_t bytes = static_cast<int64_t>(itemsize(dtype));
+  for (auto d : sizes) {
     SMELT_CHECK(d >= 0, "empty: negative dimension in size {}", shape_str(sizes));
+    SMELT_CHECK(!__builtin_mul_overflow(bytes, d, &bytes),
+                "empty: size {} of {} needs more than 2^63 bytes; use a smaller shape",
+                shape_str(sizes), dtype_name(dtype));
+  }
   auto impl = std::make_shared<TensorImpl>();
   impl->sizes = sizes;
   impl->strides = contiguous_strides(sizes);
@@ -69,18 +74,48 @@ int64_t storage_extent(const Shape& sizes, const Shape& strides, int64_t offset)
 
 using detail::wrap_dim;
 
-const Shape& Tensor::sizes() const { return impl_->sizes; }
-const Shape& Tensor::strides() const { return impl_->strides; }
-int64_t Tensor::size(int64_t d) const { return impl_->sizes[wrap_dim(d, dim(), "size")]; }
+namespace {
+[[noreturn]] void undefined_tensor(const char* what) {
+  detail::throw_error(fmt::format(
+      "{}: called on an undefined tensor (a default-constructed smelt::Tensor holds no data); "
+      "assign a tensor to it first",
+      what));
+}
+}  // namespace
+
+#define SMELT_REQUIRE_DEFINED(what) \
+  if (!impl_) undefined_tensor(what)
+
+const Shape& Tensor::sizes() const {
+  SMELT_REQUIRE_DEFINED("sizes");
+  return impl_->sizes;
+}
+const Shape& Tensor::strides() const {
+  SMELT_REQUIRE_DEFINED("strides");
+  return impl_->strides;
+}
+int64_t Tensor::size(int64_t d) const { return sizes()[wrap_dim(d, dim(), "size")]; }
 int64_t Tensor::stride(int64_t d) const { return impl_->strides[wrap_dim(d, dim(), "stride")]; }
-int64_t Tensor::storage_offset() const { return impl_->offset; }
-int64_t Tensor::dim() const { return static_cast<int64_t>(impl_->sizes.size()); }
-int64_t Tensor::numel() const { return detail::shape_numel(impl_->sizes); }
-DType Tensor::dtype() const { return impl_->dtype; }
-Device Tensor::device() const { return impl_->device; }
-bool Tensor::is_tracer() const { return impl_->storage && impl_->storage->is_tracer(); }
-bool Tensor::is_wrapped_number() const { return impl_->wrapped_number; }
-const std::shared_ptr<Storage>& Tensor::storage() const { return impl_->storage; }
+int64_t Tensor::storage_offset() const {
+  SMELT_REQUIRE_DEFINED("storage_offset");
+  return impl_->offset;
+}
+int64_t Tensor::dim() const { return static_cast<int64_t>(sizes().size()); }
+int64_t Tensor::numel() const { return detail::shape_numel(sizes()); }
+DType Tensor::dtype() const {
+  SMELT_REQUIRE_DEFINED("dtype");
+  return impl_->dtype;
+}
+Device Tensor::device() const {
+  SMELT_REQUIRE_DEFINED("device");
+  return impl_->device;
+}
+bool Tensor::is_tracer() const { return impl_ && impl_->storage && impl_->storage->is_tracer(); }
+bool Tensor::is_wrapped_number() const { return impl_ && impl_->wrapped_number; }
+const std::shared_ptr<Storage>& Tensor::storage() const {
+  SMELT_REQUIRE_DEFINED("storage");
+  return impl_->storage;
+}
 
 bool Tensor::is_contiguous() const {
   int64_t expected = 1;
@@ -107,8 +142,8 @@ T* Tensor::data_ptr() const {
 template <class T>
 T Tensor::item() const {
   SMELT_CHECK(numel() == 1,
-              "item: a Tensor with {} elements cannot be converted to a scalar (shape {})",
-              numel(), detail::shape_str(sizes()));
+              "item: a Tensor with {} elements cannot be converted to a scalar (shape {})", numel(),
+              detail::shape_str(sizes()));
   Tensor c = to(dtype_of<T>::value);
   return *static_cast<const T*>(c.data_ptr());
 }
@@ -126,9 +161,9 @@ std::vector<T> Tensor::to_vector() const {
   return std::vector<T>(p, p + c.numel());
 }
 
-#define SMELT_INSTANTIATE(T)                           \
-  template T* Tensor::data_ptr<T>() const;             \
-  template T Tensor::item<T>() const;                  \
+#define SMELT_INSTANTIATE(T)               \
+  template T* Tensor::data_ptr<T>() const; \
+  template T Tensor::item<T>() const;      \
   template std::vector<T> Tensor::to_vector<T>() const;
 SMELT_INSTANTIATE(bool)
 SMELT_INSTANTIATE(uint8_t)
@@ -161,8 +196,10 @@ Tensor Tensor::contiguous() const { return smelt::contiguous(*this); }
 Tensor Tensor::clone() const { return smelt::clone(*this); }
 Tensor Tensor::to(DType t) const { return to_dtype(*this, t); }
 Tensor Tensor::to(Device d) const {
-  SMELT_CHECK(d == device(), "to: cannot move a tensor from {} to {}: only the CPU backend is "
-              "built in this version", device().str(), d.str());
+  SMELT_CHECK(d == device(),
+              "to: cannot move a tensor from {} to {}: only the CPU backend is "
+              "built in this version",
+              device().str(), d.str());
   return *this;
 }
 Tensor Tensor::to(Device d, DType t) const { return to(d).to(t); }

@@ -110,3 +110,15 @@ TEST(Errors, InputsUntouchedAfterError) {
   expect_error("add", [&] { a.add_(iota({4})); });
   EXPECT_EQ(a.to_vector<float>(), before.to_vector<float>());
 }
+
+TEST(Errors, UndefinedTensorIsAnErrorNotACrash) {
+  Tensor u;
+  expect_error("sizes", [&] { (void)u.sizes(); });
+  expect_error("dtype", [&] { (void)u.dtype(); });
+  expect_error("sizes", [&] { (void)u.dim(); });
+  expect_error("sizes", [&] { (void)u.size(0); });
+}
+
+TEST(Errors, ShapesBeyondAddressableMemory) {
+  expect_error("empty", [&] { zeros({int64_t{1} << 40, int64_t{1} << 40}); });
+}

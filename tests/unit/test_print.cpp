@@ -63,3 +63,8 @@ TEST(Print, NonContiguousAndStream) {
   os << arange(2);
   EXPECT_EQ(os.str(), "tensor([0, 1])");
 }
+
+TEST(Print, NanHasNoSign) {
+  // 0/0 is a negative NaN on x86; PyTorch prints "nan" whatever the sign bit.
+  EXPECT_EQ((zeros({2}) / zeros({2})).str(), "tensor([nan, nan])");
+}

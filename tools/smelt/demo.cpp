@@ -3,6 +3,8 @@
 // model check returns whether smelt agreed with PyTorch.
 #include <fmt/format.h>
 
+#include <filesystem>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -172,6 +174,11 @@ bool section_pytorch_agreement(const std::string& shared) {
 }  // namespace
 
 int cmd_demo(const std::string& shared_dir) {
+  SMELT_CHECK(std::filesystem::is_directory(shared_dir + "/data") &&
+                  std::filesystem::is_directory(shared_dir + "/golden"),
+              "smelt demo: the PyTorch reference data is not at {} (expected data/ and golden/ "
+              "there); pass --shared <dir>",
+              shared_dir);
   fmt::print("smelt {} demo\n", SMELT_VERSION);
   bool ok = guarded("seed model", [] {
     section_seed_model();
