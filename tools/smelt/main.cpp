@@ -37,7 +37,7 @@ int main(int argc, char** argv) {
 
   FuzzOptions fuzz;
   auto* f = app.add_subcommand("fuzz", "differential fuzzing: compiled vs eager");
-  f->add_option("--cases", fuzz.cases, "number of random graphs")->check(CLI::PositiveNumber);
+  f->add_option("--cases", fuzz.cases, "number of random graphs")->check(CLI::Range(1, 1000000));
   f->add_option("--seed", fuzz.seed, "seed");
   f->add_flag("-v,--verbose", fuzz.verbose, "print every case");
 
