@@ -224,9 +224,17 @@ class CompiledState {
       e.guards.param_storage.push_back(p.storage().get());
     }
     if (log_enabled("guards")) log_artifact("guards", "guards of the new graph", e.guards.str());
-    if (opts.mode == "max-autotune" && log_enabled("recompiles"))
-      log_artifact("recompiles",
-                   "mode max-autotune: no autotuning on the CPU yet; compiling as default");
+    if (log_enabled("graph"))
+      log_artifact(
+          "graph",
+          fmt::format(
+              "compile options: mode={}{}, fullgraph={}, dynamic={}{}, backend={}", opts.mode,
+              opts.mode == "max-autotune" ? " (no autotuning on the CPU yet: compiled as default)"
+              : opts.mode == "reduce-overhead" ? " (one memory arena kept across calls)"
+                                               : "",
+              opts.fullgraph, opts.dynamic,
+              opts.dynamic ? " (symbolic shapes not implemented: a new shape recompiles)" : "",
+              opts.backend));
     // 1. trace
     Graph captured;
     // Tracing swaps the module's parameter storages into tracers: one trace at
