@@ -140,7 +140,7 @@ std::string compiler() {
 /// compiled pointwise code rounds exactly as eager.
 const std::vector<std::string>& flag_list() {
   static const std::vector<std::string> f = {
-      "-O3",     "-march=native", "-ffp-contract=off", "-fopenmp",
+      "-O3",     "-march=native", "-ffp-contract=off", "-fno-math-errno", "-fopenmp",
       "-shared", "-fPIC",         "-std=c++17",        "-w"};
   return f;
 }
@@ -240,12 +240,28 @@ std::string cache_dir() {
   return dir;
 }
 
+/// glibc's vector math library (libmvec) has SIMD variants of these libm
+/// functions (<= 4 ulp, IEEE special cases kept). Declaring them `simd` lets
+/// the compiler vectorize the loops of the scalar functors that call them
+/// (glibc only declares them so under -ffast-math, which would break NaN and
+/// signed-zero semantics). Built with -fno-math-errno and linked with -lmvec.
+std::string vector_math_declarations() {
+  std::string out = "extern \"C\" {\n";
+  for (const char* f : {"exp", "exp2", "expm1", "log", "log2", "log1p", "sin", "cos", "tan",
+                        "tanh", "erf"}) {
+    out += fmt::format("__attribute__((simd(\"notinbranch\"))) double {}(double) noexcept;\n", f);
+    out += fmt::format("__attribute__((simd(\"notinbranch\"))) float {}f(float) noexcept;\n", f);
+  }
+  return out + "}\n";
+}
+
 std::string jit_prelude() {
   static const std::string prelude = [] {
     const auto& h = detail::embedded_headers();
     std::string out =
         "// smelt JIT translation unit\n#include <cmath>\n#include <cstdint>\n#include "
-        "<limits>\n#include <type_traits>\n#include <vector>\n#include <omp.h>\n";
+        "<limits>\n#include <type_traits>\n#include <vector>\n#include <omp.h>\n" +
+        vector_math_declarations();
     for (const char* name : {"half.h", "scalar_ops.h", "reduce_ops.h"}) {
       auto it = h.find(name);
       SMELT_INTERNAL_ASSERT(it != h.end(), "embedded header {} missing", name);
@@ -298,7 +314,7 @@ std::shared_ptr<KernelLibrary> build_library(const std::string& source, BuildInf
                                 std::hash<std::thread::id>{}(std::this_thread::get_id()));
   std::vector<std::string> argv = {compiler()};
   argv.insert(argv.end(), flag_list().begin(), flag_list().end());
-  argv.insert(argv.end(), {"-o", tmp, base + ".cpp"});
+  argv.insert(argv.end(), {"-o", tmp, base + ".cpp", "-lmvec"});
   std::string cmd = fmt::format("{}", fmt::join(argv, " "));
   std::string out;
   auto t0 = std::chrono::steady_clock::now();
