@@ -146,6 +146,9 @@ class Writer {
     caches_ = c;
   }
   const std::map<std::string, std::set<int>>& key_loops() const { return key_loops_; }
+  /// Reductions whose element is expensive to compute (pass 1).
+  const std::set<int>& expensive() const { return expensive_; }
+  void set_prefill(const std::set<int>& nodes) { prefill_ = nodes; }
   bool persistent = false;
 
  private:
@@ -367,6 +370,7 @@ class Writer {
       // One long row (e.g. a reduction over every element): split it across
       // threads, each with its own accumulator, combined in thread order.
       std::string step_acc = acc;
+      std::string prefilled_row;
       if (split) {
         body_.line(fmt::format(
             "std::vector<decltype({0})> {0}_part(omp_get_max_threads(), {1}::init());", acc, ty));
@@ -375,11 +379,27 @@ class Writer {
         step_acc = acc + "_local";
         body_.line(fmt::format("auto {} = {}::init();", step_acc, ty));
         open(fmt::format("#pragma omp for schedule(static)\nfor (int64_t r = 0; r < {}; ++r)", rn));
+      } else if (prefill_.count(node)) {
+        // Persistent row, expensive element (a transcendental): compute the
+        // row in its own loop, which vectorizes, then reduce the stored row.
+        std::string row = fmt::format("rowin{}", acc_id);
+        body_.line(
+            fmt::format("alignas(64) {} {}[{}];", d_.value_type(n.inputs[0].dtype), row, rn));
+        open(fmt::format("for (int64_t r = 0; r < {}; ++r)", rn));
+        loop_id_ = next_loop_++;
+        body_.line(fmt::format("{}[r] = {};", row, operand_value(n.inputs[0], full)));
+        loop_id_ = -1;
+        close();
+        open(fmt::format("for (int64_t r = 0; r < {}; ++r)", rn));
+        prefilled_row = row + "[r]";
       } else {
         open(fmt::format("for (int64_t r = 0; r < {}; ++r)", rn));
       }
-      loop_id_ = next_loop_++;
-      std::string x = operand_value(n.inputs[0], full);
+      if (prefilled_row.empty()) loop_id_ = next_loop_++;
+      std::string x = prefilled_row.empty() ? operand_value(n.inputs[0], full) : prefilled_row;
+      if (prefilled_row.empty() && canon_.count(x) &&
+          canon_.at(x).find("smelt::scalar::") != std::string::npos)
+        expensive_.insert(node);
       std::string xa = info.acc_dtype == DType::Bool
                            ? fmt::format("({} != 0)", x)
                            : fmt::format("static_cast<{}>({})", d_.value_type(info.acc_dtype), x);
@@ -488,6 +508,7 @@ class Writer {
   std::map<std::string, std::string> key_type_;
   std::map<std::string, int> cache_index_, cache_first_loop_;
   std::vector<std::pair<std::string, std::string>> caches_;
+  std::set<int> expensive_, prefill_;
   std::set<std::string> ops_;
   std::set<std::string> error_ops_;
 };
@@ -508,6 +529,7 @@ KernelSource generate_kernel(const Graph& g, const std::vector<bool>& materializ
   Writer w(g, materialized, group, dialect);
   auto caches = probe.row_cache_candidates();
   if (probe.persistent && !caches.empty()) w.set_row_caches(caches, probe.key_loops());
+  if (probe.persistent) w.set_prefill(probe.expensive());
   KernelSource ks = w.run(name);
   ks.persistent = probe.persistent;
   return ks;
