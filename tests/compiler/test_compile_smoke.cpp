@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <thread>
 
 #include "smelt/compile.h"
 #include "smelt/ops.h"
@@ -166,4 +167,74 @@ TEST(CompileSmoke, AliasedArgumentsWithAWriteRunEagerly) {
   EXPECT_EQ(got.to_vector<float>(), want.to_vector<float>());  // [1, 1], as eager
   EXPECT_EQ(base.to_vector<float>(), base2.to_vector<float>());
   EXPECT_EQ(f.stats().graph_breaks, 1);
+}
+
+// ---- regressions found by review ---------------------------------------------
+
+TEST(CompileSmoke, ConstantWrittenIntoPartOfAnInput) {
+  auto fn = [](const Tensor& x) {
+    Tensor t = x;
+    t.narrow(0, 1, 1).fill_(5.0);
+    return t.sum();
+  };
+  Tensor a = arange(0, 8).to(DType::Float32), b = a.clone();
+  Tensor want = fn(b);
+  auto f = compile(fn);
+  EXPECT_LT(max_abs_diff(f(a), want), 1e-6);
+  EXPECT_EQ(a.to_vector<float>(), b.to_vector<float>());  // x[1] = 5 written back
+}
+
+TEST(CompileSmoke, MatrixVectorProductKeepsItsBiasAdd) {
+  manual_seed(1);
+  Tensor a = randn({5, 4}), v = randn({4}), r = randn({5});
+  auto f =
+      compile([](const Tensor& a, const Tensor& v, const Tensor& r) { return matmul(a, v) + r; });
+  EXPECT_LT(max_abs_diff(f(a, v, r), matmul(a, v) + r), 1e-5);
+}
+
+TEST(CompileSmoke, EagerAndCompiledMatmulFromTwoThreads) {
+  manual_seed(2);
+  Tensor x = randn({64, 64}), y = randn({64, 64});
+  Tensor want = matmul(x, y);
+  auto f = compile([](const Tensor& a, const Tensor& b) { return matmul(a, b); });
+  f(x, y);
+  std::vector<double> err(2, 0);
+  auto work = [&](int t) {
+    for (int i = 0; i < 50; ++i) {
+      err[t] = std::max(err[t], max_abs_diff(t ? f(x, y) : matmul(x, y), want));
+    }
+  };
+  std::thread t0(work, 0), t1(work, 1);
+  t0.join();
+  t1.join();
+  EXPECT_LT(err[0], 1e-4);
+  EXPECT_LT(err[1], 1e-4);
+}
+
+TEST(CompileSmoke, ReturnedMutatedInputIsTheInput) {
+  auto f = compile([](const Tensor& x) {
+    Tensor t = x;
+    t.add_(1);
+    return t.t();
+  });
+  Tensor x = zeros({2, 3});
+  Tensor y = f(x);
+  EXPECT_EQ(y.storage(), x.storage());  // a view of the caller's tensor, as eager
+  y.fill_(7);
+  EXPECT_EQ(x.to_vector<float>(), std::vector<float>(6, 7.f));
+}
+
+TEST(CompileSmoke, EqualResultsAreDistinctTensors) {
+  auto f = compile([](const Tensor& x) { return std::make_tuple(x + 1, x + 1); });
+  auto [a, b] = f(zeros({3}));
+  a.fill_(0);
+  EXPECT_EQ(b.to_vector<float>(), std::vector<float>(3, 1.f));
+}
+
+TEST(CompileSmoke, FewLongRowsAreSplitAcrossThreads) {
+  manual_seed(3);
+  Tensor x = randn({3, 1 << 18});
+  auto f = compile([](const Tensor& x) { return sum(x, {1}); });
+  Tensor y = f(x);
+  EXPECT_LT(max_abs_diff(y, sum(x.to(DType::Float64), {1})), 1e-3);
 }

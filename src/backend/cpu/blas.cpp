@@ -281,8 +281,10 @@ struct DnnlState {
   std::map<DnnlKey, std::shared_ptr<dnnl::matmul>> cache;
   std::map<DnnlKey, bool> refused;  // layouts oneDNN has no implementation for
 };
+/// One state per thread: a oneDNN primitive's library-managed scratchpad must
+/// not be used by two executions at once, so threads do not share primitives.
 DnnlState& dnnl_state() {
-  static DnnlState s;
+  static thread_local DnnlState s;
   return s;
 }
 

@@ -346,8 +346,9 @@ class Writer {
     if (trailing) full.flat = rn == 1 ? "o" : outer == 1 ? "r" : fmt::format("(o * {} + r)", rn);
     row_index_ = Index{kept, kv, "o"};
     scopes_.emplace_back();
-    bool parallel = outer > 1 && outer * rn >= kJitParallelGrain;
-    bool split = outer == 1 && rn >= kJitParallelGrain;
+    // Few long rows: split each row across threads; otherwise rows in parallel.
+    bool split = outer < kSplitRowsBelow && rn >= kJitParallelGrain;
+    bool parallel = !split && outer > 1 && outer * rn >= kJitParallelGrain;
     open(d_.parallel_for("o", std::to_string(outer), parallel));
     for (size_t c = 0; c < caches_.size(); ++c)
       body_.line(fmt::format("alignas(64) {} rowcache{}[{}];", caches_[c].second, c, rn));

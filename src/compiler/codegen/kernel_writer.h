@@ -37,6 +37,8 @@ inline constexpr int64_t kJitParallelGrain = 32768;
 /// Longest reduced row a reduction kernel keeps resident (persistent); longer
 /// rows are looped and recompute what later loops need.
 inline constexpr int64_t kPersistentRow = 8192;
+/// With fewer rows than this, each long row is split across threads instead.
+inline constexpr int64_t kSplitRowsBelow = 8;
 
 KernelSource generate_kernel(const Graph& g, const std::vector<bool>& materialized,
                              const KernelGroup& group, const std::string& name,

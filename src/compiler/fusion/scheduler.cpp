@@ -68,8 +68,10 @@ class Scheduler {
       st.kernel_kind = "extern";
       int out = n.outputs[0];
       const Buffer& ob = g_.buffers[out];
-      bool eligible =
-          opts_.gemm_epilogue && opts_.fuse && ob.dtype == DType::Float32 && ob.sizes.size() >= 1;
+      // A 1-D operand drops a dim from the result: a bias along the last
+      // dim would no longer be a per-column bias, so those keep their adds.
+      bool eligible = opts_.gemm_epilogue && opts_.fuse && ob.dtype == DType::Float32 &&
+                      n.inputs[0].sizes.size() >= 2 && n.inputs[1].sizes.size() >= 2;
       // bias add: add(mm, bias[n]) with bias broadcast along rows
       int u = eligible ? single_user(out) : -1;
       if (u >= 0 && g_.nodes[u].op == "add" && g_.nodes[u].inputs.size() == 2 &&

@@ -50,6 +50,9 @@ class Replayer {
 
   Graph run() {
     value_.resize(src_.buffers.size());
+    returned_.assign(src_.buffers.size(), false);
+    for (auto& o : src_.outputs)
+      if (!o.is_scalar()) returned_[o.buf] = true;
     // Inputs, parameters and constants keep their identity.
     for (auto& b : src_.buffers) {
       if (b.kind == BufferKind::Node) continue;
@@ -155,7 +158,11 @@ class Replayer {
                   : fmt::format("c{}:{}", static_cast<const void*>(inputs.back().storage().get()),
                                 now.str()));
     }
-    if (opts_.cse) {
+    // A node whose result the function returns is its own tensor in eager mode
+    // (x + 1, x + 1 are two tensors): it is never merged into another.
+    bool returned = false;
+    for (int o : n.outputs) returned |= returned_[o];
+    if (opts_.cse && !returned) {
       auto it = seen_.find(key);
       if (it != seen_.end()) {
         ++stats_.merged_common;
@@ -197,6 +204,7 @@ class Replayer {
   std::vector<Tensor> value_;  // old buffer -> its value (dense view) in the new graph
   std::map<int, int> input_map_;
   std::map<std::string, std::vector<int>> seen_;
+  std::vector<bool> returned_;  // old buffers the function returns
 };
 
 }  // namespace

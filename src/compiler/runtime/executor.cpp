@@ -282,7 +282,11 @@ std::vector<Tensor> CompiledGraph::run(const std::vector<Tensor>& args,
   for (auto& [dst, src] : g_.mutations)
     std::memmove(ptr[dst], ptr[src], g_.buffers[dst].extent * itemsize(g_.buffers[dst].dtype));
   std::vector<Tensor> outs;
-  for (auto& o : g_.outputs) {
+  for (Operand o : g_.outputs) {
+    // The final contents of a mutated input were written back into it: eager
+    // returns the input's own memory there, so the output views the input.
+    for (auto& [dst, src] : g_.mutations)
+      if (src == o.buf) o.buf = dst;
     const Buffer& b = g_.buffers[o.buf];
     switch (b.kind) {
       case BufferKind::Node:

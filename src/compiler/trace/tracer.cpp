@@ -143,9 +143,10 @@ void GraphBuilder::record_copy(const Tensor& dst, const Tensor& src) {
         "function (destination {} {}) cannot be captured",
         dtype_name(dst.dtype()), detail::shape_str(dst.sizes())));
   int base = current_buffer(dst);
-  const Buffer& b = graph.buffers[base];
-  // The source, broadcast to the destination's shape.
+  // The source, broadcast to the destination's shape (operand_of may add a
+  // constant buffer, so `b` is a copy taken afterwards, not a reference).
   Operand s = operand_of(src);
+  const Buffer b = graph.buffers[base];
   if (!s.is_scalar()) {
     Shape strides(dst.dim(), 0);
     int64_t lead = dst.dim() - static_cast<int64_t>(s.sizes.size());
