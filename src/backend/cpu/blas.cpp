@@ -2,6 +2,7 @@
 // matmul primitives (cached by shape) for products with a fused epilogue,
 // float32 compute for float16/bfloat16, and a blocked loop for integers.
 #include "backend/cpu/blas.h"
+#include "kernels/scalar_ops.h"
 
 #include <cblas.h>
 
@@ -212,20 +213,17 @@ void gemm_int(int64_t batch, int64_t m, int64_t n, int64_t k, const MatrixRef& a
 
 // ------------------------------------------------------------- epilogue ----
 
+/// The epilogue activation: the same scalar functors as the eager ops.
 template <class A>
 A apply_activation(const std::string& act, A x) {
-  // TODO(lead): call the smelt::scalar functors once src/kernels/scalar_ops.h has them.
   if (act.empty()) return x;
-  if (act == "relu") return x > A(0) ? x : (x != x ? x : A(0));
+  if (act == "relu") return scalar::relu<A>(x);
   if constexpr (std::is_floating_point_v<A>) {
-    if (act == "gelu") return A(0.5) * x * (A(1) + std::erf(x * A(M_SQRT1_2)));
-    if (act == "gelu_tanh") {
-      const A k0 = A(M_2_SQRTPI * M_SQRT1_2);  // sqrt(2/pi)
-      return A(0.5) * x * (A(1) + std::tanh(k0 * (x + A(0.044715) * x * x * x)));
-    }
-    if (act == "sigmoid") return A(1) / (A(1) + std::exp(-x));
-    if (act == "silu") return x / (A(1) + std::exp(-x));
-    if (act == "tanh") return std::tanh(x);
+    if (act == "gelu") return scalar::gelu<A>(x);
+    if (act == "gelu_tanh") return scalar::gelu_tanh<A>(x);
+    if (act == "sigmoid") return scalar::sigmoid<A>(x);
+    if (act == "silu") return scalar::silu<A>(x);
+    if (act == "tanh") return scalar::tanh<A>(x);
   }
   SMELT_CHECK(false, "gemm_fused: activation \"{}\" is not supported for integer GEMMs", act);
 }
