@@ -4,15 +4,24 @@ namespace smelt::detail {
 
 std::string_view op_kind_name(OpKind k) {
   switch (k) {
-    case OpKind::Pointwise: return "pointwise";
-    case OpKind::Reduction: return "reduction";
-    case OpKind::View: return "view";
-    case OpKind::Movement: return "movement";
-    case OpKind::Extern: return "extern";
-    case OpKind::Composite: return "composite";
-    case OpKind::Factory: return "factory";
-    case OpKind::Random: return "random";
-    case OpKind::InPlace: return "inplace";
+    case OpKind::Pointwise:
+      return "pointwise";
+    case OpKind::Reduction:
+      return "reduction";
+    case OpKind::View:
+      return "view";
+    case OpKind::Movement:
+      return "movement";
+    case OpKind::Extern:
+      return "extern";
+    case OpKind::Composite:
+      return "composite";
+    case OpKind::Factory:
+      return "factory";
+    case OpKind::Random:
+      return "random";
+    case OpKind::InPlace:
+      return "inplace";
   }
   return "?";
 }

@@ -139,9 +139,15 @@ std::string compiler() {
 /// -ffp-contract=off: no fused multiply-add the eager kernels do not do, so
 /// compiled pointwise code rounds exactly as eager.
 const std::vector<std::string>& flag_list() {
-  static const std::vector<std::string> f = {
-      "-O3",     "-march=native", "-ffp-contract=off", "-fno-math-errno", "-fopenmp",
-      "-shared", "-fPIC",         "-std=c++17",        "-w"};
+  static const std::vector<std::string> f = {"-O3",
+                                             "-march=native",
+                                             "-ffp-contract=off",
+                                             "-fno-math-errno",
+                                             "-fopenmp",
+                                             "-shared",
+                                             "-fPIC",
+                                             "-std=c++17",
+                                             "-w"};
   return f;
 }
 std::string flags() { return fmt::format("{}", fmt::join(flag_list(), " ")); }
@@ -247,8 +253,8 @@ std::string cache_dir() {
 /// signed-zero semantics). Built with -fno-math-errno and linked with -lmvec.
 std::string vector_math_declarations() {
   std::string out = "extern \"C\" {\n";
-  for (const char* f : {"exp", "exp2", "expm1", "log", "log2", "log1p", "sin", "cos", "tan",
-                        "tanh", "erf"}) {
+  for (const char* f :
+       {"exp", "exp2", "expm1", "log", "log2", "log1p", "sin", "cos", "tan", "tanh", "erf"}) {
     out += fmt::format("__attribute__((simd(\"notinbranch\"))) double {}(double) noexcept;\n", f);
     out += fmt::format("__attribute__((simd(\"notinbranch\"))) float {}f(float) noexcept;\n", f);
   }
