@@ -313,7 +313,7 @@ class CompiledState {
     std::shared_ptr<KernelLibrary> lib;
     BuildInfo bi;
     if (!kernels.empty()) {
-      e.source = jit_prelude() + kernels;
+      e.source = dialect.preamble() + kernels;
       // 7. build and load
       try {
         lib = build_library(e.source, &bi);

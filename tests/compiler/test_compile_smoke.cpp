@@ -8,10 +8,12 @@
 #include <cstdlib>
 #include <thread>
 
+#include "compiler/compile_test_util.h"
 #include "smelt/compile.h"
 #include "smelt/ops.h"
 
 using namespace smelt;
+using smelt_test::ScopedEnv;
 
 namespace {
 struct CacheEnv : ::testing::Environment {
@@ -74,44 +76,29 @@ TEST(CompileSmoke, FullReductionsSplitAcrossThreadsStayAccurate) {
   EXPECT_LT(max_abs_diff(d, x / amax(x)), 1e-7);
 }
 
-namespace {
-/// Runs `f` with an environment variable set, restoring it afterwards.
-template <class F>
-void with_env(const char* name, const std::string& value, F&& f) {
-  const char* old = std::getenv(name);
-  std::string saved = old ? old : "";
-  setenv(name, value.c_str(), 1);
-  f();
-  if (old)
-    setenv(name, saved.c_str(), 1);
-  else
-    unsetenv(name);
-}
-}  // namespace
-
 TEST(CompileSmoke, UnusableCacheDirectoryRunsEagerlyWithAWarning) {
   Tensor x = arange(0, 6).to(DType::Float32);
-  with_env("SMELT_CACHE_DIR", "/proc/smelt-cannot-create-this", [&] {
-    auto f = compile([](const Tensor& x) { return exp(x) + 1; });
-    testing::internal::CaptureStderr();
-    Tensor y = f(x);
-    std::string err = testing::internal::GetCapturedStderr();
-    EXPECT_NE(err.find("cannot create the kernel cache directory"), std::string::npos) << err;
-    EXPECT_LT(max_abs_diff(y, exp(x) + 1), 1e-6);
-    EXPECT_EQ(f.stats().compiles, 0);
-    EXPECT_GE(f.stats().eager_calls, 1);
-  });
+  ScopedEnv cache("SMELT_CACHE_DIR", "/proc/smelt-cannot-create-this");
+  auto f = compile([](const Tensor& x) { return exp(x) + 1; });
+  testing::internal::CaptureStderr();
+  Tensor y = f(x);
+  std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("cannot create the kernel cache directory"), std::string::npos) << err;
+  EXPECT_LT(max_abs_diff(y, exp(x) + 1), 1e-6);
+  EXPECT_EQ(f.stats().compiles, 0);
+  EXPECT_GE(f.stats().eager_calls, 1);
 }
 
 TEST(CompileSmoke, PathsAreNeverInterpretedByAShell) {
   // A cache directory whose name would run a command if a shell saw it.
   std::string dir = "/tmp/smelt-test-quote-a'b;touch smelt-pwned;'";
-  with_env("SMELT_CACHE_DIR", dir, [&] {
+  {
+    ScopedEnv cache("SMELT_CACHE_DIR", dir);
     auto f = compile([](const Tensor& x) { return sin(x) * 3; });
     Tensor x = arange(0, 5).to(DType::Float32);
     EXPECT_LT(max_abs_diff(f(x), sin(x) * 3), 1e-6);
     EXPECT_EQ(f.stats().compiles, 1);
-  });
+  }
   EXPECT_NE(access("smelt-pwned", F_OK), 0);
 }
 
@@ -122,19 +109,16 @@ TEST(CompileSmoke, HangingCompilerTimesOutAndRunsEagerly) {
   std::fputs("#!/bin/sh\n[ \"$1\" = --version ] && { echo fake 1.0; exit 0; }\nsleep 30\n", s);
   std::fclose(s);
   chmod(script.c_str(), 0755);
-  with_env("SMELT_CXX", script, [&] {
-    with_env("SMELT_COMPILE_TIMEOUT", "1", [&] {
-      with_env("SMELT_CACHE_DIR", "/tmp/smelt-test-hanging-cache", [&] {
-        auto f = compile([](const Tensor& x) { return cos(x) - 2; });
-        Tensor x = arange(0, 4).to(DType::Float32);
-        testing::internal::CaptureStderr();
-        Tensor y = f(x);
-        std::string err = testing::internal::GetCapturedStderr();
-        EXPECT_NE(err.find("timed out"), std::string::npos) << err;
-        EXPECT_LT(max_abs_diff(y, cos(x) - 2), 1e-6);
-      });
-    });
-  });
+  ScopedEnv cxx("SMELT_CXX", script);
+  ScopedEnv timeout("SMELT_COMPILE_TIMEOUT", "1");
+  ScopedEnv cache("SMELT_CACHE_DIR", "/tmp/smelt-test-hanging-cache");
+  auto f = compile([](const Tensor& x) { return cos(x) - 2; });
+  Tensor x = arange(0, 4).to(DType::Float32);
+  testing::internal::CaptureStderr();
+  Tensor y = f(x);
+  std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("timed out"), std::string::npos) << err;
+  EXPECT_LT(max_abs_diff(y, cos(x) - 2), 1e-6);
 }
 
 TEST(CompileSmoke, ResultsCreatedByTheFunctionAreFreshEveryCall) {

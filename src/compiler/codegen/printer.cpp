@@ -2,7 +2,15 @@
 
 #include <fmt/format.h>
 
+#include "smelt/error.h"
+
 #include <cmath>
+#include <map>
+#include <sstream>
+
+namespace smelt::detail {
+const std::map<std::string, std::string>& embedded_headers();
+}
 
 namespace smelt::compiler {
 
@@ -37,9 +45,42 @@ std::string Dialect::literal(const Scalar& s, DType t) const {
   return fmt::format("static_cast<{}>(INT64_C({}))", ty, s.to_int());
 }
 
+/// glibc's vector math library (libmvec) has SIMD variants of these libm
+/// functions (<= 4 ulp, IEEE special cases kept). Declaring them `simd` lets
+/// the compiler vectorize the loops of the scalar functors that call them
+/// (glibc only declares them so under -ffast-math, which would break NaN and
+/// signed-zero semantics). Built with -fno-math-errno and linked with -lmvec.
+static std::string vector_math_declarations() {
+  std::string out = "extern \"C\" {\n";
+  for (const char* f :
+       {"exp", "exp2", "expm1", "log", "log2", "log1p", "sin", "cos", "tan", "tanh", "erf"}) {
+    out += fmt::format("__attribute__((simd(\"notinbranch\"))) double {}(double) noexcept;\n", f);
+    out += fmt::format("__attribute__((simd(\"notinbranch\"))) float {}f(float) noexcept;\n", f);
+  }
+  return out + "}\n";
+}
+
 std::string CppDialect::preamble() const {
-  return "#include <cmath>\n#include <cstdint>\n#include <limits>\n"
-         "#include \"smelt/half.h\"\n#include \"scalar_ops.h\"\n#include \"reduce_ops.h\"\n";
+  static const std::string prelude = [] {
+    const auto& h = detail::embedded_headers();
+    std::string out =
+        "// smelt JIT translation unit\n#include <cmath>\n#include <cstdint>\n#include "
+        "<limits>\n#include <type_traits>\n#include <vector>\n#include <omp.h>\n" +
+        vector_math_declarations();
+    for (const char* name : {"half.h", "scalar_ops.h", "reduce_ops.h"}) {
+      auto it = h.find(name);
+      SMELT_INTERNAL_ASSERT(it != h.end(), "embedded header {} missing", name);
+      std::istringstream in(it->second);
+      std::string line;
+      out += fmt::format("// ---- {} (embedded) ----\n", name);
+      while (std::getline(in, line)) {
+        if (line.rfind("#include \"", 0) == 0 || line.rfind("#pragma once", 0) == 0) continue;
+        out += line + "\n";
+      }
+    }
+    return out;
+  }();
+  return prelude;
 }
 
 std::string CppDialect::kernel_signature(const std::string& name) const {

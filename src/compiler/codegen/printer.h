@@ -14,7 +14,8 @@ class Dialect {
  public:
   virtual ~Dialect() = default;
   virtual std::string name() const = 0;  // "cpp", "cuda": the kernel name prefix
-  /// Preamble of a translation unit (includes, helpers).
+  /// Preamble of a translation unit: includes, and the embedded scalar/reduce
+  /// op headers, so generated code computes with the very source eager uses.
   virtual std::string preamble() const = 0;
   /// Kernel signature: every kernel takes its buffer pointers as one array.
   virtual std::string kernel_signature(const std::string& name) const = 0;

@@ -42,7 +42,6 @@ struct Schedule {
   std::vector<Step> steps;
   std::vector<bool> materialized;      // per buffer
   std::vector<std::string> decisions;  // fusion log: each fuse / no-fuse with its reason
-  int kernel_count() const;
 };
 
 }  // namespace smelt::compiler

@@ -11,13 +11,9 @@
 
 namespace smelt::compiler {
 
-int Schedule::kernel_count() const {
-  int n = 0;
-  n = static_cast<int>(steps.size());
-  return n;
-}
-
 namespace {
+
+constexpr const char* kNamePlaceholder = "SMELT_KERNEL_NAME";
 
 const std::set<std::string> kEpilogueActivations = {"relu", "gelu", "sigmoid", "silu", "tanh"};
 
@@ -369,19 +365,18 @@ class Scheduler {
         st.writes = {extern_output(st)};
         continue;
       }
-      KernelSource probe = generate_kernel(g_, s_.materialized, st.group, "probe", d_);
-      std::vector<std::string> ops = probe.ops;
+      // Generated once under a placeholder name; the name depends on what it computes.
+      KernelSource ks = generate_kernel(g_, s_.materialized, st.group, kNamePlaceholder, d_);
+      std::vector<std::string> ops = ks.ops;
       std::sort(ops.begin(), ops.end());
       if (ops.size() > 6) ops.resize(6);
       std::string kind;
       if (st.group.reduction) {
-        kind = probe.persistent ? "per" : "red";
+        kind = ks.persistent ? "per" : "red";
       } else {
         // Horizontal: several outputs none of which reads another.
         bool independent = st.group.stores.size() > 1;
         for (int a : st.group.stores) {
-          KernelGroup only;
-          only.stores = {a};
           std::set<int> seen;
           KernelGroup others = st.group;
           others.stores.erase(std::find(others.stores.begin(), others.stores.end(), a));
@@ -391,8 +386,9 @@ class Scheduler {
       }
       st.kernel_kind = kind;
       st.name = fmt::format("{}_{}_fused_{}_{}", d_.name(), kind, fmt::join(ops, "_"), index++);
-      KernelSource ks = generate_kernel(g_, s_.materialized, st.group, st.name, d_);
       st.source = ks.source;
+      st.source.replace(st.source.find(kNamePlaceholder), std::string(kNamePlaceholder).size(),
+                        st.name);
       st.error_ops = ks.error_ops;
       st.reads = ks.reads;
       st.writes = ks.writes;

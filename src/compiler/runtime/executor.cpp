@@ -81,6 +81,7 @@ CompiledGraph::CompiledGraph(Graph g, Schedule s, std::shared_ptr<KernelLibrary>
                              bool keep_arena)
     : g_(std::move(g)), s_(std::move(s)), lib_(std::move(lib)), keep_arena_(keep_arena) {
   mem_ = plan_memory(g_, s_);
+  escaping_ = escaping(g_);
   for (auto& st : s_.steps)
     fns_.push_back(st.kind == Step::Kind::Kernel ? lib_->kernel(st.name) : nullptr);
 }
@@ -226,7 +227,6 @@ std::vector<Tensor> CompiledGraph::run(const std::vector<Tensor>& args,
   }
   std::vector<void*> ptr(g_.buffers.size(), nullptr);
   std::vector<Tensor> owned(g_.buffers.size());
-  std::vector<bool> esc = escaping(g_);
   for (auto& b : g_.buffers) {
     switch (b.kind) {
       case BufferKind::Input:
@@ -241,7 +241,7 @@ std::vector<Tensor> CompiledGraph::run(const std::vector<Tensor>& args,
       case BufferKind::Node:
         if (mem_.offset[b.id] >= 0) {
           ptr[b.id] = static_cast<char*>(arena->data()) + mem_.offset[b.id];
-        } else if (s_.materialized[b.id] || esc[b.id]) {
+        } else if (s_.materialized[b.id] || escaping_[b.id]) {
           owned[b.id] = detail::make_empty({b.extent}, b.dtype, b.device);
           ptr[b.id] = owned[b.id].data_ptr();
         }

@@ -47,6 +47,7 @@ class CompiledGraph {
   Graph g_;
   Schedule s_;
   MemoryPlan mem_;
+  std::vector<bool> escaping_;  // per buffer: returned or written back (allocated per call)
   std::shared_ptr<KernelLibrary> lib_;
   std::vector<KernelLibrary::KernelFn> fns_;
   bool keep_arena_;

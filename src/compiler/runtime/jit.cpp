@@ -24,10 +24,6 @@
 
 #include "smelt/error.h"
 
-namespace smelt::detail {
-const std::map<std::string, std::string>& embedded_headers();
-}
-
 extern "C" char** environ;
 
 namespace smelt::compiler {
@@ -244,44 +240,6 @@ std::string cache_dir() {
         dir, std::strerror(errno)));
   if (st.st_mode & (S_IWGRP | S_IWOTH)) ::chmod(dir.c_str(), 0700);
   return dir;
-}
-
-/// glibc's vector math library (libmvec) has SIMD variants of these libm
-/// functions (<= 4 ulp, IEEE special cases kept). Declaring them `simd` lets
-/// the compiler vectorize the loops of the scalar functors that call them
-/// (glibc only declares them so under -ffast-math, which would break NaN and
-/// signed-zero semantics). Built with -fno-math-errno and linked with -lmvec.
-std::string vector_math_declarations() {
-  std::string out = "extern \"C\" {\n";
-  for (const char* f :
-       {"exp", "exp2", "expm1", "log", "log2", "log1p", "sin", "cos", "tan", "tanh", "erf"}) {
-    out += fmt::format("__attribute__((simd(\"notinbranch\"))) double {}(double) noexcept;\n", f);
-    out += fmt::format("__attribute__((simd(\"notinbranch\"))) float {}f(float) noexcept;\n", f);
-  }
-  return out + "}\n";
-}
-
-std::string jit_prelude() {
-  static const std::string prelude = [] {
-    const auto& h = detail::embedded_headers();
-    std::string out =
-        "// smelt JIT translation unit\n#include <cmath>\n#include <cstdint>\n#include "
-        "<limits>\n#include <type_traits>\n#include <vector>\n#include <omp.h>\n" +
-        vector_math_declarations();
-    for (const char* name : {"half.h", "scalar_ops.h", "reduce_ops.h"}) {
-      auto it = h.find(name);
-      SMELT_INTERNAL_ASSERT(it != h.end(), "embedded header {} missing", name);
-      std::istringstream in(it->second);
-      std::string line;
-      out += fmt::format("// ---- {} (embedded) ----\n", name);
-      while (std::getline(in, line)) {
-        if (line.rfind("#include \"", 0) == 0 || line.rfind("#pragma once", 0) == 0) continue;
-        out += line + "\n";
-      }
-    }
-    return out;
-  }();
-  return prelude;
 }
 
 int compiler_invocations() { return g_invocations.load(); }

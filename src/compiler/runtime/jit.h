@@ -55,10 +55,6 @@ std::shared_ptr<KernelLibrary> build_library(const std::string& source, BuildInf
 /// The cache directory (created 0700 on first use).
 std::string cache_dir();
 
-/// The translation-unit prelude: the embedded scalar/reduce op headers, so the
-/// generated code computes with the very source eager kernels use.
-std::string jit_prelude();
-
 /// Number of compiler invocations in this process (tests assert a warm run makes none).
 int compiler_invocations();
 
