@@ -549,3 +549,16 @@ TEST(IndexExprProperty, SimplifiedAgreesWithReferenceEverywhere) {
   }
   EXPECT_GT(checked_points, 10000);
 }
+
+TEST(IndexExprFloorDiv, OffsetWithinACommonStrideDropsOut) {
+  // A row of 64 inside rows of 1024: (o*64 + r) / 1024 == o / 16 for r < 64.
+  IndexExpr o = IndexExpr::var("o", 256), r = IndexExpr::var("r", 64);
+  EXPECT_EQ(floordiv(o * 64 + r, 1024), floordiv(o, 16));
+  EXPECT_EQ(mod(o * 64 + r, 1024), mod(o * 64, 1024) + r);
+  // Not when the offset can reach the stride.
+  IndexExpr r2 = IndexExpr::var("r", 65);
+  EXPECT_NE(floordiv(o * 64 + r2, 1024), floordiv(o, 16));
+  for (int64_t ov : {0, 15, 16, 17, 255})
+    for (int64_t rv : {0, 63, 64})
+      EXPECT_EQ(floordiv(o * 64 + r2, 1024).eval({{"o", ov}, {"r", rv}}), (ov * 64 + rv) / 1024);
+}

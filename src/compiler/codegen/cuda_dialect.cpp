@@ -18,13 +18,11 @@ namespace {
 
 /// What the embedded headers take from the standard library, for NVRTC
 /// (which has no host headers): libcu++ (CCCL, shipped with the toolkit)
-/// provides the type traits, limits and math; the fixed-width integer types
-/// and memcpy are the compiler's own.
+/// provides the type traits and limits; the math functions map onto CUDA's
+/// math library; the fixed-width integer types and memcpy are the compiler's.
 const char* kDevicePrelude = R"(// smelt CUDA translation unit (NVRTC)
-#include <cuda/std/cstdint>
 #include <cuda/std/type_traits>
 #include <cuda/std/limits>
-#include <cuda/std/cmath>
 using int8_t = signed char;
 using int16_t = short;
 using int32_t = int;
@@ -37,11 +35,36 @@ using uint64_t = unsigned long long;
 #define INT64_C(c) c##LL
 #endif
 namespace std {
-using namespace cuda::std;
-__device__ inline void* memcpy(void* d, const void* s, size_t n) { return ::memcpy(d, s, n); }
+using cuda::std::conditional;
+using cuda::std::conditional_t;
+using cuda::std::is_floating_point;
+using cuda::std::is_floating_point_v;
+using cuda::std::is_integral;
+using cuda::std::is_integral_v;
+using cuda::std::is_same;
+using cuda::std::is_same_v;
+using cuda::std::is_signed_v;
+using cuda::std::make_unsigned;
+using cuda::std::make_unsigned_t;
+using cuda::std::numeric_limits;
+__device__ inline void* memcpy(void* d, const void* s, unsigned long n) { return ::memcpy(d, s, n); }
+// CUDA's math library: f-suffixed functions for float, plain ones for double.
+#define SMELT_MATH1(F) \
+  __device__ inline float F(float x) { return ::F##f(x); } \
+  __device__ inline double F(double x) { return ::F(x); }
+#define SMELT_MATH2(F) \
+  __device__ inline float F(float x, float y) { return ::F##f(x, y); } \
+  __device__ inline double F(double x, double y) { return ::F(x, y); }
+SMELT_MATH1(exp) SMELT_MATH1(exp2) SMELT_MATH1(expm1) SMELT_MATH1(log) SMELT_MATH1(log2)
+SMELT_MATH1(log1p) SMELT_MATH1(sqrt) SMELT_MATH1(sin) SMELT_MATH1(cos) SMELT_MATH1(tan)
+SMELT_MATH1(tanh) SMELT_MATH1(erf) SMELT_MATH1(floor) SMELT_MATH1(ceil) SMELT_MATH1(trunc)
+SMELT_MATH1(nearbyint) SMELT_MATH1(fabs)
+SMELT_MATH2(fmod) SMELT_MATH2(pow) SMELT_MATH2(atan2) SMELT_MATH2(fmin) SMELT_MATH2(fmax)
+SMELT_MATH2(copysign)
+#undef SMELT_MATH1
+#undef SMELT_MATH2
 }  // namespace std
 )";
-
 }  // namespace
 
 std::string CudaDialect::preamble() const {

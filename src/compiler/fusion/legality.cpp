@@ -15,6 +15,11 @@
 namespace smelt::compiler {
 
 namespace {
+std::string index_str(const std::vector<IndexExpr>& v) {
+  std::string s;
+  for (auto& x : v) s += (s.empty() ? "" : ", ") + x.str();
+  return "[" + s + "]";
+}
 
 bool contains(const std::vector<int>& v, int x) {
   return std::find(v.begin(), v.end(), x) != v.end();
@@ -72,8 +77,9 @@ struct Walk {
           Index p = producer_index(b.sizes, o, it);
           Index row = unflatten(b.sizes, IndexExpr::var("o", std::max<int64_t>(1, row_count())));
           if (p.vars != row.vars)
-            return FusionDecision::no(
-                fmt::format("%{} ({}) is read at another row than the one reduced", o.buf, r.op));
+            return FusionDecision::no(fmt::format(
+                "%{} ({}) is read at another row than the one reduced (at {}, the row is {})",
+                o.buf, r.op, index_str(p.vars), index_str(row.vars)));
           continue;
         }
         if (computed_in(g, mat, grp, o.buf)) {

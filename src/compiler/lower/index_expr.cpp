@@ -301,6 +301,33 @@ void fold_divmod_identity(Poly& p) {
   }
 }
 
+/// Splits p = S + R for a constant divisor D where every coefficient of S is a
+/// multiple of some c > 1 dividing D and 0 <= R < c. Then floor(p / D) ==
+/// floor(S / D) and p % D == S % D + R: S is a multiple of c, and so is D.
+/// Tried with R = the terms of smallest |coefficient| first (a row's offset
+/// inside a larger stride, e.g. (o*64 + r) / 1024 with r < 64 -> o / 16).
+std::optional<std::pair<Poly, Poly>> split_small(const Poly& p, int64_t D) {
+  std::vector<std::pair<Monomial, int64_t>> terms(p.begin(), p.end());
+  std::stable_sort(terms.begin(), terms.end(),
+                   [](const auto& a, const auto& b) { return abs_u(a.second) < abs_u(b.second); });
+  for (size_t k = 1; k < terms.size(); ++k) {
+    Poly small, big;
+    uint64_t c = static_cast<uint64_t>(D);
+    for (size_t i = 0; i < terms.size(); ++i) {
+      if (i < k) {
+        poly_accumulate(small, terms[i].first, terms[i].second);
+      } else {
+        poly_accumulate(big, terms[i].first, terms[i].second);
+        c = std::gcd(c, abs_u(terms[i].second));
+      }
+    }
+    if (c <= 1) continue;
+    const Bounds rb = from_poly(small).bounds();
+    if (rb.lo >= 0 && static_cast<uint64_t>(rb.hi) < c) return std::make_pair(big, small);
+  }
+  return std::nullopt;
+}
+
 IndexExpr build(Poly p) {
   fold_divmod_identity(p);
   return from_poly(p);
@@ -553,6 +580,8 @@ IndexExpr floordiv(const IndexExpr& a, const IndexExpr& b) {
       }
       if (k) return build(std::move(q)) + *k;
     }
+    if (dm.empty())
+      if (auto split = split_small(p, dc)) return floordiv(build(std::move(split->first)), b);
     if (dm.empty()) {
       uint64_t g = static_cast<uint64_t>(dc);
       for (const auto& [m, c] : p) g = std::gcd(g, abs_u(c));
@@ -596,6 +625,9 @@ IndexExpr mod(const IndexExpr& a, const IndexExpr& b) {
       poly_accumulate(r, m, c2);
     }
     if (changed) return mod(build(std::move(r)), b);
+    if (dm.empty())
+      if (auto split = split_small(to_poly(a), dc))
+        return mod(build(std::move(split->first)), b) + build(std::move(split->second));
     if (dm.empty() && floor_div(ab.lo, dc) == floor_div(ab.hi, dc))
       return a - checked_mul(floor_div(ab.lo, dc), dc);
   }
