@@ -232,9 +232,9 @@ class Writer {
     for (auto& e : call.extra) args.push_back(d_.literal(e, c));
     // Integer division by zero raises, as eager does: the kernel sets a flag
     // the runtime turns into smelt::Error (nothing is written back then).
-    bool int_div = (n.op == "remainder" || n.op == "fmod" ||
-                    (n.op == "div" && n.attrs.has("rounding_mode"))) &&
-                   !is_floating(c) && args.size() >= 2;
+    bool int_div =
+        detail::runtime_check(n.op, n.attrs) == detail::RuntimeCheck::IntegerDivisionByZero &&
+        !is_floating(c) && args.size() >= 2;
     if (int_div) {
       body_.line(
           fmt::format("if ({} == 0) __atomic_store_n(smelt_error, 1, __ATOMIC_RELAXED);", args[1]));
