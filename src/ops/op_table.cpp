@@ -160,7 +160,8 @@ const std::vector<OpDef>& op_table() {
       pointwise("bitwise_not", 1, R::IntegralOnly).not_differentiable(),
       pointwise("isnan", 1, R::Compare).discontinuous().not_differentiable(),
       pointwise("isinf", 1, R::Compare).discontinuous().not_differentiable(),
-      pointwise("nan_to_num", 1, R::Same),  // extra arguments nan, posinf, neginf
+      // extra arguments nan, posinf, neginf; jumps at infinity (inf -> the largest finite value)
+      pointwise("nan_to_num", 1, R::Same).discontinuous(),
       // discontinuous when casting to an integer or bool dtype (float -> float is not)
       pointwise("to_dtype", 1, R::None).functor("cast").discontinuous(),
       pointwise("clone", 1, R::Same).functor("identity"),
