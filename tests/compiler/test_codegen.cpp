@@ -124,7 +124,7 @@ TEST_F(Codegen, GemmEpilogueAndExtern) {
   EXPECT_EQ(s.steps[0].kind, Step::Kind::Extern);
   EXPECT_EQ(s.steps[0].kernel_kind, "tem");
   EXPECT_EQ(s.steps[0].name, "cpp_tem_fused_addmm_gelu_0");
-  EXPECT_EQ(s.steps[0].activation, "gelu");
+  EXPECT_EQ(s.steps[0].activation, "gelu_erf");
 
   FusionOptions no_epi;
   no_epi.gemm_epilogue = false;

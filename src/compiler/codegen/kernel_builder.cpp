@@ -321,9 +321,9 @@ class Builder {
     for (auto& x : call.extra) e.operands.push_back(literal(x, c));
     // Integer division by zero raises, as eager does: the kernel sets a flag
     // the runtime turns into smelt::Error (nothing is written back then).
-    bool int_div = (n.op == "remainder" || n.op == "fmod" ||
-                    (n.op == "div" && n.attrs.has("rounding_mode"))) &&
-                   !is_floating(c) && e.operands.size() >= 2;
+    bool int_div =
+        detail::runtime_check(n.op, n.attrs) == detail::RuntimeCheck::IntegerDivisionByZero &&
+        !is_floating(c) && e.operands.size() >= 2;
     if (int_div) {
       Stmt s;
       s.kind = Stmt::Kind::CheckZero;

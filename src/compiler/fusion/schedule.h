@@ -29,7 +29,7 @@ struct Step {
   KernelGroup group;          // Kernel
   int node = -1;              // Extern / Fallback: the node it runs
   std::vector<int> epilogue;  // Extern: pointwise nodes applied to the GEMM output (tem)
-  std::string activation;     // Extern epilogue activation
+  std::string activation;     // Extern epilogue activation: epilogue_activation_name()
   int bias = -1;              // Extern epilogue: index into node inputs of the bias add, or -1
   int residual =
       -1;  // Extern epilogue: index into the residual add's inputs of the residual, or -1

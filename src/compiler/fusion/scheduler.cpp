@@ -9,12 +9,11 @@
 #include "compiler/fusion/kernel_config.h"
 #include "compiler/fusion/legality.h"
 #include "core/tensor_impl.h"
+#include "ops/op_table.h"
 
 namespace smelt::compiler {
 
 namespace {
-
-const std::set<std::string> kEpilogueActivations = {"relu", "gelu", "sigmoid", "silu", "tanh"};
 
 class Scheduler {
  public:
@@ -90,15 +89,13 @@ class Scheduler {
           absorbed_[u] = true;
           int cur = a.outputs[0];
           int v = single_user(cur);
-          if (v >= 0 && kEpilogueActivations.count(g_.nodes[v].op) &&
+          EpilogueActivation act =
+              v >= 0 ? detail::epilogue_activation(g_.nodes[v].op, g_.nodes[v].attrs)
+                     : EpilogueActivation::None;
+          if (act != EpilogueActivation::None &&
               g_.buffers[g_.nodes[v].outputs[0]].dtype == DType::Float32 &&
               is_whole_contiguous(g_.nodes[v].inputs[0], g_.buffers[cur])) {
-            const Node& act = g_.nodes[v];
-            std::string name = act.op;
-            if (name == "gelu" && act.attrs.has("approximate") &&
-                act.attrs.as<std::string>("approximate") == "tanh")
-              name = "gelu_tanh";
-            st.activation = name;
+            st.activation = std::string(epilogue_activation_name(act));
             st.epilogue.push_back(v);
             absorbed_[v] = true;
           }

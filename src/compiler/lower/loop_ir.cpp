@@ -28,7 +28,9 @@ LoopKind classify(const Node& n) {
     case detail::OpKind::Pointwise:
       return LoopKind::Pointwise;
     case detail::OpKind::Reduction:
-      return n.op == "cumsum" ? LoopKind::Fallback : LoopKind::Reduction;
+      // reductions without an accumulator (cumsum) run their eager kernel
+      return def->accumulator == detail::Accumulator::None ? LoopKind::Fallback
+                                                           : LoopKind::Reduction;
     case detail::OpKind::Extern:
       return LoopKind::Extern;
     default:
@@ -54,42 +56,40 @@ ReductionInfo reduction_info(const Graph& g, const Node& n) {
     if (is_floating(t)) return t;
     return DType::Int64;
   };
-  const std::string& op = n.op;
-  if (op == "sum" || op == "mean") {
-    r.accumulator = "Sum";
-    r.acc_dtype = acc_of(out);
-    // Long float32 sums accumulate in double (eager uses a cascade sum; a
-    // plain float accumulator would drift by ~sqrt(n) ulps).
-    if (r.acc_dtype == DType::Float32 && r.rnumel >= kLongReduction) r.acc_dtype = DType::Float64;
-    r.finals = {op == "sum" ? "value" : "mean"};
-  } else if (op == "prod") {
-    r.accumulator = "Prod";
-    r.acc_dtype = acc_of(out);
-    r.finals = {"value"};
-  } else if (op == "amax" || op == "amin") {
-    r.accumulator = op == "amax" ? "Max" : "Min";
-    r.acc_dtype =
-        (in.dtype == DType::Float16 || in.dtype == DType::BFloat16) ? DType::Float32 : in.dtype;
-    r.finals = {"value"};
-  } else if (op == "max" || op == "min" || op == "argmax" || op == "argmin") {
-    r.accumulator = (op == "max" || op == "argmax") ? "ArgMax" : "ArgMin";
-    r.acc_dtype =
-        (in.dtype == DType::Float16 || in.dtype == DType::BFloat16) ? DType::Float32 : in.dtype;
-    r.finals = (op == "max" || op == "min") ? std::vector<std::string>{"value", "index"}
-                                            : std::vector<std::string>{"index"};
-  } else if (op == "var" || op == "std" || op == "var_mean") {
-    r.accumulator = "Welford";
-    r.acc_dtype = DType::Float64;
-    r.correction = n.attrs.has("correction") ? n.attrs.as<double>("correction") : 1.0;
-    r.finals = op == "var"   ? std::vector<std::string>{"var"}
-               : op == "std" ? std::vector<std::string>{"std"}
-                             : std::vector<std::string>{"var", "mean"};
-  } else if (op == "any" || op == "all") {
-    r.accumulator = op == "any" ? "Any" : "All";
-    r.acc_dtype = DType::Bool;
-    r.finals = {"value"};
-  } else {
-    SMELT_INTERNAL_ASSERT(false, "reduction '{}' has no lowering", op);
+  const detail::OpDef* def = detail::find_op(n.op);
+  SMELT_INTERNAL_ASSERT(def && def->accumulator != detail::Accumulator::None,
+                        "reduction '{}' has no lowering", n.op);
+  r.accumulator = std::string(detail::accumulator_name(def->accumulator));
+  r.finals.assign(def->finals.begin(), def->finals.end());
+  // Max / Min / ArgMax / ArgMin accumulate in the input's compute type.
+  const DType in_acc =
+      (in.dtype == DType::Float16 || in.dtype == DType::BFloat16) ? DType::Float32 : in.dtype;
+  switch (def->accumulator) {
+    case detail::Accumulator::Sum:
+      r.acc_dtype = acc_of(out);
+      // Long float32 sums accumulate in double (eager uses a cascade sum; a
+      // plain float accumulator would drift by ~sqrt(n) ulps).
+      if (r.acc_dtype == DType::Float32 && r.rnumel >= kLongReduction) r.acc_dtype = DType::Float64;
+      break;
+    case detail::Accumulator::Prod:
+      r.acc_dtype = acc_of(out);
+      break;
+    case detail::Accumulator::Max:
+    case detail::Accumulator::Min:
+    case detail::Accumulator::ArgMax:
+    case detail::Accumulator::ArgMin:
+      r.acc_dtype = in_acc;
+      break;
+    case detail::Accumulator::Welford:
+      r.acc_dtype = DType::Float64;
+      r.correction = n.attrs.has("correction") ? n.attrs.as<double>("correction") : 1.0;
+      break;
+    case detail::Accumulator::Any:
+    case detail::Accumulator::All:
+      r.acc_dtype = DType::Bool;
+      break;
+    case detail::Accumulator::None:
+      break;
   }
   return r;
 }
