@@ -89,6 +89,7 @@ class Printer {
   Printer(const KernelDesc& k, const Dialect& d) : k_(k), d_(d) {}
 
   std::string run() {
+    out_.line(fmt::format("// {}: {}", k_.name, k_.config.str()));
     d_.kernel_begin(k_, out_);
     for (auto& s : k_.body) stmt(s);
     out_.dedent();
