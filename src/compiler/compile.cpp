@@ -8,6 +8,7 @@
 #include <chrono>
 #include <mutex>
 
+#include "compiler/codegen/generate.h"
 #include "compiler/codegen/printer.h"
 #include "compiler/fusion/scheduler.h"
 #include "compiler/logs.h"
@@ -300,13 +301,14 @@ class CompiledState {
     }
     // 3-4. lowering and fusion
     CppDialect dialect;
-    Schedule s = schedule(g, FusionOptions{opts.fuse, opts.gemm_epilogue}, dialect);
+    Schedule s = schedule(g, FusionOptions{opts.fuse, opts.gemm_epilogue}, dialect.target());
     if (log_enabled("fusion")) {
       std::string body;
       for (auto& d : s.decisions) body += "  " + d + "\n";
       log_artifact("fusion", "fusion decisions", body);
     }
     // 6. codegen
+    generate_kernels(g, s, dialect);
     std::string kernels;
     for (auto& st : s.steps)
       if (st.kind == Step::Kind::Kernel) kernels += "\n" + st.source;

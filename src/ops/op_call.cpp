@@ -552,6 +552,11 @@ Tensor wrapped_scalar(const Scalar& v) {
 
 bool has_call_op(const std::string& op) { return table().count(op) != 0; }
 
+std::vector<std::string> call_op_attrs(const std::string& op) {
+  auto it = table().find(op);
+  return it == table().end() ? std::vector<std::string>{} : it->second.attrs;
+}
+
 std::vector<std::string> call_op_names() {
   std::vector<std::string> names;
   for (const auto& [name, e] : table()) names.push_back(name);

@@ -29,6 +29,10 @@ std::vector<Tensor> call_op(const std::string& op, const std::vector<Tensor>& in
 /// True when call_op knows `op`.
 bool has_call_op(const std::string& op);
 
+/// The keyword arguments call_op accepts for `op` (PyTorch's names; the has_<input>
+/// flags are accepted besides); empty for an unknown op.
+std::vector<std::string> call_op_attrs(const std::string& op);
+
 /// Every op name call_op accepts, sorted.
 std::vector<std::string> call_op_names();
 

@@ -1,4 +1,8 @@
+// The op table's entries (see op_table.h) and the accessors that resolve an
+// op's attribute-dependent fields (variants).
 #include "ops/op_table.h"
+
+#include "ops/dispatch.h"
 
 namespace smelt::detail {
 
@@ -26,152 +30,262 @@ std::string_view op_kind_name(OpKind k) {
   return "?";
 }
 
+std::string_view accumulator_name(Accumulator a) {
+  switch (a) {
+    case Accumulator::None:
+      return "";
+    case Accumulator::Sum:
+      return "Sum";
+    case Accumulator::Prod:
+      return "Prod";
+    case Accumulator::Max:
+      return "Max";
+    case Accumulator::Min:
+      return "Min";
+    case Accumulator::ArgMax:
+      return "ArgMax";
+    case Accumulator::ArgMin:
+      return "ArgMin";
+    case Accumulator::Welford:
+      return "Welford";
+    case Accumulator::Any:
+      return "Any";
+    case Accumulator::All:
+      return "All";
+  }
+  return "?";
+}
+
+std::string_view runtime_check_name(RuntimeCheck c) {
+  switch (c) {
+    case RuntimeCheck::None:
+      return "";
+    case RuntimeCheck::IntegerDivisionByZero:
+      return "int_div_by_zero";
+  }
+  return "?";
+}
+
+std::string_view precision_name(Precision p) {
+  switch (p) {
+    case Precision::Exact:
+      return "exact";
+    case Precision::Transcendental:
+      return "transcendental";
+    case Precision::Accumulated:
+      return "accumulated";
+  }
+  return "?";
+}
+
+namespace {
+
+/// Builds one table entry on one line: a constructor for the kind's columns,
+/// then one call per field that differs from the default.
+class Def {
+ public:
+  Def(std::string_view name, OpKind kind) { d_.name = name, d_.kind = kind; }
+  Def& functor(std::string_view f) { return d_.functor = f, *this; }
+  Def& check(RuntimeCheck c) { return d_.check = c, *this; }
+  Def& epilogue(EpilogueActivation e) { return d_.epilogue = e, *this; }
+  Def& variant(OpVariant v) { return d_.variants.push_back(v), *this; }
+  Def& discontinuous() { return d_.discontinuous = true, *this; }
+  Def& transcendental() { return d_.precision = Precision::Transcendental, *this; }
+  Def& accumulated() { return d_.precision = Precision::Accumulated, *this; }
+  Def& not_differentiable() { return d_.differentiable = false, *this; }
+  operator OpDef() const { return d_; }  // NOLINT(google-explicit-constructor)
+
+ private:
+  friend Def pointwise(std::string_view, int, DTypeRule);
+  friend Def reduction(std::string_view, Accumulator, std::vector<std::string_view>);
+  OpDef d_;
+};
+
+/// A pointwise op whose scalar functor has the op's name (functor() renames it).
+Def pointwise(std::string_view name, int arity, DTypeRule rule) {
+  Def d(name, OpKind::Pointwise);
+  d.d_.arity = arity, d.d_.rule = rule, d.d_.functor = name;
+  return d;
+}
+
+/// A reduction with its accumulator and per-output finals.
+Def reduction(std::string_view name, Accumulator acc, std::vector<std::string_view> finals) {
+  Def d(name, OpKind::Reduction);
+  d.d_.accumulator = acc, d.d_.finals = std::move(finals);
+  return d;
+}
+
+}  // namespace
+
 const std::vector<OpDef>& op_table() {
   using K = OpKind;
   using R = DTypeRule;
+  using A = Accumulator;
+  using E = EpilogueActivation;
+  constexpr auto kIntDiv = RuntimeCheck::IntegerDivisionByZero;
   static const std::vector<OpDef> table = {
-      // ---- pointwise, unary: {name, kind, arity, rule, functor} ----
-      {"neg", K::Pointwise, 1, R::Same, "neg"},
-      {"abs", K::Pointwise, 1, R::Same, "abs"},
-      {"sign", K::Pointwise, 1, R::Same, "sign"},
-      {"exp", K::Pointwise, 1, R::IntToFloat, "exp"},
-      {"exp2", K::Pointwise, 1, R::IntToFloat, "exp2"},
-      {"expm1", K::Pointwise, 1, R::IntToFloat, "expm1"},
-      {"log", K::Pointwise, 1, R::IntToFloat, "log"},
-      {"log2", K::Pointwise, 1, R::IntToFloat, "log2"},
-      {"log1p", K::Pointwise, 1, R::IntToFloat, "log1p"},
-      {"sqrt", K::Pointwise, 1, R::IntToFloat, "sqrt"},
-      {"rsqrt", K::Pointwise, 1, R::IntToFloat, "rsqrt"},
-      {"reciprocal", K::Pointwise, 1, R::IntToFloat, "reciprocal"},
-      {"sin", K::Pointwise, 1, R::IntToFloat, "sin"},
-      {"cos", K::Pointwise, 1, R::IntToFloat, "cos"},
-      {"tan", K::Pointwise, 1, R::IntToFloat, "tan"},
-      {"tanh", K::Pointwise, 1, R::IntToFloat, "tanh"},
-      {"sigmoid", K::Pointwise, 1, R::IntToFloat, "sigmoid"},
-      {"relu", K::Pointwise, 1, R::Same, "relu"},
-      {"gelu", K::Pointwise, 1, R::Same, "gelu"},  // approximate="tanh": functor gelu_tanh
-      {"silu", K::Pointwise, 1, R::Same, "silu"},
-      {"erf", K::Pointwise, 1, R::IntToFloat, "erf"},
-      {"floor", K::Pointwise, 1, R::Same, "floor"},
-      {"ceil", K::Pointwise, 1, R::Same, "ceil"},
-      {"round", K::Pointwise, 1, R::Same, "round"},
-      {"trunc", K::Pointwise, 1, R::Same, "trunc"},
-      {"logical_not", K::Pointwise, 1, R::Logical, "logical_not"},
-      {"bitwise_not", K::Pointwise, 1, R::IntegralOnly, "bitwise_not"},
-      {"isnan", K::Pointwise, 1, R::Compare, "isnan"},
-      {"isinf", K::Pointwise, 1, R::Compare, "isinf"},
-      {"nan_to_num", K::Pointwise, 1, R::Same, "nan_to_num"},
-      {"to_dtype", K::Pointwise, 1, R::None, "cast"},
-      {"clone", K::Pointwise, 1, R::Same, "identity"},
+      // ---- pointwise, unary ----
+      pointwise("neg", 1, R::Same),
+      pointwise("abs", 1, R::Same),
+      pointwise("sign", 1, R::Same).discontinuous(),
+      pointwise("exp", 1, R::IntToFloat).transcendental(),
+      pointwise("exp2", 1, R::IntToFloat).transcendental(),
+      pointwise("expm1", 1, R::IntToFloat).transcendental(),
+      pointwise("log", 1, R::IntToFloat).transcendental(),
+      pointwise("log2", 1, R::IntToFloat).transcendental(),
+      pointwise("log1p", 1, R::IntToFloat).transcendental(),
+      pointwise("sqrt", 1, R::IntToFloat).transcendental(),
+      pointwise("rsqrt", 1, R::IntToFloat).transcendental(),
+      pointwise("reciprocal", 1, R::IntToFloat).transcendental(),
+      pointwise("sin", 1, R::IntToFloat).transcendental(),
+      pointwise("cos", 1, R::IntToFloat).transcendental(),
+      pointwise("tan", 1, R::IntToFloat).transcendental(),
+      pointwise("tanh", 1, R::IntToFloat).transcendental().epilogue(E::Tanh),
+      pointwise("sigmoid", 1, R::IntToFloat).transcendental().epilogue(E::Sigmoid),
+      pointwise("relu", 1, R::Same).epilogue(E::Relu),
+      pointwise("gelu", 1, R::Same)
+          .transcendental()
+          .epilogue(E::GeluErf)
+          .variant({.attr = "approximate",
+                    .value = "tanh",
+                    .functor = "gelu_tanh",
+                    .epilogue = E::GeluTanh}),
+      pointwise("silu", 1, R::Same).transcendental().epilogue(E::Silu),
+      pointwise("erf", 1, R::IntToFloat).transcendental(),
+      pointwise("floor", 1, R::Same).discontinuous(),
+      pointwise("ceil", 1, R::Same).discontinuous(),
+      pointwise("round", 1, R::Same).discontinuous(),
+      pointwise("trunc", 1, R::Same).discontinuous(),
+      pointwise("logical_not", 1, R::Logical).discontinuous().not_differentiable(),
+      pointwise("bitwise_not", 1, R::IntegralOnly).not_differentiable(),
+      pointwise("isnan", 1, R::Compare).discontinuous().not_differentiable(),
+      pointwise("isinf", 1, R::Compare).discontinuous().not_differentiable(),
+      // extra arguments nan, posinf, neginf; jumps at infinity (inf -> the largest finite value)
+      pointwise("nan_to_num", 1, R::Same).discontinuous(),
+      // discontinuous when casting to an integer or bool dtype (float -> float is not)
+      pointwise("to_dtype", 1, R::None).functor("cast").discontinuous(),
+      pointwise("clone", 1, R::Same).functor("identity"),
       // ---- pointwise, binary and ternary ----
-      {"add", K::Pointwise, 2, R::Same, "add"},  // alpha != 1: functor add_alpha(a, b, alpha)
-      {"sub", K::Pointwise, 2, R::Same, "sub"},  // alpha != 1: functor sub_alpha(a, b, alpha)
-      {"mul", K::Pointwise, 2, R::Same, "mul"},
-      // rounding_mode="trunc"/"floor" (also floor_divide): dtype Same, functor div_trunc/div_floor
-      {"div", K::Pointwise, 2, R::IntToFloat, "div"},
-      {"remainder", K::Pointwise, 2, R::Same, "remainder"},
-      {"fmod", K::Pointwise, 2, R::Same, "fmod"},
-      {"pow", K::Pointwise, 2, R::Same, "pow"},
-      {"maximum", K::Pointwise, 2, R::Same, "maximum"},
-      {"minimum", K::Pointwise, 2, R::Same, "minimum"},
-      {"fmax", K::Pointwise, 2, R::Same, "fmax"},
-      {"fmin", K::Pointwise, 2, R::Same, "fmin"},
-      {"atan2", K::Pointwise, 2, R::IntToFloat, "atan2"},
-      {"eq", K::Pointwise, 2, R::Compare, "eq"},
-      {"ne", K::Pointwise, 2, R::Compare, "ne"},
-      {"lt", K::Pointwise, 2, R::Compare, "lt"},
-      {"le", K::Pointwise, 2, R::Compare, "le"},
-      {"gt", K::Pointwise, 2, R::Compare, "gt"},
-      {"ge", K::Pointwise, 2, R::Compare, "ge"},
-      {"logical_and", K::Pointwise, 2, R::Logical, "logical_and"},
-      {"logical_or", K::Pointwise, 2, R::Logical, "logical_or"},
-      {"logical_xor", K::Pointwise, 2, R::Logical, "logical_xor"},
-      {"bitwise_and", K::Pointwise, 2, R::IntegralOnly, "bitwise_and"},
-      {"bitwise_or", K::Pointwise, 2, R::IntegralOnly, "bitwise_or"},
-      {"bitwise_xor", K::Pointwise, 2, R::IntegralOnly, "bitwise_xor"},
-      {"where", K::Pointwise, 3, R::Same, "where"},
-      {"clamp", K::Pointwise, 3, R::Same, "clamp"},
-      {"clamp_min", K::Pointwise, 2, R::Same, "clamp_min"},  // clamp with only min
-      {"clamp_max", K::Pointwise, 2, R::Same, "clamp_max"},  // clamp with only max
-      {"lerp", K::Pointwise, 3, R::IntToFloat, "lerp"},
+      pointwise("add", 2, R::Same),  // alpha != 1: functor add_alpha(a, b, alpha)
+      pointwise("sub", 2, R::Same),  // alpha != 1: functor sub_alpha(a, b, alpha)
+      pointwise("mul", 2, R::Same),
+      // with a rounding_mode (also floor_divide): dtype Same (not int->float)
+      pointwise("div", 2, R::IntToFloat)
+          .transcendental()
+          .variant({.attr = "rounding_mode",
+                    .value = "trunc",
+                    .functor = "div_trunc",
+                    .check = kIntDiv,
+                    .discontinuous = true})
+          .variant({.attr = "rounding_mode",
+                    .value = "floor",
+                    .functor = "div_floor",
+                    .check = kIntDiv,
+                    .discontinuous = true}),
+      pointwise("remainder", 2, R::Same).check(kIntDiv).discontinuous(),
+      pointwise("fmod", 2, R::Same).check(kIntDiv).discontinuous(),
+      pointwise("pow", 2, R::Same).transcendental(),
+      pointwise("maximum", 2, R::Same),
+      pointwise("minimum", 2, R::Same),
+      pointwise("fmax", 2, R::Same),
+      pointwise("fmin", 2, R::Same),
+      // jumps by 2 pi across the negative x axis (atan2(+-0, x < 0) = +-pi)
+      pointwise("atan2", 2, R::IntToFloat).transcendental().discontinuous(),
+      pointwise("eq", 2, R::Compare).discontinuous().not_differentiable(),
+      pointwise("ne", 2, R::Compare).discontinuous().not_differentiable(),
+      pointwise("lt", 2, R::Compare).discontinuous().not_differentiable(),
+      pointwise("le", 2, R::Compare).discontinuous().not_differentiable(),
+      pointwise("gt", 2, R::Compare).discontinuous().not_differentiable(),
+      pointwise("ge", 2, R::Compare).discontinuous().not_differentiable(),
+      pointwise("logical_and", 2, R::Logical).discontinuous().not_differentiable(),
+      pointwise("logical_or", 2, R::Logical).discontinuous().not_differentiable(),
+      pointwise("logical_xor", 2, R::Logical).discontinuous().not_differentiable(),
+      pointwise("bitwise_and", 2, R::IntegralOnly).not_differentiable(),
+      pointwise("bitwise_or", 2, R::IntegralOnly).not_differentiable(),
+      pointwise("bitwise_xor", 2, R::IntegralOnly).not_differentiable(),
+      pointwise("where", 3, R::Same),  // continuous in the values; the condition is bool
+      pointwise("clamp", 3, R::Same),
+      pointwise("clamp_min", 2, R::Same),  // clamp with only min
+      pointwise("clamp_max", 2, R::Same),  // clamp with only max
+      pointwise("lerp", 3, R::IntToFloat).transcendental(),
       // ---- reductions ----
-      {"sum", K::Reduction},
-      {"mean", K::Reduction},
-      {"prod", K::Reduction},
-      {"amax", K::Reduction},
-      {"amin", K::Reduction},
-      {"max", K::Reduction},
-      {"min", K::Reduction},
-      {"argmax", K::Reduction},
-      {"argmin", K::Reduction},
-      {"var", K::Reduction},
-      {"std", K::Reduction},
-      {"var_mean", K::Reduction},
-      {"logsumexp", K::Reduction},
-      {"any", K::Reduction},
-      {"all", K::Reduction},
-      {"cumsum", K::Reduction},
+      reduction("sum", A::Sum, {"value"}).accumulated(),
+      reduction("mean", A::Sum, {"mean"}).accumulated(),
+      reduction("prod", A::Prod, {"value"}).accumulated(),
+      reduction("amax", A::Max, {"value"}),
+      reduction("amin", A::Min, {"value"}),
+      reduction("max", A::ArgMax, {"value", "index"}).discontinuous(),  // the index jumps
+      reduction("min", A::ArgMin, {"value", "index"}).discontinuous(),
+      reduction("argmax", A::ArgMax, {"index"}).discontinuous().not_differentiable(),
+      reduction("argmin", A::ArgMin, {"index"}).discontinuous().not_differentiable(),
+      reduction("var", A::Welford, {"var"}).accumulated(),
+      reduction("std", A::Welford, {"std"}).accumulated(),
+      reduction("var_mean", A::Welford, {"var", "mean"}).accumulated(),
+      reduction("logsumexp", A::None, {}).accumulated(),  // eager code over amax, exp, sum: no node
+      reduction("any", A::Any, {"value"}).discontinuous().not_differentiable(),
+      reduction("all", A::All, {"value"}).discontinuous().not_differentiable(),
+      reduction("cumsum", A::None, {}).accumulated(),  // runs its eager kernel
       // ---- views ----
-      {"view", K::View},
-      {"reshape", K::View},
-      {"permute", K::View},
-      {"transpose", K::View},
-      {"t", K::View},
-      {"squeeze", K::View},
-      {"unsqueeze", K::View},
-      {"expand", K::View},
-      {"broadcast_to", K::View},
-      {"flatten", K::View},
-      {"unflatten", K::View},
-      {"narrow", K::View},
-      {"slice", K::View},
-      {"select", K::View},
-      {"split", K::View},
-      {"chunk", K::View},
-      {"contiguous", K::View},
+      Def("view", K::View),
+      Def("reshape", K::View),
+      Def("permute", K::View),
+      Def("transpose", K::View),
+      Def("t", K::View),
+      Def("squeeze", K::View),
+      Def("unsqueeze", K::View),
+      Def("expand", K::View),
+      Def("broadcast_to", K::View),
+      Def("flatten", K::View),
+      Def("unflatten", K::View),
+      Def("narrow", K::View),
+      Def("slice", K::View),
+      Def("select", K::View),
+      Def("split", K::View),
+      Def("chunk", K::View),
+      Def("contiguous", K::View),
       // ---- data movement ----
-      {"index_select", K::Movement},
-      {"gather", K::Movement},
-      {"cat", K::Movement},
-      {"stack", K::Movement},
-      {"pad", K::Movement},
-      {"tril", K::Movement},
-      {"triu", K::Movement},
-      {"masked_fill", K::Movement},
-      {"embedding", K::Movement},
-      {"index_put", K::Movement},
+      Def("index_select", K::Movement),
+      Def("gather", K::Movement),
+      Def("cat", K::Movement),
+      Def("stack", K::Movement),
+      Def("pad", K::Movement),
+      Def("tril", K::Movement),
+      Def("triu", K::Movement),
+      Def("masked_fill", K::Movement),
+      Def("embedding", K::Movement),
+      Def("index_put", K::Movement),
       // ---- library calls ----
-      {"matmul", K::Extern},
+      Def("matmul", K::Extern).accumulated(),
       // ---- composites (own eager kernel + decomposition) ----
-      {"linear", K::Composite},
-      {"softmax", K::Composite},
-      {"log_softmax", K::Composite},
-      {"layer_norm", K::Composite},
-      {"rms_norm", K::Composite},
-      {"batch_norm", K::Composite},
-      {"cross_entropy", K::Composite},
-      {"mse_loss", K::Composite},
-      {"scaled_dot_product_attention", K::Composite},
+      Def("linear", K::Composite).accumulated(),
+      Def("softmax", K::Composite).accumulated(),
+      Def("log_softmax", K::Composite).accumulated(),
+      Def("layer_norm", K::Composite).accumulated(),
+      Def("rms_norm", K::Composite).accumulated(),
+      Def("batch_norm", K::Composite).accumulated(),
+      Def("cross_entropy", K::Composite).accumulated(),
+      Def("mse_loss", K::Composite).accumulated(),
+      Def("scaled_dot_product_attention", K::Composite).accumulated(),
       // ---- random ----
-      {"dropout", K::Random},
-      {"rand", K::Random},
-      {"randn", K::Random},
-      {"randint", K::Random},
+      Def("dropout", K::Random),
+      Def("rand", K::Random).not_differentiable(),
+      Def("randn", K::Random).not_differentiable(),
+      Def("randint", K::Random).not_differentiable(),
       // ---- factories ----
-      {"empty", K::Factory},
-      {"zeros", K::Factory},
-      {"ones", K::Factory},
-      {"full", K::Factory},
-      {"arange", K::Factory},
-      {"linspace", K::Factory},
-      {"eye", K::Factory},
-      {"scalar_tensor", K::Factory},
+      Def("empty", K::Factory).not_differentiable(),
+      Def("zeros", K::Factory).not_differentiable(),
+      Def("ones", K::Factory).not_differentiable(),
+      Def("full", K::Factory).not_differentiable(),
+      Def("arange", K::Factory).not_differentiable(),
+      Def("linspace", K::Factory).not_differentiable(),
+      Def("eye", K::Factory).not_differentiable(),
+      Def("scalar_tensor", K::Factory).not_differentiable(),
       // ---- in place ----
-      {"copy_", K::InPlace},
-      {"fill_", K::InPlace},
-      {"zero_", K::InPlace},
-      {"masked_fill_", K::InPlace},
-      {"index_put_", K::InPlace},
+      Def("copy_", K::InPlace),
+      Def("fill_", K::InPlace).not_differentiable(),
+      Def("zero_", K::InPlace).not_differentiable(),
+      Def("masked_fill_", K::InPlace),
+      Def("index_put_", K::InPlace),
   };
   return table;
 }
@@ -180,6 +294,43 @@ const OpDef* find_op(std::string_view name) {
   for (const auto& op : op_table())
     if (op.name == name) return &op;
   return nullptr;
+}
+
+const OpVariant* find_variant(const OpDef& def, const Attrs& attrs) {
+  for (const auto& v : def.variants) {
+    std::string attr(v.attr);
+    if (attrs.has(attr)) {
+      const auto* s = std::get_if<std::string>(&attrs.get(attr));
+      if (s && *s == v.value) return &v;
+    }
+  }
+  return nullptr;
+}
+
+std::string_view op_functor(const OpDef& def, const Attrs& attrs) {
+  const OpVariant* v = find_variant(def, attrs);
+  return v ? v->functor : def.functor;
+}
+
+RuntimeCheck runtime_check(std::string_view op, const Attrs& attrs) {
+  const OpDef* def = find_op(op);
+  if (!def) return RuntimeCheck::None;
+  const OpVariant* v = find_variant(*def, attrs);
+  return v ? v->check : def->check;
+}
+
+EpilogueActivation epilogue_activation(std::string_view op, const Attrs& attrs) {
+  const OpDef* def = find_op(op);
+  if (!def) return EpilogueActivation::None;
+  const OpVariant* v = find_variant(*def, attrs);
+  return v ? v->epilogue : def->epilogue;
+}
+
+bool is_discontinuous(std::string_view op, const Attrs& attrs) {
+  const OpDef* def = find_op(op);
+  if (!def) return false;
+  const OpVariant* v = find_variant(*def, attrs);
+  return v ? v->discontinuous : def->discontinuous;
 }
 
 }  // namespace smelt::detail

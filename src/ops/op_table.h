@@ -1,12 +1,22 @@
-// The op table: one entry per op smelt knows, with its kind and, for pointwise
-// ops, the dtype rule and the scalar functor (in src/kernels/scalar_ops.h) that
-// both the eager kernel and JIT-generated code call. `smelt ops` prints it; the
-// compiler looks nodes up here to lower them.
+// The op table: one entry per op smelt knows, holding everything the compiler
+// needs to know about it — its kind; for pointwise ops the dtype rule, the
+// scalar functor (in src/kernels/scalar_ops.h) that both the eager kernel and
+// JIT-generated code call, the runtime check generated code must make and the
+// GEMM-epilogue activation it folds into; for reductions the accumulator (in
+// src/kernels/reduce_ops.h) and what each output finalizes to; for every op
+// whether it is discontinuous, its precision class and its derivative slot.
+// Every other per-op list (lowering, codegen checks, epilogue fusion, the
+// fuzzer's op set, golden tolerances) is derived from here. `smelt ops` prints it.
 #pragma once
 #include <string_view>
 #include <vector>
 
+#include "kernels/gemm_epilogue.h"
+#include "smelt/tensor.h"
+
 namespace smelt::detail {
+
+struct Attrs;
 
 enum class OpKind {
   Pointwise,  // elementwise over broadcast inputs
@@ -23,27 +33,111 @@ std::string_view op_kind_name(OpKind k);
 
 /// How a pointwise op's output (and compute) dtype follows from its inputs.
 enum class DTypeRule {
-  None,            // not pointwise
-  Same,            // compute and return in the promoted input dtype (neg, abs, add...)
-  IntToFloat,      // promoted dtype, integers and bool become float32 (div, exp, sin...)
-  Compare,         // compute in the promoted dtype, return bool (eq, lt, isnan...)
-  Logical,         // truthiness of each input, return bool (logical_and, logical_not)
-  IntegralOnly,    // bool/integer inputs only (bitwise ops)
+  None,          // not pointwise
+  Same,          // compute and return in the promoted input dtype (neg, abs, add...)
+  IntToFloat,    // promoted dtype, integers and bool become float32 (div, exp, sin...)
+  Compare,       // compute in the promoted dtype, return bool (eq, lt, isnan...)
+  Logical,       // truthiness of each input, return bool (logical_and, logical_not)
+  IntegralOnly,  // bool/integer inputs only (bitwise ops)
+};
+
+/// A reduction's accumulator: the struct of that name in namespace smelt::reduce
+/// (src/kernels/reduce_ops.h). None: not a reduction, or one without a loop-level
+/// lowering (logsumexp is written over primitive ops and never recorded; cumsum runs
+/// its eager kernel).
+enum class Accumulator { None, Sum, Prod, Max, Min, ArgMax, ArgMin, Welford, Any, All };
+/// "Sum", "Prod", "Max", "Min", "ArgMax", "ArgMin", "Welford", "Any", "All"; "" for None.
+std::string_view accumulator_name(Accumulator a);
+
+/// A check generated code makes at run time, where eager raises smelt::Error.
+enum class RuntimeCheck {
+  None,
+  /// The second operand is 0 and the compute dtype is an integer (or bool): eager
+  /// raises "ZeroDivisionError". Applies to remainder and fmod always, and to div only
+  /// with a rounding_mode (its variants below; plain div of integers computes in float).
+  IntegerDivisionByZero,
+};
+std::string_view runtime_check_name(RuntimeCheck c);
+
+/// How far a correct result may lie from PyTorch's; the golden tolerances key on it.
+enum class Precision {
+  Exact,           // exact or one correctly rounded operation (add, floor, max, views...)
+  Transcendental,  // library math within a few ulps (exp, sin, gelu, pow, div...)
+  Accumulated,     // sums many terms, error grows with length (sum, var, matmul, softmax...)
+};
+std::string_view precision_name(Precision p);
+
+/// Backward formula of one op: the gradient of each input (an undefined Tensor where
+/// the input gets none) from the op's inputs, its outputs, its attrs and the gradient
+/// of each output (undefined where it is zero). To be written with the public ops, so
+/// that it runs eagerly and records graph nodes while tracing (as PyTorch's
+/// derivatives.yaml formulas under AOTAutograd). Null for every op today: the training
+/// issue fills these slots.
+using DerivativeFn = std::vector<Tensor> (*)(const std::vector<Tensor>& inputs,
+                                             const std::vector<Tensor>& outputs, const Attrs& attrs,
+                                             const std::vector<Tensor>& grad_outputs);
+
+/// A pointwise op computed differently when its string attribute `attr` equals
+/// `value` (gelu approximate="tanh", div rounding_mode="floor"); the fields below
+/// then replace the op's own.
+struct OpVariant {
+  std::string_view attr;
+  std::string_view value;
+  std::string_view functor;
+  RuntimeCheck check = RuntimeCheck::None;
+  EpilogueActivation epilogue = EpilogueActivation::None;
+  bool discontinuous = false;
 };
 
 struct OpDef {
   std::string_view name;
   OpKind kind;
-  // Pointwise ops only:
+  // ---- pointwise ops only ----
   int arity = 0;
   DTypeRule rule = DTypeRule::None;
   /// Function in namespace smelt::scalar that computes one element (in the
   /// compute type); attribute values, when the op has any, follow the operands.
   std::string_view functor = {};
+  RuntimeCheck check = RuntimeCheck::None;
+  /// The activation a GEMM epilogue applies for this op; None: not foldable.
+  EpilogueActivation epilogue = EpilogueActivation::None;
+  std::vector<OpVariant> variants = {};
+  // ---- reductions only ----
+  Accumulator accumulator = Accumulator::None;
+  /// Per output, what the accumulator finalizes to: "value", "index", "mean", "var", "std".
+  std::vector<std::string_view> finals = {};
+  // ---- every op ----
+  /// The result jumps as a function of real inputs (floor, sign, comparisons, remainder,
+  /// argmax, float->integer casts, truthiness...), so a rounding-level difference in an
+  /// input can change it by far more than rounding; the fuzzer never feeds such an op
+  /// values that may legitimately differ by rounding. Integer-only ops (bitwise) take
+  /// exact inputs and are not marked.
+  bool discontinuous = false;
+  Precision precision = Precision::Exact;
+  /// False when no input gets a gradient: bool/integer results (comparisons, logical
+  /// and bitwise ops, isnan, argmax, any), results that do not depend on the inputs'
+  /// values (factories, random draws, fill_). Ops with an almost-everywhere-zero
+  /// derivative (floor, sign, round) are differentiable, as in PyTorch.
+  bool differentiable = true;
+  DerivativeFn derivative = nullptr;  // the training issue fills it; null today
 };
 
 const std::vector<OpDef>& op_table();
 /// nullptr when `name` is unknown.
 const OpDef* find_op(std::string_view name);
+
+/// The variant of `def` that `attrs` select, or nullptr for the op's own entry.
+const OpVariant* find_variant(const OpDef& def, const Attrs& attrs);
+/// The scalar functor of pointwise op `def` under `attrs` (before any alpha / extra
+/// arguments, which pointwise_call adds).
+std::string_view op_functor(const OpDef& def, const Attrs& attrs);
+/// The runtime check of node `op` with `attrs`; None for an unknown op.
+RuntimeCheck runtime_check(std::string_view op, const Attrs& attrs);
+/// The GEMM-epilogue activation node `op` with `attrs` folds into; None when it does not
+/// fold (or the op is unknown).
+EpilogueActivation epilogue_activation(std::string_view op, const Attrs& attrs);
+/// Whether node `op` with `attrs` is discontinuous (see OpDef::discontinuous); false for
+/// an unknown op.
+bool is_discontinuous(std::string_view op, const Attrs& attrs);
 
 }  // namespace smelt::detail

@@ -117,25 +117,13 @@ PointwiseCall pointwise_call(const std::string& op, const Attrs& attrs) {
       return {op + "_alpha", {attrs.as<Scalar>("alpha")}};
     return {op, {}};
   }
-  if (op == "div") {
-    if (attrs.has("rounding_mode")) {
-      const auto& m = attrs.as<std::string>("rounding_mode");
-      SMELT_INTERNAL_ASSERT(m == "trunc" || m == "floor", "div: bad rounding_mode '{}'", m);
-      return {"div_" + m, {}};
-    }
-    return {"div", {}};
-  }
-  if (op == "gelu") {
-    if (attrs.has("approximate") && attrs.as<std::string>("approximate") == "tanh")
-      return {"gelu_tanh", {}};
-    return {"gelu", {}};
-  }
   if (op == "nan_to_num") {
     return {"nan_to_num",
             {Scalar(attrs.as<double>("nan")), Scalar(attrs.as<double>("posinf")),
              Scalar(attrs.as<double>("neginf"))}};
   }
-  return {std::string(def->functor), {}};
+  // attribute variants (gelu approximate, div rounding_mode) come from the op table
+  return {std::string(op_functor(*def, attrs)), {}};
 }
 
 }  // namespace detail

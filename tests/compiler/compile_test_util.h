@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "compiler/codegen/generate.h"
 #include "compiler/fusion/scheduler.h"
 #include "compiler/passes/passes.h"
 #include "compiler/trace/tracer.h"
@@ -184,8 +185,8 @@ inline smelt::compiler::Schedule schedule_of(const smelt::compiler::Graph& captu
                                              smelt::compiler::Graph* after_passes = nullptr) {
   using namespace smelt::compiler;
   Graph g = run_passes(captured, po);
-  CppDialect dialect;
-  Schedule s = schedule(g, fo, dialect);
+  Schedule s = schedule(g, fo, Target::Cpp);
+  generate_kernels(g, s, CppDialect());
   if (after_passes) *after_passes = std::move(g);
   return s;
 }

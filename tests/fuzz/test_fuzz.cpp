@@ -1,12 +1,15 @@
-// Differential fuzzing: random programs compiled vs eager (src/compiler/fuzz/).
+// Differential fuzzing: random programs compiled vs eager (tests/fuzz/fuzz.h, library smelt_fuzz).
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <set>
 #include <string>
 
-#include "compiler/fuzz/fuzz.h"
+#include "fuzz/fuzz.h"
+#include "ops/op_table.h"
 #include "smelt/ops.h"
+#include "test_util.h"
 
 using namespace smelt;
 
@@ -36,7 +39,7 @@ TEST(Fuzz, GenerationIsDeterministicPerCase) {
     EXPECT_EQ(fuzz::program_str(a), fuzz::program_str(b));
     EXPECT_GE(a.inputs.size(), 1u);
     EXPECT_LE(a.inputs.size(), 3u);
-    EXPECT_LE(a.steps.size(), 10u);
+    EXPECT_LE(a.steps.size(), 20u);  // 2-10 draws; a matmul may add a t() of its operand
     EXPECT_FALSE(a.outputs.empty());
     // Same inputs, same eager results.
     auto x = fuzz::interpret(a, fuzz::make_inputs(a));
@@ -76,27 +79,60 @@ TEST(Fuzz, ReproducerIsReadable) {
   fuzz::Step s;
   s.op = "sum";
   s.in = {0};
-  s.ints = {1};
-  s.flag = true;
+  s.attrs = {{"dim", std::vector<int64_t>{1}}, {"keepdim", true}};
   p.steps = {s};
   fuzz::Step e;
-  e.op = "exp";
+  e.op = "sub";
   e.in = {1};
+  e.wrapped = {{0, Scalar(2.5)}};
   p.steps.push_back(e);
-  p.outputs = {2, 1};
-  p.scale = {0, 3e-5, 3e-5};
+  fuzz::Step m;
+  m.op = "max";
+  m.in = {0};
+  m.attrs = {{"dim", int64_t{0}}};
+  m.output = 1;
+  p.steps.push_back(m);
+  p.outputs = {2, 1, 3};
+  p.scale = {0, 3e-5, 3e-5, 0};
   std::string text = fuzz::program_str(p);
-  EXPECT_NE(text.find("Tensor v1 = smelt::sum(v0, {1}, true, std::nullopt);"), std::string::npos)
-      << text;
-  EXPECT_NE(text.find("Tensor v2 = smelt::exp(v1);"), std::string::npos) << text;
-  EXPECT_NE(text.find("return std::vector<Tensor>{v2, v1};"), std::string::npos) << text;
+  EXPECT_NE(text.find("Tensor v1 = sum(v0, dim=[1], keepdim=true);"), std::string::npos) << text;
+  EXPECT_NE(text.find("Tensor v2 = sub(2.5, v1);"), std::string::npos) << text;
+  EXPECT_NE(text.find("Tensor v3 = max(v0, dim=0)[1];"), std::string::npos) << text;
+  EXPECT_NE(text.find("return std::vector<Tensor>{v2, v1, v3};"), std::string::npos) << text;
   EXPECT_NE(text.find("float32[2, 3] strides [1, 2]"), std::string::npos) << text;
-  auto out = fuzz::interpret(p, fuzz::make_inputs(p));
-  ASSERT_EQ(out.size(), 2u);
+  auto in0 = fuzz::make_inputs(p);
+  auto out = fuzz::interpret(p, in0);
+  ASSERT_EQ(out.size(), 3u);
   EXPECT_EQ(out[0].sizes(), (Shape{2, 1}));
+  smelt_test::expect_close(out[0].to(DType::Float64).to_vector<double>(),
+                           (2.5 - sum(in0[0], {1}, true)).to(DType::Float64).to_vector<double>(),
+                           1e-6);
+  EXPECT_EQ(out[2].dtype(), DType::Int64);  // max's indices
+  EXPECT_EQ(out[2].to_vector<int64_t>(), std::get<1>(max(in0[0], 0)).to_vector<int64_t>());
   fuzz::use_private_cache_dir();
   fuzz::CaseResult r = fuzz::check_program(p, 0, 0);
   EXPECT_TRUE(r.ok) << r.report;
+}
+
+TEST(Fuzz, DrawsTheOpTablesPointwiseOpsAndReductions) {
+  std::vector<std::string> ops = fuzz::fuzzed_ops();
+  auto has = [&](std::string_view op) {
+    return std::find(ops.begin(), ops.end(), op) != ops.end();
+  };
+  for (const auto& op : detail::op_table()) {
+    bool drawn = (op.kind == detail::OpKind::Pointwise && op.rule != detail::DTypeRule::None) ||
+                 op.kind == detail::OpKind::Reduction;
+    if (drawn) {
+      EXPECT_TRUE(has(op.name)) << op.name;
+    }
+  }
+  for (const auto& op : ops) EXPECT_NE(detail::find_op(op), nullptr) << op;
+  // 60 cases draw most of them
+  fuzz::use_private_cache_dir();
+  std::set<std::string> seen;
+  for (int i = 0; i < 60; ++i)
+    for (const auto& s : fuzz::generate(5, i).steps) seen.insert(s.op);
+  EXPECT_GE(seen.size(), ops.size() * 3 / 4) << seen.size() << " of " << ops.size();
 }
 
 #ifdef SMELT_CLI

@@ -1,9 +1,11 @@
 // `smelt fuzz --cases N --seed S [-v]`: differential fuzzing, compiled vs eager
-// (the generator and checker live in src/compiler/fuzz/).
+// (the generator and checker live in tests/fuzz/, library smelt_fuzz).
 #include <cstdio>
 
+#include <fmt/format.h>
+
 #include "commands.h"
-#include "compiler/fuzz/fuzz.h"
+#include "fuzz/fuzz.h"
 
 namespace smelt::cli {
 
@@ -16,6 +18,12 @@ int cmd_fuzz(const FuzzOptions& opts) {
   std::printf("%d cases, %d mismatches", s.cases, s.mismatches);
   if (s.graph_breaks) std::printf(" (%d cases ran eagerly after a graph break)", s.graph_breaks);
   std::printf("\n");
+  std::vector<std::string> drawn = fuzz::fuzzed_ops(), never;
+  for (const auto& op : drawn)
+    if (!s.op_counts.count(op)) never.push_back(op);
+  std::printf("ops exercised: %zu of the %zu the generator draws from the op table%s%s\n",
+              drawn.size() - never.size(), drawn.size(),
+              never.empty() ? "" : "; never: ", fmt::format("{}", fmt::join(never, ", ")).c_str());
   return s.mismatches == 0 ? 0 : 1;
 }
 

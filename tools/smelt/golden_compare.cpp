@@ -1,47 +1,35 @@
 #include "golden_compare.h"
 
 #include <cmath>
-#include <set>
 #include <vector>
 
 #include "core/tensor_impl.h"
+#include "ops/op_table.h"
 
 namespace smelt::cli {
 
 namespace {
 
-enum class OpClass { Pointwise, Transcendental, Reduction };
-
-OpClass op_class(const std::string& op) {
-  static const std::set<std::string> transcendental = {
-      "exp",   "exp2", "expm1", "log", "log2", "log1p",      "sqrt",
-      "rsqrt", "sin",  "cos",   "tan", "tanh", "sigmoid",    "silu",
-      "gelu",  "erf",  "atan2", "pow", "lerp", "reciprocal", "div"};
-  static const std::set<std::string> reduction = {
-      "sum",           "mean",     "prod",
-      "var",           "std",      "var_mean",
-      "logsumexp",     "cumsum",   "softmax",
-      "log_softmax",   "matmul",   "linear",
-      "layer_norm",    "rms_norm", "batch_norm",
-      "cross_entropy", "mse_loss", "scaled_dot_product_attention"};
-  if (transcendental.count(op)) return OpClass::Transcendental;
-  if (reduction.count(op)) return OpClass::Reduction;
-  return OpClass::Pointwise;
+/// The op's precision class from the op table (Exact for names it does not hold).
+detail::Precision precision_of(const std::string& op) {
+  const detail::OpDef* def = detail::find_op(op);
+  return def ? def->precision : detail::Precision::Exact;
 }
 
 }  // namespace
 
 Tolerance golden_tolerance(const std::string& op, DType dtype) {
-  OpClass c = op_class(op);
+  using P = detail::Precision;
+  P c = precision_of(op);
   switch (dtype) {
     case DType::Float64:
       return {1e-7, 1e-7};
     case DType::Float32:
-      if (c == OpClass::Reduction) return {1e-5, 1e-4};
-      if (c == OpClass::Transcendental) return {1e-5, 1e-5};
+      if (c == P::Accumulated) return {1e-5, 1e-4};
+      if (c == P::Transcendental) return {1e-5, 1e-5};
       return {1e-5, 1.3e-6};
     case DType::Float16:
-      return {1e-5, c == OpClass::Reduction ? 2e-3 : 1e-3};
+      return {1e-5, c == P::Accumulated ? 2e-3 : 1e-3};
     case DType::BFloat16:
       return {1e-5, 1.6e-2};
     default:

@@ -20,10 +20,8 @@ struct Tolerance {
 /// | float32  | 1e-5 / 1.3e-6       | 1e-5 / 1e-5      | 1e-5 / 1e-4              |
 /// | float16  | 1e-5 / 1e-3         | 1e-5 / 1e-3      | 1e-5 / 2e-3              |
 /// | bfloat16 | 1e-5 / 1.6e-2       | 1e-5 / 1.6e-2    | 1e-5 / 1.6e-2            |
-/// (atol / rtol). Transcendental: exp, exp2, expm1, log, log2, log1p, sqrt, rsqrt, sin, cos,
-/// tan, tanh, sigmoid, silu, gelu, erf, atan2, pow, lerp, reciprocal, div. Reductions: sum,
-/// mean, prod, var, std, var_mean, logsumexp, cumsum, softmax, log_softmax, matmul, linear,
-/// layer_norm, rms_norm, batch_norm, cross_entropy, mse_loss, scaled_dot_product_attention.
+/// (atol / rtol). The column is the op's OpDef::precision in the op table (Exact,
+/// Transcendental, Accumulated); names the table does not hold count as Exact.
 Tolerance golden_tolerance(const std::string& op, DType dtype);
 
 /// Empty when `got` matches `want` (same shape and dtype; integers and bool exactly; floats

@@ -2,7 +2,7 @@
 // matmul primitives (cached by shape) for products with a fused epilogue,
 // float32 compute for float16/bfloat16, and a blocked loop for integers.
 #include "backend/cpu/blas.h"
-#include "kernels/scalar_ops.h"
+#include "kernels/gemm_epilogue.h"
 
 #include <cblas.h>
 
@@ -14,6 +14,7 @@
 #include <memory>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
+#include <optional>
 #include <tuple>
 #include <type_traits>
 #include <unordered_map>
@@ -213,25 +214,10 @@ void gemm_int(int64_t batch, int64_t m, int64_t n, int64_t k, const MatrixRef& a
 
 // ------------------------------------------------------------- epilogue ----
 
-/// The epilogue activation: the same scalar functors as the eager ops.
-template <class A>
-A apply_activation(const std::string& act, A x) {
-  if (act.empty()) return x;
-  if (act == "relu") return scalar::relu<A>(x);
-  if constexpr (std::is_floating_point_v<A>) {
-    if (act == "gelu") return scalar::gelu<A>(x);
-    if (act == "gelu_tanh") return scalar::gelu_tanh<A>(x);
-    if (act == "sigmoid") return scalar::sigmoid<A>(x);
-    if (act == "silu") return scalar::silu<A>(x);
-    if (act == "tanh") return scalar::tanh<A>(x);
-  }
-  SMELT_CHECK(false, "gemm_fused: activation \"{}\" is not supported for integer GEMMs", act);
-}
-
 /// C = act(C + bias) + residual, computing in Acc (float for half types).
 template <class T, class Acc>
 void epilogue_loop(int64_t batch, int64_t m, int64_t n, T* c, int64_t cbs, int64_t crs, int64_t ccs,
-                   const GemmEpilogue& e) {
+                   const GemmEpilogue& e, EpilogueActivation act) {
   const T* bias = static_cast<const T*>(e.bias);
   const T* res = static_cast<const T*>(e.residual);
   for (int64_t bi = 0; bi < batch; ++bi)
@@ -244,7 +230,7 @@ void epilogue_loop(int64_t batch, int64_t m, int64_t n, T* c, int64_t cbs, int64
         } else {
           if (bias) v += static_cast<Acc>(bias[j]);
         }
-        v = apply_activation<Acc>(e.activation, v);
+        v = apply_epilogue_activation<Acc>(act, v);
         if (res) {
           Acc r = static_cast<Acc>(res[bi * e.residual_batch_stride + i * e.residual_row_stride +
                                        j * e.residual_col_stride]);
@@ -263,7 +249,7 @@ struct DnnlKey {
   int64_t ba, bb, batch, m, n, k;
   int64_t as[3], bs[3], cs[3];
   bool bias;
-  std::string act;
+  EpilogueActivation act;
   bool residual;
   int64_t rd[3], rs[3];
   auto tie() const {
@@ -290,11 +276,33 @@ DnnlState& dnnl_state() {
 /// harmless stride; false when a stride is negative.
 bool strides_ok(const int64_t* st) { return st[0] >= 0 && st[1] >= 0 && st[2] >= 0; }
 
+/// oneDNN's eltwise post-op (algorithm, alpha) for each epilogue activation; nullopt for None.
+std::optional<std::pair<dnnl::algorithm, float>> dnnl_eltwise(EpilogueActivation act) {
+  using alg = dnnl::algorithm;
+  switch (act) {
+    case EpilogueActivation::None:
+      return std::nullopt;
+    case EpilogueActivation::Relu:
+      return std::pair{alg::eltwise_relu, 0.f};
+    case EpilogueActivation::GeluErf:
+      return std::pair{alg::eltwise_gelu_erf, 0.f};
+    case EpilogueActivation::GeluTanh:
+      return std::pair{alg::eltwise_gelu_tanh, 0.f};
+    case EpilogueActivation::Sigmoid:
+      return std::pair{alg::eltwise_logistic, 0.f};
+    case EpilogueActivation::Silu:
+      return std::pair{alg::eltwise_swish, 1.f};  // x * sigmoid(alpha x), alpha = 1
+    case EpilogueActivation::Tanh:
+      return std::pair{alg::eltwise_tanh, 0.f};
+  }
+  return std::nullopt;
+}
+
 /// Runs the whole fused product through one oneDNN primitive; false when oneDNN
 /// does not take this layout (the caller then falls back).
 bool dnnl_fused_f32(int64_t batch, int64_t m, int64_t n, int64_t k, const MatrixRef& a,
                     const MatrixRef& b, float* c, int64_t cbs, int64_t crs, int64_t ccs,
-                    const GemmEpilogue& e) {
+                    const GemmEpilogue& e, EpilogueActivation act) {
   using dt = dnnl::memory::data_type;
   using md = dnnl::memory::desc;
   DnnlKey key{};
@@ -317,7 +325,7 @@ bool dnnl_fused_f32(int64_t batch, int64_t m, int64_t n, int64_t k, const Matrix
   fix(key.bs, key.bb, b.batch_stride, k, b.row_stride, n, b.col_stride);
   fix(key.cs, batch, cbs, m, crs, n, ccs);
   key.bias = e.bias != nullptr;
-  key.act = e.activation;
+  key.act = act;
   key.residual = e.residual != nullptr;
   if (key.residual) {
     key.rd[0] = (e.residual_batch_stride == 0) ? 1 : batch;
@@ -349,22 +357,12 @@ bool dnnl_fused_f32(int64_t batch, int64_t m, int64_t n, int64_t k, const Matrix
         md dst_md({batch, m, n}, dt::f32, {key.cs[0], key.cs[1], key.cs[2]});
         md bias_md = key.bias ? md({1, 1, n}, dt::f32, {n, n, 1}) : md();
         dnnl::post_ops ops;
-        using alg = dnnl::algorithm;
-        if (e.activation == "relu")
-          ops.append_eltwise(1.f, alg::eltwise_relu, 0.f, 0.f);
-        else if (e.activation == "gelu")
-          ops.append_eltwise(1.f, alg::eltwise_gelu_erf, 0.f, 0.f);
-        else if (e.activation == "gelu_tanh")
-          ops.append_eltwise(1.f, alg::eltwise_gelu_tanh, 0.f, 0.f);
-        else if (e.activation == "sigmoid")
-          ops.append_eltwise(1.f, alg::eltwise_logistic, 0.f, 0.f);
-        else if (e.activation == "silu")
-          ops.append_eltwise(1.f, alg::eltwise_swish, 1.f, 0.f);
-        else if (e.activation == "tanh")
-          ops.append_eltwise(1.f, alg::eltwise_tanh, 0.f, 0.f);
+        if (auto eltwise = dnnl_eltwise(act))
+          ops.append_eltwise(1.f, eltwise->first, eltwise->second, 0.f);
         if (key.residual)
-          ops.append_binary(alg::binary_add, md({key.rd[0], key.rd[1], key.rd[2]}, dt::f32,
-                                                {key.rs[0], key.rs[1], key.rs[2]}));
+          ops.append_binary(
+              dnnl::algorithm::binary_add,
+              md({key.rd[0], key.rd[1], key.rd[2]}, dt::f32, {key.rs[0], key.rs[1], key.rs[2]}));
         dnnl::primitive_attr attr;
         attr.set_post_ops(ops);
         dnnl::matmul::desc desc = key.bias ? dnnl::matmul::desc(src_md, wei_md, bias_md, dst_md)
@@ -392,7 +390,7 @@ bool dnnl_fused_f32(int64_t batch, int64_t m, int64_t n, int64_t k, const Matrix
     args.emplace(DNNL_ARG_BIAS, mem({1, 1, n}, bst, e.bias));
   }
   if (key.residual) {
-    const int post_index = e.activation.empty() ? 0 : 1;
+    const int post_index = act == EpilogueActivation::None ? 0 : 1;
     args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(post_index) | DNNL_ARG_SRC_1,
                  mem({key.rd[0], key.rd[1], key.rd[2]}, key.rs, e.residual));
   }
@@ -435,24 +433,29 @@ void gemm_strided_batched(DType dtype, int64_t batch, int64_t m, int64_t n, int6
 }
 
 bool gemm_epilogue_activation_supported(const std::string& act) {
-  return act.empty() || act == "relu" || act == "gelu" || act == "gelu_tanh" || act == "sigmoid" ||
-         act == "silu" || act == "tanh";
+  return parse_epilogue_activation(act).has_value();
 }
 
 void gemm_fused(DType dtype, int64_t batch, int64_t m, int64_t n, int64_t k, const MatrixRef& a,
                 const MatrixRef& b, void* c, int64_t cbs, int64_t crs, int64_t ccs,
                 const GemmEpilogue& e, double alpha) {
   check_dtype(dtype, "gemm_fused");
-  SMELT_CHECK(gemm_epilogue_activation_supported(e.activation),
-              "gemm_fused: unknown activation \"{}\"; use one of \"\", relu, gelu, gelu_tanh, "
-              "sigmoid, silu, tanh",
-              e.activation);
-  SMELT_CHECK(is_floating(dtype) || e.activation.empty() || e.activation == "relu",
-              "gemm_fused: activation \"{}\" needs a floating dtype, got {}", e.activation,
-              dtype_name(dtype));
+  std::optional<EpilogueActivation> parsed = parse_epilogue_activation(e.activation);
+  if (!parsed) {
+    std::vector<std::string_view> names;
+    for (EpilogueActivation x : kEpilogueActivations)
+      if (x != EpilogueActivation::None) names.push_back(epilogue_activation_name(x));
+    SMELT_CHECK(false, "gemm_fused: unknown activation \"{}\"; use \"\" (none) or one of {}",
+                e.activation, fmt::join(names, ", "));
+  }
+  const EpilogueActivation act = *parsed;
+  SMELT_CHECK(
+      is_floating(dtype) || act == EpilogueActivation::None || act == EpilogueActivation::Relu,
+      "gemm_fused: activation \"{}\" needs a floating dtype, got {}", e.activation,
+      dtype_name(dtype));
   if (batch <= 0 || m <= 0 || n <= 0) return;
   if (dtype == DType::Float32 && k > 0 && alpha == 1.0 && !overlaps_c(e.residual, c) &&
-      dnnl_fused_f32(batch, m, n, k, a, b, static_cast<float*>(c), cbs, crs, ccs, e))
+      dnnl_fused_f32(batch, m, n, k, a, b, static_cast<float*>(c), cbs, crs, ccs, e, act))
     return;
   if (dtype == DType::Float16 || dtype == DType::BFloat16) {
     // Product in float32 scratch, epilogue in float32, one rounding on store.
@@ -476,7 +479,7 @@ void gemm_fused(DType dtype, int64_t batch, int64_t m, int64_t n, int64_t k, con
             for (int64_t j = 0; j < n; ++j) {
               float v = cf[(bi * m + i) * n + j];
               if (bias) v += static_cast<float>(bias[j]);
-              v = apply_activation<float>(e.activation, v);
+              v = apply_epilogue_activation<float>(act, v);
               if (res)
                 v += static_cast<float>(res[bi * e.residual_batch_stride +
                                             i * e.residual_row_stride + j * e.residual_col_stride]);
@@ -490,9 +493,9 @@ void gemm_fused(DType dtype, int64_t batch, int64_t m, int64_t n, int64_t k, con
   if (e.empty()) return;
   SMELT_DISPATCH_ALL(dtype, "gemm_fused", [&] {
     if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-      epilogue_loop<T, T>(batch, m, n, static_cast<T*>(c), cbs, crs, ccs, e);
+      epilogue_loop<T, T>(batch, m, n, static_cast<T*>(c), cbs, crs, ccs, e, act);
     } else if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-      epilogue_loop<T, int64_t>(batch, m, n, static_cast<T*>(c), cbs, crs, ccs, e);
+      epilogue_loop<T, int64_t>(batch, m, n, static_cast<T*>(c), cbs, crs, ccs, e, act);
     }
   });
 }

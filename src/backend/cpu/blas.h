@@ -40,7 +40,8 @@ void gemm_strided_batched(DType dtype, int64_t batch, int64_t m, int64_t n, int6
 struct GemmEpilogue {
   /// [n] vector of the GEMM's dtype, contiguous (added to every row), or nullptr.
   const void* bias = nullptr;
-  /// "" (none), "relu", "gelu" (erf form), "gelu_tanh", "sigmoid", "silu", "tanh".
+  /// epilogue_activation_name of an EpilogueActivation (src/kernels/gemm_epilogue.h):
+  /// "" (none), "relu", "gelu_erf", "gelu_tanh", "sigmoid", "silu", "tanh".
   std::string activation;
   /// m x n per batch, of the GEMM's dtype, with these strides (elements; 0 to
   /// broadcast), or nullptr. May be the same memory as C (in-place residual add)
@@ -52,7 +53,7 @@ struct GemmEpilogue {
   bool empty() const { return bias == nullptr && activation.empty() && residual == nullptr; }
 };
 
-/// True when `activation` is one GemmEpilogue accepts.
+/// True when `activation` is one GemmEpilogue accepts (parse_epilogue_activation knows it).
 bool gemm_epilogue_activation_supported(const std::string& activation);
 
 /// C[b] = activation(alpha * A[b] @ B[b] + bias) + residual[b]: one oneDNN

@@ -1,18 +1,30 @@
+// The shared C-like printer (printer.h): walks a KernelDesc and prints it;
+// only what differs by target goes through the Dialect.
 #include "compiler/codegen/printer.h"
 
 #include <fmt/format.h>
 
+#include <cmath>
+
 #include "smelt/error.h"
 
-#include <cmath>
-#include <map>
-#include <sstream>
-
-namespace smelt::detail {
-const std::map<std::string, std::string>& embedded_headers();
-}
-
 namespace smelt::compiler {
+
+const char* range_tag_name(RangeTag t) {
+  switch (t) {
+    case RangeTag::Serial:
+      return "serial";
+    case RangeTag::Parallel:
+      return "parallel";
+    case RangeTag::Vector:
+      return "vector";
+    case RangeTag::Block:
+      return "block";
+    case RangeTag::Thread:
+      return "thread";
+  }
+  return "?";
+}
 
 std::string Dialect::storage_type(DType t) const {
   switch (t) {
@@ -45,54 +57,16 @@ std::string Dialect::literal(const Scalar& s, DType t) const {
   return fmt::format("static_cast<{}>(INT64_C({}))", ty, s.to_int());
 }
 
-/// glibc's vector math library (libmvec) has SIMD variants of these libm
-/// functions (<= 4 ulp, IEEE special cases kept). Declaring them `simd` lets
-/// the compiler vectorize the loops of the scalar functors that call them
-/// (glibc only declares them so under -ffast-math, which would break NaN and
-/// signed-zero semantics). Built with -fno-math-errno and linked with -lmvec.
-static std::string vector_math_declarations() {
-  std::string out = "extern \"C\" {\n";
-  for (const char* f :
-       {"exp", "exp2", "expm1", "log", "log2", "log1p", "sin", "cos", "tan", "tanh", "erf"}) {
-    out += fmt::format("__attribute__((simd(\"notinbranch\"))) double {}(double) noexcept;\n", f);
-    out += fmt::format("__attribute__((simd(\"notinbranch\"))) float {}f(float) noexcept;\n", f);
-  }
-  return out + "}\n";
+std::string Dialect::load(const std::string& ptr, const std::string& index) const {
+  return fmt::format("{}[{}]", ptr, index);
 }
 
-std::string CppDialect::preamble() const {
-  static const std::string prelude = [] {
-    const auto& h = detail::embedded_headers();
-    std::string out =
-        "// smelt JIT translation unit\n#include <cmath>\n#include <cstdint>\n#include "
-        "<limits>\n#include <type_traits>\n#include <vector>\n#include <omp.h>\n" +
-        vector_math_declarations();
-    for (const char* name : {"half.h", "scalar_ops.h", "reduce_ops.h"}) {
-      auto it = h.find(name);
-      SMELT_INTERNAL_ASSERT(it != h.end(), "embedded header {} missing", name);
-      std::istringstream in(it->second);
-      std::string line;
-      out += fmt::format("// ---- {} (embedded) ----\n", name);
-      while (std::getline(in, line)) {
-        if (line.rfind("#include \"", 0) == 0 || line.rfind("#pragma once", 0) == 0) continue;
-        out += line + "\n";
-      }
-    }
-    return out;
-  }();
-  return prelude;
+std::string Dialect::store(const std::string& ptr, const std::string& index,
+                           const std::string& value) const {
+  return fmt::format("{}[{}] = {}", ptr, index, value);
 }
 
-std::string CppDialect::kernel_signature(const std::string& name) const {
-  return fmt::format("extern \"C\" void {}(void* const* args)", name);
-}
-
-std::string CppDialect::parallel_for(const std::string& var, const std::string& extent,
-                                     bool parallel) const {
-  std::string head = fmt::format("for (int64_t {0} = 0; {0} < {1}; ++{0})", var, extent);
-  if (!parallel) return head;
-  return "#pragma omp parallel for schedule(static)\n" + head;
-}
+std::string Dialect::index_type(int bits) const { return bits == 32 ? "int32_t" : "int64_t"; }
 
 void CodeBuffer::line(const std::string& s) {
   size_t start = 0;
@@ -105,5 +79,136 @@ void CodeBuffer::line(const std::string& s) {
     start = end + 1;
   }
 }
+
+namespace {
+
+bool is_half(DType t) { return t == DType::Float16 || t == DType::BFloat16; }
+
+class Printer {
+ public:
+  Printer(const KernelDesc& k, const Dialect& d) : k_(k), d_(d) {}
+
+  std::string run() {
+    out_.line(fmt::format("// {}: {}", k_.name, k_.config.str()));
+    d_.kernel_begin(k_, out_);
+    for (auto& s : k_.body) stmt(s);
+    out_.dedent();
+    out_.line("}");
+    return out_.str();
+  }
+
+ private:
+  std::string acc_type(const std::string& accumulator, DType acc) const {
+    bool untyped = accumulator == "Any" || accumulator == "All";
+    return fmt::format("smelt::reduce::{}{}", accumulator,
+                       untyped ? "" : "<" + d_.value_type(acc) + ">");
+  }
+
+  std::string expr(const Expr& e) const {
+    switch (e.kind) {
+      case Expr::Kind::Temp:
+        return e.name;
+      case Expr::Kind::Literal:
+        return d_.literal(e.literal, e.dtype);
+      case Expr::Kind::Load: {
+        std::string l = d_.load(e.name, e.index.str());
+        return is_half(e.dtype) ? fmt::format("static_cast<float>({})", l) : l;
+      }
+      case Expr::Kind::RowLoad:
+        return fmt::format("{}[{}]", e.name, e.index.str());
+      case Expr::Kind::Call: {
+        std::vector<std::string> args;
+        for (auto& o : e.operands) args.push_back(expr(*o));
+        return fmt::format("smelt::scalar::{}<{}>({})", e.name, d_.value_type(e.from),
+                           fmt::join(args, ", "));
+      }
+      case Expr::Kind::Convert: {
+        // A conversion rounds as if stored: float16/bfloat16 through storage.
+        std::string v = expr(*e.operands[0]);
+        if (e.dtype == DType::Bool && e.from != DType::Bool) return fmt::format("({} != 0)", v);
+        if (is_half(e.dtype))
+          return fmt::format("static_cast<float>({}(static_cast<float>({})))",
+                             d_.storage_type(e.dtype), v);
+        if (e.from == e.dtype) return v;
+        return fmt::format("static_cast<{}>({})", d_.value_type(e.dtype), v);
+      }
+      case Expr::Kind::Cast:
+        return fmt::format("static_cast<{}>({})", d_.value_type(e.dtype), expr(*e.operands[0]));
+      case Expr::Kind::AccValue: {
+        std::string ty = acc_type(e.accumulator, e.acc_dtype);
+        if (e.field == "finalize") return fmt::format("{}::finalize({})", ty, e.name);
+        if (e.field == "value" || e.field == "index") return e.name + "." + e.field;
+        if (e.field == "sum_mean")
+          return fmt::format("smelt::reduce::mean_finalize({}, INT64_C({}))", e.name,
+                             static_cast<int64_t>(e.number));
+        if (e.field == "mean") return fmt::format("{}::mean({})", ty, e.name);
+        if (e.field == "var") return fmt::format("{}::var({}, {:.17g})", ty, e.name, e.number);
+        if (e.field == "std")
+          return fmt::format("std::sqrt({}::var({}, {:.17g}))", ty, e.name, e.number);
+        SMELT_INTERNAL_ASSERT(false, "unknown accumulator result '{}'", e.field);
+      }
+    }
+    return "";
+  }
+
+  void body(const std::vector<Stmt>& b) {
+    for (auto& s : b) stmt(s);
+  }
+
+  void stmt(const Stmt& s) {
+    switch (s.kind) {
+      case Stmt::Kind::Loop:
+        d_.range_begin(s.range, k_.config, out_);
+        out_.indent();
+        body(s.body);
+        out_.dedent();
+        out_.line("}");
+        return;
+      case Stmt::Kind::Let:
+        out_.line(fmt::format("const {} {} = {};", d_.value_type(s.dtype), s.name, expr(*s.value)));
+        return;
+      case Stmt::Kind::Store: {
+        std::string v = expr(*s.value);
+        if (is_half(s.dtype)) v = fmt::format("{}({})", d_.storage_type(s.dtype), v);
+        out_.line(d_.store(s.name, s.index.str(), v) + ";");
+        return;
+      }
+      case Stmt::Kind::RowBuffer:
+        out_.line(fmt::format("alignas(64) {} {}[{}];", d_.value_type(s.dtype), s.name, s.extent));
+        return;
+      case Stmt::Kind::RowStore:
+        out_.line(fmt::format("{}[{}] = {};", s.name, s.index.str(), expr(*s.value)));
+        return;
+      case Stmt::Kind::CheckZero:
+        out_.line(fmt::format("if ({} == 0) {}", expr(*s.value), d_.set_error_flag()));
+        return;
+      case Stmt::Kind::AccInit:
+        out_.line(
+            fmt::format("auto {} = {}::init();", s.name, acc_type(s.accumulator, s.acc_dtype)));
+        return;
+      case Stmt::Kind::AccStep:
+        out_.line(fmt::format("{0} = {1}::step({0}, {2}{3});", s.name,
+                              acc_type(s.accumulator, s.acc_dtype), expr(*s.value),
+                              s.indexed ? ", r" : ""));
+        return;
+      case Stmt::Kind::SplitReduce: {
+        CodeBuffer inner;
+        Printer p(k_, d_);
+        p.out_ = CodeBuffer();
+        p.body(s.body);
+        d_.split_reduce(s, acc_type(s.accumulator, s.acc_dtype), p.out_.str(), out_);
+        return;
+      }
+    }
+  }
+
+  const KernelDesc& k_;
+  const Dialect& d_;
+  CodeBuffer out_;
+};
+
+}  // namespace
+
+std::string print_kernel(const KernelDesc& k, const Dialect& d) { return Printer(k, d).run(); }
 
 }  // namespace smelt::compiler

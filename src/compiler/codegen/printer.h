@@ -1,44 +1,19 @@
-// One C-like printer for generated kernels, with a dialect per backend: the
-// C++ dialect (OpenMP, extern "C" entry points) today, a CUDA dialect later
-// (__global__, thread indices) reusing the same statement and expression code.
+// One C-like printer for generated kernels, with a dialect per backend
+// (tinygrad's CStyleLanguage, DESIGN.md principle 7): print_kernel() walks a
+// KernelDesc and prints every statement and expression the same way for all
+// targets; a Dialect supplies only what differs — the kernel signature and
+// argument unpacking, how a range maps onto threads (OpenMP loops on the CPU,
+// the grid on CUDA), barriers, cross-lane reduction of a split row, vector
+// loads and stores, setting the error flag, and type names.
 #pragma once
 #include <string>
 #include <vector>
 
+#include "compiler/codegen/kernel_desc.h"
 #include "smelt/dtype.h"
 #include "smelt/scalar.h"
 
 namespace smelt::compiler {
-
-class Dialect {
- public:
-  virtual ~Dialect() = default;
-  virtual std::string name() const = 0;  // "cpp", "cuda": the kernel name prefix
-  /// Preamble of a translation unit: includes, and the embedded scalar/reduce
-  /// op headers, so generated code computes with the very source eager uses.
-  virtual std::string preamble() const = 0;
-  /// Kernel signature: every kernel takes its buffer pointers as one array.
-  virtual std::string kernel_signature(const std::string& name) const = 0;
-  /// A parallel loop `for (int64_t var = 0; var < extent; ++var)`, parallel
-  /// when `parallel` (work decided by the scheduler).
-  virtual std::string parallel_for(const std::string& var, const std::string& extent,
-                                   bool parallel) const = 0;
-  /// C type holding an element of `t` in memory.
-  virtual std::string storage_type(DType t) const;
-  /// C type a value of `t` is computed in (float for float16/bfloat16).
-  virtual std::string value_type(DType t) const;
-  /// A literal of `s` typed as `t`.
-  virtual std::string literal(const Scalar& s, DType t) const;
-};
-
-class CppDialect : public Dialect {
- public:
-  std::string name() const override { return "cpp"; }
-  std::string preamble() const override;
-  std::string kernel_signature(const std::string& name) const override;
-  std::string parallel_for(const std::string& var, const std::string& extent,
-                           bool parallel) const override;
-};
 
 /// Indented line buffer.
 class CodeBuffer {
@@ -52,5 +27,60 @@ class CodeBuffer {
   std::string out_;
   int depth_ = 0;
 };
+
+class Dialect {
+ public:
+  virtual ~Dialect() = default;
+  virtual Target target() const = 0;
+  /// "cpp", "cuda": the kernel name prefix.
+  std::string name() const { return target_name(target()); }
+  /// Preamble of a translation unit: includes (or a device prelude), and the
+  /// embedded scalar/reduce op headers, so generated code computes with the
+  /// very source eager uses.
+  virtual std::string preamble() const = 0;
+  /// Opens the kernel: signature and the local names of its arguments (and of
+  /// the error flag when `error_flag`).
+  virtual void kernel_begin(const KernelDesc& k, CodeBuffer& out) const = 0;
+  /// Opens a range: a loop, or the mapping of its iterations onto threads.
+  virtual void range_begin(const Range& r, const KernelConfig& c, CodeBuffer& out) const = 0;
+  /// A barrier among the threads that share a range ("" where none is needed).
+  virtual std::string barrier() const = 0;
+  /// Prints a row split across threads: `partial` accumulators of type `acc`
+  /// step over `loop`, then combine into `s.name` in a fixed order.
+  virtual void split_reduce(const Stmt& s, const std::string& acc_type, const std::string& loop,
+                            CodeBuffer& out) const = 0;
+  /// Statement that sets the kernel's error flag.
+  virtual std::string set_error_flag() const = 0;
+  /// A load of element `index` of `ptr`, and a store (vector forms where a
+  /// dialect proves them legal).
+  virtual std::string load(const std::string& ptr, const std::string& index) const;
+  virtual std::string store(const std::string& ptr, const std::string& index,
+                            const std::string& value) const;
+  /// Integer type of index arithmetic of `bits` width.
+  virtual std::string index_type(int bits) const;
+  /// C type holding an element of `t` in memory.
+  virtual std::string storage_type(DType t) const;
+  /// C type a value of `t` is computed in (float for float16/bfloat16).
+  virtual std::string value_type(DType t) const;
+  /// A literal of `s` typed as `t`.
+  virtual std::string literal(const Scalar& s, DType t) const;
+};
+
+/// The C++ dialect: extern "C" functions over one argument array, OpenMP
+/// parallel loops, per-thread partial accumulators for split rows.
+class CppDialect : public Dialect {
+ public:
+  Target target() const override { return Target::Cpp; }
+  std::string preamble() const override;
+  void kernel_begin(const KernelDesc& k, CodeBuffer& out) const override;
+  void range_begin(const Range& r, const KernelConfig& c, CodeBuffer& out) const override;
+  std::string barrier() const override { return ""; }
+  void split_reduce(const Stmt& s, const std::string& acc_type, const std::string& loop,
+                    CodeBuffer& out) const override;
+  std::string set_error_flag() const override;
+};
+
+/// The printed source of one kernel.
+std::string print_kernel(const KernelDesc& k, const Dialect& d);
 
 }  // namespace smelt::compiler

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "compiler/fusion/kernel_config.h"
 #include "compiler/graph/graph.h"
 #include "compiler/lower/loop_ir.h"
 
@@ -28,13 +29,14 @@ struct Step {
   KernelGroup group;          // Kernel
   int node = -1;              // Extern / Fallback: the node it runs
   std::vector<int> epilogue;  // Extern: pointwise nodes applied to the GEMM output (tem)
-  std::string activation;     // Extern epilogue activation
+  std::string activation;     // Extern epilogue activation: epilogue_activation_name()
   int bias = -1;              // Extern epilogue: index into node inputs of the bias add, or -1
   int residual =
       -1;  // Extern epilogue: index into the residual add's inputs of the residual, or -1
   std::vector<int> reads;   // buffers read (kernel argument order: reads then writes)
   std::vector<int> writes;  // buffers written
-  std::string source;       // Kernel: the generated function
+  KernelConfig config;      // Kernel: its layout (chosen in fusion/, printed by codegen/)
+  std::string source;       // Kernel: the generated function (filled by codegen)
   std::string error_ops;    // Kernel: ops whose runtime check (division by zero) may fail
 };
 

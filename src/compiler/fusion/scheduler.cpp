@@ -6,20 +6,18 @@
 #include <map>
 #include <set>
 
-#include "compiler/codegen/kernel_writer.h"
+#include "compiler/fusion/kernel_config.h"
+#include "compiler/fusion/legality.h"
 #include "core/tensor_impl.h"
+#include "ops/op_table.h"
 
 namespace smelt::compiler {
 
 namespace {
 
-constexpr const char* kNamePlaceholder = "SMELT_KERNEL_NAME";
-
-const std::set<std::string> kEpilogueActivations = {"relu", "gelu", "sigmoid", "silu", "tanh"};
-
 class Scheduler {
  public:
-  Scheduler(const Graph& g, const FusionOptions& o, const Dialect& d) : g_(g), opts_(o), d_(d) {}
+  Scheduler(const Graph& g, const FusionOptions& o, Target t) : g_(g), opts_(o), target_(t) {}
 
   Schedule run() {
     users_.assign(g_.buffers.size(), {});
@@ -91,15 +89,13 @@ class Scheduler {
           absorbed_[u] = true;
           int cur = a.outputs[0];
           int v = single_user(cur);
-          if (v >= 0 && kEpilogueActivations.count(g_.nodes[v].op) &&
+          EpilogueActivation act =
+              v >= 0 ? detail::epilogue_activation(g_.nodes[v].op, g_.nodes[v].attrs)
+                     : EpilogueActivation::None;
+          if (act != EpilogueActivation::None &&
               g_.buffers[g_.nodes[v].outputs[0]].dtype == DType::Float32 &&
               is_whole_contiguous(g_.nodes[v].inputs[0], g_.buffers[cur])) {
-            const Node& act = g_.nodes[v];
-            std::string name = act.op;
-            if (name == "gelu" && act.attrs.has("approximate") &&
-                act.attrs.as<std::string>("approximate") == "tanh")
-              name = "gelu_tanh";
-            st.activation = name;
+            st.activation = std::string(epilogue_activation_name(act));
             st.epilogue.push_back(v);
             absorbed_[v] = true;
           }
@@ -177,139 +173,122 @@ class Scheduler {
   }
 
   // ---- placement ---------------------------------------------------------------
-  bool depends_on_group(int node, const KernelGroup& grp, std::set<int>& seen) const {
-    for (auto& in : g_.nodes[node].inputs) {
-      if (in.is_scalar()) continue;
-      const Buffer& b = g_.buffers[in.buf];
-      if (b.kind != BufferKind::Node || !seen.insert(b.producer).second) continue;
-      if (std::find(grp.reductions.begin(), grp.reductions.end(), b.producer) !=
-          grp.reductions.end())
-        return true;
-      if (classify(g_.nodes[b.producer]) == LoopKind::Pointwise && !s_.materialized[in.buf] &&
-          depends_on_group(b.producer, grp, seen))
-        return true;
-      if (std::find(grp.stores.begin(), grp.stores.end(), b.producer) != grp.stores.end())
-        return true;
+  /// Index of the step after which every buffer the node's tree reads from
+  /// memory exists (-1: before the first step).
+  int ready_after(int node) const {
+    int after = -1;
+    std::vector<int> stack{node};
+    std::set<int> visited{node};
+    while (!stack.empty()) {
+      int cur = stack.back();
+      stack.pop_back();
+      for (auto& in : g_.nodes[cur].inputs) {
+        if (in.is_scalar()) continue;
+        const Buffer& b = g_.buffers[in.buf];
+        if (b.kind != BufferKind::Node) continue;
+        auto w = writer_step_.find(in.buf);
+        if (w != writer_step_.end()) {
+          after = std::max(after, w->second);
+        } else if (classify(g_.nodes[b.producer]) == LoopKind::Pointwise &&
+                   visited.insert(b.producer).second) {
+          stack.push_back(b.producer);  // inlined: its own reads count
+        }
+      }
     }
-    return false;
+    return after;
   }
 
-  bool try_generate(const KernelGroup& grp, std::string* why) {
-    try {
-      generate_kernel(g_, s_.materialized, grp, "probe", d_);
-      return true;
-    } catch (const NotFusable& e) {
-      *why = e.what();
-      return false;
+  /// Policy: among the kernels the node may legally join (after every step it
+  /// depends on), prefer one it reads from (vertical / epilogue), then one
+  /// that reads the same buffers (horizontal), latest first.
+  void place_in_kernel(int i, KernelGroup fresh) {
+    const Node& n = g_.nodes[i];
+    int first = ready_after(i);
+    if (opts_.fuse) {
+      int best = -1, best_score = -1;
+      std::string best_why, last_no;
+      for (int k = static_cast<int>(s_.steps.size()) - 1; k >= 0 && k >= first; --k) {
+        Step& st = s_.steps[k];
+        if (st.kind != Step::Kind::Kernel || (fresh.reduction && !st.group.reduction)) continue;
+        FusionDecision d = can_join(g_, s_.materialized, st.group, i);
+        if (!d) {
+          if (last_no.empty()) last_no = fmt::format("kernel {}: {}", k, d.reason);
+          continue;
+        }
+        int score = d.reason.rfind("horizontal", 0) == 0 ? 0 : 2;
+        if (score == 0 && shares_reads(i, st.group)) score = 1;
+        if (score > best_score) best = k, best_score = score, best_why = d.reason;
+      }
+      if (best >= 0) {
+        Step& st = s_.steps[best];
+        if (n.outputs.size() && classify(n) == LoopKind::Reduction)
+          st.group.reductions.push_back(i);
+        else
+          st.group.stores.push_back(i);
+        for (int o : n.outputs) writer_step_[o] = best;
+        log(fmt::format("fuse {} (%{}) into kernel {}: {}", n.op, n.outputs[0], best, best_why));
+        return;
+      }
+      if (!s_.steps.empty())
+        log(fmt::format(
+            "new kernel for {} (%{}): {}", n.op, n.outputs[0],
+            last_no.empty() ? "no earlier kernel it can join" : "no fuse with " + last_no));
     }
-  }
-
-  Step* last_kernel() {
-    if (s_.steps.empty() || s_.steps.back().kind != Step::Kind::Kernel) return nullptr;
-    return &s_.steps.back();
-  }
-
-  void new_kernel(KernelGroup grp) {
     Step st;
     st.kind = Step::Kind::Kernel;
-    st.group = std::move(grp);
+    st.group = std::move(fresh);
     s_.steps.push_back(std::move(st));
+    for (int o : n.outputs) writer_step_[o] = static_cast<int>(s_.steps.size()) - 1;
+  }
+
+  bool shares_reads(int node, const KernelGroup& grp) const {
+    std::set<int> mine;
+    for (auto& in : g_.nodes[node].inputs)
+      if (!in.is_scalar()) mine.insert(in.buf);
+    for (int m : grp.stores)
+      for (auto& in : g_.nodes[m].inputs)
+        if (!in.is_scalar() && mine.count(in.buf)) return true;
+    return false;
   }
 
   void place(int i) {
     const Node& n = g_.nodes[i];
     LoopKind k = classify(n);
-    if (k == LoopKind::Extern) {
-      s_.steps.push_back(extern_steps_.at(i));
-      return;
-    }
-    if (k == LoopKind::Fallback) {
+    if (k == LoopKind::Extern || k == LoopKind::Fallback) {
       Step st;
-      st.kind = Step::Kind::Fallback;
-      st.node = i;
-      st.kernel_kind = "fallback";
-      st.name = "fallback_" + n.op;
-      log(fmt::format("{} (%{}) runs its eager kernel: no loop-level lowering for this op yet",
-                      n.op, n.outputs[0]));
-      s_.steps.push_back(std::move(st));
-      return;
-    }
-    if (k == LoopKind::Reduction) {
-      ReductionInfo info = reduction_info(g_, n);
-      Step* last = last_kernel();
-      if (opts_.fuse && last && last->group.reduction && last->group.shape == info.in_sizes &&
-          last->group.rdims == info.dims) {
-        KernelGroup grp = last->group;
-        grp.reductions.push_back(i);
-        std::string why;
-        if (try_generate(grp, &why)) {
-          last->group = grp;
-          log(fmt::format("fuse {} (%{}) into the reduction kernel over {} dims {}: same domain",
-                          n.op, n.outputs[0], detail::shape_str(info.in_sizes),
-                          detail::shape_str(info.dims)));
-          return;
-        }
-        log(fmt::format("no fuse {} (%{}) with the previous reduction: {}", n.op, n.outputs[0],
-                        why));
-      } else if (last && opts_.fuse) {
-        log(
-            fmt::format("new reduction kernel for {} (%{}): the previous kernel iterates another "
-                        "domain",
+      if (k == LoopKind::Extern) {
+        st = extern_steps_.at(i);
+      } else {
+        st.kind = Step::Kind::Fallback;
+        st.node = i;
+        st.kernel_kind = "fallback";
+        st.name = "fallback_" + n.op;
+        log(fmt::format("{} (%{}) runs its eager kernel: no loop-level lowering for this op yet",
                         n.op, n.outputs[0]));
       }
-      KernelGroup grp;
+      s_.steps.push_back(std::move(st));
+      int idx = static_cast<int>(s_.steps.size()) - 1;
+      for (int o : n.outputs) writer_step_[o] = idx;
+      if (k == LoopKind::Extern) writer_step_[extern_output(s_.steps.back())] = idx;
+      return;
+    }
+    KernelGroup grp;
+    if (k == LoopKind::Reduction) {
+      ReductionInfo info = reduction_info(g_, n);
       grp.reduction = true;
       grp.shape = info.in_sizes;
       grp.rdims = info.dims;
       grp.reductions.push_back(i);
-      new_kernel(grp);
-      return;
-    }
-    // Pointwise
-    int out = n.outputs[0];
-    if (!s_.materialized[out]) {
-      log(fmt::format("inline {} (%{}) into its consumers: not materialized", n.op, out));
-      return;
-    }
-    const Shape& shape = g_.buffers[out].sizes;
-    Step* last = last_kernel();
-    if (opts_.fuse && last) {
-      std::set<int> seen;
-      bool dep = depends_on_group(i, last->group, seen);
-      bool ok_shape =
-          last->group.reduction
-              ? dep &&
-                    (shape == last->group.shape ||
-                     detail::shape_numel(shape) ==
-                         detail::shape_numel(last->group.shape) /
-                             std::max<int64_t>(
-                                 1, reduction_info(g_, g_.nodes[last->group.reductions[0]]).rnumel))
-              : shape == last->group.shape;
-      if (ok_shape) {
-        KernelGroup grp = last->group;
-        grp.stores.push_back(i);
-        std::string why;
-        if (try_generate(grp, &why)) {
-          last->group = grp;
-          log(fmt::format("fuse {} (%{}) into the previous kernel: {}", n.op, out,
-                          last->group.reduction ? "consumer of its reductions (epilogue)"
-                          : dep                 ? "vertical (reads its result)"
-                                : "horizontal (same iteration space, independent)"));
-          return;
-        }
-        log(fmt::format("no fuse {} (%{}) into the previous kernel: {}", n.op, out, why));
-      } else {
-        log(fmt::format("new kernel for {} (%{}): {}", n.op, out,
-                        last->group.reduction
-                            ? "not a consumer of the previous reductions over their domain"
-                            : "different iteration space " + detail::shape_str(shape) + " vs " +
-                                  detail::shape_str(last->group.shape)));
+    } else {
+      int out = n.outputs[0];
+      if (!s_.materialized[out]) {
+        log(fmt::format("inline {} (%{}) into its consumers: not materialized", n.op, out));
+        return;
       }
+      grp.shape = g_.buffers[out].sizes;
+      grp.stores.push_back(i);
     }
-    KernelGroup grp;
-    grp.shape = shape;
-    grp.stores.push_back(i);
-    new_kernel(grp);
+    place_in_kernel(i, std::move(grp));
   }
 
   /// A reduction result only its own kernel reads stays in a register.
@@ -317,8 +296,7 @@ class Scheduler {
     std::vector<bool> read_elsewhere(g_.buffers.size(), false);
     for (auto& st : s_.steps) {
       if (st.kind == Step::Kind::Kernel) {
-        KernelSource ks = generate_kernel(g_, s_.materialized, st.group, "probe", d_);
-        for (int b : ks.reads) read_elsewhere[b] = true;
+        for (int b : footprint(g_, s_.materialized, st.group).reads) read_elsewhere[b] = true;
       } else {
         for (auto& in : g_.nodes[st.node].inputs)
           if (!in.is_scalar()) read_elsewhere[in.buf] = true;
@@ -354,9 +332,9 @@ class Scheduler {
         const Node& n = g_.nodes[st.node];
         std::vector<std::string> ops = {n.op == "matmul" && st.bias >= 0 ? "addmm" : n.op};
         for (size_t e = 1; e < st.epilogue.size(); ++e) ops.push_back(g_.nodes[st.epilogue[e]].op);
-        st.name = st.epilogue.empty()
-                      ? fmt::format("extern_{}", n.op)
-                      : fmt::format("{}_tem_fused_{}_{}", d_.name(), fmt::join(ops, "_"), index++);
+        st.name = st.epilogue.empty() ? fmt::format("extern_{}", n.op)
+                                      : fmt::format("{}_tem_fused_{}_{}", target_name(target_),
+                                                    fmt::join(ops, "_"), index++);
         for (auto& in : n.inputs)
           if (!in.is_scalar()) st.reads.push_back(in.buf);
         if (st.bias >= 0) st.reads.push_back(g_.nodes[st.epilogue[0]].inputs[st.bias].buf);
@@ -365,40 +343,36 @@ class Scheduler {
         st.writes = {extern_output(st)};
         continue;
       }
-      // Generated once under a placeholder name; the name depends on what it computes.
-      KernelSource ks = generate_kernel(g_, s_.materialized, st.group, kNamePlaceholder, d_);
-      std::vector<std::string> ops = ks.ops;
-      std::sort(ops.begin(), ops.end());
+      GroupFootprint fp = footprint(g_, s_.materialized, st.group);
+      st.config = choose_config(g_, s_.materialized, st.group, target_);
+      std::vector<std::string> ops = fp.ops;
       if (ops.size() > 6) ops.resize(6);
       std::string kind;
       if (st.group.reduction) {
-        kind = ks.persistent ? "per" : "red";
+        kind = st.config.persistent ? "per" : "red";
       } else {
         // Horizontal: several outputs none of which reads another.
         bool independent = st.group.stores.size() > 1;
-        for (int a : st.group.stores) {
-          std::set<int> seen;
-          KernelGroup others = st.group;
-          others.stores.erase(std::find(others.stores.begin(), others.stores.end(), a));
-          if (depends_on_group(a, others, seen)) independent = false;
-        }
+        for (bool r : fp.reads_other_store) independent &= !r;
         kind = independent ? "for" : "poi";
       }
       st.kernel_kind = kind;
-      st.name = fmt::format("{}_{}_fused_{}_{}", d_.name(), kind, fmt::join(ops, "_"), index++);
-      st.source = ks.source;
-      st.source.replace(st.source.find(kNamePlaceholder), std::string(kNamePlaceholder).size(),
-                        st.name);
-      st.error_ops = ks.error_ops;
-      st.reads = ks.reads;
-      st.writes = ks.writes;
+      st.name = fmt::format("{}_{}_fused_{}_{}", target_name(target_), kind, fmt::join(ops, "_"),
+                            index++);
+      st.reads = fp.reads;
+      st.writes.clear();
+      for (int r : st.group.reductions)
+        for (int o : g_.nodes[r].outputs)
+          if (s_.materialized[o]) st.writes.push_back(o);
+      for (int n : st.group.stores) st.writes.push_back(g_.nodes[n].outputs[0]);
     }
   }
 
   const Graph& g_;
   FusionOptions opts_;
-  const Dialect& d_;
+  Target target_;
   Schedule s_;
+  std::map<int, int> writer_step_;  // buffer -> step that writes it
   std::vector<std::vector<int>> users_;
   std::vector<bool> escapes_;
   std::vector<bool> absorbed_;
@@ -407,8 +381,8 @@ class Scheduler {
 
 }  // namespace
 
-Schedule schedule(const Graph& g, const FusionOptions& opts, const Dialect& dialect) {
-  Scheduler s(g, opts, dialect);
+Schedule schedule(const Graph& g, const FusionOptions& opts, Target target) {
+  Scheduler s(g, opts, target);
   return s.run();
 }
 

@@ -1,8 +1,8 @@
 // The fusion scheduler: decides which buffers are materialized and groups the
-// graph's nodes into kernels. Policy (what we would like to fuse) is separate
-// from legality (whether the kernel writer can generate the group): the
-// scheduler proposes, generate_kernel() either succeeds or returns the reason
-// it cannot, and every decision is logged with its reason (SMELT_LOGS=fusion).
+// graph's nodes into kernels. Policy (which legal kernel a node joins) is
+// separate from legality (fusion/legality.h, answered without generating
+// code); every decision is logged with its reason (SMELT_LOGS=fusion). A node
+// may join any earlier kernel that runs after everything it reads.
 //
 // Patterns: vertical fusion of pointwise chains (producers inlined into their
 // consumers); reductions of one domain share a kernel with the pointwise
@@ -11,7 +11,6 @@
 // residual add) as one library call with post-ops; horizontal fusion of
 // independent pointwise outputs of one shape into one kernel.
 #pragma once
-#include "compiler/codegen/printer.h"
 #include "compiler/fusion/schedule.h"
 
 namespace smelt::compiler {
@@ -21,6 +20,8 @@ struct FusionOptions {
   bool gemm_epilogue = true;  // fold bias/activation/residual into the GEMM call
 };
 
-Schedule schedule(const Graph& g, const FusionOptions& opts, const Dialect& dialect);
+/// Groups the graph into steps; kernels are named with `target`'s prefix and
+/// get their KernelConfig. No code is generated here.
+Schedule schedule(const Graph& g, const FusionOptions& opts, Target target = Target::Cpp);
 
 }  // namespace smelt::compiler

@@ -28,7 +28,9 @@ LoopKind classify(const Node& n) {
     case detail::OpKind::Pointwise:
       return LoopKind::Pointwise;
     case detail::OpKind::Reduction:
-      return n.op == "cumsum" ? LoopKind::Fallback : LoopKind::Reduction;
+      // reductions without an accumulator (cumsum) run their eager kernel
+      return def->accumulator == detail::Accumulator::None ? LoopKind::Fallback
+                                                           : LoopKind::Reduction;
     case detail::OpKind::Extern:
       return LoopKind::Extern;
     default:
@@ -54,140 +56,111 @@ ReductionInfo reduction_info(const Graph& g, const Node& n) {
     if (is_floating(t)) return t;
     return DType::Int64;
   };
-  const std::string& op = n.op;
-  if (op == "sum" || op == "mean") {
-    r.accumulator = "Sum";
-    r.acc_dtype = acc_of(out);
-    // Long float32 sums accumulate in double (eager uses a cascade sum; a
-    // plain float accumulator would drift by ~sqrt(n) ulps).
-    if (r.acc_dtype == DType::Float32 && r.rnumel >= kLongReduction) r.acc_dtype = DType::Float64;
-    r.finals = {op == "sum" ? "value" : "mean"};
-  } else if (op == "prod") {
-    r.accumulator = "Prod";
-    r.acc_dtype = acc_of(out);
-    r.finals = {"value"};
-  } else if (op == "amax" || op == "amin") {
-    r.accumulator = op == "amax" ? "Max" : "Min";
-    r.acc_dtype =
-        (in.dtype == DType::Float16 || in.dtype == DType::BFloat16) ? DType::Float32 : in.dtype;
-    r.finals = {"value"};
-  } else if (op == "max" || op == "min" || op == "argmax" || op == "argmin") {
-    r.accumulator = (op == "max" || op == "argmax") ? "ArgMax" : "ArgMin";
-    r.acc_dtype =
-        (in.dtype == DType::Float16 || in.dtype == DType::BFloat16) ? DType::Float32 : in.dtype;
-    r.finals = (op == "max" || op == "min") ? std::vector<std::string>{"value", "index"}
-                                            : std::vector<std::string>{"index"};
-  } else if (op == "var" || op == "std" || op == "var_mean") {
-    r.accumulator = "Welford";
-    r.acc_dtype = DType::Float64;
-    r.correction = n.attrs.has("correction") ? n.attrs.as<double>("correction") : 1.0;
-    r.finals = op == "var"   ? std::vector<std::string>{"var"}
-               : op == "std" ? std::vector<std::string>{"std"}
-                             : std::vector<std::string>{"var", "mean"};
-  } else if (op == "any" || op == "all") {
-    r.accumulator = op == "any" ? "Any" : "All";
-    r.acc_dtype = DType::Bool;
-    r.finals = {"value"};
-  } else {
-    SMELT_INTERNAL_ASSERT(false, "reduction '{}' has no lowering", op);
+  const detail::OpDef* def = detail::find_op(n.op);
+  SMELT_INTERNAL_ASSERT(def && def->accumulator != detail::Accumulator::None,
+                        "reduction '{}' has no lowering", n.op);
+  r.accumulator = std::string(detail::accumulator_name(def->accumulator));
+  r.finals.assign(def->finals.begin(), def->finals.end());
+  // Max / Min / ArgMax / ArgMin accumulate in the input's compute type.
+  const DType in_acc =
+      (in.dtype == DType::Float16 || in.dtype == DType::BFloat16) ? DType::Float32 : in.dtype;
+  switch (def->accumulator) {
+    case detail::Accumulator::Sum:
+      r.acc_dtype = acc_of(out);
+      // Long float32 sums accumulate in double (eager uses a cascade sum; a
+      // plain float accumulator would drift by ~sqrt(n) ulps).
+      if (r.acc_dtype == DType::Float32 && r.rnumel >= kLongReduction) r.acc_dtype = DType::Float64;
+      break;
+    case detail::Accumulator::Prod:
+      r.acc_dtype = acc_of(out);
+      break;
+    case detail::Accumulator::Max:
+    case detail::Accumulator::Min:
+    case detail::Accumulator::ArgMax:
+    case detail::Accumulator::ArgMin:
+      r.acc_dtype = in_acc;
+      break;
+    case detail::Accumulator::Welford:
+      r.acc_dtype = DType::Float64;
+      r.correction = n.attrs.has("correction") ? n.attrs.as<double>("correction") : 1.0;
+      break;
+    case detail::Accumulator::Any:
+    case detail::Accumulator::All:
+      r.acc_dtype = DType::Bool;
+      break;
+    case detail::Accumulator::None:
+      break;
   }
   return r;
 }
 
-namespace {
-std::string term(const std::string& var, int64_t coef) {
-  if (coef == 1) return var;
-  return fmt::format("{}*{}", var, coef);
+IndexExpr flat_index(const Index& it) {
+  if (it.flat) return *it.flat;
+  Shape cs = detail::contiguous_strides(it.shape);
+  IndexExpr f = IndexExpr::constant(0);
+  for (size_t k = 0; k < it.shape.size(); ++k)
+    if (it.shape[k] != 1) f = f + it.vars[k] * cs[k];
+  return f;
 }
-}  // namespace
 
-std::string operand_offset(const Operand& o, const Index& it) {
-  const int64_t n = static_cast<int64_t>(it.shape.size());
-  const int64_t lead = n - static_cast<int64_t>(o.sizes.size());
-  std::vector<int64_t> coef(n, 0);
-  for (size_t d = 0; d < o.sizes.size(); ++d)
-    if (o.sizes[d] != 1) coef[lead + d] = o.strides[d];
-  if (!it.flat.empty() && o.offset == 0) {
-    Shape cs = detail::contiguous_strides(it.shape);
-    bool same = true;
-    for (int64_t k = 0; k < n; ++k)
-      if (it.shape[k] != 1 && coef[k] != cs[k]) same = false;
-    if (same) return it.flat;
+Index unflatten(const Shape& shape, const IndexExpr& flat) {
+  Index out{shape, {}, flat};
+  Shape cs = detail::contiguous_strides(shape);
+  int first = -1;
+  for (size_t k = 0; k < shape.size(); ++k)
+    if (shape[k] != 1 && first < 0) first = static_cast<int>(k);
+  for (size_t k = 0; k < shape.size(); ++k) {
+    IndexExpr q = cs[k] == 1 ? flat : floordiv(flat, IndexExpr::constant(cs[k]));
+    if (shape[k] == 1)
+      out.vars.push_back(IndexExpr::constant(0));
+    else if (static_cast<int>(k) == first)
+      out.vars.push_back(q);  // the outermost non-1 dim needs no wrap
+    else
+      out.vars.push_back(mod(q, IndexExpr::constant(shape[k])));
   }
-  std::vector<std::string> parts;
-  for (int64_t k = 0; k < n; ++k)
-    if (coef[k] != 0 && it.shape[k] != 1) parts.push_back(term(it.vars[k], coef[k]));
-  if (o.offset != 0 || parts.empty()) parts.push_back(std::to_string(o.offset));
-  if (parts.size() == 1) return parts[0];
-  return "(" + fmt::format("{}", fmt::join(parts, " + ")) + ")";
+  return out;
+}
+
+Index domain_index(const Shape& shape, const std::vector<int64_t>& rdims, const IndexExpr& row,
+                   const IndexExpr& r) {
+  Shape kept, red;
+  std::vector<bool> is_red(shape.size(), false);
+  for (auto d : rdims) is_red[d] = true;
+  for (size_t k = 0; k < shape.size(); ++k) (is_red[k] ? red : kept).push_back(shape[k]);
+  Index kv = unflatten(kept, row), rv = unflatten(red, r);
+  Index out{shape, {}, std::nullopt};
+  bool trailing = true;  // reduced dims after every kept dim: flat = row * rnumel + r
+  for (size_t k = 0; k + 1 < shape.size(); ++k)
+    if (is_red[k] && !is_red[k + 1]) trailing = false;
+  for (size_t k = 0, ki = 0, ri = 0; k < shape.size(); ++k)
+    out.vars.push_back(is_red[k] ? rv.vars[ri++] : kv.vars[ki++]);
+  if (trailing) out.flat = row * detail::shape_numel(red) + r;
+  return out;
+}
+
+IndexExpr operand_offset(const Operand& o, const Index& it) {
+  const int64_t lead = static_cast<int64_t>(it.shape.size()) - static_cast<int64_t>(o.sizes.size());
+  const int64_t n = static_cast<int64_t>(it.shape.size());
+  if (it.flat) {
+    // A dense read in the iteration's own layout: the flat position itself.
+    Shape cs = detail::contiguous_strides(it.shape);
+    bool dense = lead >= 0;
+    for (int64_t k = 0; dense && k < n; ++k) {
+      if (it.shape[k] == 1) continue;
+      int64_t d = k - lead;
+      dense = d >= 0 && o.sizes[d] == it.shape[k] && o.strides[d] == cs[k];
+    }
+    if (dense) return *it.flat + o.offset;
+  }
+  IndexExpr f = IndexExpr::constant(o.offset);
+  for (size_t d = 0; d < o.sizes.size(); ++d)
+    if (o.sizes[d] != 1 && o.strides[d] != 0 && it.shape[lead + d] != 1)
+      f = f + it.vars[lead + d] * o.strides[d];
+  return f;
 }
 
 Index producer_index(const Shape& p, const Operand& o, const Index& it) {
-  Index out;
-  out.shape = p;
-  const int64_t np = static_cast<int64_t>(p.size());
-  Shape cs = detail::contiguous_strides(p);
-  const int64_t lead = static_cast<int64_t>(it.shape.size()) - static_cast<int64_t>(o.sizes.size());
-  // Structural remap: every read dim walks one producer dim with a step.
-  bool ok = true;
-  std::vector<int64_t> start(np, 0);
-  int64_t rem = o.offset;
-  for (int64_t k = 0; k < np; ++k) {
-    if (p[k] <= 1) continue;
-    start[k] = rem / cs[k];
-    rem -= start[k] * cs[k];
-    if (start[k] >= p[k]) ok = false;
-  }
-  if (rem != 0) ok = false;
-  std::vector<std::string> vars(np);
-  std::vector<bool> used(np, false);
-  for (size_t d = 0; ok && d < o.sizes.size(); ++d) {
-    if (o.sizes[d] == 1 || o.strides[d] == 0) continue;
-    int found = -1;
-    int64_t step = 0;
-    for (int64_t k = 0; k < np; ++k) {
-      if (used[k] || p[k] <= 1 || o.strides[d] < cs[k] || o.strides[d] % cs[k] != 0) continue;
-      int64_t s = o.strides[d] / cs[k];
-      if (start[k] + s * (o.sizes[d] - 1) >= p[k]) continue;
-      found = static_cast<int>(k);
-      step = s;
-      break;  // dims are in decreasing stride order: the first fit is the outermost
-    }
-    if (found < 0) {
-      ok = false;
-      break;
-    }
-    used[found] = true;
-    std::string v = it.vars[lead + d];
-    std::string e = step == 1 ? v : fmt::format("{}*{}", v, step);
-    vars[found] = start[found] == 0 ? e : fmt::format("({} + {})", e, start[found]);
-  }
-  if (ok) {
-    bool identity = np == static_cast<int64_t>(it.shape.size()) && !it.flat.empty();
-    for (int64_t k = 0; k < np; ++k) {
-      if (!used[k]) vars[k] = std::to_string(start[k]);
-      if (identity && p[k] != 1 && vars[k] != it.vars[k]) identity = false;
-      if (identity && p[k] != it.shape[k]) identity = false;
-    }
-    out.vars = vars;
-    out.flat = identity ? it.flat : "";
-    return out;
-  }
-  // General: decompose the flat offset.
-  std::string f = operand_offset(o, it);
-  out.vars.resize(np);
-  for (int64_t k = 0; k < np; ++k) {
-    if (p[k] == 1) {
-      out.vars[k] = "0";
-    } else if (k == 0) {
-      out.vars[k] = cs[k] == 1 ? f : fmt::format("({} / {})", f, cs[k]);
-    } else {
-      out.vars[k] = cs[k] == 1 ? fmt::format("({} % {})", f, p[k])
-                               : fmt::format("({} / {} % {})", f, cs[k], p[k]);
-    }
-  }
-  out.flat = f;
-  return out;
+  return unflatten(p, operand_offset(o, it));
 }
 
 }  // namespace smelt::compiler

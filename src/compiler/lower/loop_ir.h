@@ -3,13 +3,15 @@
 // over loads), Reduction (the same, plus a reduced range and an accumulator
 // from src/kernels/reduce_ops.h), Extern (a library call: GEMM) or Fallback
 // (an op without a lowering, run through its eager kernel). Views are index
-// remaps: an operand's window maps an iteration index to a flat offset, or to
-// the index of the producer it reads, without any copy.
+// remaps: an operand's window maps an iteration index (symbolic, IndexExpr) to
+// a flat offset, or to the index of the producer it reads, without any copy.
 #pragma once
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "compiler/graph/graph.h"
+#include "compiler/lower/index_expr.h"
 
 namespace smelt::compiler {
 
@@ -35,21 +37,34 @@ struct ReductionInfo {
 };
 ReductionInfo reduction_info(const Graph& g, const Node& n);
 
-/// An iteration index: one C++ expression per dim of `shape`, plus the
-/// row-major flat index when it is available as one expression.
+/// An iteration index: one symbolic expression per dim of `shape` (dims of
+/// size 1 are the constant 0), and the row-major flat position when it is
+/// known as one expression (reads of dense operands then use it directly).
 struct Index {
   Shape shape;
-  std::vector<std::string> vars;
-  std::string flat;  // "" when not known
+  std::vector<IndexExpr> vars;
+  std::optional<IndexExpr> flat;
 };
 
-/// Flat element offset (C++ expression) of operand `o` read at iteration index
-/// `it` (the operand broadcasts to it.shape, aligned at the trailing dims).
-std::string operand_offset(const Operand& o, const Index& it);
+/// The row-major flat position of `it` within its shape.
+IndexExpr flat_index(const Index& it);
 
-/// The index into a producer of logical shape `p` that operand `o` reads at
-/// `it`: a per-dim remap for permutes, slices, expands and selects, else a
-/// div/mod decomposition of the flat offset (reshapes).
+/// `flat` (a row-major position) decomposed into one expression per dim of
+/// `shape` (x / stride % size, simplified by the bounds of `flat`).
+Index unflatten(const Shape& shape, const IndexExpr& flat);
+
+/// The index of a reduction domain `shape` reducing `rdims`: kept dims walk
+/// the row position `row`, reduced dims the position `r` within the row.
+Index domain_index(const Shape& shape, const std::vector<int64_t>& rdims, const IndexExpr& row,
+                   const IndexExpr& r);
+
+/// Flat element offset of operand `o` read at iteration index `it` (the
+/// operand broadcasts to it.shape, aligned at the trailing dims).
+IndexExpr operand_offset(const Operand& o, const Index& it);
+
+/// The index into a producer of logical (contiguous) shape `p` that operand
+/// `o` reads at `it`: the flat offset decomposed over `p`, which simplifies to
+/// a per-dim remap for permutes, slices, expands and selects.
 Index producer_index(const Shape& p, const Operand& o, const Index& it);
 
 }  // namespace smelt::compiler

@@ -1,15 +1,22 @@
-// Differential fuzzing of smelt::compile against eager mode.
+// Differential fuzzing of smelt::compile against eager mode. Not part of the
+// library: built as the static library smelt_fuzz, which `smelt fuzz` and
+// tests/fuzz/test_fuzz.cpp link.
 //
 // A seeded generator (std::mt19937_64, never the global smelt generator)
 // builds a random *program*: 1-3 input tensors (random shapes of rank 0-4 with
 // sizes 0 and 1, broadcastable to each other, random dtypes, sometimes
-// non-contiguous views of a bigger tensor) and 2-10 steps drawn from the
-// foundation op set (pointwise unary/binary/ternary with broadcasting and
-// scalar operands, casts, reductions, views, cat, softmax / log_softmax /
-// layer_norm, matmul). Every candidate step is run eagerly while generating;
-// a step that raises smelt::Error is discarded, so only valid programs are
-// kept. The program is a plain list of steps, interpreted the same way
-// eagerly and inside smelt::compile, and the outputs are compared:
+// non-contiguous views of a bigger tensor) and 2-10 draws of a step (a matmul
+// may add a t() of its right operand, as linear layers have). Each step is one op
+// of the op table (src/ops/op_table.h) called by name through detail::call_op,
+// with tensor arguments, Python numbers (wrapped scalars) and keyword
+// attributes. The pointwise ops (by arity, with their attribute variants and
+// scalar operands) and the reductions (with their dims / keepdim / dtype /
+// correction arguments, and any of their outputs) are taken from the op table;
+// views, data movement, casts, softmax / log_softmax / layer_norm and matmul
+// get op-specific argument builders. Every candidate step is run eagerly while
+// generating; a step that raises smelt::Error is discarded, so only valid
+// programs are kept. The program is a plain list of steps, interpreted the same
+// way eagerly and inside smelt::compile, and the outputs are compared:
 //
 //  * shape and dtype exactly; integer and bool values exactly;
 //  * floating values: NaN positions equal, infinities equal (same sign), and
@@ -17,25 +24,27 @@
 //        float64 1e-10 / 1e-10, float32 1e-5 / 1e-5,
 //        float16 1e-2 / 1e-2,   bfloat16 5e-2 / 5e-2,
 //    both multiplied by the value's *error scale*: the product of the lengths
-//    of the floating reductions (sum, mean, var, softmax, matmul, ...) it
-//    depends on, since fusion may reassociate sums, times the number of
-//    chained float16/bfloat16 computations (compiled code keeps float
-//    intermediates where eager rounds after every op).
+//    of the floating reductions (the ops of Precision::Accumulated: sum, mean,
+//    var, softmax, matmul, ...) it depends on, since fusion may reassociate
+//    sums, times the number of chained float16/bfloat16 computations (compiled
+//    code keeps float intermediates where eager rounds after every op).
 //
 // Values whose eager and compiled results may legitimately differ by rounding
 // ("inexact": anything downstream of a floating reduction or of a chained
-// float16/bfloat16 op) are never fed to discontinuous ops (floor, round,
-// comparisons, argmax, float->int casts, remainder, ...), where a rounding
-// difference could flip the result. Float->int casts of non-finite or
-// out-of-range values (undefined in C++) and integer division by zero are
-// never generated.
+// float16/bfloat16 op) are never fed to discontinuous ops (OpDef::discontinuous:
+// floor, round, comparisons, argmax, remainder, ...; and float->int casts),
+// where a rounding difference could flip the result. Float->int casts of
+// non-finite or out-of-range values (undefined in C++) and integer division by
+// zero (RuntimeCheck::IntegerDivisionByZero) are never generated.
 #pragma once
 #include <cstdint>
 #include <cstdio>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "ops/dispatch.h"
 #include "smelt/dtype.h"
 #include "smelt/scalar.h"
 #include "smelt/tensor.h"
@@ -56,16 +65,14 @@ struct InputSpec {
   std::string layout;     // "contiguous", "transposed", "sliced", "expanded", ...
 };
 
-/// One step: `out = op(in..., attrs)`. Which attributes are used depends on op.
+/// One step: `out = call_op(op, args, attrs)[output]`, where args are the
+/// values `in` with the Python numbers `wrapped` inserted at their positions.
 struct Step {
-  std::string op;
-  std::vector<int> in;           // value ids (inputs are values 0..n_inputs-1)
-  std::vector<int64_t> ints;     // dims / shape / permutation / padding
-  int64_t a = 0, b = 0, c = 0;   // dim, start, end/length, step, correction ...
-  bool flag = false;             // keepdim, has-optional
-  std::optional<Scalar> s0, s1;  // scalar operands (alpha, clamp bounds, ...)
-  std::optional<DType> dtype;
-  std::string str;  // approximate / rounding mode
+  std::string op;                                  // an op-table name
+  std::vector<int> in;                             // value ids (inputs are 0..n_inputs-1)
+  std::vector<std::pair<size_t, Scalar>> wrapped;  // (argument position, number), sorted
+  detail::Attrs attrs;                             // keyword arguments, PyTorch's names
+  int output = 0;                                  // which output of a multi-output op
 };
 
 struct Program {
@@ -109,8 +116,11 @@ struct FuzzSummary {
   int cases = 0;
   int mismatches = 0;
   int graph_breaks = 0;
-  std::vector<std::string> failures;  // the one-line summaries
+  std::vector<std::string> failures;     // the one-line summaries
+  std::map<std::string, int> op_counts;  // steps generated per op
 };
+/// The op-table ops the generator can draw (what `op_counts` is measured against).
+std::vector<std::string> fuzzed_ops();
 /// Sets SMELT_CACHE_DIR to a private directory under /tmp unless the user set it.
 void use_private_cache_dir();
 /// Runs `opts.cases` cases; prints one line per failing case (and its

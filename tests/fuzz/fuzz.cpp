@@ -1,6 +1,6 @@
 // Differential fuzzer: random programs run eagerly and through smelt::compile.
 // See fuzz.h for the design, the tolerances and what is never generated.
-#include "compiler/fuzz/fuzz.h"
+#include "fuzz/fuzz.h"
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -16,6 +16,8 @@
 #include <set>
 
 #include "core/tensor_impl.h"
+#include "ops/op_call.h"
+#include "ops/op_table.h"
 #include "smelt/compile.h"
 #include "smelt/ops.h"
 
@@ -64,8 +66,6 @@ std::string ints_str(const std::vector<int64_t>& v) {
   return fmt::format("{{{}}}", fmt::join(v, ", "));
 }
 
-std::string dtype_str(DType t) { return fmt::format("smelt::{}", dtype_name(t)); }
-
 std::string vname(int id) { return fmt::format("v{}", id); }
 
 std::vector<double> as_doubles(const Tensor& t) {
@@ -75,236 +75,95 @@ std::vector<int64_t> as_ints(const Tensor& t) {
   return t.to(DType::Int64).contiguous().to_vector<int64_t>();
 }
 
-using U = std::function<Tensor(const Tensor&)>;
-using B = std::function<Tensor(const Tensor&, const Tensor&)>;
+// ---- the ops drawn -------------------------------------------------------------
 
-struct UnaryDef {
-  const char* name;
-  U fn;
-  bool discontinuous;
-};
-struct BinaryDef {
-  const char* name;
-  B fn;
-  bool discontinuous;
+/// The pointwise ops by arity (index 1..3) and the reductions, from the op table.
+/// to_dtype (dtype rule None) is drawn by the cast builder instead.
+struct OpSets {
+  std::vector<const detail::OpDef*> pointwise[4];
+  std::vector<const detail::OpDef*> reductions;
 };
 
-#define SMELT_FUZZ_U(n, disc)                             \
-  UnaryDef {                                              \
-#n, [](const Tensor& x) { return smelt::n(x); }, disc \
-  }
-#define SMELT_FUZZ_B(n, disc)                                                 \
-  BinaryDef {                                                                 \
-#n, [](const Tensor& a, const Tensor& b) { return smelt::n(a, b); }, disc \
-  }
-
-const std::vector<UnaryDef>& unary_ops() {
-  static const std::vector<UnaryDef> v = {
-      SMELT_FUZZ_U(neg, false),        SMELT_FUZZ_U(abs, false),
-      SMELT_FUZZ_U(sign, true),        SMELT_FUZZ_U(exp, false),
-      SMELT_FUZZ_U(exp2, false),       SMELT_FUZZ_U(expm1, false),
-      SMELT_FUZZ_U(log, false),        SMELT_FUZZ_U(log2, false),
-      SMELT_FUZZ_U(log1p, false),      SMELT_FUZZ_U(sqrt, false),
-      SMELT_FUZZ_U(rsqrt, false),      SMELT_FUZZ_U(reciprocal, false),
-      SMELT_FUZZ_U(sin, false),        SMELT_FUZZ_U(cos, false),
-      SMELT_FUZZ_U(tan, false),        SMELT_FUZZ_U(tanh, false),
-      SMELT_FUZZ_U(sigmoid, false),    SMELT_FUZZ_U(relu, false),
-      SMELT_FUZZ_U(silu, false),       SMELT_FUZZ_U(erf, false),
-      SMELT_FUZZ_U(floor, true),       SMELT_FUZZ_U(ceil, true),
-      SMELT_FUZZ_U(round, true),       SMELT_FUZZ_U(trunc, true),
-      SMELT_FUZZ_U(logical_not, true), SMELT_FUZZ_U(bitwise_not, true),
-      SMELT_FUZZ_U(isnan, true),       SMELT_FUZZ_U(isinf, true),
-      SMELT_FUZZ_U(nan_to_num, true),
-  };
-  return v;
+const OpSets& op_sets() {
+  static const OpSets sets = [] {
+    OpSets r;
+    for (const auto& op : detail::op_table()) {
+      if (op.kind == detail::OpKind::Pointwise && op.rule != detail::DTypeRule::None &&
+          op.arity >= 1 && op.arity <= 3)
+        r.pointwise[op.arity].push_back(&op);
+      else if (op.kind == detail::OpKind::Reduction)
+        r.reductions.push_back(&op);
+    }
+    return r;
+  }();
+  return sets;
 }
 
-const std::vector<BinaryDef>& binary_ops() {
-  static const std::vector<BinaryDef> v = {
-      SMELT_FUZZ_B(mul, false),        SMELT_FUZZ_B(floor_divide, true),
-      SMELT_FUZZ_B(remainder, true),   SMELT_FUZZ_B(fmod, true),
-      SMELT_FUZZ_B(pow, false),        SMELT_FUZZ_B(maximum, false),
-      SMELT_FUZZ_B(minimum, false),    SMELT_FUZZ_B(fmax, false),
-      SMELT_FUZZ_B(fmin, false),       SMELT_FUZZ_B(atan2, false),
-      SMELT_FUZZ_B(eq, true),          SMELT_FUZZ_B(ne, true),
-      SMELT_FUZZ_B(lt, true),          SMELT_FUZZ_B(le, true),
-      SMELT_FUZZ_B(gt, true),          SMELT_FUZZ_B(ge, true),
-      SMELT_FUZZ_B(logical_and, true), SMELT_FUZZ_B(logical_or, true),
-      SMELT_FUZZ_B(logical_xor, true), SMELT_FUZZ_B(bitwise_and, true),
-      SMELT_FUZZ_B(bitwise_or, true),  SMELT_FUZZ_B(bitwise_xor, true),
-  };
-  return v;
-}
-#undef SMELT_FUZZ_U
-#undef SMELT_FUZZ_B
-
-const UnaryDef* find_unary(const std::string& n) {
-  for (auto& d : unary_ops())
-    if (n == d.name) return &d;
-  return nullptr;
-}
-const BinaryDef* find_binary(const std::string& n) {
-  for (auto& d : binary_ops())
-    if (n == d.name) return &d;
-  return nullptr;
+/// Ops with an op-specific argument builder below (shapes, dims, permutations...).
+const std::vector<std::string>& built_ops() {
+  static const std::vector<std::string> ops = [] {
+    std::vector<std::string> v = {
+        "to_dtype", "permute",     "transpose",  "reshape", "unsqueeze",  "squeeze",
+        "slice",    "narrow",      "select",     "expand",  "flatten",    "t",
+        "cat",      "pad",         "tril",       "triu",    "contiguous", "masked_fill",
+        "softmax",  "log_softmax", "layer_norm", "matmul"};
+    for (const auto& op : v)
+      SMELT_INTERNAL_ASSERT(detail::find_op(op) != nullptr, "fuzz: '{}' is not in the op table",
+                            op);
+    return v;
+  }();
+  return ops;
 }
 
-std::optional<std::string> opt_str(const std::string& s) {
-  if (s.empty()) return std::nullopt;
-  return s;
+/// True when call_op takes keyword `attr` for `op`.
+bool accepts(const std::string& op, const char* attr) {
+  static std::map<std::string, std::vector<std::string>> cache;
+  auto it = cache.find(op);
+  if (it == cache.end()) it = cache.emplace(op, detail::call_op_attrs(op)).first;
+  return std::find(it->second.begin(), it->second.end(), attr) != it->second.end();
+}
+
+/// Data movement without arithmetic: views, movement ops and clone (functor identity).
+bool moves_data(const detail::OpDef* def) {
+  return def && (def->kind == detail::OpKind::View || def->kind == detail::OpKind::Movement ||
+                 def->functor == "identity");
 }
 
 // ---- executing and printing one step -------------------------------------------
 
-Tensor exec(const Step& s, const std::vector<Tensor>& v) {
-  auto in = [&](size_t i) -> const Tensor& { return v.at(s.in.at(i)); };
-  const std::string& op = s.op;
-  if (auto* u = find_unary(op)) return u->fn(in(0));
-  if (op == "gelu") return gelu(in(0), s.str);
-  if (auto* b = find_binary(op)) return b->fn(in(0), in(1));
-  if (op == "add") return add(in(0), in(1), *s.s0);
-  if (op == "sub") return sub(in(0), in(1), *s.s0);
-  if (op == "div") return div(in(0), in(1), opt_str(s.str));
-  if (op == "add.Scalar") return add(in(0), *s.s0, *s.s1);
-  if (op == "sub.Scalar") return sub(in(0), *s.s0, *s.s1);
-  if (op == "mul.Scalar") return mul(in(0), *s.s0);
-  if (op == "div.Scalar") return div(in(0), *s.s0, opt_str(s.str));
-  if (op == "pow.Scalar") return pow(in(0), *s.s0);
-  if (op == "rsub.Scalar") return *s.s0 - in(0);
-  if (op == "rdiv.Scalar") return *s.s0 / in(0);
-  if (op == "where") return where(in(0), in(1), in(2));
-  if (op == "where.Scalar") return where(in(0), in(1), *s.s0);
-  if (op == "clamp") return clamp(in(0), s.s0, s.s1);
-  if (op == "lerp") return lerp(in(0), in(1), *s.s0);
-  if (op == "masked_fill") return masked_fill(in(0), in(1), *s.s0);
-  if (op == "to") return in(0).to(*s.dtype);
-  if (op == "sum") return sum(in(0), s.ints, s.flag, s.dtype);
-  if (op == "mean") return mean(in(0), s.ints, s.flag, s.dtype);
-  if (op == "prod")
-    return prod(in(0), s.b ? std::optional<int64_t>(s.a) : std::nullopt, s.flag, s.dtype);
-  if (op == "amax") return amax(in(0), s.ints, s.flag);
-  if (op == "amin") return amin(in(0), s.ints, s.flag);
-  if (op == "argmax")
-    return argmax(in(0), s.b ? std::optional<int64_t>(s.a) : std::nullopt, s.flag);
-  if (op == "argmin")
-    return argmin(in(0), s.b ? std::optional<int64_t>(s.a) : std::nullopt, s.flag);
-  if (op == "var") return var(in(0), s.ints, static_cast<double>(s.c), s.flag);
-  if (op == "std") return smelt::std(in(0), s.ints, static_cast<double>(s.c), s.flag);
-  if (op == "logsumexp") return logsumexp(in(0), s.ints, s.flag);
-  if (op == "any") return any(in(0), s.ints, s.flag);
-  if (op == "all") return all(in(0), s.ints, s.flag);
-  if (op == "cumsum") return cumsum(in(0), s.a, s.dtype);
-  if (op == "permute") return permute(in(0), s.ints);
-  if (op == "transpose") return transpose(in(0), s.a, s.b);
-  if (op == "reshape") return reshape(in(0), s.ints);
-  if (op == "unsqueeze") return unsqueeze(in(0), s.a);
-  if (op == "squeeze")
-    return squeeze(in(0), s.flag ? std::optional<std::vector<int64_t>>(s.ints) : std::nullopt);
-  if (op == "slice") return slice(in(0), s.a, s.ints.at(0), s.ints.at(1), s.c);
-  if (op == "narrow") return narrow(in(0), s.a, s.b, s.c);
-  if (op == "select") return select(in(0), s.a, s.b);
-  if (op == "expand") return expand(in(0), s.ints);
-  if (op == "flatten") return flatten(in(0), s.a, s.b);
-  if (op == "t") return t(in(0));
-  if (op == "cat") {
-    std::vector<Tensor> ts;
-    for (size_t i = 0; i < s.in.size(); ++i) ts.push_back(in(i));
-    return cat(ts, s.a);
+/// The step's positional arguments: its values with the wrapped numbers inserted.
+std::vector<Tensor> step_args(const Step& s, const std::vector<Tensor>& v) {
+  std::vector<Tensor> args;
+  size_t w = 0, i = 0;
+  for (size_t pos = 0; pos < s.in.size() + s.wrapped.size(); ++pos) {
+    if (w < s.wrapped.size() && s.wrapped[w].first == pos)
+      args.push_back(detail::wrapped_scalar(s.wrapped[w++].second));
+    else
+      args.push_back(v.at(s.in.at(i++)));
   }
-  if (op == "pad") return pad(in(0), s.ints, s.s0->to_double());
-  if (op == "tril") return tril(in(0), s.a);
-  if (op == "triu") return triu(in(0), s.a);
-  if (op == "contiguous") return contiguous(in(0));
-  if (op == "clone") return clone(in(0));
-  if (op == "softmax") return softmax(in(0), s.a, s.dtype);
-  if (op == "log_softmax") return log_softmax(in(0), s.a, s.dtype);
-  if (op == "layer_norm") return layer_norm(in(0), s.ints, std::nullopt, std::nullopt, 1e-5);
-  if (op == "matmul") return matmul(in(0), in(1));
-  if (op == "matmul.t_right") return matmul(in(0), t(in(1)));
-  SMELT_INTERNAL_ASSERT(false, "fuzz: unknown step op '{}'", op);
+  return args;
 }
 
-std::string opt_dtype_str(const std::optional<DType>& d) {
-  return d ? dtype_str(*d) : std::string("std::nullopt");
+Tensor exec(const Step& s, const std::vector<Tensor>& v) {
+  std::vector<Tensor> outs = detail::call_op(s.op, step_args(s, v), s.attrs);
+  SMELT_INTERNAL_ASSERT(s.output >= 0 && static_cast<size_t>(s.output) < outs.size(),
+                        "fuzz: {} has no output {}", s.op, s.output);
+  return outs[s.output];
 }
-std::string opt_int_str(const Step& s) { return s.b ? std::to_string(s.a) : "std::nullopt"; }
 
+/// `op(v0, 2.5, dim=[1], keepdim=true)[1]`: the call_op call of the step.
 std::string step_str(const Step& s) {
-  std::vector<std::string> a;
-  for (int i : s.in) a.push_back(vname(i));
-  auto A = [&](size_t i) { return a.at(i); };
-  const std::string& op = s.op;
-  auto kd = [&] { return s.flag ? "true" : "false"; };
-  if (find_unary(op)) return fmt::format("smelt::{}({})", op, A(0));
-  if (op == "gelu") return fmt::format("smelt::gelu({}, \"{}\")", A(0), s.str);
-  if (find_binary(op)) return fmt::format("smelt::{}({}, {})", op, A(0), A(1));
-  if (op == "add" || op == "sub")
-    return fmt::format("smelt::{}({}, {}, /*alpha=*/{})", op, A(0), A(1), scalar_str(*s.s0));
-  if (op == "div")
-    return s.str.empty() ? fmt::format("smelt::div({}, {})", A(0), A(1))
-                         : fmt::format("smelt::div({}, {}, \"{}\")", A(0), A(1), s.str);
-  if (op == "add.Scalar" || op == "sub.Scalar")
-    return fmt::format("smelt::{}({}, Scalar({}), /*alpha=*/{})", op.substr(0, 3), A(0),
-                       scalar_str(*s.s0), scalar_str(*s.s1));
-  if (op == "mul.Scalar") return fmt::format("smelt::mul({}, Scalar({}))", A(0), scalar_str(*s.s0));
-  if (op == "div.Scalar")
-    return s.str.empty()
-               ? fmt::format("smelt::div({}, Scalar({}))", A(0), scalar_str(*s.s0))
-               : fmt::format("smelt::div({}, Scalar({}), \"{}\")", A(0), scalar_str(*s.s0), s.str);
-  if (op == "pow.Scalar") return fmt::format("smelt::pow({}, Scalar({}))", A(0), scalar_str(*s.s0));
-  if (op == "rsub.Scalar") return fmt::format("Scalar({}) - {}", scalar_str(*s.s0), A(0));
-  if (op == "rdiv.Scalar") return fmt::format("Scalar({}) / {}", scalar_str(*s.s0), A(0));
-  if (op == "where") return fmt::format("smelt::where({}, {}, {})", A(0), A(1), A(2));
-  if (op == "where.Scalar")
-    return fmt::format("smelt::where({}, {}, Scalar({}))", A(0), A(1), scalar_str(*s.s0));
-  if (op == "clamp")
-    return fmt::format("smelt::clamp({}, {}, {})", A(0),
-                       s.s0 ? "Scalar(" + scalar_str(*s.s0) + ")" : "std::nullopt",
-                       s.s1 ? "Scalar(" + scalar_str(*s.s1) + ")" : "std::nullopt");
-  if (op == "lerp")
-    return fmt::format("smelt::lerp({}, {}, Scalar({}))", A(0), A(1), scalar_str(*s.s0));
-  if (op == "masked_fill")
-    return fmt::format("smelt::masked_fill({}, {}, Scalar({}))", A(0), A(1), scalar_str(*s.s0));
-  if (op == "to") return fmt::format("{}.to({})", A(0), dtype_str(*s.dtype));
-  if (op == "sum" || op == "mean")
-    return fmt::format("smelt::{}({}, {}, {}, {})", op, A(0), ints_str(s.ints), kd(),
-                       opt_dtype_str(s.dtype));
-  if (op == "prod")
-    return fmt::format("smelt::prod({}, {}, {}, {})", A(0), opt_int_str(s), kd(),
-                       opt_dtype_str(s.dtype));
-  if (op == "amax" || op == "amin" || op == "logsumexp" || op == "any" || op == "all")
-    return fmt::format("smelt::{}({}, {}, {})", op, A(0), ints_str(s.ints), kd());
-  if (op == "argmax" || op == "argmin")
-    return fmt::format("smelt::{}({}, {}, {})", op, A(0), opt_int_str(s), kd());
-  if (op == "var" || op == "std")
-    return fmt::format("smelt::{}({}, {}, /*correction=*/{}, {})", op, A(0), ints_str(s.ints), s.c,
-                       kd());
-  if (op == "cumsum")
-    return fmt::format("smelt::cumsum({}, {}, {})", A(0), s.a, opt_dtype_str(s.dtype));
-  if (op == "permute" || op == "reshape" || op == "expand")
-    return fmt::format("smelt::{}({}, {})", op, A(0), ints_str(s.ints));
-  if (op == "transpose" || op == "flatten" || op == "select")
-    return fmt::format("smelt::{}({}, {}, {})", op, A(0), s.a, s.b);
-  if (op == "unsqueeze" || op == "tril" || op == "triu")
-    return fmt::format("smelt::{}({}, {})", op, A(0), s.a);
-  if (op == "squeeze")
-    return s.flag ? fmt::format("smelt::squeeze({}, {})", A(0), ints_str(s.ints))
-                  : fmt::format("smelt::squeeze({})", A(0));
-  if (op == "slice")
-    return fmt::format("smelt::slice({}, {}, {}, {}, {})", A(0), s.a, s.ints.at(0), s.ints.at(1),
-                       s.c);
-  if (op == "narrow") return fmt::format("smelt::narrow({}, {}, {}, {})", A(0), s.a, s.b, s.c);
-  if (op == "t" || op == "contiguous" || op == "clone")
-    return fmt::format("smelt::{}({})", op, A(0));
-  if (op == "cat") return fmt::format("smelt::cat({{{}}}, {})", fmt::join(a, ", "), s.a);
-  if (op == "pad")
-    return fmt::format("smelt::pad({}, {}, {})", A(0), ints_str(s.ints), scalar_str(*s.s0));
-  if (op == "softmax" || op == "log_softmax")
-    return fmt::format("smelt::{}({}, {}, {})", op, A(0), s.a, opt_dtype_str(s.dtype));
-  if (op == "layer_norm") return fmt::format("smelt::layer_norm({}, {})", A(0), ints_str(s.ints));
-  if (op == "matmul") return fmt::format("smelt::matmul({}, {})", A(0), A(1));
-  if (op == "matmul.t_right") return fmt::format("smelt::matmul({}, smelt::t({}))", A(0), A(1));
-  return fmt::format("<{}>", op);
+  std::vector<std::string> args;
+  size_t w = 0, i = 0;
+  for (size_t pos = 0; pos < s.in.size() + s.wrapped.size(); ++pos) {
+    if (w < s.wrapped.size() && s.wrapped[w].first == pos)
+      args.push_back(scalar_str(s.wrapped[w++].second));
+    else
+      args.push_back(vname(s.in.at(i++)));
+  }
+  if (!s.attrs.items.empty()) args.push_back(s.attrs.str());
+  std::string out = s.output ? fmt::format("[{}]", s.output) : "";
+  return fmt::format("{}({}){}", s.op, fmt::join(args, ", "), out);
 }
 
 // ---- input data ------------------------------------------------------------------
@@ -671,123 +530,81 @@ struct Gen {
   }
 
   // -- one candidate step; false if it does not apply --
-  bool candidate(Step& s, bool& discontinuous, bool& reduction, int64_t& red_len) {
+
+  /// A pointwise op's keyword arguments: one of its attribute variants half of the
+  /// time (gelu approximate, div rounding_mode), and alpha where it takes one.
+  void pointwise_attrs(Step& s, const detail::OpDef& def) {
+    if (!def.variants.empty() && coin(0.5)) {
+      const detail::OpVariant& v = pick(def.variants);
+      s.attrs.set(std::string(v.attr), std::string(v.value));
+    }
+    if (accepts(s.op, "alpha")) s.attrs.set("alpha", coin(0.7) ? Scalar(1) : rand_scalar());
+  }
+
+  /// Fills `s` (its op, values, numbers and attrs); `red_len` is the reduced length
+  /// of softmax / layer_norm / matmul (reductions get theirs from their result).
+  bool candidate(Step& s, int64_t& red_len) {
     size_t cat = weighted(std::vector<double>{25, 20, 8, 6, 6, 14, 14, 4, 5, 3});
-    discontinuous = false;
-    reduction = false;
     red_len = 1;
     int x = pick_value();
     const Tensor& X = vals[x];
     int64_t rank = X.dim();
     s.in = {x};
     switch (cat) {
-      case 0: {  // unary
-        if (coin(0.08)) {
-          s.op = "gelu";
-          s.str = coin(0.5) ? "none" : "tanh";
-        } else {
-          auto& d = pick(unary_ops());
-          s.op = d.name;
-          discontinuous = d.discontinuous;
-        }
+      case 0: {  // unary pointwise
+        const detail::OpDef& def = *pick(op_sets().pointwise[1]);
+        s.op = def.name;
+        pointwise_attrs(s, def);
         return true;
       }
-      case 1: {  // binary tensor-tensor
+      case 1: {  // binary pointwise, tensor-tensor
         int y = coin(0.2) ? x : pick_value();
         if (coin(0.5)) std::swap(x, y);
         s.in = {x, y};
-        size_t k = uni(0, 3);
-        if (k == 0) {
-          s.op = coin(0.5) ? "add" : "sub";
-          s.s0 = coin(0.7) ? Scalar(1) : rand_scalar();
-        } else if (k == 1) {
-          s.op = "div";
-          static const std::vector<std::string> modes = {"", "", "trunc", "floor"};
-          s.str = pick(modes);
-          discontinuous = !s.str.empty();
-        } else {
-          auto& d = pick(binary_ops());
-          s.op = d.name;
-          discontinuous = d.discontinuous;
-        }
+        const detail::OpDef& def = *pick(op_sets().pointwise[2]);
+        s.op = def.name;
+        pointwise_attrs(s, def);
         return true;
       }
-      case 2: {  // binary with a scalar
-        static const std::vector<std::string> ops = {"add.Scalar", "sub.Scalar", "mul.Scalar",
-                                                     "div.Scalar", "pow.Scalar", "rsub.Scalar",
-                                                     "rdiv.Scalar"};
-        s.op = pick(ops);
-        s.s0 = rand_scalar();
-        if (s.op == "add.Scalar" || s.op == "sub.Scalar")
-          s.s1 = coin(0.8) ? Scalar(1) : rand_scalar();
-        if (s.op == "div.Scalar" && coin(0.3)) {
-          s.str = coin(0.5) ? "trunc" : "floor";
-          discontinuous = true;
-        }
+      case 2: {  // binary pointwise with a Python number (on the left a quarter of the time)
+        const detail::OpDef& def = *pick(op_sets().pointwise[2]);
+        s.op = def.name;
+        s.wrapped = {{coin(0.25) ? 0 : 1, rand_scalar()}};
+        pointwise_attrs(s, def);
         return true;
       }
-      case 3: {  // where / clamp / lerp / masked_fill
-        size_t k = uni(0, 3);
-        int c = pick_value_where([](const Tensor& t) { return t.dtype() == DType::Bool; });
-        if (k == 0) {
-          if (c < 0) return false;
-          int y = pick_value();
-          if (coin(0.3)) {
-            s.op = "where.Scalar";
-            s.in = {c, x};
-            s.s0 = rand_scalar();
-          } else {
-            s.op = "where";
-            s.in = {c, x, y};
-          }
-        } else if (k == 1) {
-          s.op = "clamp";
-          if (coin(0.8)) s.s0 = Scalar(coin(0.5) ? -1.0 : -0.5);
-          if (coin(0.8) || !s.s0) s.s1 = Scalar(coin(0.5) ? 1 : 2);
-        } else if (k == 2) {
-          s.op = "lerp";
-          s.in = {x, pick_value()};
-          s.s0 = Scalar(coin(0.5) ? 0.25 : 0.75);
-        } else {
-          if (c < 0) return false;
-          s.op = "masked_fill";
-          s.in = {x, c};
-          s.s0 = rand_scalar();
-        }
+      case 3: {  // ternary pointwise (where, clamp, lerp); the last argument may be a number
+        const detail::OpDef& def = *pick(op_sets().pointwise[3]);
+        s.op = def.name;
+        int c = coin(0.5)
+                    ? pick_value_where([](const Tensor& t) { return t.dtype() == DType::Bool; })
+                    : -1;  // a condition / mask first, at times
+        s.in = {c >= 0 ? c : x, pick_value()};
+        if (coin(0.4))
+          s.wrapped = {{2, rand_scalar()}};
+        else
+          s.in.push_back(pick_value());
+        pointwise_attrs(s, def);
         return true;
       }
       case 4: {  // cast
-        s.op = "to";
-        s.dtype = rand_dtype();
-        if (is_floating(X.dtype()) && !is_floating(*s.dtype)) discontinuous = true;
+        s.op = "to_dtype";
+        s.attrs.set("dtype", rand_dtype());
         return true;
       }
-      case 5: {  // reductions
-        static const std::vector<std::string> ops = {
-            "sum", "mean", "prod",      "amax", "amin", "argmax", "argmin",
-            "var", "std",  "logsumexp", "any",  "all",  "cumsum"};
-        s.op = pick(ops);
-        s.flag = coin(0.4);
-        bool single = s.op == "prod" || s.op == "argmax" || s.op == "argmin" || s.op == "cumsum";
-        if (single) {
-          s.b = (rank > 0 && (s.op == "cumsum" || coin(0.7))) ? 1 : 0;
-          if (s.op == "cumsum" && rank == 0) return false;
-          if (s.b) s.a = rand_dim(rank);
-          red_len = s.b ? X.size(s.a) : X.numel();
-        } else {
-          s.ints = rand_dims(rank);
-          if (s.ints.empty()) {
-            red_len = X.numel();
-          } else {
-            for (int64_t d : s.ints) red_len *= (d >= -rank && d < rank) ? X.size(d) : 1;
-          }
+      case 5: {  // reductions, with the arguments each takes
+        const detail::OpDef& def = *pick(op_sets().reductions);
+        s.op = def.name;
+        if (accepts(s.op, "dim")) {
+          if (rank > 0 && coin(0.5))
+            s.attrs.set("dim", rand_dim(rank));
+          else
+            s.attrs.set("dim", rand_dims(rank));
         }
-        if (s.op == "argmax" || s.op == "argmin") discontinuous = true;
-        if ((s.op == "sum" || s.op == "mean" || s.op == "prod" || s.op == "cumsum") && coin(0.15))
-          s.dtype = coin(0.5) ? DType::Float64 : DType::Float32;
-        if (s.op == "var" || s.op == "std") s.c = uni(0, 1);
-        reduction = s.op != "amax" && s.op != "amin" && s.op != "any" && s.op != "all" &&
-                    s.op != "argmax" && s.op != "argmin";
+        if (accepts(s.op, "keepdim")) s.attrs.set("keepdim", coin(0.4));
+        if (accepts(s.op, "correction")) s.attrs.set("correction", uni(0, 1));
+        if (accepts(s.op, "dtype") && coin(0.15))
+          s.attrs.set("dtype", coin(0.5) ? DType::Float64 : DType::Float32);
         return true;
       }
       case 6: {  // views
@@ -796,39 +613,42 @@ struct Gen {
                                                      "expand",  "flatten",   "t"};
         s.op = pick(ops);
         if (s.op == "permute") {
-          s.ints.resize(static_cast<size_t>(rank));
-          std::iota(s.ints.begin(), s.ints.end(), 0);
-          std::shuffle(s.ints.begin(), s.ints.end(), rng);
+          std::vector<int64_t> dims(static_cast<size_t>(rank));
+          std::iota(dims.begin(), dims.end(), 0);
+          std::shuffle(dims.begin(), dims.end(), rng);
+          s.attrs.set("dims", dims);
         } else if (s.op == "transpose") {
           if (rank == 0) return false;
-          s.a = rand_dim(rank);
-          s.b = rand_dim(rank);
+          s.attrs.set("dim0", rand_dim(rank));
+          s.attrs.set("dim1", rand_dim(rank));
         } else if (s.op == "reshape") {
-          s.ints = rand_reshape(X.sizes());
+          s.attrs.set("shape", rand_reshape(X.sizes()));
         } else if (s.op == "unsqueeze") {
-          s.a = uni(-rank - 1, rank);
+          s.attrs.set("dim", uni(-rank - 1, rank));
         } else if (s.op == "squeeze") {
-          s.flag = coin(0.6);
-          if (s.flag) {
+          if (coin(0.6)) {
             std::vector<int64_t> ones;
             for (int64_t d = 0; d < rank; ++d)
               if (X.size(d) == 1) ones.push_back(d);
             if (ones.empty()) return false;
-            s.ints = {pick(ones)};
+            s.attrs.set("dim", std::vector<int64_t>{pick(ones)});
           }
         } else if (s.op == "slice" || s.op == "narrow" || s.op == "select") {
           if (rank == 0) return false;
-          s.a = rand_dim(rank);
-          int64_t n = X.size(s.a);
+          int64_t dim = rand_dim(rank);
+          int64_t n = X.size(dim);
+          s.attrs.set("dim", dim);
           if (s.op == "slice") {
-            s.ints = {uni(-n - 1, n), uni(-n - 1, n + 1)};
-            s.c = uni(1, 3);
+            s.attrs.set("start", uni(-n - 1, n));
+            s.attrs.set("end", uni(-n - 1, n + 1));
+            s.attrs.set("step", uni(1, 3));
           } else if (s.op == "narrow") {
-            s.b = uni(0, n);
-            s.c = uni(0, n - s.b);
+            int64_t start = uni(0, n);
+            s.attrs.set("start", start);
+            s.attrs.set("length", uni(0, n - start));
           } else {
             if (n == 0) return false;
-            s.b = uni(-n, n - 1);
+            s.attrs.set("index", uni(-n, n - 1));
           }
         } else if (s.op == "expand") {
           Shape sz = X.sizes();
@@ -838,24 +658,26 @@ struct Gen {
             else if (coin(0.3))
               d = -1;
           if (coin(0.3)) sz.insert(sz.begin(), uni(1, 3));
-          s.ints = sz;
+          s.attrs.set("size", sz);
         } else if (s.op == "flatten") {
           if (rank == 0) return false;
-          s.a = uni(0, rank - 1);
-          s.b = uni(s.a, rank - 1);
+          int64_t start = uni(0, rank - 1);
+          s.attrs.set("start_dim", start);
+          s.attrs.set("end_dim", uni(start, rank - 1));
         } else if (s.op == "t") {
           if (rank > 2) return false;
         }
         return true;
       }
-      case 7: {  // movement
-        static const std::vector<std::string> ops = {"cat",  "cat",        "pad",  "tril",
-                                                     "triu", "contiguous", "clone"};
+      case 7: {  // data movement
+        static const std::vector<std::string> ops = {"cat",  "cat",        "pad",        "tril",
+                                                     "triu", "contiguous", "masked_fill"};
         s.op = pick(ops);
         if (s.op == "cat") {
           if (rank == 0) return false;
-          s.a = rand_dim(rank);
-          int64_t d = s.a < 0 ? s.a + rank : s.a;
+          int64_t dim = rand_dim(rank);
+          s.attrs.set("dim", dim);
+          int64_t d = dim < 0 ? dim + rank : dim;
           auto compatible = [&](const Tensor& t) {
             if (t.dim() != rank) return false;
             for (int64_t i = 0; i < rank; ++i)
@@ -869,11 +691,18 @@ struct Gen {
         } else if (s.op == "pad") {
           int64_t k = std::min<int64_t>(rank, uni(1, 2));
           if (k == 0) return false;
-          for (int64_t i = 0; i < 2 * k; ++i) s.ints.push_back(uni(0, 2));
-          s.s0 = Scalar(coin(0.5) ? 0.0 : 1.5);
+          std::vector<int64_t> pad;
+          for (int64_t i = 0; i < 2 * k; ++i) pad.push_back(uni(0, 2));
+          s.attrs.set("pad", pad);
+          s.attrs.set("value", coin(0.5) ? 0.0 : 1.5);
         } else if (s.op == "tril" || s.op == "triu") {
           if (rank < 2) return false;
-          s.a = uni(-2, 2);
+          s.attrs.set("diagonal", uni(-2, 2));
+        } else if (s.op == "masked_fill") {
+          int c = pick_value_where([](const Tensor& t) { return t.dtype() == DType::Bool; });
+          if (c < 0) return false;
+          s.in = {x, c};
+          s.attrs.set("value", rand_scalar());
         }
         return true;
       }
@@ -881,35 +710,38 @@ struct Gen {
         static const std::vector<std::string> ops = {"softmax", "log_softmax", "layer_norm"};
         s.op = pick(ops);
         if (rank == 0) return false;
-        reduction = true;
         if (s.op == "layer_norm") {
           int64_t k = uni(1, std::min<int64_t>(rank, 2));
-          s.ints.assign(X.sizes().end() - k, X.sizes().end());
-          red_len = detail::shape_numel(s.ints);
+          Shape normalized(X.sizes().end() - k, X.sizes().end());
+          red_len = detail::shape_numel(normalized);
+          s.attrs.set("normalized_shape", normalized);
         } else {
-          s.a = rand_dim(rank);
-          red_len = X.size(s.a);
-          if (coin(0.15)) s.dtype = DType::Float32;
+          int64_t dim = rand_dim(rank);
+          red_len = X.size(dim);
+          s.attrs.set("dim", dim);
+          if (coin(0.15)) s.attrs.set("dtype", DType::Float32);
         }
         return true;
       }
-      default: {  // matmul
+      default: {  // matmul: A @ B, or A @ t(W) as linear layers have it
         if (rank != 2 || !is_floating(X.dtype())) return false;
-        int y = pick_value_where([&](const Tensor& t) {
-          return t.dim() == 2 && t.dtype() == X.dtype() && t.size(0) == X.size(1);
-        });
-        reduction = true;
-        red_len = X.size(1);
+        const int64_t k = X.size(1);
+        const DType dt = X.dtype();
+        int y = pick_value_where(
+            [&](const Tensor& t) { return t.dim() == 2 && t.dtype() == dt && t.size(0) == k; });
+        red_len = k;
+        s.op = "matmul";
         if (y >= 0 && coin(0.7)) {
-          s.op = "matmul";
           s.in = {x, y};
-        } else {
-          s.op = "matmul.t_right";
-          int z = pick_value_where([&](const Tensor& t) {
-            return t.dim() == 2 && t.dtype() == X.dtype() && t.size(1) == X.size(1);
-          });
-          s.in = {x, z < 0 ? x : z};
+          return true;
         }
+        int z = pick_value_where(
+            [&](const Tensor& t) { return t.dim() == 2 && t.dtype() == dt && t.size(1) == k; });
+        Step ts;
+        ts.op = "t";
+        ts.in = {z < 0 ? x : z};
+        if (!add_step(ts, 1)) return false;  // X is dangling from here on
+        s.in = {x, static_cast<int>(vals.size()) - 1};
         return true;
       }
     }
@@ -924,10 +756,22 @@ struct Gen {
   /// Tries to append one step; false when the candidate was rejected.
   bool try_step() {
     Step s;
-    bool disc, red;
     int64_t red_len;
-    if (!candidate(s, disc, red, red_len)) return false;
+    if (!candidate(s, red_len)) return false;
+    return add_step(s, red_len);
+  }
+
+  /// Runs `s` eagerly and appends it with its tolerance bookkeeping (see fuzz.h);
+  /// false when it is rejected.
+  bool add_step(Step& s, int64_t red_len) {
     if (kKnownIssues.count(s.op)) return false;
+    const detail::OpDef* def = detail::find_op(s.op);
+    SMELT_INTERNAL_ASSERT(def != nullptr, "fuzz: '{}' is not in the op table", s.op);
+    const Tensor& first = vals[s.in[0]];
+    const bool cast = s.op == "to_dtype";
+    // The op table marks casts discontinuous as a whole; only float -> integer casts jump.
+    const bool disc = cast ? is_floating(first.dtype()) && !is_floating(s.attrs.as<DType>("dtype"))
+                           : detail::is_discontinuous(s.op, s.attrs);
     bool any_fragile = false, any_half_in = false;
     double scale = 0;
     for (int i : s.in) {
@@ -936,57 +780,69 @@ struct Gen {
       scale = std::max(scale, p.scale[i]);
     }
     if (disc && any_fragile) return false;
+    std::vector<Tensor> args = step_args(s, vals);
     // Integer division by zero (and float->int casts of inf/NaN/huge values) are
     // undefined in C++: never generate them.
-    static const std::set<std::string> divs = {"floor_divide", "remainder",  "fmod",
-                                               "div",          "div.Scalar", "rdiv.Scalar"};
-    if (divs.count(s.op)) {
-      Tensor den = s.op == "div.Scalar"    ? scalar_tensor(*s.s0)
-                   : s.op == "rdiv.Scalar" ? vals[s.in[0]]
-                                           : vals[s.in[1]];
-      Tensor num = s.op == "rdiv.Scalar" ? scalar_tensor(*s.s0) : vals[s.in[0]];
-      DType rt = promote_types(num.dtype(), den.dtype());
-      if (!is_floating(rt) && has_zero(den)) return false;
+    if (detail::runtime_check(s.op, s.attrs) == detail::RuntimeCheck::IntegerDivisionByZero &&
+        args.size() >= 2 && !is_floating(promote_types(args[0].dtype(), args[1].dtype())) &&
+        has_zero(args[1]))
+      return false;
+    if (cast && is_floating(first.dtype()) && !is_floating(s.attrs.as<DType>("dtype")) &&
+        s.attrs.as<DType>("dtype") != DType::Bool) {
+      auto v = as_doubles(first);
+      for (double d : v)
+        if (!std::isfinite(d) || std::abs(d) >= 2147483647.0) return false;
     }
     Tensor out;
     try {
-      if (s.op == "to" && is_floating(vals[s.in[0]].dtype()) && !is_floating(*s.dtype) &&
-          *s.dtype != DType::Bool) {
-        auto v = as_doubles(vals[s.in[0]]);
-        for (double d : v)
-          if (!std::isfinite(d) || std::abs(d) >= 2147483647.0) return false;
-      }
-      out = exec(s, vals);
+      std::vector<Tensor> outs = detail::call_op(s.op, args, s.attrs);
+      s.output = static_cast<int>(uni(0, static_cast<int64_t>(outs.size()) - 1));
+      out = outs[s.output];
     } catch (const Error&) {
       return false;
     }
     if (out.numel() > kMaxNumel) return false;
-    bool is_view = out.storage() == vals[s.in[0]].storage();
+    bool is_view = out.storage() == first.storage();
     DType dt = out.dtype();
     if (!is_floating(dt) && dt != DType::Bool && out.numel() > 0) {
       auto v = as_doubles(out);
       for (double d : v)
         if (std::abs(d) > kMaxInt) return false;
     }
-    // Tolerance bookkeeping (see fuzz.h).
-    bool cast_or_move = is_view || s.op == "to" || s.op == "cat" || s.op == "pad" ||
-                        s.op == "contiguous" || s.op == "clone" || s.op == "tril" || s.op == "triu";
+    if (def->kind == detail::OpKind::Reduction) {
+      // Reduced length: from the result's size, or the dims named (cumsum keeps the size).
+      red_len = out.numel() > 0 && out.numel() < first.numel() ? first.numel() / out.numel() : 1;
+      if (s.attrs.has("dim") && first.dim() > 0) {
+        int64_t named = 1;
+        const auto& dim = s.attrs.get("dim");
+        std::vector<int64_t> dims = std::holds_alternative<int64_t>(dim)
+                                        ? std::vector<int64_t>{std::get<int64_t>(dim)}
+                                        : std::get<std::vector<int64_t>>(dim);
+        for (int64_t d : dims)
+          if (d >= -first.dim() && d < first.dim()) named *= first.size(d);
+        red_len = std::max(red_len, named);
+      }
+    }
+    const bool red = def->precision == detail::Precision::Accumulated;
+    const bool moves = is_view || moves_data(def);
     bool ex = !any_fragile;
     bool chalf = false;
     if (any_half_in) {
       for (int i : s.in)
         if (computed_half[i]) scale = std::max(scale, base_tol(vals[i].dtype()));
-      if (!cast_or_move) scale *= 1.5;
+      if (!moves && !cast) scale *= 1.5;
     }
-    if (red && (is_floating(dt) || is_floating(vals[s.in[0]].dtype()))) {
+    if (red && (is_floating(dt) || is_floating(first.dtype()))) {
       ex = false;
       scale = std::max(scale, base_tol(dt)) * static_cast<double>(std::max<int64_t>(red_len, 1));
-      if (s.op == "cumsum" || s.op == "prod") scale *= 2;
+      // products compound relative error; cumsum and logsumexp run outside the loop IR
+      if (def->accumulator == detail::Accumulator::Prod ||
+          (def->kind == detail::OpKind::Reduction && def->accumulator == detail::Accumulator::None))
+        scale *= 2;
     }
-    if (is_view || s.op == "cat" || s.op == "pad" || s.op == "contiguous" || s.op == "clone" ||
-        s.op == "tril" || s.op == "triu")
+    if (moves)
       for (int i : s.in) chalf = chalf || computed_half[i];
-    else if (s.op != "to" && is_half(dt))
+    else if (!cast && is_half(dt))
       chalf = true;
     bool use = true;
     if (chalf && dt == DType::Float16 && out.numel() > 0) {
@@ -1102,6 +958,7 @@ std::string program_str(const Program& p) {
   for (auto& st : p.off) opts += fmt::format(", {}=false", st);
   r += fmt::format("  auto f = smelt::compile([]({}) {{   // options: {}\n", fmt::join(args, ", "),
                    opts);
+  r += "    // each step: detail::call_op(op, {tensors and numbers}, {keyword=value})[output]\n";
   int id = static_cast<int>(p.inputs.size());
   for (auto& s : p.steps) {
     r += fmt::format("    Tensor {} = {};\n", vname(id), step_str(s));
@@ -1211,6 +1068,14 @@ Program minimize(const Program& p, uint64_t seed, int index) {
   return best;
 }
 
+std::vector<std::string> fuzzed_ops() {
+  std::set<std::string> ops(built_ops().begin(), built_ops().end());
+  for (const auto& by_arity : op_sets().pointwise)
+    for (const detail::OpDef* d : by_arity) ops.emplace(d->name);
+  for (const detail::OpDef* d : op_sets().reductions) ops.emplace(d->name);
+  return {ops.begin(), ops.end()};
+}
+
 void use_private_cache_dir() {
   if (std::getenv("SMELT_CACHE_DIR")) return;
   std::string dir = fmt::format("/tmp/smelt-fuzz-cache-{}", static_cast<long>(getuid()));
@@ -1223,6 +1088,7 @@ FuzzSummary run(const FuzzOptions& opts, std::FILE* log) {
   FuzzSummary sum;
   for (int i = 0; i < opts.cases; ++i) {
     Program p = generate(opts.seed, i);
+    for (const Step& s : p.steps) ++sum.op_counts[s.op];
     CaseResult r = check_program(p, opts.seed, i);
     ++sum.cases;
     if (r.graph_break) ++sum.graph_breaks;

@@ -1,0 +1,110 @@
+// The C++ dialect of the kernel printer: extern "C" entry points over one
+// argument array, OpenMP loops, per-thread partials for split rows, libmvec
+// declarations so libm calls vectorize (see printer.h).
+#include <fmt/format.h>
+
+#include <map>
+#include <sstream>
+
+#include "compiler/codegen/printer.h"
+#include "smelt/error.h"
+
+namespace smelt::detail {
+const std::map<std::string, std::string>& embedded_headers();
+}
+
+namespace smelt::compiler {
+
+/// glibc's vector math library (libmvec) has SIMD variants of these libm
+/// functions (<= 4 ulp, IEEE special cases kept). Declaring them `simd` lets
+/// the compiler vectorize the loops of the scalar functors that call them
+/// (glibc only declares them so under -ffast-math, which would break NaN and
+/// signed-zero semantics). Built with -fno-math-errno and linked with -lmvec.
+static std::string vector_math_declarations() {
+  std::string out = "extern \"C\" {\n";
+  for (const char* f :
+       {"exp", "exp2", "expm1", "log", "log2", "log1p", "sin", "cos", "tan", "tanh", "erf"}) {
+    out += fmt::format("__attribute__((simd(\"notinbranch\"))) double {}(double) noexcept;\n", f);
+    out += fmt::format("__attribute__((simd(\"notinbranch\"))) float {}f(float) noexcept;\n", f);
+  }
+  return out + "}\n";
+}
+
+std::string CppDialect::preamble() const {
+  static const std::string prelude = [] {
+    const auto& h = detail::embedded_headers();
+    std::string out =
+        "// smelt JIT translation unit\n#include <cmath>\n#include <cstdint>\n#include "
+        "<limits>\n#include <type_traits>\n#include <vector>\n#include <omp.h>\n" +
+        vector_math_declarations();
+    for (const char* name : {"half.h", "scalar_ops.h", "reduce_ops.h"}) {
+      auto it = h.find(name);
+      SMELT_INTERNAL_ASSERT(it != h.end(), "embedded header {} missing", name);
+      std::istringstream in(it->second);
+      std::string line;
+      out += fmt::format("// ---- {} (embedded) ----\n", name);
+      while (std::getline(in, line)) {
+        if (line.rfind("#include \"", 0) == 0 || line.rfind("#pragma once", 0) == 0) continue;
+        out += line + "\n";
+      }
+    }
+    return out;
+  }();
+  return prelude;
+}
+
+void CppDialect::kernel_begin(const KernelDesc& k, CodeBuffer& out) const {
+  out.line(fmt::format("extern \"C\" void {}(void* const* args) {{", k.name));
+  out.indent();
+  for (size_t a = 0; a < k.args.size(); ++a) {
+    const KernelArg& arg = k.args[a];
+    const char* c = arg.write ? "" : "const ";
+    out.line(fmt::format("{}{}* __restrict__ {} = static_cast<{}{}*>(args[{}]);", c,
+                         storage_type(arg.dtype), arg.name, c, storage_type(arg.dtype), a));
+  }
+  if (!k.error_ops.empty())
+    out.line(fmt::format("int* smelt_error = static_cast<int*>(args[{}]);", k.args.size()));
+}
+
+void CppDialect::range_begin(const Range& r, const KernelConfig& c, CodeBuffer& out) const {
+  std::string head = fmt::format("for ({0} {1} = 0; {1} < {2}; ++{1}) {{", index_type(c.index_bits),
+                                 r.var, r.extent.str());
+  switch (r.tag) {
+    case RangeTag::Serial:
+    case RangeTag::Vector:
+      out.line(head);
+      return;
+    case RangeTag::Parallel:
+      out.line("#pragma omp parallel for schedule(static)\n" + head);
+      return;
+    case RangeTag::Thread:  // inside a parallel region (a split row)
+      out.line("#pragma omp for schedule(static)\n" + head);
+      return;
+    case RangeTag::Block:
+      break;
+  }
+  SMELT_INTERNAL_ASSERT(false, "the C++ dialect has no {} ranges", range_tag_name(r.tag));
+}
+
+void CppDialect::split_reduce(const Stmt& s, const std::string& acc_type, const std::string& loop,
+                              CodeBuffer& out) const {
+  out.line(fmt::format("std::vector<decltype({0})> {0}_part(omp_get_max_threads(), {1}::init());",
+                       s.name, acc_type));
+  out.line("#pragma omp parallel");
+  out.line("{");
+  out.indent();
+  out.line(fmt::format("auto {} = {}::init();", s.partial, acc_type));
+  std::istringstream in(loop);
+  for (std::string l; std::getline(in, l);) out.line(l);
+  out.line(fmt::format("{}_part[omp_get_thread_num()] = {};", s.name, s.partial));
+  out.dedent();
+  out.line("}");
+  out.line(
+      fmt::format("for (const auto& p : {0}_part) {0} = {1}::combine({0}, p);", s.name, acc_type));
+}
+
+std::string CppDialect::set_error_flag() const {
+  return "__atomic_store_n(smelt_error, 1, __ATOMIC_RELAXED);";
+}
+
+}  // namespace smelt::compiler

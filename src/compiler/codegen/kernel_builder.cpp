@@ -1,0 +1,615 @@
+// Builds a KernelDesc from a kernel group and its config (see kernel_builder.h).
+// Values are interned by structure (an id per distinct value, independent of
+// temporaries' names), so the same value computed in two loops over a row is
+// recognised without looking at any text. Producer chains are walked with an
+// explicit stack: no recursion proportional to the graph.
+#include "compiler/codegen/kernel_builder.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "compiler/fusion/legality.h"
+#include "core/tensor_impl.h"
+#include "ops/op_table.h"
+#include "ops/pointwise.h"
+
+namespace smelt::compiler {
+
+namespace {
+
+ExprPtr make(Expr e) { return std::make_shared<const Expr>(std::move(e)); }
+
+ExprPtr literal(const Scalar& s, DType t) {
+  Expr e;
+  e.kind = Expr::Kind::Literal;
+  e.literal = s;
+  e.dtype = t;
+  return make(std::move(e));
+}
+
+ExprPtr convert(ExprPtr v, DType from, DType to) {
+  Expr e;
+  e.kind = Expr::Kind::Convert;
+  e.from = from;
+  e.dtype = to;
+  e.operands = {std::move(v)};
+  return make(std::move(e));
+}
+
+ExprPtr cast(ExprPtr v, DType to) {
+  Expr e;
+  e.kind = Expr::Kind::Cast;
+  e.dtype = to;
+  e.operands = {std::move(v)};
+  return make(std::move(e));
+}
+
+ExprPtr row_load(const std::string& buffer, DType t) {
+  Expr e;
+  e.kind = Expr::Kind::RowLoad;
+  e.name = buffer;
+  e.dtype = t;
+  e.index = IndexExpr::var("r", 1 << 30);
+  return make(std::move(e));
+}
+
+Stmt loop(std::string var, int64_t extent, RangeTag tag) {
+  Stmt s;
+  s.kind = Stmt::Kind::Loop;
+  s.range = Range{var, IndexExpr::constant(extent), tag};
+  return s;
+}
+
+std::string literal_key(const Scalar& s) {
+  return s.is_floating()
+             ? fmt::format("{:a}", s.to_double())
+             : (s.is_bool() ? (s.to_double() != 0 ? "T" : "F") : std::to_string(s.to_int()));
+}
+
+class Builder {
+ public:
+  Builder(const Graph& g, const std::vector<bool>& mat, const KernelGroup& grp,
+          const KernelConfig& cfg)
+      : g_(g), mat_(mat), grp_(grp), cfg_(cfg) {}
+
+  KernelDesc run(const std::string& name) {
+    KernelDesc d;
+    d.name = name;
+    d.config = cfg_;
+    scopes_.push_back(Scope{&d.body, {}});
+    if (grp_.reduction)
+      reduction_kernel();
+    else
+      pointwise_kernel();
+    std::stable_partition(args_.begin(), args_.end(), [](const KernelArg& a) { return !a.write; });
+    d.args = args_;
+    d.error_ops = fmt::format("{}", fmt::join(error_ops_, "/"));
+    d.ops.assign(ops_.begin(), ops_.end());
+    if (cfg_.persistent) keep_rows_resident(d.body);
+    return d;
+  }
+
+ private:
+  struct Scope {
+    std::vector<Stmt>* out;
+    std::map<std::string, ExprPtr> values;  // intern key (or node@index memo) -> temp
+  };
+  struct ValueInfo {
+    bool depends_on_r = false;
+    bool computed = false;  // a functor call is part of it
+    std::vector<int> parts;
+  };
+
+  // ---- arguments, scopes, values ------------------------------------------
+  std::string use_arg(int buf, bool write) {
+    std::string name = fmt::format("{}_{}", write ? "out" : "in", g_.buffers[buf].name());
+    for (auto& a : args_)
+      if (a.buf == buf && a.write == write) return name;
+    args_.push_back(KernelArg{buf, g_.buffers[buf].dtype, write, name});
+    return name;
+  }
+
+  void add(Stmt s) { scopes_.back().out->push_back(std::move(s)); }
+
+  /// Opens `s` (a Loop or SplitReduce) as the scope statements go into.
+  Stmt& open(Stmt s) {
+    add(std::move(s));
+    Stmt& opened = scopes_.back().out->back();
+    Stmt* body_owner = &opened;
+    if (opened.kind == Stmt::Kind::SplitReduce) {
+      opened.body.push_back(loop("r", rnumel_, RangeTag::Thread));
+      body_owner = &opened.body.back();
+    }
+    scopes_.push_back(Scope{&body_owner->body, {}});
+    return opened;
+  }
+  void close() { scopes_.pop_back(); }
+
+  ExprPtr lookup(const std::string& key) const {
+    for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it) {
+      auto f = it->values.find(key);
+      if (f != it->values.end()) return f->second;
+    }
+    return nullptr;
+  }
+
+  /// The structural key of `e` (temporaries stand for their value ids).
+  std::string key_of(const Expr& e) const {
+    std::string k;
+    switch (e.kind) {
+      case Expr::Kind::Temp:
+        return "v" + std::to_string(temp_value_.at(e.name));
+      case Expr::Kind::Literal:
+        return fmt::format("l{}:{}", dtype_name(e.dtype), literal_key(e.literal));
+      case Expr::Kind::Load:
+        return fmt::format("L{}[{}]", e.name, e.index.str());
+      case Expr::Kind::RowLoad:
+        return fmt::format("R{}[{}]", e.name, e.index.str());
+      case Expr::Kind::Call:
+        k = fmt::format("C{}<{}>(", e.name, dtype_name(e.from));
+        break;
+      case Expr::Kind::Convert:
+        k = fmt::format("X{}>{}(", dtype_name(e.from), dtype_name(e.dtype));
+        break;
+      case Expr::Kind::Cast:
+        k = fmt::format("K{}(", dtype_name(e.dtype));
+        break;
+      case Expr::Kind::AccValue:
+        return fmt::format("A{}.{}", e.name, e.field);
+    }
+    for (auto& o : e.operands) k += key_of(*o) + ",";
+    return k + ")";
+  }
+
+  void collect(const Expr& e, ValueInfo& vi) const {
+    switch (e.kind) {
+      case Expr::Kind::Temp: {
+        int id = temp_value_.at(e.name);
+        vi.parts.push_back(id);
+        vi.depends_on_r |= values_[id].depends_on_r;
+        vi.computed |= values_[id].computed;
+        return;
+      }
+      case Expr::Kind::Load:
+      case Expr::Kind::RowLoad:
+        vi.depends_on_r |= e.index.depends_on("r");
+        return;
+      case Expr::Kind::Call:
+        vi.computed = true;
+        break;
+      default:
+        break;
+    }
+    for (auto& o : e.operands) collect(*o, vi);
+  }
+
+  /// Names `value` as a temporary (Let), reusing one already visible.
+  ExprPtr emit(ExprPtr value, DType dtype) {
+    std::string key = key_of(*value);
+    if (ExprPtr t = lookup(key)) return t;
+    auto id_it = ids_.find(key);
+    int id;
+    if (id_it == ids_.end()) {
+      id = static_cast<int>(values_.size());
+      ids_.emplace(key, id);
+      ValueInfo vi;
+      collect(*value, vi);
+      values_.push_back(std::move(vi));
+    } else {
+      id = id_it->second;
+    }
+    Expr t;
+    t.kind = Expr::Kind::Temp;
+    t.name = fmt::format("t{}", next_temp_++);
+    t.dtype = dtype;
+    temp_value_[t.name] = id;
+    ExprPtr tp = make(t);
+    Stmt s;
+    s.kind = Stmt::Kind::Let;
+    s.name = t.name;
+    s.dtype = dtype;
+    s.value = std::move(value);
+    add(std::move(s));
+    scopes_.back().values[key] = tp;
+    return tp;
+  }
+
+  ExprPtr load(const Operand& o, const Index& it) {
+    Expr e;
+    e.kind = Expr::Kind::Load;
+    e.name = use_arg(o.buf, false);
+    e.index = operand_offset(o, it);
+    e.dtype = g_.buffers[o.buf].dtype;
+    return emit(make(std::move(e)), e.dtype);
+  }
+
+  bool is_group_reduction(int buf) const {
+    const Buffer& b = g_.buffers[buf];
+    return b.kind == BufferKind::Node && std::find(grp_.reductions.begin(), grp_.reductions.end(),
+                                                   b.producer) != grp_.reductions.end();
+  }
+
+  ExprPtr row_value(int buf) const {
+    auto it = row_values_.find(buf);
+    SMELT_INTERNAL_ASSERT(it != row_values_.end(), "%{} read before its reduction completes", buf);
+    return it->second;
+  }
+
+  static std::string memo_key(int node, const Index& at) {
+    std::string k = fmt::format("N{}@", node);
+    for (auto& v : at.vars) k += v.str() + ",";
+    return k;
+  }
+
+  /// The value of operand `o` read at iteration index `it`.
+  ExprPtr value(const Operand& o, const Index& it) {
+    if (o.is_scalar()) return literal(*o.scalar, o.dtype);
+    if (is_group_reduction(o.buf)) return row_value(o.buf);
+    if (computed_in(g_, mat_, grp_, o.buf))
+      return node_value(g_.buffers[o.buf].producer, producer_index(g_.buffers[o.buf].sizes, o, it));
+    return load(o, it);
+  }
+
+  /// The value pointwise node `root` computes at `at`, its inlined producers
+  /// first (an explicit stack instead of recursion).
+  ExprPtr node_value(int root, Index at) {
+    struct Frame {
+      int node;
+      Index at;
+      std::string memo;
+      std::vector<ExprPtr> args;
+      size_t next = 0;
+    };
+    std::string root_memo = memo_key(root, at);
+    if (ExprPtr v = lookup(root_memo)) return v;
+    std::vector<Frame> stack;
+    stack.push_back(Frame{root, std::move(at), root_memo, {}, 0});
+    while (true) {
+      Frame& f = stack.back();
+      const Node& n = g_.nodes[f.node];
+      if (f.next < n.inputs.size()) {
+        const Operand& o = n.inputs[f.next++];
+        if (!o.is_scalar() && !is_group_reduction(o.buf) && computed_in(g_, mat_, grp_, o.buf)) {
+          int p = g_.buffers[o.buf].producer;
+          Index pi = producer_index(g_.buffers[o.buf].sizes, o, f.at);
+          std::string mk = memo_key(p, pi);
+          if (ExprPtr v = lookup(mk)) {
+            f.args.push_back(v);
+          } else {
+            stack.push_back(Frame{p, std::move(pi), mk, {}, 0});
+          }
+          continue;
+        }
+        f.args.push_back(value(o, f.at));
+        continue;
+      }
+      ExprPtr v = pointwise(n, f.args);
+      scopes_.back().values[f.memo] = v;
+      stack.pop_back();
+      if (stack.empty()) return v;
+      stack.back().args.push_back(v);
+    }
+  }
+
+  /// Node `n` applied to the values of its inputs.
+  ExprPtr pointwise(const Node& n, const std::vector<ExprPtr>& in) {
+    ops_.insert(n.op == "to_dtype" ? "convert" : n.op);
+    DType out = g_.buffers[n.outputs[0]].dtype;
+    if (n.op == "to_dtype" || n.op == "clone")
+      return emit(convert(in[0], n.inputs[0].dtype, out), out);
+    SMELT_INTERNAL_ASSERT(n.attrs.has("dtype"), "pointwise node {} has no compute dtype", n.op);
+    DType c = n.attrs.as<DType>("dtype");
+    detail::PointwiseCall call = detail::pointwise_call(n.op, n.attrs);
+    Expr e;
+    e.kind = Expr::Kind::Call;
+    e.name = call.functor;
+    e.from = c;
+    // Operands go to the compute type's opmath type (float for float16)
+    // without rounding, as the eager kernels do.
+    for (size_t k = 0; k < in.size(); ++k) {
+      DType t = n.inputs[k].dtype;
+      if (c == DType::Bool && t != DType::Bool)
+        e.operands.push_back(convert(in[k], t, DType::Bool));
+      else if (value_dtype(t) != value_dtype(c))
+        e.operands.push_back(cast(in[k], c));
+      else
+        e.operands.push_back(in[k]);
+    }
+    for (auto& x : call.extra) e.operands.push_back(literal(x, c));
+    // Integer division by zero raises, as eager does: the kernel sets a flag
+    // the runtime turns into smelt::Error (nothing is written back then).
+    bool int_div =
+        detail::runtime_check(n.op, n.attrs) == detail::RuntimeCheck::IntegerDivisionByZero &&
+        !is_floating(c) && e.operands.size() >= 2;
+    if (int_div) {
+      Stmt s;
+      s.kind = Stmt::Kind::CheckZero;
+      s.value = e.operands[1];
+      add(std::move(s));
+      error_ops_.insert(n.op);
+    }
+    const detail::OpDef* def = detail::find_op(n.op);
+    bool to_bool =
+        def && (def->rule == detail::DTypeRule::Compare || def->rule == detail::DTypeRule::Logical);
+    DType result = to_bool ? DType::Bool : c;
+    e.dtype = result;
+    return emit(convert(make(std::move(e)), result, out), out);
+  }
+
+  /// The dtype whose value type a value of `t` is computed in (float16 and
+  /// bfloat16 compute in float32).
+  static DType value_dtype(DType t) {
+    return (t == DType::Float16 || t == DType::BFloat16) ? DType::Float32 : t;
+  }
+
+  void store(int buf, ExprPtr v, IndexExpr index) {
+    Stmt s;
+    s.kind = Stmt::Kind::Store;
+    s.name = use_arg(buf, true);
+    s.dtype = g_.buffers[buf].dtype;
+    s.value = std::move(v);
+    s.index = std::move(index);
+    add(std::move(s));
+  }
+
+  // ---- kernels -------------------------------------------------------------
+  void pointwise_kernel() {
+    const Shape& s = grp_.shape;
+    int64_t n = detail::shape_numel(s);
+    RangeTag outer_tag = cfg_.parallel ? RangeTag::Parallel : RangeTag::Serial;
+    Index it;
+    if (cfg_.tile_rows) {
+      const int64_t last = s.back();
+      const int64_t rows = n / last;
+      open(loop("o", rows, outer_tag));
+      open(loop("j", last, RangeTag::Vector));
+      Shape outer(s.begin(), s.end() - 1);
+      IndexExpr o = IndexExpr::var("o", rows), j = IndexExpr::var("j", last);
+      it = unflatten(outer, o);
+      it.shape = s;
+      it.vars.push_back(j);
+      it.flat = o * last + j;
+    } else {
+      open(loop("i", n, outer_tag));
+      it = unflatten(s, IndexExpr::var("i", std::max<int64_t>(1, n)));
+    }
+    for (int node : grp_.stores) {
+      const Node& nd = g_.nodes[node];
+      store(nd.outputs[0], node_value(node, it), *it.flat);
+    }
+    while (scopes_.size() > 1) close();
+  }
+
+  void reduction_kernel() {
+    const Shape& s = grp_.shape;
+    Shape kept, red;
+    std::vector<bool> is_red(s.size(), false);
+    for (auto d : grp_.rdims) is_red[d] = true;
+    for (size_t k = 0; k < s.size(); ++k) (is_red[k] ? red : kept).push_back(s[k]);
+    int64_t outer = detail::shape_numel(kept);
+    rnumel_ = detail::shape_numel(red);
+    IndexExpr o = IndexExpr::var("o", std::max<int64_t>(1, outer));
+    IndexExpr r = IndexExpr::var("r", std::max<int64_t>(1, rnumel_));
+    Index full = domain_index(s, grp_.rdims, o, r);
+    Stmt& row_loop = open(loop("o", outer, cfg_.parallel ? RangeTag::Parallel : RangeTag::Serial));
+    (void)row_loop;
+    int acc_id = 0;
+    for (int node : grp_.reductions) {
+      const Node& n = g_.nodes[node];
+      ReductionInfo info = reduction_info(g_, n);
+      ops_.insert(n.op);
+      std::string acc = fmt::format("acc{}", acc_id++);
+      Stmt init;
+      init.kind = Stmt::Kind::AccInit;
+      init.name = acc;
+      init.accumulator = info.accumulator;
+      init.acc_dtype = info.acc_dtype;
+      add(init);
+      bool indexed = info.accumulator == "ArgMax" || info.accumulator == "ArgMin";
+      auto step = [&](const std::string& target, ExprPtr x) {
+        Stmt st;
+        st.kind = Stmt::Kind::AccStep;
+        st.name = target;
+        st.accumulator = info.accumulator;
+        st.acc_dtype = info.acc_dtype;
+        st.indexed = indexed;
+        st.value = convert(std::move(x), n.inputs[0].dtype, info.acc_dtype);
+        add(std::move(st));
+      };
+      bool prefill =
+          std::find(cfg_.prefill.begin(), cfg_.prefill.end(), node) != cfg_.prefill.end();
+      if (cfg_.split) {
+        // One long row: split across threads, partials combined in thread order.
+        Stmt sr = init;
+        sr.kind = Stmt::Kind::SplitReduce;
+        sr.partial = acc + "_local";
+        open(sr);
+        step(sr.partial, value(n.inputs[0], full));
+        close();
+      } else if (prefill) {
+        // Persistent row, computed element: the row in its own loop (which
+        // vectorizes), then the reduction over the stored row.
+        Stmt rb;
+        rb.kind = Stmt::Kind::RowBuffer;
+        rb.name = fmt::format("rowin{}", acc_id);
+        rb.dtype = n.inputs[0].dtype;
+        rb.extent = rnumel_;
+        add(rb);
+        open(loop("r", rnumel_, RangeTag::Vector));
+        Stmt rs;
+        rs.kind = Stmt::Kind::RowStore;
+        rs.name = rb.name;
+        rs.value = value(n.inputs[0], full);
+        rs.index = r;
+        add(std::move(rs));
+        close();
+        open(loop("r", rnumel_, RangeTag::Serial));
+        step(acc, row_load(rb.name, n.inputs[0].dtype));
+        close();
+      } else {
+        open(loop("r", rnumel_, RangeTag::Serial));
+        step(acc, value(n.inputs[0], full));
+        close();
+      }
+      for (size_t k = 0; k < n.outputs.size(); ++k) {
+        int ob = n.outputs[k];
+        DType od = g_.buffers[ob].dtype;
+        const std::string& fin = info.finals[k];
+        Expr e;
+        e.kind = Expr::Kind::AccValue;
+        e.name = acc;
+        e.accumulator = info.accumulator;
+        e.acc_dtype = info.acc_dtype;
+        e.dtype = info.acc_dtype;
+        DType from = info.acc_dtype;
+        if (fin == "value") {
+          e.field = indexed ? "value" : "finalize";
+        } else if (fin == "index") {
+          e.field = "index";
+          from = e.dtype = DType::Int64;
+        } else if (fin == "mean") {
+          e.field = info.accumulator == "Sum" ? "sum_mean" : "mean";
+          e.number = static_cast<double>(rnumel_);
+        } else {
+          e.field = fin;  // var, std
+          e.number = info.correction;
+        }
+        ExprPtr v = emit(convert(make(std::move(e)), from, od), od);
+        row_values_[ob] = v;
+        if (mat_[ob]) store(ob, v, o);
+      }
+    }
+    // Pointwise consumers of the reductions: per row, or over the whole row again.
+    std::vector<int> row_stores, full_stores;
+    for (int node : grp_.stores)
+      (g_.buffers[g_.nodes[node].outputs[0]].sizes == s ? full_stores : row_stores).push_back(node);
+    for (int node : row_stores) {
+      const Node& n = g_.nodes[node];
+      store(n.outputs[0], node_value(node, unflatten(g_.buffers[n.outputs[0]].sizes, o)), o);
+    }
+    if (!full_stores.empty()) {
+      open(loop("r", rnumel_, cfg_.split ? RangeTag::Parallel : RangeTag::Vector));
+      for (int node : full_stores)
+        store(g_.nodes[node].outputs[0], node_value(node, full), flat_index(full));
+      close();
+    }
+    close();
+  }
+
+  // ---- persistent rows -----------------------------------------------------
+  /// Values computed (by a functor) in more than one loop over the row are
+  /// computed once: the first loop stores them in a row buffer, later loops
+  /// read it. Only the outermost such values are kept.
+  void keep_rows_resident(std::vector<Stmt>& body) {
+    for (auto& top : body) {
+      if (top.kind != Stmt::Kind::Loop || top.range.var != "o") continue;
+      std::vector<Stmt*> row_loops;
+      for (auto& s : top.body)
+        if (s.kind == Stmt::Kind::Loop && s.range.var == "r") row_loops.push_back(&s);
+      std::map<int, std::set<size_t>> loops_of;
+      for (size_t l = 0; l < row_loops.size(); ++l)
+        for (auto& s : row_loops[l]->body)
+          if (s.kind == Stmt::Kind::Let) {
+            int id = temp_value_.at(s.name);
+            if (values_[id].depends_on_r && values_[id].computed) loops_of[id].insert(l);
+          }
+      std::vector<int> shared;
+      for (auto& [id, ls] : loops_of)
+        if (ls.size() > 1) shared.push_back(id);
+      std::vector<int> kept;
+      for (int c : shared) {
+        bool inner = false;
+        for (int d : shared)
+          if (d != c && part_of(c, d)) inner = true;
+        if (!inner) kept.push_back(c);
+      }
+      if (kept.empty()) continue;
+      std::map<int, std::string> buffer_of;
+      std::vector<Stmt> decls;
+      for (size_t k = 0; k < kept.size(); ++k) {
+        buffer_of[kept[k]] = fmt::format("rowcache{}", k);
+        Stmt rb;
+        rb.kind = Stmt::Kind::RowBuffer;
+        rb.name = buffer_of[kept[k]];
+        rb.extent = rnumel_;
+        decls.push_back(rb);
+      }
+      std::set<int> stored;
+      for (auto* l : row_loops) {
+        std::vector<Stmt> out;
+        for (auto& s : l->body) {
+          int id = s.kind == Stmt::Kind::Let ? temp_value_.at(s.name) : -1;
+          auto b = buffer_of.find(id);
+          if (b == buffer_of.end()) {
+            out.push_back(std::move(s));
+            continue;
+          }
+          for (auto& d : decls)
+            if (d.name == b->second) d.dtype = s.dtype;
+          if (stored.insert(id).second) {
+            Stmt rs;
+            rs.kind = Stmt::Kind::RowStore;
+            rs.name = b->second;
+            rs.index = IndexExpr::var("r", std::max<int64_t>(1, rnumel_));
+            Expr t;
+            t.kind = Expr::Kind::Temp;
+            t.name = s.name;
+            t.dtype = s.dtype;
+            rs.value = make(t);
+            out.push_back(std::move(s));
+            out.push_back(std::move(rs));
+          } else {
+            s.value = row_load(b->second, s.dtype);
+            out.push_back(std::move(s));
+          }
+        }
+        l->body = std::move(out);
+      }
+      top.body.insert(top.body.begin(), decls.begin(), decls.end());
+    }
+  }
+
+  /// True when value `c` is a part of value `d`.
+  bool part_of(int c, int d) const {
+    std::vector<int> stack{d};
+    std::set<int> seen;
+    while (!stack.empty()) {
+      int x = stack.back();
+      stack.pop_back();
+      for (int p : values_[x].parts) {
+        if (p == c) return true;
+        if (seen.insert(p).second) stack.push_back(p);
+      }
+    }
+    return false;
+  }
+
+  const Graph& g_;
+  const std::vector<bool>& mat_;
+  const KernelGroup& grp_;
+  const KernelConfig& cfg_;
+  int64_t rnumel_ = 1;
+  std::vector<KernelArg> args_;
+  std::vector<Scope> scopes_;
+  std::map<std::string, int> ids_;
+  std::vector<ValueInfo> values_;
+  std::map<std::string, int> temp_value_;
+  int next_temp_ = 0;
+  std::map<int, ExprPtr> row_values_;
+  std::set<std::string> ops_;
+  std::set<std::string> error_ops_;
+};
+
+}  // namespace
+
+KernelDesc build_kernel(const Graph& g, const std::vector<bool>& materialized,
+                        const KernelGroup& group, const KernelConfig& config,
+                        const std::string& name) {
+  Builder b(g, materialized, group, config);
+  return b.run(name);
+}
+
+}  // namespace smelt::compiler

@@ -1,0 +1,111 @@
+// The device-neutral description of one generated kernel: arguments, ranges
+// tagged with how they map onto the device (serial, parallel, vector, block,
+// thread), loads, stores, accumulators and their cross-lane combination (a row
+// split across threads), row buffers of persistent reductions, and the error
+// flag. kernel_builder.h builds it from a KernelGroup and its KernelConfig;
+// the printer (printer.h) walks it through a Dialect. Every decision is made
+// before this point: printing a description decides nothing.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "compiler/fusion/kernel_config.h"
+#include "compiler/lower/index_expr.h"
+#include "smelt/dtype.h"
+#include "smelt/scalar.h"
+
+namespace smelt::compiler {
+
+/// How a range maps onto the device.
+enum class RangeTag {
+  Serial,    // a plain loop
+  Parallel,  // iterations spread over threads (CPU: OpenMP; CUDA: grid-stride over all threads)
+  Vector,    // the innermost loop, vectorizable (contiguous accesses)
+  Block,     // CUDA: one iteration per thread block
+  Thread,    // CUDA: iterations spread over a block's threads
+};
+const char* range_tag_name(RangeTag t);
+
+struct Range {
+  std::string var;
+  IndexExpr extent;
+  RangeTag tag = RangeTag::Serial;
+};
+
+/// A buffer argument of the kernel (reads first, then writes).
+struct KernelArg {
+  int buf = -1;
+  DType dtype = DType::Float32;
+  bool write = false;
+  std::string name;  // "in_buf3", "out_buf5"
+};
+
+/// A scalar value expression. Values a kernel computes are named temporaries
+/// (Let statements); expressions are shallow trees over them.
+struct Expr;
+using ExprPtr = std::shared_ptr<const Expr>;
+struct Expr {
+  enum class Kind {
+    Temp,      // a named value: name
+    Literal,   // literal, typed dtype
+    Load,      // args[arg][index], converted to the value type of dtype
+    RowLoad,   // row buffer `name` at index
+    Call,      // smelt::scalar::<name><compute>(operands...)
+    Convert,   // operands[0] from `from` to dtype (rounds through float16/bfloat16 storage)
+    Cast,      // operands[0] to the value type of dtype, no rounding (operands to opmath)
+    AccValue,  // accumulator `name`, result `field` (finalize, value, index, mean, var, std)
+  };
+  Kind kind = Kind::Temp;
+  DType dtype = DType::Float32;  // the value's dtype (printed as the dialect's value type)
+  std::string name;  // Temp, RowLoad: the variable; Load: the pointer; Call: the functor
+  Scalar literal;
+  IndexExpr index;
+  DType from = DType::Float32;  // Convert: source dtype; Call: the compute dtype
+  std::string field;            // AccValue
+  std::string accumulator;      // AccValue: reduce struct name (Sum, Welford, ...)
+  DType acc_dtype = DType::Float32;
+  double number = 0;  // AccValue: correction (var/std) or row length (mean)
+  std::vector<ExprPtr> operands;
+};
+
+struct Stmt {
+  enum class Kind {
+    Loop,         // range, body
+    Let,          // const <value type of dtype> name = value;
+    Store,        // pointer `name`[index] = value (rounded to the storage type of dtype)
+    RowBuffer,    // a row-local buffer `name` of `extent` values of dtype
+    RowStore,     // name[index] = value
+    CheckZero,    // the error flag is set when value == 0 (integer division)
+    AccInit,      // accumulator `name` of reduce struct `accumulator` over acc_dtype
+    AccStep,      // name = step(name, value [, index]) (index: arg-reductions)
+    SplitReduce,  // body (a Loop over the row) runs split across threads, each
+                  // stepping its own partial accumulator `partial` (scratch),
+                  // then the partials are combined into `name` in thread order
+  };
+  Kind kind = Kind::Let;
+  Range range;
+  std::vector<Stmt> body;
+  std::string name;
+  DType dtype = DType::Float32;
+  ExprPtr value;
+  IndexExpr index;
+  int64_t extent = 0;
+  std::string accumulator;
+  DType acc_dtype = DType::Float32;
+  std::string partial;  // SplitReduce
+  bool indexed = false;
+};
+
+struct KernelDesc {
+  std::string name;
+  KernelConfig config;
+  std::vector<KernelArg> args;
+  std::vector<Stmt> body;
+  /// Ops whose runtime check may fail ("remainder/fmod"), "" if none: the
+  /// kernel then takes an error flag.
+  std::string error_ops;
+  std::vector<std::string> ops;  // op names computed
+};
+
+}  // namespace smelt::compiler

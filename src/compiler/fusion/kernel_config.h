@@ -1,0 +1,67 @@
+// How one fused kernel is laid out on its device: a value object (hashable,
+// comparable, printable) chosen by a heuristic here in fusion/ — later by the
+// autotuner — and carried unchanged into the kernel description, so that the
+// code generator makes no decision of its own. The same KernelConfig is a
+// cache key, a log line (SMELT_LOGS=output_code prints it) and an autotuning
+// candidate (nvFuser's HeuristicParams, tinygrad's Opt).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace smelt::compiler {
+
+struct Graph;
+struct KernelGroup;
+
+/// The device a kernel is laid out for (the backend's code dialect).
+enum class Target { Cpp, Cuda };
+const char* target_name(Target t);  // "cpp", "cuda": the kernel-name prefix
+
+/// Elements below which a CPU kernel runs on one thread.
+inline constexpr int64_t kJitParallelGrain = 32768;
+/// Longest reduced row a reduction kernel keeps resident (persistent); longer
+/// rows are looped and recompute what later loops need.
+inline constexpr int64_t kPersistentRow = 8192;
+/// With fewer rows than this, each long row is split across threads instead.
+inline constexpr int64_t kSplitRowsBelow = 8;
+
+struct KernelConfig {
+  Target target = Target::Cpp;
+  bool reduction = false;
+  /// Pointwise: iterate rows x columns (loads broadcast along rows stay
+  /// contiguous in the inner loop) instead of one flat range.
+  bool tile_rows = false;
+  /// The outer range runs across threads (CPU: OpenMP; CUDA: the grid).
+  bool parallel = false;
+  /// Reduction: each row is split across threads, each with its own partial
+  /// accumulator in a scratch buffer, combined in thread order (deterministic).
+  bool split = false;
+  /// Reduction: the row fits; values that several loops over the row need are
+  /// kept in row buffers instead of being recomputed.
+  bool persistent = false;
+  /// Reduction nodes whose element is computed (not a plain load): in a
+  /// persistent kernel the row is computed in its own loop first, which
+  /// vectorizes, then reduced.
+  std::vector<int> prefill;
+  /// Width of index arithmetic: 32 when every index the kernel forms fits.
+  int index_bits = 64;
+  /// CUDA: threads per block and elements per thread (0 on the CPU).
+  int block_size = 0;
+  int items_per_thread = 0;
+
+  bool operator==(const KernelConfig& o) const;
+  bool operator!=(const KernelConfig& o) const { return !(*this == o); }
+  size_t hash() const;
+  /// e.g. "cpp pointwise tile_rows parallel idx64".
+  std::string str() const;
+};
+
+/// The heuristic: the config a kernel group gets on `target` (no autotuning).
+/// `materialized` says which buffers live in memory (the rest are computed
+/// inside the kernels that read them).
+KernelConfig choose_config(const Graph& g, const std::vector<bool>& materialized,
+                           const KernelGroup& group, Target target);
+
+}  // namespace smelt::compiler

@@ -1,0 +1,241 @@
+// Fusion legality from the graph and symbolic indices (see legality.h). The
+// walk over inlined producers is iterative (an explicit stack), so a chain of
+// any length is checked without deep recursion, and each (node, index) pair is
+// visited once.
+#include "compiler/fusion/legality.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "core/tensor_impl.h"
+
+namespace smelt::compiler {
+
+namespace {
+std::string index_str(const std::vector<IndexExpr>& v) {
+  std::string s;
+  for (auto& x : v) s += (s.empty() ? "" : ", ") + x.str();
+  return "[" + s + "]";
+}
+
+bool contains(const std::vector<int>& v, int x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
+
+int position(const std::vector<int>& v, int x) {
+  auto it = std::find(v.begin(), v.end(), x);
+  return it == v.end() ? -1 : static_cast<int>(it - v.begin());
+}
+
+/// Walks the values node `root` computes at `at`, through every inlined
+/// producer. `reader_pos`: the position of the reading reduction in
+/// group.reductions (reductions read at that point only completed ones), or
+/// the number of reductions for stores (all complete).
+struct Walk {
+  const Graph& g;
+  const std::vector<bool>& mat;
+  const KernelGroup& grp;
+  std::set<int> reads;
+  std::set<std::string> ops;
+  std::set<int> stores_reached;  // group stores (buffers) read by the walk
+  bool computed = false;         // some op other than a conversion was inlined
+  std::map<int, std::vector<std::vector<IndexExpr>>> seen;
+
+  bool visit_once(int node, const Index& at) {
+    auto& v = seen[node];
+    for (auto& s : v)
+      if (s == at.vars) return false;
+    v.push_back(at.vars);
+    return true;
+  }
+
+  FusionDecision run(int root, const Index& at, int reader_pos) {
+    std::vector<std::pair<int, Index>> stack{{root, at}};
+    while (!stack.empty()) {
+      auto [ni, it] = std::move(stack.back());
+      stack.pop_back();
+      const Node& n = g.nodes[ni];
+      if (ni != root) {
+        if (n.op != "to_dtype" && n.op != "clone") computed = true;
+      }
+      if (classify(n) != LoopKind::Reduction) ops.insert(n.op == "to_dtype" ? "convert" : n.op);
+      // A reduction's own input is read over the reduced range; a reduction
+      // root is checked by its caller, only its input is walked here.
+      for (auto& o : n.inputs) {
+        if (o.is_scalar()) continue;
+        const Buffer& b = g.buffers[o.buf];
+        if (b.kind == BufferKind::Node && contains(grp.reductions, b.producer) &&
+            classify(g.nodes[b.producer]) == LoopKind::Reduction) {
+          const Node& r = g.nodes[b.producer];
+          int pos = position(grp.reductions, b.producer);
+          if (pos >= reader_pos)
+            return FusionDecision::no(
+                fmt::format("%{} ({}) is read before its reduction completes", o.buf, r.op));
+          Index p = producer_index(b.sizes, o, it);
+          Index row = unflatten(b.sizes, IndexExpr::var("o", std::max<int64_t>(1, row_count())));
+          if (p.vars != row.vars)
+            return FusionDecision::no(fmt::format(
+                "%{} ({}) is read at another row than the one reduced (at {}, the row is {})",
+                o.buf, r.op, index_str(p.vars), index_str(row.vars)));
+          continue;
+        }
+        if (computed_in(g, mat, grp, o.buf)) {
+          if (contains(grp.stores, b.producer)) stores_reached.insert(o.buf);
+          Index p = producer_index(b.sizes, o, it);
+          if (visit_once(b.producer, p)) stack.emplace_back(b.producer, std::move(p));
+          continue;
+        }
+        reads.insert(o.buf);
+      }
+    }
+    return FusionDecision::yes("");
+  }
+
+  int64_t row_count() const {
+    if (!grp.reduction) return 1;
+    int64_t outer = 1;
+    for (size_t k = 0; k < grp.shape.size(); ++k)
+      if (std::find(grp.rdims.begin(), grp.rdims.end(), static_cast<int64_t>(k)) == grp.rdims.end())
+        outer *= grp.shape[k];
+    return outer;
+  }
+};
+
+int64_t kept_numel(const KernelGroup& grp) {
+  int64_t outer = 1;
+  for (size_t k = 0; k < grp.shape.size(); ++k)
+    if (std::find(grp.rdims.begin(), grp.rdims.end(), static_cast<int64_t>(k)) == grp.rdims.end())
+      outer *= grp.shape[k];
+  return outer;
+}
+
+int64_t reduced_numel(const KernelGroup& grp) {
+  int64_t rn = 1;
+  for (auto d : grp.rdims) rn *= grp.shape[d];
+  return rn;
+}
+
+}  // namespace
+
+bool computed_in(const Graph& g, const std::vector<bool>& materialized, const KernelGroup& group,
+                 int buf) {
+  const Buffer& b = g.buffers[buf];
+  if (b.kind != BufferKind::Node) return false;
+  LoopKind k = classify(g.nodes[b.producer]);
+  if (k == LoopKind::Pointwise) return !materialized[buf] || contains(group.stores, b.producer);
+  if (k == LoopKind::Reduction) return contains(group.reductions, b.producer);
+  return false;
+}
+
+Index member_index(const Graph& g, const KernelGroup& group, int node) {
+  const Node& n = g.nodes[node];
+  if (!group.reduction) {
+    return unflatten(group.shape,
+                     IndexExpr::var("i", std::max<int64_t>(1, detail::shape_numel(group.shape))));
+  }
+  IndexExpr row = IndexExpr::var("o", std::max<int64_t>(1, kept_numel(group)));
+  IndexExpr r = IndexExpr::var("r", std::max<int64_t>(1, reduced_numel(group)));
+  if (classify(n) == LoopKind::Reduction || g.buffers[n.outputs[0]].sizes == group.shape)
+    return domain_index(group.shape, group.rdims, row, r);
+  return unflatten(g.buffers[n.outputs[0]].sizes, row);
+}
+
+FusionDecision can_join(const Graph& g, const std::vector<bool>& materialized,
+                        const KernelGroup& group, int node) {
+  const Node& n = g.nodes[node];
+  KernelGroup grown = group;
+  int reader_pos;
+  if (classify(n) == LoopKind::Reduction) {
+    if (!group.reduction) return FusionDecision::no("a reduction cannot join a pointwise kernel");
+    ReductionInfo info = reduction_info(g, n);
+    if (info.in_sizes != group.shape || info.dims != group.rdims)
+      return FusionDecision::no(
+          fmt::format("{} reduces {} over {}, the kernel {} over {}", n.op,
+                      detail::shape_str(info.in_sizes), detail::shape_str(info.dims),
+                      detail::shape_str(group.shape), detail::shape_str(group.rdims)));
+    grown.reductions.push_back(node);
+    reader_pos = static_cast<int>(grown.reductions.size()) - 1;
+  } else {
+    const Shape& os = g.buffers[n.outputs[0]].sizes;
+    if (!group.reduction && os != group.shape)
+      return FusionDecision::no(fmt::format("{} has shape {}, the kernel iterates {}", n.op,
+                                            detail::shape_str(os), detail::shape_str(group.shape)));
+    if (group.reduction && os != group.shape && detail::shape_numel(os) != kept_numel(group))
+      return FusionDecision::no(fmt::format("{} of shape {} is neither a row nor the domain {}",
+                                            n.op, detail::shape_str(os),
+                                            detail::shape_str(group.shape)));
+    grown.stores.push_back(node);
+    reader_pos = static_cast<int>(grown.reductions.size());
+  }
+  Walk w{g, materialized, grown, {}, {}, {}, false, {}};
+  FusionDecision d = w.run(node, member_index(g, grown, node), reader_pos);
+  if (!d) return d;
+  if (group.reduction && classify(n) != LoopKind::Reduction) {
+    // An epilogue must consume the group's reductions (directly or through stores).
+    std::vector<int> red_outs;
+    for (int r : group.reductions)
+      for (int o : g.nodes[r].outputs) red_outs.push_back(o);
+    bool consumer = false;
+    std::vector<int> stack{node};
+    std::set<int> visited;
+    while (!stack.empty() && !consumer) {
+      int cur = stack.back();
+      stack.pop_back();
+      for (auto& o : g.nodes[cur].inputs) {
+        if (o.is_scalar()) continue;
+        if (contains(red_outs, o.buf)) consumer = true;
+        const Buffer& b = g.buffers[o.buf];
+        if (b.kind == BufferKind::Node && computed_in(g, materialized, grown, o.buf) &&
+            classify(g.nodes[b.producer]) == LoopKind::Pointwise &&
+            visited.insert(b.producer).second)
+          stack.push_back(b.producer);
+      }
+    }
+    if (!consumer)
+      return FusionDecision::no("not a consumer of the kernel's reductions over their domain");
+    return FusionDecision::yes("consumer of its reductions (epilogue)");
+  }
+  if (classify(n) == LoopKind::Reduction)
+    return FusionDecision::yes(fmt::format("same domain {} reducing dims {}",
+                                           detail::shape_str(group.shape),
+                                           detail::shape_str(group.rdims)));
+  return FusionDecision::yes(w.stores_reached.empty()
+                                 ? "horizontal (same iteration space, independent)"
+                                 : "vertical (reads its result)");
+}
+
+GroupFootprint footprint(const Graph& g, const std::vector<bool>& materialized,
+                         const KernelGroup& group) {
+  GroupFootprint fp;
+  std::set<int> reads;
+  std::set<std::string> ops;
+  int pos = 0;
+  for (int r : group.reductions) {
+    Walk w{g, materialized, group, {}, {}, {}, false, {}};
+    const Node& n = g.nodes[r];
+    FusionDecision d = w.run(r, member_index(g, group, r), pos++);
+    SMELT_INTERNAL_ASSERT(d.fuse, "illegal kernel group: {}", d.reason);
+    reads.insert(w.reads.begin(), w.reads.end());
+    ops.insert(w.ops.begin(), w.ops.end());
+    ops.insert(n.op);
+    // The element is computed when the reduction's input is an inlined op.
+    fp.computed_element.push_back(w.computed);
+  }
+  for (int s : group.stores) {
+    Walk w{g, materialized, group, {}, {}, {}, false, {}};
+    FusionDecision d =
+        w.run(s, member_index(g, group, s), static_cast<int>(group.reductions.size()));
+    SMELT_INTERNAL_ASSERT(d.fuse, "illegal kernel group: {}", d.reason);
+    reads.insert(w.reads.begin(), w.reads.end());
+    ops.insert(w.ops.begin(), w.ops.end());
+    fp.reads_other_store.push_back(!w.stores_reached.empty());
+  }
+  fp.reads.assign(reads.begin(), reads.end());
+  fp.ops.assign(ops.begin(), ops.end());
+  return fp;
+}
+
+}  // namespace smelt::compiler
