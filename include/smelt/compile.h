@@ -59,6 +59,11 @@ struct CompileOptions {
   bool fold_constants = true;
   bool fuse = true;
   bool gemm_epilogue = true;
+  /// Round every float16/bfloat16 intermediate inside a fused kernel to its
+  /// dtype, as eager mode stores it, so compiled results equal eager ones
+  /// (Inductor's emulate_precision_casts). Off: intermediates stay in float32
+  /// registers (slightly faster, results may drift from eager).
+  bool round_intermediates = true;
 };
 
 /// Counters of a compiled function.

@@ -301,7 +301,7 @@ class CompiledState {
     }
     // 3-4. lowering and fusion
     CppDialect dialect;
-    Schedule s = schedule(g, FusionOptions{opts.fuse, opts.gemm_epilogue}, dialect.target());
+    Schedule s = schedule(g, FusionOptions{opts.fuse, opts.gemm_epilogue, opts.round_intermediates}, dialect.target());
     if (log_enabled("fusion")) {
       std::string body;
       for (auto& d : s.decisions) body += "  " + d + "\n";

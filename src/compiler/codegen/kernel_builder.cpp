@@ -336,7 +336,10 @@ class Builder {
         def && (def->rule == detail::DTypeRule::Compare || def->rule == detail::DTypeRule::Logical);
     DType result = to_bool ? DType::Bool : c;
     e.dtype = result;
-    return emit(convert(make(std::move(e)), result, out), out);
+    // A float16/bfloat16 result is computed in float32 (opmath); eager stores
+    // it rounded, and so does the kernel unless told not to.
+    DType computed = cfg_.round_intermediates ? value_dtype(result) : result;
+    return emit(convert(make(std::move(e)), computed, out), out);
   }
 
   /// The dtype whose value type a value of `t` is computed in (float16 and
