@@ -26,8 +26,8 @@ class ExactValues : public smelt_test::CompilerTest {};
   for (size_t i = 0; i < a.size(); ++i) {
     if (std::isnan(a[i]) && std::isnan(b[i])) continue;
     if (a[i] != b[i] || std::signbit(a[i]) != std::signbit(b[i]))
-      return ::testing::AssertionFailure() << "element " << i << ": compiled " << a[i]
-                                           << " eager " << b[i];
+      return ::testing::AssertionFailure()
+             << "element " << i << ": compiled " << a[i] << " eager " << b[i];
   }
   return ::testing::AssertionSuccess();
 }
@@ -37,8 +37,9 @@ const double kInf = std::numeric_limits<double>::infinity();
 }  // namespace
 
 TEST_F(ExactValues, SpecialLiteralsInEveryPosition) {
-  const std::vector<double> specials = {-0.0, 0.0, kInf, -kInf, std::nan(""), 5e-324, 1.4e-45,
-                                        -1.4e-45, 65504.0, 3.14, 1e10, -3.4e38, 1e-310};
+  const std::vector<double> specials = {-0.0,   0.0,     kInf,     -kInf,   std::nan(""),
+                                        5e-324, 1.4e-45, -1.4e-45, 65504.0, 3.14,
+                                        1e10,   -3.4e38, 1e-310};
   for (DType dt : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16}) {
     Tensor x = make({-0.0, 0.0, 1.0, -1.0, kInf, -kInf, 2.5, 1e-40}, {8}).to(dt);
     for (double c : specials) {
@@ -71,10 +72,12 @@ TEST_F(ExactValues, LiteralTextIsExactInBothDialects) {
   for (const compiler::Dialect* d : {static_cast<const compiler::Dialect*>(&cpp),
                                      static_cast<const compiler::Dialect*>(&cuda)}) {
     EXPECT_EQ(d->literal(Scalar(-0.0), DType::Float32), "static_cast<float>(-0x0p+0)");
-    EXPECT_EQ(d->literal(Scalar(5e-324), DType::Float64), "static_cast<double>(0x0.0000000000001p-1022)");
+    EXPECT_EQ(d->literal(Scalar(5e-324), DType::Float64),
+              "static_cast<double>(0x0.0000000000001p-1022)");
     EXPECT_EQ(d->literal(Scalar(std::numeric_limits<int64_t>::min()), DType::Int64),
               "static_cast<int64_t>(-INT64_C(9223372036854775807) - 1)");
-    EXPECT_EQ(d->literal(Scalar(-kInf), DType::BFloat16), "-std::numeric_limits<float>::infinity()");
+    EXPECT_EQ(d->literal(Scalar(-kInf), DType::BFloat16),
+              "-std::numeric_limits<float>::infinity()");
   }
 }
 
