@@ -90,6 +90,7 @@ class Def {
   Def& epilogue(EpilogueActivation e) { return d_.epilogue = e, *this; }
   Def& variant(OpVariant v) { return d_.variants.push_back(v), *this; }
   Def& discontinuous() { return d_.discontinuous = true, *this; }
+  Def& index_map() { return d_.index_map = true, *this; }
   Def& transcendental() { return d_.precision = Precision::Transcendental, *this; }
   Def& accumulated() { return d_.precision = Precision::Accumulated, *this; }
   Def& not_differentiable() { return d_.differentiable = false, *this; }
@@ -244,15 +245,15 @@ const std::vector<OpDef>& op_table() {
       Def("chunk", K::View),
       Def("contiguous", K::View),
       // ---- data movement ----
-      Def("index_select", K::Movement),
-      Def("gather", K::Movement),
-      Def("cat", K::Movement),
+      Def("index_select", K::Movement).index_map(),
+      Def("gather", K::Movement).index_map(),
+      Def("cat", K::Movement).index_map(),
       Def("stack", K::Movement),
-      Def("pad", K::Movement),
-      Def("tril", K::Movement),
-      Def("triu", K::Movement),
-      Def("masked_fill", K::Movement),
-      Def("embedding", K::Movement),
+      Def("pad", K::Movement).index_map(),
+      Def("tril", K::Movement).index_map(),
+      Def("triu", K::Movement).index_map(),
+      Def("masked_fill", K::Movement).index_map(),
+      Def("embedding", K::Movement).index_map(),
       Def("index_put", K::Movement),
       // ---- library calls ----
       Def("matmul", K::Extern).accumulated(),

@@ -118,6 +118,9 @@ struct OpDef {
   /// and bitwise ops, isnan, argmax, any), results that do not depend on the inputs'
   /// values (factories, random draws, fill_). Ops with an almost-everywhere-zero
   /// derivative (floor, sign, round) are differentiable, as in PyTorch.
+  /// Movement ops: the compiler lowers it into loop IR as an index map
+  /// (src/compiler/lower/movement.cpp), so it fuses like a pointwise op.
+  bool index_map = false;
   bool differentiable = true;
   DerivativeFn derivative = nullptr;  // the training issue fills it; null today
 };

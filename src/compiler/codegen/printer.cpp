@@ -118,7 +118,29 @@ class Printer {
         return d_.literal(e.literal, e.dtype);
       case Expr::Kind::Load: {
         std::string l = d_.load(e.name, e.index.str());
-        return is_half(e.dtype) ? fmt::format("static_cast<float>({})", l) : l;
+        if (is_half(e.dtype)) l = fmt::format("static_cast<float>({})", l);
+        // A guarded read happens only where its guard holds.
+        if (e.mask) l = fmt::format("({} ? {} : {}(0))", expr(*e.mask), l, d_.value_type(e.dtype));
+        return l;
+      }
+      case Expr::Kind::Select:
+        return fmt::format("({} ? {} : {})", expr(*e.operands[0]), expr(*e.operands[1]),
+                           expr(*e.operands[2]));
+      case Expr::Kind::InBounds: {
+        std::vector<std::string> terms;
+        for (auto& [x, lo, hi] : e.guard) {
+          const Bounds b = x.bounds();
+          if (b.lo < lo) terms.push_back(fmt::format("{} <= {}", lo, x.str()));
+          if (hi != std::numeric_limits<int64_t>::max() && b.hi >= hi)
+            terms.push_back(fmt::format("{} < {}", x.str(), hi));
+        }
+        return terms.empty() ? "true" : fmt::format("({})", fmt::join(terms, " && "));
+      }
+      case Expr::Kind::Clamp: {
+        const auto n = static_cast<int64_t>(e.number);
+        std::string v = fmt::format("static_cast<int64_t>({})", expr(*e.operands[0]));
+        return fmt::format("({0} < 0 ? INT64_C(0) : {0} >= INT64_C({1}) ? INT64_C({2}) : {0})", v,
+                           n, n > 0 ? n - 1 : 0);
       }
       case Expr::Kind::RowLoad:
         return fmt::format("{}[{}]", e.name, e.index.str());
@@ -186,7 +208,13 @@ class Printer {
         out_.line(fmt::format("{}[{}] = {};", s.name, s.index.str(), expr(*s.value)));
         return;
       case Stmt::Kind::CheckZero:
-        out_.line(fmt::format("if ({} == 0) {}", expr(*s.value), d_.set_error_flag()));
+        out_.line(fmt::format("if ({}{} == 0) {}", s.mask ? expr(*s.mask) + " && " : "",
+                              expr(*s.value), d_.set_error_flag()));
+        return;
+      case Stmt::Kind::CheckIndex:
+        out_.line(fmt::format("if ({}({} < 0 || {} >= {})) {}",
+                              s.mask ? expr(*s.mask) + " && " : "", expr(*s.value),
+                              expr(*s.value), s.extent, d_.set_error_flag()));
         return;
       case Stmt::Kind::AccInit:
         out_.line(
