@@ -190,10 +190,8 @@ Tensor launch(const Launch& l, const std::vector<Tensor>& inputs) {
 
 void check_int_divisor(const char* op, const Tensor& divisor, DType dtype) {
   if (is_floating(dtype)) return;
-  Tensor d = to_dtype(to_dtype(divisor, dtype), DType::Int64).contiguous();
-  const int64_t* p = static_cast<const int64_t*>(d.data_ptr());
-  for (int64_t i = 0, n = d.numel(); i < n; ++i)
-    SMELT_CHECK(p[i] != 0,
+  for (int64_t v : to_dtype(divisor, dtype).to_vector<int64_t>())
+    SMELT_CHECK(v != 0,
                 "{}: ZeroDivisionError: integer division by zero (divisor of dtype {}, shape "
                 "{}); use a floating dtype to get inf/nan instead",
                 op, dtype_name(divisor.dtype()), shape_str(divisor.sizes()));

@@ -7,23 +7,18 @@
 #include <fmt/format.h>
 #include <poll.h>
 #include <spawn.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include <cerrno>
-#include <csignal>
-#include <cstring>
-#include <vector>
 
-#include <atomic>
+#include <cerrno>
 #include <chrono>
-#include <cstdio>
+#include <csignal>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <mutex>
-#include <sstream>
-#include <thread>
+#include <vector>
 
 #include "smelt/error.h"
 
