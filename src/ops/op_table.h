@@ -56,8 +56,13 @@ enum class RuntimeCheck {
   /// raises "ZeroDivisionError". Applies to remainder and fmod always, and to div only
   /// with a rounding_mode (its variants below; plain div of integers computes in float).
   IntegerDivisionByZero,
+  /// An index read from a tensor (gather, index_select, embedding) is outside the
+  /// dim it selects: eager raises "index out of range".
+  IndexOutOfRange,
 };
 std::string_view runtime_check_name(RuntimeCheck c);
+/// What a failed check means and what to do, for the error a compiled kernel raises.
+std::string_view runtime_check_message(RuntimeCheck c);
 
 /// How far a correct result may lie from PyTorch's; the golden tolerances key on it.
 enum class Precision {

@@ -84,7 +84,7 @@ TEST(Backend, ReductionsCopyAndFill) {
 
 TEST(Backend, GemmWithEpilogue) {
   backend::Backend& be = backend::backend(Device());
-  EXPECT_TRUE(be.gemm_epilogue_supported("gelu"));
+  EXPECT_TRUE(be.gemm_epilogue_supported("gelu_erf"));
   EXPECT_FALSE(be.gemm_epilogue_supported("softmax"));
   const float a[4] = {1, -2, 3, -4}, b[4] = {1, 0, 0, 1}, bias[2] = {0.5f, 0.5f};
   float c[4] = {};

@@ -146,8 +146,7 @@ class Builder {
       case Expr::Kind::Literal:
         return fmt::format("l{}:{}", dtype_name(e.dtype), literal_key(e.literal));
       case Expr::Kind::Load:
-        return fmt::format("L{}[{}]{}", e.name, e.index.str(),
-                           e.mask ? "?" + key_of(*e.mask) : "");
+        return fmt::format("L{}[{}]{}", e.name, e.index.str(), e.mask ? "?" + key_of(*e.mask) : "");
       case Expr::Kind::InBounds: {
         k = "B";
         for (auto& [x, lo, hi] : e.guard) k += fmt::format("{}:{}:{},", x.str(), lo, hi);
@@ -287,6 +286,7 @@ class Builder {
       // Out-of-range indices raise like eager; the read itself is clamped.
       Stmt chk;
       chk.kind = Stmt::Kind::CheckIndex;
+      chk.code = static_cast<int>(detail::runtime_check(n.op, n.attrs));
       chk.value = v;
       chk.extent = extent;
       chk.mask = current_mask();
@@ -442,6 +442,7 @@ class Builder {
     if (int_div) {
       Stmt s;
       s.kind = Stmt::Kind::CheckZero;
+      s.code = static_cast<int>(detail::RuntimeCheck::IntegerDivisionByZero);
       s.value = e.operands[1];
       s.mask = current_mask();
       add(std::move(s));

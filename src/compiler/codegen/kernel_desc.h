@@ -84,8 +84,8 @@ struct Stmt {
     Store,        // pointer `name`[index] = value (rounded to the storage type of dtype)
     RowBuffer,    // a row-local buffer `name` of `extent` values of dtype
     RowStore,     // name[index] = value
-    CheckZero,    // the error flag is set when value == 0 (integer division)
-    CheckIndex,   // the error flag is set when value is outside [0, extent) (gather & co)
+    CheckZero,    // the error flag is set to `code` when value == 0 (integer division)
+    CheckIndex,   // the error flag is set to `code` when value is outside [0, extent)
     AccInit,      // accumulator `name` of reduce struct `accumulator` over acc_dtype
     AccStep,      // name = step(name, value [, index]) (index: arg-reductions)
     SplitReduce,  // body (a Loop over the row) runs split across threads, each
@@ -105,6 +105,7 @@ struct Stmt {
   std::string partial;  // SplitReduce
   bool indexed = false;
   ExprPtr mask;  // CheckZero, CheckIndex: checked only where this holds
+  int code = 0;  // CheckZero, CheckIndex: the op table's RuntimeCheck
 };
 
 struct KernelDesc {

@@ -209,12 +209,12 @@ class Printer {
         return;
       case Stmt::Kind::CheckZero:
         out_.line(fmt::format("if ({}{} == 0) {}", s.mask ? expr(*s.mask) + " && " : "",
-                              expr(*s.value), d_.set_error_flag()));
+                              expr(*s.value), d_.set_error_flag(s.code)));
         return;
       case Stmt::Kind::CheckIndex:
         out_.line(fmt::format("if ({}({} < 0 || {} >= {})) {}",
-                              s.mask ? expr(*s.mask) + " && " : "", expr(*s.value),
-                              expr(*s.value), s.extent, d_.set_error_flag()));
+                              s.mask ? expr(*s.mask) + " && " : "", expr(*s.value), expr(*s.value),
+                              s.extent, d_.set_error_flag(s.code)));
         return;
       case Stmt::Kind::AccInit:
         out_.line(

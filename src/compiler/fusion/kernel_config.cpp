@@ -16,7 +16,8 @@ const char* target_name(Target t) { return t == Target::Cuda ? "cuda" : "cpp"; }
 bool KernelConfig::operator==(const KernelConfig& o) const {
   return target == o.target && reduction == o.reduction && tile_rows == o.tile_rows &&
          parallel == o.parallel && split == o.split && persistent == o.persistent &&
-         prefill == o.prefill && round_intermediates == o.round_intermediates && index_bits == o.index_bits && block_size == o.block_size &&
+         prefill == o.prefill && round_intermediates == o.round_intermediates &&
+         index_bits == o.index_bits && block_size == o.block_size &&
          items_per_thread == o.items_per_thread;
 }
 

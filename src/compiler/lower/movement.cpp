@@ -110,7 +110,8 @@ MovementLowering lower_movement(const Graph& g, const Node& n, const Index& out,
     const Shape& xs = n.inputs[0].sizes;
     const int64_t d = xs.empty() ? 0 : dim_attr(n, static_cast<int64_t>(xs.size()));
     Index at{xs, out.vars, std::nullopt};
-    if (!xs.empty()) at.vars[d] = index_value(1, Index{n.inputs[1].sizes, out.vars, out.flat}, xs[d]);
+    if (!xs.empty())
+      at.vars[d] = index_value(1, Index{n.inputs[1].sizes, out.vars, out.flat}, xs[d]);
     m.reads = {{0, std::move(at), {}}};
     return m;
   }

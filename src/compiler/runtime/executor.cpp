@@ -8,6 +8,7 @@
 
 #include "core/tensor_impl.h"
 #include "ops/op_call.h"
+#include "ops/op_table.h"
 #include "smelt/ops.h"
 
 namespace smelt::compiler {
@@ -311,10 +312,9 @@ std::vector<Tensor> CompiledGraph::run(const std::vector<Tensor>& args,
     for (const LaunchRecord& r : launches_) {
       if (r.error_flag < 0 || host[static_cast<size_t>(r.error_flag)] == 0) continue;
       const Step& st = s_.steps[static_cast<size_t>(r.step)];
-      SMELT_CHECK(false,
-                  "{}: ZeroDivisionError: integer division by zero (in compiled kernel {}); "
-                  "use a floating dtype to get inf/nan instead",
-                  st.error_ops, st.name);
+      const int code = host[static_cast<size_t>(r.error_flag)];
+      SMELT_CHECK(false, "{}: {} (in compiled kernel {})", st.error_ops,
+                  detail::runtime_check_message(static_cast<detail::RuntimeCheck>(code)), st.name);
     }
   };
   if (profile) last_step_ms.assign(s_.steps.size(), 0.0);
