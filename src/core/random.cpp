@@ -149,8 +149,16 @@ int uniform_bits(DType t) {
 namespace {
 constexpr int64_t kRandomGrain = 1 << 14;
 
-/// Reserves the blocks for `nblocks` under the generator lock; returns (seed, first).
-std::pair<uint64_t, uint64_t> reserve_blocks(uint64_t nblocks) {
+/// The Philox blocks one random op consumes: the seed and the first block index.
+/// A named struct, not a pair: structured bindings cannot be captured by the
+/// kernels' lambdas before Clang 16.
+struct BlockRange {
+  uint64_t seed;
+  uint64_t first;
+};
+
+/// Reserves the blocks for `nblocks` under the generator lock.
+BlockRange reserve_blocks(uint64_t nblocks) {
   Generator& g = default_generator();
   std::lock_guard<std::mutex> lock(g.mutex());
   return {g.seed(), g.reserve(nblocks)};
@@ -161,12 +169,12 @@ inline uint64_t words64(const uint32_t* w) { return (static_cast<uint64_t>(w[1])
 /// Calls f(i, block) for every element i in parallel; block is the Philox
 /// block holding element i's words (`per_block` elements per block).
 template <class F>
-void for_each_block(int64_t n, int64_t per_block, uint64_t seed, uint64_t first, const F& f) {
+void for_each_block(int64_t n, int64_t per_block, BlockRange blocks, const F& f) {
   const int64_t nblocks = (n + per_block - 1) / per_block;
 #pragma omp parallel for schedule(static) if (n >= kRandomGrain)
   for (int64_t b = 0; b < nblocks; ++b) {
     uint32_t w[4];
-    Generator::block_at(seed, first + static_cast<uint64_t>(b), w);
+    Generator::block_at(blocks.seed, blocks.first + static_cast<uint64_t>(b), w);
     const int64_t end = std::min(n, (b + 1) * per_block);
     for (int64_t i = b * per_block; i < end; ++i) f(i, w);
   }
@@ -181,8 +189,8 @@ Tensor bernoulli_mask(const Shape& shape, double keep_prob) {
   Tensor out = make_empty(shape, DType::Bool, Device());
   bool* p = out.data_ptr<bool>();
   const int64_t n = out.numel();
-  auto [seed, first] = reserve_blocks((n + 1) / 2);
-  for_each_block(n, 2, seed, first, [&](int64_t i, const uint32_t* w) {
+  const auto blocks = reserve_blocks((n + 1) / 2);
+  for_each_block(n, 2, blocks, [&](int64_t i, const uint32_t* w) {
     double u = static_cast<double>(words64(w + 2 * (i % 2)) >> 11) * 0x1.0p-53;
     p[i] = u < keep_prob;
   });
@@ -206,12 +214,12 @@ Tensor rand(const Shape& size, TensorOptions opts) {
   const int bits = detail::uniform_bits(dt);
   const double scale = std::ldexp(1.0, -bits);
   const int64_t per_block = bits > 32 ? 2 : 4;
-  auto [seed, first] = detail::reserve_blocks((n + per_block - 1) / per_block);
+  const auto blocks = detail::reserve_blocks((n + per_block - 1) / per_block);
   SMELT_DISPATCH_ALL(dt, "rand", [&] {
     if constexpr (std::is_same_v<T, double> || std::is_same_v<T, float> ||
                   std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
       T* p = out.data_ptr<T>();
-      detail::for_each_block(n, per_block, seed, first, [&](int64_t i, const uint32_t* w) {
+      detail::for_each_block(n, per_block, blocks, [&](int64_t i, const uint32_t* w) {
         uint64_t r = per_block == 2 ? detail::words64(w + 2 * (i % 2))
                                     : static_cast<uint64_t>(w[i % 4]) << 32;
         double u = static_cast<double>(r >> (64 - bits)) * scale;  // exact in T, < 1
@@ -232,12 +240,12 @@ Tensor randn(const Shape& size, TensorOptions opts) {
   DType dt = detail::float_dtype("randn", opts);
   Tensor out = detail::make_empty(size, dt, opts.device_);
   const int64_t n = out.numel();
-  auto [seed, first] = detail::reserve_blocks((n + 1) / 2);
+  const auto blocks = detail::reserve_blocks((n + 1) / 2);
   SMELT_DISPATCH_ALL(dt, "randn", [&] {
     if constexpr (std::is_same_v<T, double> || std::is_same_v<T, float> ||
                   std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
       T* p = out.data_ptr<T>();
-      detail::for_each_block(n, 2, seed, first, [&](int64_t i, const uint32_t* w) {
+      detail::for_each_block(n, 2, blocks, [&](int64_t i, const uint32_t* w) {
         // Box-Muller: u1 in (0, 1] so that log(u1) is finite.
         double u1 = 1.0 - static_cast<double>(detail::words64(w) >> 11) * 0x1.0p-53;
         double u2 = static_cast<double>(detail::words64(w + 2) >> 11) * 0x1.0p-53;
@@ -267,10 +275,10 @@ Tensor randint(int64_t low, int64_t high, const Shape& size, TensorOptions opts)
   const int64_t n = out.numel();
   // high - low may overflow int64; the range fits in uint64.
   const uint64_t range = static_cast<uint64_t>(high) - static_cast<uint64_t>(low);
-  auto [seed, first] = detail::reserve_blocks((n + 1) / 2);
+  const auto blocks = detail::reserve_blocks((n + 1) / 2);
   SMELT_DISPATCH_ALL(dt, "randint", [&] {
     T* p = out.data_ptr<T>();
-    detail::for_each_block(n, 2, seed, first, [&](int64_t i, const uint32_t* w) {
+    detail::for_each_block(n, 2, blocks, [&](int64_t i, const uint32_t* w) {
       // Modulo reduction: bias <= range / 2^64, negligible for tensor sizes.
       uint64_t r = detail::words64(w + 2 * (i % 2));
       int64_t v = static_cast<int64_t>(static_cast<uint64_t>(low) + r % range);
