@@ -1,6 +1,7 @@
 # ctest install_consumer (cmake -P): installs the build into a fresh prefix and
 # builds and runs examples/consumer against it, once through find_package(smelt)
-# and once through pkg-config; also runs the installed `smelt --version`.
+# and once through pkg-config; also runs the installed `smelt --version` and
+# configures the consumer with add_subdirectory(smelt).
 # Inputs: BUILD_DIR, SOURCE_DIR, WORK (scratch directory), GENERATOR, CXX.
 cmake_minimum_required(VERSION 3.22)
 
@@ -48,3 +49,8 @@ string(STRIP "${out}" libdir)
 run("building the consumer with pkg-config" ${CXX} -std=c++20 ${consumer}/main.cpp ${pc_flags}
     -Wl,-rpath,${libdir} -o ${WORK}/consumer_pkgconfig)
 expect_consumer_output(${WORK}/consumer_pkgconfig)
+
+# add_subdirectory: configured only (building would compile the library again);
+# the consumer's CMakeLists fails if smelt's tests or benchmarks are defined.
+run("configuring the consumer with add_subdirectory" ${CMAKE_COMMAND} -S ${consumer}
+    -B ${WORK}/subdirectory -G ${GENERATOR} -DCMAKE_CXX_COMPILER=${CXX} -DSMELT_SOURCE=${SOURCE_DIR})
