@@ -26,6 +26,8 @@
 // SMELT_LOGS (comma list, to stderr): graph, fusion, output_code, recompiles,
 // guards, graph_breaks, perf; "all" turns every artifact on.
 #pragma once
+#include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>

@@ -54,10 +54,15 @@ SMELT_PW_EXTERN(float)
 SMELT_PW_EXTERN(double)
 #undef SMELT_PW_EXTERN
 
+// C repeated once per index. A class, not an alias template: Clang (14 and 16)
+// collapses `Alias<C, I>...` of an alias that ignores I into one argument.
 template <class C, size_t>
-using Ith = C;
+struct Ith {
+  using type = C;
+};
 template <class C, class F, size_t... I>
-auto result_of(std::index_sequence<I...>) -> std::invoke_result_t<const F&, Ith<C, I>...>;
+auto result_of(std::index_sequence<I...>)
+    -> std::invoke_result_t<const F&, typename Ith<C, I>::type...>;
 
 template <class R, class C, class F, size_t... I>
 inline void compute(R* __restrict o, const C* const* in, int64_t n, const F& f,
