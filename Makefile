@@ -1,24 +1,37 @@
 # smelt: two entry points, `make demo` and `make test`. Both install missing
 # Debian packages (needs root or sudo), configure and build into ./build.
+# CMAKE_ARGS adds configure options (e.g. CMAKE_ARGS=-DSMELT_WERROR=ON, as CI does).
 BUILD ?= build
 JOBS ?= $(shell nproc)
-DEB_PACKAGES := cmake g++ make libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev \
+CMAKE_ARGS ?=
+DEB_PACKAGES := cmake g++ make ccache libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev \
                 libdnnl-dev libfmt-dev nlohmann-json3-dev libcli11-dev libomp-dev
+# Only `make test` needs these: the second-compiler check (Clang, under Ninja)
+# and the check of the installed package (pkg-config).
+TEST_DEB_PACKAGES := clang ninja-build pkg-config
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps configure build demo test clean
+# $(call install_missing,packages): apt-get installs those not installed yet.
+define install_missing
+missing=""; for p in $(1); do \
+  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
+done; \
+if [ -n "$$missing" ]; then \
+  echo "installing:$$missing"; \
+  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+fi
+endef
+
+.PHONY: deps test-deps configure build demo test clean
 
 deps:
-	@missing=""; for p in $(DEB_PACKAGES); do \
-	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
-	done; \
-	if [ -n "$$missing" ]; then \
-	  echo "installing:$$missing"; \
-	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
-	fi
+	@$(call install_missing,$(DEB_PACKAGES))
+
+test-deps: deps
+	@$(call install_missing,$(TEST_DEB_PACKAGES))
 
 configure: deps
-	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release > /dev/null
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(TEST_CMAKE_ARGS) $(CMAKE_ARGS) > /dev/null
 
 build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
@@ -26,7 +39,8 @@ build: configure
 demo: build
 	@$(BUILD)/smelt demo
 
-test: build
+test: TEST_CMAKE_ARGS := -DSMELT_CHECK_CXX=clang++
+test: test-deps build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 clean:

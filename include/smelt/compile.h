@@ -26,6 +26,8 @@
 // SMELT_LOGS (comma list, to stderr): graph, fusion, output_code, recompiles,
 // guards, graph_breaks, perf; "all" turns every artifact on.
 #pragma once
+#include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -59,6 +61,11 @@ struct CompileOptions {
   bool fold_constants = true;
   bool fuse = true;
   bool gemm_epilogue = true;
+  /// Round every float16/bfloat16 intermediate inside a fused kernel to its
+  /// dtype, as eager mode stores it, so compiled results equal eager ones
+  /// (Inductor's emulate_precision_casts). Off: intermediates stay in float32
+  /// registers (slightly faster, results may drift from eager).
+  bool round_intermediates = true;
 };
 
 /// Counters of a compiled function.

@@ -1,5 +1,6 @@
 // smelt/device.h — where a tensor's memory lives.
 #pragma once
+#include <cstdint>
 #include <string>
 
 namespace smelt {

@@ -1,5 +1,6 @@
 // smelt/dtype.h — element types, PyTorch's type-promotion lattice.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>

@@ -6,11 +6,14 @@
 // PyTorch. While smelt::compile traces a function, tensors are *tracers*: same
 // metadata, no data; every op records a graph node instead of running a kernel.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <iosfwd>
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "smelt/device.h"

@@ -14,6 +14,7 @@
 #include "compiler/logs.h"
 #include "compiler/passes/passes.h"
 #include "compiler/runtime/executor.h"
+#include "compiler/runtime/kernel_cache.h"
 #include "compiler/trace/tracer.h"
 #include "core/tensor_impl.h"
 
@@ -301,7 +302,7 @@ class CompiledState {
     }
     // 3-4. lowering and fusion
     CppDialect dialect;
-    Schedule s = schedule(g, FusionOptions{opts.fuse, opts.gemm_epilogue}, dialect.target());
+    Schedule s = schedule(g, FusionOptions{opts.fuse, opts.gemm_epilogue, opts.round_intermediates}, dialect.target());
     if (log_enabled("fusion")) {
       std::string body;
       for (auto& d : s.decisions) body += "  " + d + "\n";
@@ -312,14 +313,14 @@ class CompiledState {
     std::string kernels;
     for (auto& st : s.steps)
       if (st.kind == Step::Kind::Kernel) kernels += "\n" + st.source;
-    std::shared_ptr<KernelLibrary> lib;
-    BuildInfo bi;
+    std::shared_ptr<backend::Module> lib;
+    backend::BuildInfo bi;
     if (!kernels.empty()) {
       e.source = dialect.preamble() + kernels;
       // 7. build and load
       try {
-        lib = build_library(e.source, &bi);
-      } catch (const JitUnavailable& err) {
+        lib = backend::backend(Device()).build(e.source, kernel_cache(), &bi);
+      } catch (const backend::ToolchainUnavailable& err) {
         if (opts.fullgraph) throw;
         std::fputs(
             fmt::format("smelt::compile warning: {}; this function runs eagerly\n", err.what())

@@ -12,13 +12,13 @@
 // words (64 bits) per element, randn one block per pair of elements
 // (Box-Muller on two 53-bit uniforms: cos for the even, sin for the odd element).
 //
-// Every op drawing from it must call detail::note_random("<op>") first so that
-// smelt::compile graph-breaks instead of baking random numbers into a graph.
+// The random ops (src/ops/random_ops.cpp) reserve blocks here and have the
+// backend fill tensors from them (backend::RandomFill); each must call
+// detail::note_random("<op>") first so that smelt::compile graph-breaks
+// instead of baking random numbers into a graph.
 #pragma once
 #include <cstdint>
 #include <mutex>
-
-#include "smelt/tensor.h"
 
 namespace smelt::detail {
 
@@ -71,10 +71,4 @@ Generator& default_generator();
 uint64_t next_u64();
 /// Uniform double in [0, 1) from the global generator.
 double next_uniform();
-/// Bool tensor of `shape`: each element true with probability `keep_prob`
-/// (independently), drawn from the global generator. Calls note_random("bernoulli").
-/// keep_prob must be in [0, 1] (Error otherwise). Used by dropout:
-/// out = x * mask / keep_prob.
-Tensor bernoulli_mask(const Shape& shape, double keep_prob);
-
 }  // namespace smelt::detail

@@ -1,9 +1,8 @@
 #include "core/storage.h"
 
 #include <atomic>
-#include <cstdlib>
-#include <cstring>
 
+#include "core/allocator.h"
 #include "smelt/error.h"
 
 namespace smelt {
@@ -16,18 +15,12 @@ Storage::Storage() : serial_(g_serial++) {}
 uint64_t Storage::next_serial() { return g_serial.load(); }
 
 std::shared_ptr<Storage> Storage::allocate(size_t nbytes, Device device) {
-  SMELT_CHECK(device.is_cpu(),
-              "allocate: device {} has no eager backend yet; move the tensor to 'cpu'",
-              device.str());
+  Allocator& a = allocator_for(device);
   auto s = std::shared_ptr<Storage>(new Storage());
-  size_t rounded = (nbytes + 63) / 64 * 64;
-  if (rounded == 0) rounded = 64;
-  void* p = std::aligned_alloc(64, rounded);
-  SMELT_CHECK(p != nullptr, "allocate: out of memory allocating {} bytes", nbytes);
-  s->data_ = p;
+  s->data_ = a.allocate(nbytes == 0 ? 1 : nbytes, device);
   s->nbytes_ = nbytes;
   s->device_ = device;
-  s->deleter_ = [](void* q) { std::free(q); };
+  s->deleter_ = [&a, device](void* q) { a.deallocate(q, device); };
   return s;
 }
 

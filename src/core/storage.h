@@ -19,7 +19,8 @@ struct TraceValue {
 
 class Storage {
  public:
-  /// Allocates `nbytes` (64-byte aligned) on `device`; Error for non-CPU devices today.
+  /// Allocates `nbytes` (64-byte aligned) on `device` through the allocator its
+  /// backend registered (core/allocator.h); Error when that device has no backend.
   static std::shared_ptr<Storage> allocate(size_t nbytes, Device device);
   /// Wraps memory owned by the caller; `deleter` (may be empty) runs when released.
   static std::shared_ptr<Storage> wrap(void* data, size_t nbytes, Device device,

@@ -1,12 +1,10 @@
-// Tensor metadata, data access, allocation and the copy/convert primitives.
+// Tensor metadata, data access and allocation. What computes on a tensor's
+// values (copy_, to, clone, item, printing) lives in src/ops.
 #include <fmt/format.h>
 
 #include <ostream>
 
-#include "backend/cpu/loops.h"
 #include "core/tensor_impl.h"
-#include "ops/dispatch.h"
-#include "smelt/ops.h"
 
 namespace smelt {
 
@@ -139,32 +137,7 @@ T* Tensor::data_ptr() const {
   return static_cast<T*>(data_ptr());
 }
 
-template <class T>
-T Tensor::item() const {
-  SMELT_CHECK(numel() == 1,
-              "item: a Tensor with {} elements cannot be converted to a scalar (shape {})", numel(),
-              detail::shape_str(sizes()));
-  Tensor c = to(dtype_of<T>::value);
-  return *static_cast<const T*>(c.data_ptr());
-}
-
-Scalar Tensor::item() const {
-  if (dtype() == DType::Bool) return Scalar(item<bool>());
-  if (is_floating(dtype())) return Scalar(item<double>());
-  return Scalar(item<int64_t>());
-}
-
-template <class T>
-std::vector<T> Tensor::to_vector() const {
-  Tensor c = to(dtype_of<T>::value).contiguous();
-  const T* p = static_cast<const T*>(c.data_ptr());
-  return std::vector<T>(p, p + c.numel());
-}
-
-#define SMELT_INSTANTIATE(T)               \
-  template T* Tensor::data_ptr<T>() const; \
-  template T Tensor::item<T>() const;      \
-  template std::vector<T> Tensor::to_vector<T>() const;
+#define SMELT_INSTANTIATE(T) template T* Tensor::data_ptr<T>() const;
 SMELT_INSTANTIATE(bool)
 SMELT_INSTANTIATE(uint8_t)
 SMELT_INSTANTIATE(int8_t)
@@ -176,69 +149,6 @@ SMELT_INSTANTIATE(BFloat16)
 SMELT_INSTANTIATE(float)
 SMELT_INSTANTIATE(double)
 #undef SMELT_INSTANTIATE
-
-// ---- copy / convert -------------------------------------------------------
-
-Tensor to_dtype(const Tensor& x, DType dtype) {
-  if (x.dtype() == dtype) return x;
-  return detail::run_op1("to_dtype", {x}, {{"dtype", dtype}}, {x.sizes(), dtype, x.device()},
-                         [&](const std::vector<Tensor>& out) { cpu::copy_convert(out[0], x); });
-}
-
-Tensor clone(const Tensor& x) {
-  return detail::run_op1("clone", {x}, {}, {x.sizes(), x.dtype(), x.device()},
-                         [&](const std::vector<Tensor>& out) { cpu::copy_convert(out[0], x); });
-}
-
-Tensor contiguous(const Tensor& x) { return x.is_contiguous() ? x : clone(x); }
-
-Tensor Tensor::contiguous() const { return smelt::contiguous(*this); }
-Tensor Tensor::clone() const { return smelt::clone(*this); }
-Tensor Tensor::to(DType t) const { return to_dtype(*this, t); }
-Tensor Tensor::to(Device d) const {
-  SMELT_CHECK(d == device(),
-              "to: cannot move a tensor from {} to {}: only the CPU backend is "
-              "built in this version",
-              device().str(), d.str());
-  return *this;
-}
-Tensor Tensor::to(Device d, DType t) const { return to(d).to(t); }
-
-namespace {
-bool may_overlap(const Tensor& a, const Tensor& b) {
-  if (a.storage() != b.storage()) return false;
-  int64_t isz = static_cast<int64_t>(a.element_size());
-  int64_t a0 = a.storage_offset() * isz,
-          a1 = detail::storage_extent(a.sizes(), a.strides(), a.storage_offset()) * isz;
-  int64_t b0 = b.storage_offset() * static_cast<int64_t>(b.element_size()),
-          b1 = detail::storage_extent(b.sizes(), b.strides(), b.storage_offset()) *
-               static_cast<int64_t>(b.element_size());
-  return a0 < b1 && b0 < a1;
-}
-}  // namespace
-
-Tensor& Tensor::copy_(const Tensor& src) {
-  SMELT_CHECK(defined() && src.defined(), "copy_: undefined tensor");
-  Shape b = broadcast_shapes(sizes(), src.sizes(), "copy_");
-  SMELT_CHECK(b == sizes(), "copy_: source of shape {} cannot be broadcast to destination shape {}",
-              detail::shape_str(src.sizes()), detail::shape_str(sizes()));
-  SMELT_CHECK(src.device() == device(), "copy_: source on {} but destination on {}",
-              src.device().str(), device().str());
-  // A destination with internal overlap (an expanded view) has no single answer.
-  for (int64_t i = 0; i < dim(); ++i)
-    SMELT_CHECK(impl_->strides[i] != 0 || impl_->sizes[i] <= 1,
-                "copy_: unsupported operation: more than one element of the written-to tensor "
-                "refers to a single memory location (shape {}, strides {}); call .clone() first",
-                detail::shape_str(sizes()), detail::shape_str(strides()));
-  detail::run_copy(*this, src, [&] {
-    if (may_overlap(*this, src)) {
-      cpu::copy_convert(*this, smelt::clone(src));
-    } else {
-      cpu::copy_convert(*this, src);
-    }
-  });
-  return *this;
-}
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t) { return os << t.str(); }
 

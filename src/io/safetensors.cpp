@@ -12,7 +12,6 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
-#include "backend/cpu/loops.h"
 #include "core/tensor_impl.h"
 #include "smelt/io.h"
 
@@ -211,11 +210,7 @@ void save_safetensors(const std::string& path, const std::map<std::string, Tenso
                 name);
     SMELT_CHECK(t.device().is_cpu(), "save_safetensors: tensor '{}' is on {}; move it to the CPU",
                 name, t.device().str());
-    Tensor c = t;
-    if (!t.is_contiguous()) {
-      c = detail::make_empty(t.sizes(), t.dtype(), Device());
-      if (t.numel() > 0) cpu::copy_convert(c, t);
-    }
+    Tensor c = t.contiguous();
     const uint64_t nbytes = static_cast<uint64_t>(c.numel()) * c.element_size();
     header[name] = {{"dtype", code_of(t.dtype())},
                     {"shape", t.sizes()},

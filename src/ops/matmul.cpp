@@ -1,8 +1,8 @@
 // matmul with torch.matmul semantics: one "matmul" node (an Extern op) whose
-// eager kernel is one strided batched GEMM (src/backend/cpu/blas.h).
+// eager kernel is one strided batched GEMM of the device's backend.
 #include <vector>
 
-#include "backend/cpu/blas.h"
+#include "backend/backend.h"
 #include "core/tensor_impl.h"
 #include "ops/dispatch.h"
 #include "smelt/ops.h"
@@ -120,29 +120,42 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
         const int64_t esz = static_cast<int64_t>(a.element_size());
         const char* ap = static_cast<const char*>(a.data_ptr());
         const char* bp = static_cast<const char*>(b.data_ptr());
-        cpu::MatrixRef ar{ap, 0, da == 1 ? k : a.stride(-2), a.stride(-1)};
-        cpu::MatrixRef br{bp, 0, db == 1 ? b.stride(0) : b.stride(-2), db == 1 ? 1 : b.stride(-1)};
         char* cp = static_cast<char*>(c.data_ptr());
+        backend::Backend& be = backend::backend(a.device());
+        const backend::Stream stream = be.current_stream(a.device());
+        backend::Gemm g;
+        g.dtype = a.dtype();
+        g.m = m;
+        g.n = n;
+        g.k = k;
+        g.a = {ap, 0, da == 1 ? k : a.stride(-2), a.stride(-1)};
+        g.b = {bp, 0, db == 1 ? b.stride(0) : b.stride(-2), db == 1 ? 1 : b.stride(-1)};
+        g.c = cp;
+        g.c_row_stride = n;
         int64_t as = 0, bs = 0;
         const bool a_uniform = uniform_stride(aoff, &as);
         const bool b_uniform = uniform_stride(boff, &bs);
         // B shared by every batch and A's batches laid out as one tall matrix:
         // a single (nb*m) x k @ k x n product (as PyTorch folds it).
-        if (nb > 1 && b_uniform && bs == 0 && a_uniform && as == m * ar.row_stride) {
-          cpu::gemm_fused(a.dtype(), 1, nb * m, n, k, ar, br, cp, 0, n, 1, {});
+        if (nb > 1 && b_uniform && bs == 0 && a_uniform && as == m * g.a.row_stride) {
+          g.m = nb * m;
+          be.gemm(g, stream);
           return;
         }
+        g.c_batch_stride = m * n;
         if (a_uniform && b_uniform) {
-          ar.batch_stride = as;
-          br.batch_stride = bs;
-          cpu::gemm_fused(a.dtype(), nb, m, n, k, ar, br, cp, m * n, n, 1, {});
+          g.batch = nb;
+          g.a.batch_stride = as;
+          g.b.batch_stride = bs;
+          be.gemm(g, stream);
           return;
         }
         for (int64_t i = 0; i < nb; ++i) {
-          cpu::MatrixRef ai = ar, bi = br;
-          ai.data = ap + aoff[i] * esz;
-          bi.data = bp + boff[i] * esz;
-          cpu::gemm_fused(a.dtype(), 1, m, n, k, ai, bi, cp + i * m * n * esz, m * n, n, 1, {});
+          backend::Gemm gi = g;
+          gi.a.data = ap + aoff[i] * esz;
+          gi.b.data = bp + boff[i] * esz;
+          gi.c = cp + i * m * n * esz;
+          be.gemm(gi, stream);
         }
       });
 }

@@ -1,10 +1,9 @@
 // Data-movement ops that compute a new tensor (not views): index_select,
 // gather, cat, stack, pad, tril, triu, masked_fill, and Tensor::index_put_.
 // Each runs through detail::run_op1 so that smelt::compile can trace it; index
-// values are validated before anything is written.
-#include <cstring>
-
-#include "backend/cpu/loops.h"
+// values are validated before anything is written; the kernels are the
+// backend's (copy, fill, index_select, gather, index_copy, triangle_zero).
+#include "backend/backend.h"
 #include "core/tensor_impl.h"
 #include "ops/dispatch.h"
 #include "smelt/ops.h"
@@ -67,11 +66,6 @@ Tensor out_slice(const Tensor& out, int64_t dim, int64_t start, int64_t length) 
                    out.storage_offset() + start * out.strides()[dim]);
 }
 
-template <class T>
-T zero_of() {
-  return static_cast<T>(0.0f);
-}
-
 }  // namespace
 
 // ---- index_select / gather ------------------------------------------------------
@@ -98,21 +92,7 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
     out_shape = {index.numel()};
   return detail::run_op1("index_select", {x, index}, {{"dim", d}},
                          {out_shape, x.dtype(), x.device()}, [&](const std::vector<Tensor>& outs) {
-                           const Tensor& out = outs[0];
-                           if (out.numel() == 0) return;
-                           Tensor xc = x.contiguous();
-                           const Shape& xs = xc.sizes();
-                           const int64_t isz = static_cast<int64_t>(x.element_size());
-                           const int64_t outer = x.dim() == 0 ? 1 : prod(xs, 0, d);
-                           const int64_t inner = x.dim() == 0 ? 1 : prod(xs, d + 1, xs.size());
-                           const int64_t n = static_cast<int64_t>(idx.size());
-                           const char* src = static_cast<const char*>(xc.data_ptr());
-                           char* dst = static_cast<char*>(out.data_ptr());
-                           const int64_t row = inner * isz;
-                           for (int64_t o = 0; o < outer; ++o)
-                             for (int64_t k = 0; k < n; ++k)
-                               std::memcpy(dst + (o * n + k) * row, src + (o * size + idx[k]) * row,
-                                           row);
+                           backend::backend(x.device()).index_select(outs[0], x, d, index);
                          });
 }
 
@@ -139,33 +119,7 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
                 "gather: index {} is out of bounds for dimension {} with size {}", v, d, size);
   return detail::run_op1("gather", {x, index}, {{"dim", d}}, {index.sizes(), x.dtype(), x.device()},
                          [&](const std::vector<Tensor>& outs) {
-                           const Tensor& out = outs[0];
-                           const int64_t n = out.numel();
-                           if (n == 0) return;
-                           const Shape& is = index.sizes();
-                           const int64_t ind = static_cast<int64_t>(is.size());
-                           SMELT_DISPATCH_ALL(x.dtype(), "gather", [&] {
-                             const T* src = static_cast<const T*>(x.data_ptr());
-                             T* dst = static_cast<T*>(out.data_ptr());
-                             if (nd == 0) {
-                               for (int64_t i = 0; i < n; ++i) dst[i] = src[0];
-                               return;
-                             }
-                             const Shape& xst = x.strides();
-                             std::vector<int64_t> pos(ind, 0);
-                             int64_t base = 0;  // offset of pos in x, excluding dim d
-                             for (int64_t i = 0; i < n; ++i) {
-                               dst[i] = src[base + idx[i] * xst[d]];
-                               for (int64_t k = ind - 1; k >= 0; --k) {  // odometer increment
-                                 if (++pos[k] < is[k]) {
-                                   if (k != d) base += xst[k];
-                                   break;
-                                 }
-                                 if (k != d) base -= (is[k] - 1) * xst[k];
-                                 pos[k] = 0;
-                               }
-                             }
-                           });
+                           backend::backend(x.device()).gather(outs[0], x, d, index);
                          });
 }
 
@@ -213,11 +167,12 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   }
   return detail::run_op1("cat", tensors, {{"dim", d}}, {out_shape, dt, ref->device()},
                          [&](const std::vector<Tensor>& outs) {
+                           backend::Backend& be = backend::backend(ref->device());
                            int64_t offset = 0;
                            for (const Tensor& t : tensors) {
                              if (t.dim() == 1 && t.sizes()[0] == 0) continue;
                              int64_t len = t.sizes()[d];
-                             if (len > 0) cpu::copy_convert(out_slice(outs[0], d, offset, len), t);
+                             if (len > 0) be.copy(out_slice(outs[0], d, offset, len), t);
                              offset += len;
                            }
                          });
@@ -244,9 +199,9 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
   return detail::run_op1("stack", tensors, {{"dim", d}}, {out_shape, dt, tensors[0].device()},
                          [&](const std::vector<Tensor>& outs) {
                            if (outs[0].numel() == 0) return;
+                           backend::Backend& be = backend::backend(tensors[0].device());
                            for (size_t i = 0; i < tensors.size(); ++i)
-                             cpu::copy_convert(select(outs[0], d, static_cast<int64_t>(i)),
-                                               tensors[i]);
+                             be.copy(select(outs[0], d, static_cast<int64_t>(i)), tensors[i]);
                          });
 }
 
@@ -276,7 +231,8 @@ Tensor pad(const Tensor& x, const std::vector<int64_t>& p, double value) {
                          {out_shape, x.dtype(), x.device()}, [&](const std::vector<Tensor>& outs) {
                            const Tensor& out = outs[0];
                            if (out.numel() == 0) return;
-                           cpu::copy_convert(out, scalar_tensor(value, x.dtype()));
+                           backend::Backend& be = backend::backend(x.device());
+                           be.fill(out, value);
                            // Region of x that survives (negative pads crop) and where it lands.
                            Tensor src = x, dst = out;
                            for (int64_t i = 0; i < npad; ++i) {
@@ -288,7 +244,7 @@ Tensor pad(const Tensor& x, const std::vector<int64_t>& p, double value) {
                              src = narrow(src, k, crop_l, len);
                              dst = narrow(dst, k, std::max<int64_t>(l, 0), len);
                            }
-                           cpu::copy_convert(dst, src);
+                           be.copy(dst, src);
                          });
 }
 
@@ -301,22 +257,9 @@ Tensor tri(const char* op, const Tensor& x, int64_t diagonal, bool lower) {
                          [&](const std::vector<Tensor>& outs) {
                            const Tensor& out = outs[0];
                            if (out.numel() == 0) return;
-                           cpu::copy_convert(out, x);
-                           const int64_t rows = x.sizes()[x.dim() - 2],
-                                         cols = x.sizes()[x.dim() - 1];
-                           const int64_t batch = out.numel() / (rows * cols);
-                           SMELT_DISPATCH_ALL(x.dtype(), op, [&] {
-                             T* p = static_cast<T*>(out.data_ptr());
-                             const T z = zero_of<T>();
-                             for (int64_t b = 0; b < batch; ++b)
-                               for (int64_t i = 0; i < rows; ++i) {
-                                 T* row = p + (b * rows + i) * cols;
-                                 for (int64_t j = 0; j < cols; ++j) {
-                                   bool keep = lower ? j - i <= diagonal : j - i >= diagonal;
-                                   if (!keep) row[j] = z;
-                                 }
-                               }
-                           });
+                           backend::Backend& be = backend::backend(x.device());
+                           be.copy(out, x);
+                           be.triangle_zero(out, diagonal, lower);
                          });
 }
 }  // namespace
@@ -335,15 +278,13 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, const Scalar& value) {
   SMELT_CHECK(mask.device() == x.device(), "masked_fill: mask on {} but input on {}",
               mask.device().str(), x.device().str());
   Shape out_shape = broadcast2(x.sizes(), mask.sizes(), "masked_fill");
-  return detail::run_op1("masked_fill", {x, mask}, {{"value", value}},
-                         {out_shape, x.dtype(), x.device()}, [&](const std::vector<Tensor>& outs) {
-                           Tensor v = scalar_tensor(value, x.dtype());
-                           SMELT_DISPATCH_ALL(x.dtype(), "masked_fill", [&] {
-                             const T fill = *static_cast<const T*>(v.data_ptr());
-                             cpu::pointwise<T, T, bool>(
-                                 outs[0], {x, mask}, [fill](T a, bool m) { return m ? fill : a; });
-                           });
-                         });
+  return detail::run_op1(
+      "masked_fill", {x, mask}, {{"value", value}}, {out_shape, x.dtype(), x.device()},
+      [&](const std::vector<Tensor>& outs) {
+        // where(mask, value, x) computed in x's dtype.
+        Tensor v = scalar_tensor(value, TensorOptions(x.dtype()).device(x.device()));
+        backend::backend(x.device()).pointwise("where", {}, x.dtype(), outs[0], {mask, v, x});
+      });
 }
 
 Tensor& Tensor::index_put_(const Tensor& indices, const Tensor& values) {
@@ -402,7 +343,8 @@ Tensor& Tensor::index_put_(const Tensor& indices, const Tensor& values) {
       "index_put", {self, indices, values}, {{"accumulate", false}},
       {self_sizes, dtype(), device()}, [&](const std::vector<Tensor>& outs) {
         const Tensor& out = outs[0];
-        cpu::copy_convert(out, self);
+        backend::Backend& be = backend::backend(device());
+        be.copy(out, self);
         const int64_t n = static_cast<int64_t>(rows.size());
         if (n == 0) return;
         Shape target{n};
@@ -413,15 +355,16 @@ Tensor& Tensor::index_put_(const Tensor& indices, const Tensor& values) {
           Shape full = indices.sizes();
           full.insert(full.end(), rest.begin(), rest.end());
           Tensor vb = detail::make_empty(full, dtype(), device());
-          cpu::copy_convert(vb, values);
-          cpu::copy_convert(vals, make_view(vb, target, detail::contiguous_strides(target), 0));
+          be.copy(vb, values);
+          be.copy(vals, make_view(vb, target, detail::contiguous_strides(target), 0));
         } else {
-          cpu::copy_convert(vals, values);
+          be.copy(vals, values);
         }
-        const int64_t row = prod(rest, 0, rest.size()) * static_cast<int64_t>(element_size());
-        char* dst = static_cast<char*>(out.data_ptr());
-        const char* src = static_cast<const char*>(vals.data_ptr());
-        for (int64_t j = 0; j < n; ++j) std::memcpy(dst + rows[j] * row, src + j * row, row);
+        // out seen as [nrows, rest...]: the selected rows are its slices along dim 0.
+        Shape flat{nrows};
+        flat.insert(flat.end(), rest.begin(), rest.end());
+        be.index_copy(make_view(out, flat, detail::contiguous_strides(flat), 0),
+                      from_vector(rows, {n}), vals);
       });
   return copy_(result);
 }

@@ -9,10 +9,11 @@
 #include <limits>
 #include <vector>
 
-#include "core/random.h"
+#include "backend/backend.h"
 #include "core/tensor_impl.h"
 #include "ops/decompose.h"
 #include "ops/dispatch.h"
+#include "ops/random_ops.h"
 #include "smelt/ops.h"
 
 namespace smelt {
@@ -286,20 +287,11 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
                       "embedding: index {} is out of range for a weight of {} rows (shape {}); "
                       "indices must be in [0, {})",
                       i, V, S(weight), V);
-        const size_t esz = weight.element_size();
-        const char* w = static_cast<const char*>(weight.data_ptr());
-        char* o = static_cast<char*>(outs[0].data_ptr());
-        const int64_t rs = weight.stride(0), cs = weight.stride(1);
-        for (size_t r = 0; r < idx.size(); ++r) {
-          const char* src = w + idx[r] * rs * static_cast<int64_t>(esz);
-          char* dst = o + r * Dm * esz;
-          if (cs == 1) {
-            std::memcpy(dst, src, Dm * esz);
-          } else {
-            for (int64_t j = 0; j < Dm; ++j)
-              std::memcpy(dst + j * esz, src + j * cs * static_cast<int64_t>(esz), esz);
-          }
-        }
+        // Rows idx of weight, in order: an index_select over dim 0 into the
+        // output viewed as [indices.numel(), Dm].
+        const int64_t n = static_cast<int64_t>(idx.size());
+        Tensor rows = detail::make_view(outs[0], {n, Dm}, {Dm, 1}, 0);
+        backend::backend(weight.device()).index_select(rows, weight, 0, indices);
       });
 }
 

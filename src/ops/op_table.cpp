@@ -62,6 +62,21 @@ std::string_view runtime_check_name(RuntimeCheck c) {
       return "";
     case RuntimeCheck::IntegerDivisionByZero:
       return "int_div_by_zero";
+    case RuntimeCheck::IndexOutOfRange:
+      return "index_out_of_range";
+  }
+  return "?";
+}
+
+std::string_view runtime_check_message(RuntimeCheck c) {
+  switch (c) {
+    case RuntimeCheck::None:
+      return "";
+    case RuntimeCheck::IntegerDivisionByZero:
+      return "ZeroDivisionError: integer division by zero; use a floating dtype to get inf/nan "
+             "instead";
+    case RuntimeCheck::IndexOutOfRange:
+      return "index out of range: every index must lie in [0, size) of the dim it selects";
   }
   return "?";
 }
@@ -90,6 +105,7 @@ class Def {
   Def& epilogue(EpilogueActivation e) { return d_.epilogue = e, *this; }
   Def& variant(OpVariant v) { return d_.variants.push_back(v), *this; }
   Def& discontinuous() { return d_.discontinuous = true, *this; }
+  Def& index_map() { return d_.index_map = true, *this; }
   Def& transcendental() { return d_.precision = Precision::Transcendental, *this; }
   Def& accumulated() { return d_.precision = Precision::Accumulated, *this; }
   Def& not_differentiable() { return d_.differentiable = false, *this; }
@@ -244,15 +260,15 @@ const std::vector<OpDef>& op_table() {
       Def("chunk", K::View),
       Def("contiguous", K::View),
       // ---- data movement ----
-      Def("index_select", K::Movement),
-      Def("gather", K::Movement),
-      Def("cat", K::Movement),
+      Def("index_select", K::Movement).index_map().check(RuntimeCheck::IndexOutOfRange),
+      Def("gather", K::Movement).index_map().check(RuntimeCheck::IndexOutOfRange),
+      Def("cat", K::Movement).index_map(),
       Def("stack", K::Movement),
-      Def("pad", K::Movement),
-      Def("tril", K::Movement),
-      Def("triu", K::Movement),
-      Def("masked_fill", K::Movement),
-      Def("embedding", K::Movement),
+      Def("pad", K::Movement).index_map(),
+      Def("tril", K::Movement).index_map(),
+      Def("triu", K::Movement).index_map(),
+      Def("masked_fill", K::Movement).index_map(),
+      Def("embedding", K::Movement).index_map().check(RuntimeCheck::IndexOutOfRange),
       Def("index_put", K::Movement),
       // ---- library calls ----
       Def("matmul", K::Extern).accumulated(),

@@ -56,8 +56,13 @@ enum class RuntimeCheck {
   /// raises "ZeroDivisionError". Applies to remainder and fmod always, and to div only
   /// with a rounding_mode (its variants below; plain div of integers computes in float).
   IntegerDivisionByZero,
+  /// An index read from a tensor (gather, index_select, embedding) is outside the
+  /// dim it selects: eager raises "index out of range".
+  IndexOutOfRange,
 };
 std::string_view runtime_check_name(RuntimeCheck c);
+/// What a failed check means and what to do, for the error a compiled kernel raises.
+std::string_view runtime_check_message(RuntimeCheck c);
 
 /// How far a correct result may lie from PyTorch's; the golden tolerances key on it.
 enum class Precision {
@@ -118,6 +123,9 @@ struct OpDef {
   /// and bitwise ops, isnan, argmax, any), results that do not depend on the inputs'
   /// values (factories, random draws, fill_). Ops with an almost-everywhere-zero
   /// derivative (floor, sign, round) are differentiable, as in PyTorch.
+  /// Movement ops: the compiler lowers it into loop IR as an index map
+  /// (src/compiler/lower/movement.cpp), so it fuses like a pointwise op.
+  bool index_map = false;
   bool differentiable = true;
   DerivativeFn derivative = nullptr;  // the training issue fills it; null today
 };

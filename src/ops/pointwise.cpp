@@ -1,10 +1,11 @@
 // Pointwise ops, common part: promotion, broadcasting, wrapped numbers, the
-// functor mapping for the compiler, and the shared block loads/stores.
+// functor mapping shared by the compiler and the eager kernels, and launch().
 #include "ops/pointwise.h"
 
 #include <cstring>
 #include <limits>
 
+#include "backend/backend.h"
 #include "ops/op_table.h"
 #include "ops/pointwise_impl.h"
 #include "smelt/ops.h"
@@ -149,63 +150,36 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
 
 namespace detail::pw {
 
-namespace {
-template <class To, class From>
-inline To cvt(From v) {
-  if constexpr (std::is_same_v<To, From>) {
-    return v;
-  } else if constexpr (std::is_same_v<To, Half> || std::is_same_v<To, BFloat16>) {
-    return To(static_cast<float>(v));
-  } else if constexpr (std::is_same_v<From, Half> || std::is_same_v<From, BFloat16>) {
-    return static_cast<To>(static_cast<float>(v));
-  } else {
-    return static_cast<To>(v);
+Tensor launch(const Launch& l, const std::vector<Tensor>& inputs) {
+  for (auto& t : inputs) SMELT_CHECK(t.defined(), "{}: got an undefined tensor", l.op);
+  Shape shape = broadcast_all(inputs, l.op);
+  Device dev = inputs[0].device();
+  for (auto& t : inputs) {
+    if (t.is_wrapped_number()) continue;
+    if (inputs[0].is_wrapped_number()) dev = t.device();
+    SMELT_CHECK(t.device() == dev, "{}: expected all tensors on the same device, got {} and {}",
+                l.op, dev.str(), t.device().str());
   }
+  Attrs attrs;
+  attrs.set("dtype", l.dtype);
+  for (auto& [k, v] : l.attrs.items) attrs.set(k, v);
+  const PointwiseCall call = pointwise_call(l.record, attrs);
+  backend::Backend& be = backend::backend(dev);
+  SMELT_CHECK(be.has_pointwise(call.functor, l.dtype),
+              "{}: not implemented for dtype {}; convert the input first", l.op,
+              dtype_name(l.dtype));
+  return run_op1(l.record, inputs, attrs, {shape, l.out_dtype, dev},
+                 [&](const std::vector<Tensor>& outs) {
+                   if (l.int_zero_check && outs[0].numel() > 0)
+                     check_int_divisor(l.op, inputs[1], l.dtype);
+                   be.pointwise(call.functor, call.extra, l.dtype, outs[0], inputs);
+                 });
 }
-}  // namespace
-
-template <class C>
-void load_block(const char* src, int64_t stride, DType from, int64_t n, C* dst) {
-  SMELT_DISPATCH_ALL(from, "pointwise load", [&] {
-    if (stride == 0) {
-      C v = cvt<C>(*reinterpret_cast<const T*>(src));
-      for (int64_t i = 0; i < n; ++i) dst[i] = v;
-    } else if (stride == static_cast<int64_t>(sizeof(T))) {
-      const T* s = reinterpret_cast<const T*>(src);
-      for (int64_t i = 0; i < n; ++i) dst[i] = cvt<C>(s[i]);
-    } else {
-      for (int64_t i = 0; i < n; ++i)
-        dst[i] = cvt<C>(*reinterpret_cast<const T*>(src + i * stride));
-    }
-  });
-}
-
-template <class R>
-void store_block(const R* src, char* dst, int64_t stride, DType to, int64_t n) {
-  SMELT_DISPATCH_ALL(to, "pointwise store", [&] {
-    for (int64_t i = 0; i < n; ++i) *reinterpret_cast<T*>(dst + i * stride) = cvt<T>(src[i]);
-  });
-}
-
-#define SMELT_PW_INSTANTIATE(T)                                          \
-  template void load_block<T>(const char*, int64_t, DType, int64_t, T*); \
-  template void store_block<T>(const T*, char*, int64_t, DType, int64_t);
-SMELT_PW_INSTANTIATE(bool)
-SMELT_PW_INSTANTIATE(uint8_t)
-SMELT_PW_INSTANTIATE(int8_t)
-SMELT_PW_INSTANTIATE(int16_t)
-SMELT_PW_INSTANTIATE(int32_t)
-SMELT_PW_INSTANTIATE(int64_t)
-SMELT_PW_INSTANTIATE(float)
-SMELT_PW_INSTANTIATE(double)
-#undef SMELT_PW_INSTANTIATE
 
 void check_int_divisor(const char* op, const Tensor& divisor, DType dtype) {
   if (is_floating(dtype)) return;
-  Tensor d = to_dtype(to_dtype(divisor, dtype), DType::Int64).contiguous();
-  const int64_t* p = static_cast<const int64_t*>(d.data_ptr());
-  for (int64_t i = 0, n = d.numel(); i < n; ++i)
-    SMELT_CHECK(p[i] != 0,
+  for (int64_t v : to_dtype(divisor, dtype).to_vector<int64_t>())
+    SMELT_CHECK(v != 0,
                 "{}: ZeroDivisionError: integer division by zero (divisor of dtype {}, shape "
                 "{}); use a floating dtype to get inf/nan instead",
                 op, dtype_name(divisor.dtype()), shape_str(divisor.sizes()));

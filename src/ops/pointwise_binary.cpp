@@ -1,5 +1,6 @@
 // Binary and ternary pointwise ops (ops.h "binary pointwise"), scalar overloads
-// and operators; eager CPU, PyTorch semantics.
+// and operators; PyTorch semantics, element functions run by the tensors'
+// backend (pw::launch).
 #include <cmath>
 #include <optional>
 #include <string>
@@ -23,15 +24,13 @@ std::string dtypes_str(const Tensor& a, const Tensor& b) {
 }
 
 /// Binary op recorded as `record` (defaults to `op`).
-template <int Set, class Make>
-Tensor binary(const char* op, const Tensor& a, const Tensor& b, const Make& make,
-              detail::Attrs attrs = {}, const char* record = nullptr, bool zero_check = false,
+Tensor binary(const char* op, const Tensor& a, const Tensor& b, detail::Attrs attrs = {},
+              const char* record = nullptr, bool zero_check = false,
               std::optional<DType> dtype = std::nullopt) {
   req(op, {&a, &b});
   const char* rec = record ? record : op;
   DType dt = dtype ? *dtype : detail::compute_dtype(rec, {a, b});
-  return launch<Set, 2>({op, rec, dt, detail::output_dtype(rec, dt), std::move(attrs), zero_check},
-                        {a, b}, make);
+  return launch({op, rec, dt, detail::output_dtype(rec, dt), std::move(attrs), zero_check}, {a, b});
 }
 
 void refuse_bool_compute(const char* op, const Tensor& a, const Tensor& b, DType dt) {
@@ -68,42 +67,19 @@ Tensor add_sub(const char* op, const Tensor& a, const Tensor& b, const Scalar& a
   SMELT_CHECK(dt == DType::Bool || !alpha.is_bool(),
               "{}: boolean alpha is only supported for bool results (dtypes {}); pass a number", op,
               dtypes_str(a, b));
-  detail::Attrs attrs{{"alpha", alpha}};
-  const bool one = alpha.to_double() == 1.0;
-  if (is_sub) {
-    if (one) return binary<kIF>(op, a, b, SMELT_PW_FN(sub), attrs);
-    return binary<kIF>(
-        op, a, b,
-        [alpha](auto tag) {
-          using C = typename decltype(tag)::type;
-          C al = scalar_to<C>(alpha);
-          return [al](C x, C y) { return scalar::sub_alpha<C>(x, y, al); };
-        },
-        attrs);
-  }
-  if (one) return binary<kAll>(op, a, b, SMELT_PW_FN(add), attrs);
-  return binary<kAll>(
-      op, a, b,
-      [alpha](auto tag) {
-        using C = typename decltype(tag)::type;
-        C al = scalar_to<C>(alpha);
-        return [al](C x, C y) { return scalar::add_alpha<C>(x, y, al); };
-      },
-      attrs);
+  return binary(op, a, b, {{"alpha", alpha}});
 }
 
 Tensor div_impl(const char* op, const Tensor& a, const Tensor& b,
                 const std::optional<std::string>& mode) {
   req(op, {&a, &b});
-  if (!mode) return binary<kF>(op, a, b, SMELT_PW_FN(div), {}, "div");
+  if (!mode) return binary(op, a, b, {}, "div");
   SMELT_CHECK(*mode == "trunc" || *mode == "floor",
               "{}: rounding_mode must be none, \"trunc\" or \"floor\", got \"{}\"", op, *mode);
   DType dt = detail::result_type({a, b});
   refuse_bool_compute(op, a, b, dt);
   detail::Attrs attrs{{"rounding_mode", *mode}};
-  if (*mode == "trunc")
-    return binary<kIF>(op, a, b, SMELT_PW_FN(div_trunc), attrs, "div", true, dt);
-  return binary<kIF>(op, a, b, SMELT_PW_FN(div_floor), attrs, "div", true, dt);
+  return binary(op, a, b, attrs, "div", true, dt);
 }
 
 }  // namespace
@@ -115,7 +91,7 @@ Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha) {
 Tensor sub(const Tensor& a, const Tensor& b, const Scalar& alpha) {
   return add_sub("sub", a, b, alpha);
 }
-Tensor mul(const Tensor& a, const Tensor& b) { return binary<kAll>("mul", a, b, SMELT_PW_FN(mul)); }
+Tensor mul(const Tensor& a, const Tensor& b) { return binary("mul", a, b); }
 Tensor div(const Tensor& a, const Tensor& b, const std::optional<std::string>& rounding_mode) {
   return div_impl("div", a, b, rounding_mode);
 }
@@ -127,7 +103,7 @@ Tensor floor_divide(const Tensor& a, const Tensor& b) {
   Tensor name(const Tensor& a, const Tensor& b) {                           \
     req(#name, {&a, &b});                                                   \
     refuse_bool_compute(#name, a, b, detail::compute_dtype(#name, {a, b})); \
-    return binary<kIF>(#name, a, b, SMELT_PW_FN(name), {}, nullptr, true);  \
+    return binary(#name, a, b, {}, nullptr, true);                          \
   }
 SMELT_INT_DIV_OP(remainder)
 SMELT_INT_DIV_OP(fmod)
@@ -154,34 +130,32 @@ Tensor pow(const Tensor& a, const Tensor& b) {
                   e.str(), dtype_name(dt));
     }
   }
-  return binary<kIF>("pow", a, b, SMELT_PW_FN(pow), {}, nullptr, false, dt);
+  return binary("pow", a, b, {}, nullptr, false, dt);
 }
 
-#define SMELT_SIMPLE_BINARY(name, set)                  \
-  Tensor name(const Tensor& a, const Tensor& b) {       \
-    return binary<set>(#name, a, b, SMELT_PW_FN(name)); \
-  }
-SMELT_SIMPLE_BINARY(maximum, kAll)
-SMELT_SIMPLE_BINARY(minimum, kAll)
-SMELT_SIMPLE_BINARY(fmax, kAll)
-SMELT_SIMPLE_BINARY(fmin, kAll)
-SMELT_SIMPLE_BINARY(atan2, kF)
-SMELT_SIMPLE_BINARY(eq, kAll)
-SMELT_SIMPLE_BINARY(ne, kAll)
-SMELT_SIMPLE_BINARY(lt, kAll)
-SMELT_SIMPLE_BINARY(le, kAll)
-SMELT_SIMPLE_BINARY(gt, kAll)
-SMELT_SIMPLE_BINARY(ge, kAll)
-SMELT_SIMPLE_BINARY(logical_and, kB)
-SMELT_SIMPLE_BINARY(logical_or, kB)
-SMELT_SIMPLE_BINARY(logical_xor, kB)
+#define SMELT_SIMPLE_BINARY(name) \
+  Tensor name(const Tensor& a, const Tensor& b) { return binary(#name, a, b); }
+SMELT_SIMPLE_BINARY(maximum)
+SMELT_SIMPLE_BINARY(minimum)
+SMELT_SIMPLE_BINARY(fmax)
+SMELT_SIMPLE_BINARY(fmin)
+SMELT_SIMPLE_BINARY(atan2)
+SMELT_SIMPLE_BINARY(eq)
+SMELT_SIMPLE_BINARY(ne)
+SMELT_SIMPLE_BINARY(lt)
+SMELT_SIMPLE_BINARY(le)
+SMELT_SIMPLE_BINARY(gt)
+SMELT_SIMPLE_BINARY(ge)
+SMELT_SIMPLE_BINARY(logical_and)
+SMELT_SIMPLE_BINARY(logical_or)
+SMELT_SIMPLE_BINARY(logical_xor)
 #undef SMELT_SIMPLE_BINARY
 
 #define SMELT_BITWISE_BINARY(name)                                           \
   Tensor name(const Tensor& a, const Tensor& b) {                            \
     req(#name, {&a, &b});                                                    \
     refuse_float_compute(#name, a, b, detail::compute_dtype(#name, {a, b})); \
-    return binary<kIB>(#name, a, b, SMELT_PW_FN(name));                      \
+    return binary(#name, a, b);                                              \
   }
 SMELT_BITWISE_BINARY(bitwise_and)
 SMELT_BITWISE_BINARY(bitwise_or)
@@ -196,7 +170,7 @@ Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
               "comparison result or use cond.to(bool)",
               dtype_name(condition.dtype()), detail::shape_str(condition.sizes()));
   DType dt = detail::compute_dtype("where", {condition, a, b});
-  return launch<kAll, 3>({"where", "where", dt, dt, {}}, {condition, a, b}, SMELT_PW_FN(where));
+  return launch({"where", "where", dt, dt, {}}, {condition, a, b});
 }
 Tensor where(const Tensor& condition, const Tensor& a, const Scalar& b) {
   return where(condition, a, wrap_scalar(b));
@@ -217,11 +191,8 @@ Tensor clamp(const Tensor& x, const std::optional<Tensor>& min, const std::optio
   SMELT_CHECK(dt != DType::Bool,
               "clamp: not implemented for bool tensors; convert first, e.g. "
               "x.to(int64)");
-  if (has_min && has_max)
-    return launch<kIF, 3>({"clamp", "clamp", dt, dt, {}}, in, SMELT_PW_FN(clamp));
-  if (has_min)
-    return launch<kIF, 2>({"clamp", "clamp_min", dt, dt, {}}, in, SMELT_PW_FN(clamp_min));
-  return launch<kIF, 2>({"clamp", "clamp_max", dt, dt, {}}, in, SMELT_PW_FN(clamp_max));
+  const char* record = has_min && has_max ? "clamp" : has_min ? "clamp_min" : "clamp_max";
+  return launch({"clamp", record, dt, dt, {}}, in);
 }
 Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max) {
   std::optional<Tensor> lo, hi;
@@ -242,7 +213,7 @@ Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight) {
   SMELT_CHECK(weight.is_wrapped_number() || weight.dtype() == dt,
               "lerp: expected dtype {} for `weight` but got dtype {}", dtype_name(dt),
               dtype_name(weight.dtype()));
-  return launch<kF, 3>({"lerp", "lerp", dt, dt, {}}, {start, end, weight}, SMELT_PW_FN(lerp));
+  return launch({"lerp", "lerp", dt, dt, {}}, {start, end, weight});
 }
 Tensor lerp(const Tensor& start, const Tensor& end, const Scalar& weight) {
   return lerp(start, end, wrap_scalar(weight));

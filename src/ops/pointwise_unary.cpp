@@ -1,4 +1,5 @@
-// Unary pointwise ops (ops.h "unary pointwise"), eager CPU, PyTorch semantics.
+// Unary pointwise ops (ops.h "unary pointwise"), PyTorch semantics; the
+// element functions run on the tensors' backend (pw::launch).
 #include <limits>
 #include <optional>
 #include <string>
@@ -17,11 +18,10 @@ const Tensor& req(const char* op, const Tensor& x) {
   return x;
 }
 
-template <int Set, class Make>
-Tensor unary(const char* op, const Tensor& x, const Make& make, detail::Attrs attrs = {}) {
+Tensor unary(const char* op, const Tensor& x, detail::Attrs attrs = {}) {
   req(op, x);
   DType dt = detail::compute_dtype(op, {x});
-  return launch<Set, 1>({op, op, dt, detail::output_dtype(op, dt), std::move(attrs)}, {x}, make);
+  return launch({op, op, dt, detail::output_dtype(op, dt), std::move(attrs)}, {x});
 }
 
 void refuse_bool(const char* op, const Tensor& x) {
@@ -43,16 +43,16 @@ Tensor neg(const Tensor& x) {
   SMELT_CHECK(req("neg", x).dtype() != DType::Bool,
               "neg: negation, the `-` operator, on a bool tensor is not supported; to invert a "
               "mask use the `~` operator (bitwise_not) or logical_not() instead");
-  return unary<kIF>("neg", x, SMELT_PW_FN(neg));
+  return unary("neg", x);
 }
 Tensor abs(const Tensor& x) {
   refuse_bool("abs", x);
-  return unary<kIF>("abs", x, SMELT_PW_FN(abs));
+  return unary("abs", x);
 }
-Tensor sign(const Tensor& x) { return unary<kAll>("sign", x, SMELT_PW_FN(sign)); }
+Tensor sign(const Tensor& x) { return unary("sign", x); }
 
 #define SMELT_FLOAT_UNARY(name) \
-  Tensor name(const Tensor& x) { return unary<kF>(#name, x, SMELT_PW_FN(name)); }
+  Tensor name(const Tensor& x) { return unary(#name, x); }
 SMELT_FLOAT_UNARY(exp)
 SMELT_FLOAT_UNARY(exp2)
 SMELT_FLOAT_UNARY(expm1)
@@ -73,7 +73,7 @@ SMELT_FLOAT_UNARY(erf)
 Tensor relu(const Tensor& x) {
   SMELT_CHECK(req("relu", x).dtype() != DType::Bool,
               "relu: boolean inputs are not supported; convert first, e.g. x.to(float32)");
-  return unary<kIF>("relu", x, SMELT_PW_FN(relu));
+  return unary("relu", x);
 }
 
 Tensor gelu(const Tensor& x, const std::string& approximate) {
@@ -81,19 +81,18 @@ Tensor gelu(const Tensor& x, const std::string& approximate) {
               "gelu: approximate must be \"none\" or \"tanh\", got \"{}\"", approximate);
   require_floating("gelu", x);
   detail::Attrs attrs{{"approximate", approximate}};
-  if (approximate == "tanh") return unary<kF>("gelu", x, SMELT_PW_FN(gelu_tanh), attrs);
-  return unary<kF>("gelu", x, SMELT_PW_FN(gelu), attrs);
+  return unary("gelu", x, attrs);
 }
 
 Tensor silu(const Tensor& x) {
   require_floating("silu", x);
-  return unary<kF>("silu", x, SMELT_PW_FN(silu));
+  return unary("silu", x);
 }
 
-#define SMELT_ROUNDING_UNARY(name)                  \
-  Tensor name(const Tensor& x) {                    \
-    refuse_bool(#name, x);                          \
-    return unary<kIF>(#name, x, SMELT_PW_FN(name)); \
+#define SMELT_ROUNDING_UNARY(name) \
+  Tensor name(const Tensor& x) {   \
+    refuse_bool(#name, x);         \
+    return unary(#name, x);        \
   }
 SMELT_ROUNDING_UNARY(floor)
 SMELT_ROUNDING_UNARY(ceil)
@@ -101,19 +100,17 @@ SMELT_ROUNDING_UNARY(round)
 SMELT_ROUNDING_UNARY(trunc)
 #undef SMELT_ROUNDING_UNARY
 
-Tensor logical_not(const Tensor& x) {
-  return unary<kB>("logical_not", x, SMELT_PW_FN(logical_not));
-}
+Tensor logical_not(const Tensor& x) { return unary("logical_not", x); }
 
 Tensor bitwise_not(const Tensor& x) {
   SMELT_CHECK(!is_floating(req("bitwise_not", x).dtype()),
               "bitwise_not: not implemented for dtype {} (integer and bool dtypes only)",
               dtype_name(x.dtype()));
-  return unary<kIB>("bitwise_not", x, SMELT_PW_FN(bitwise_not));
+  return unary("bitwise_not", x);
 }
 
-Tensor isnan(const Tensor& x) { return unary<kAll>("isnan", x, SMELT_PW_FN(isnan)); }
-Tensor isinf(const Tensor& x) { return unary<kAll>("isinf", x, SMELT_PW_FN(isinf)); }
+Tensor isnan(const Tensor& x) { return unary("isnan", x); }
+Tensor isinf(const Tensor& x) { return unary("isinf", x); }
 
 Tensor nan_to_num(const Tensor& x, std::optional<double> nan, std::optional<double> posinf,
                   std::optional<double> neginf) {
@@ -140,19 +137,7 @@ Tensor nan_to_num(const Tensor& x, std::optional<double> nan, std::optional<doub
     lo = neginf.value_or(lo);
   }
   detail::Attrs attrs{{"nan", nv}, {"posinf", hi}, {"neginf", lo}};
-  return unary<kAll>(
-      "nan_to_num", x,
-      [=](auto tag) {
-        using C = typename decltype(tag)::type;
-        C n{}, p{}, q{};
-        if constexpr (std::is_floating_point_v<C>) {
-          n = static_cast<C>(nv);
-          p = static_cast<C>(hi);
-          q = static_cast<C>(lo);
-        }
-        return [=](C a) { return scalar::nan_to_num<C>(a, n, p, q); };
-      },
-      attrs);
+  return unary("nan_to_num", x, attrs);
 }
 
 Tensor operator-(const Tensor& a) { return neg(a); }

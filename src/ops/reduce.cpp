@@ -15,12 +15,11 @@
 // max(x) / min(x) over all elements record "amax" / "amin" over every dim.
 // logsumexp is ordinary tensor code over primitive ops (amax, isinf, where,
 // sub, exp, sum, log, add, squeeze), so the compiler only sees primitives.
-// The eager kernels are in backend/cpu/reduce.cpp, the accumulators in
+// The eager kernels are the backend's (backend/cpu/reduce.cpp on the CPU), the accumulators in
 // kernels/reduce_ops.h.
 #include <algorithm>
 
-#include "backend/cpu/loops.h"
-#include "backend/cpu/reduce.h"
+#include "backend/backend.h"
 #include "ops/dispatch.h"
 #include "smelt/ops.h"
 
@@ -97,7 +96,7 @@ DType sum_dtype(const Tensor& x, std::optional<DType> dtype) {
 Tensor kernel_input(const Tensor& x, DType dt) {
   if (x.dtype() == dt || (is_integral(x.dtype(), true) && dt == DType::Int64)) return x;
   Tensor c = detail::make_empty(x.sizes(), dt, x.device());
-  cpu::copy_convert(c, x);
+  backend::backend(x.device()).copy(c, x);
   return c;
 }
 
@@ -107,12 +106,9 @@ Tensor sum_like(const char* op, const Tensor& x, const std::vector<int64_t>& dim
   Attrs attrs{{"dim", dims}, {"keepdim", keepdim}, {"dtype", out_dt}};
   return detail::run_op1(op, {x}, attrs, {reduced_shape(x, dims, keepdim), out_dt, x.device()},
                          [&](const std::vector<Tensor>& out) {
-                           Tensor src = kernel_input(x, out_dt);
-                           if (is_prod) {
-                             cpu::prod_kernel(src, dims, out[0]);
-                           } else {
-                             cpu::sum_kernel(src, dims, out[0]);
-                           }
+                           backend::backend(x.device())
+                               .reduce(is_prod ? backend::ReduceOp::Prod : backend::ReduceOp::Sum,
+                                       kernel_input(x, out_dt), dims, out[0]);
                          });
 }
 
@@ -122,7 +118,10 @@ Tensor minmax(const char* op, const char* record_as, const Tensor& x,
   Attrs attrs{{"dim", dims}, {"keepdim", keepdim}, {"dtype", x.dtype()}};
   return detail::run_op1(
       record_as, {x}, attrs, {reduced_shape(x, dims, keepdim), x.dtype(), x.device()},
-      [&](const std::vector<Tensor>& out) { cpu::minmax_kernel(x, dims, out[0], is_max); });
+      [&](const std::vector<Tensor>& out) {
+        backend::backend(x.device())
+            .reduce(is_max ? backend::ReduceOp::Max : backend::ReduceOp::Min, x, dims, out[0]);
+      });
 }
 
 std::tuple<Tensor, Tensor> max_min_dim(const char* op, const Tensor& x, int64_t dim, bool keepdim,
@@ -131,9 +130,11 @@ std::tuple<Tensor, Tensor> max_min_dim(const char* op, const Tensor& x, int64_t 
   check_nonempty(op, x, dims, false);
   Shape s = reduced_shape(x, dims, keepdim);
   Attrs attrs{{"dim", dims}, {"keepdim", keepdim}, {"dtype", x.dtype()}};
-  auto outs = detail::run_op(
-      op, {x}, attrs, {{s, x.dtype(), x.device()}, {s, DType::Int64, x.device()}},
-      [&](const std::vector<Tensor>& out) { cpu::arg_kernel(x, dims, out[0], out[1], is_max); });
+  auto outs =
+      detail::run_op(op, {x}, attrs, {{s, x.dtype(), x.device()}, {s, DType::Int64, x.device()}},
+                     [&](const std::vector<Tensor>& out) {
+                       backend::backend(x.device()).arg_reduce(x, dims, out[0], out[1], is_max);
+                     });
   return {outs[0], outs[1]};
 }
 
@@ -162,8 +163,9 @@ Tensor arg(const char* op, const Tensor& x, std::optional<int64_t> dim, bool kee
   attrs.set("keepdim", keepdim);
   attrs.set("dtype", DType::Int64);
   return detail::run_op1(
-      op, {x}, attrs, {s, DType::Int64, x.device()},
-      [&](const std::vector<Tensor>& out) { cpu::arg_kernel(x, dims, Tensor(), out[0], is_max); });
+      op, {x}, attrs, {s, DType::Int64, x.device()}, [&](const std::vector<Tensor>& out) {
+        backend::backend(x.device()).arg_reduce(x, dims, Tensor(), out[0], is_max);
+      });
 }
 
 void check_var_dtype(const char* op, const Tensor& x) {
@@ -179,10 +181,11 @@ Tensor var_or_std(const char* op, const Tensor& x, const std::vector<int64_t>& d
   std::vector<int64_t> dims = reduce_dims(op, x, dim);
   Attrs attrs{
       {"dim", dims}, {"keepdim", keepdim}, {"dtype", x.dtype()}, {"correction", correction}};
-  return detail::run_op1(op, {x}, attrs, {reduced_shape(x, dims, keepdim), x.dtype(), x.device()},
-                         [&](const std::vector<Tensor>& out) {
-                           cpu::var_kernel(x, dims, correction, take_sqrt, out[0], Tensor());
-                         });
+  return detail::run_op1(
+      op, {x}, attrs, {reduced_shape(x, dims, keepdim), x.dtype(), x.device()},
+      [&](const std::vector<Tensor>& out) {
+        backend::backend(x.device()).var(x, dims, correction, take_sqrt, out[0], Tensor());
+      });
 }
 
 Tensor any_all(const char* op, const Tensor& x, const std::vector<int64_t>& dim, bool keepdim,
@@ -190,9 +193,12 @@ Tensor any_all(const char* op, const Tensor& x, const std::vector<int64_t>& dim,
   std::vector<int64_t> dims = reduce_dims(op, x, dim);
   const DType out_dt = x.dtype() == DType::UInt8 ? DType::UInt8 : DType::Bool;
   Attrs attrs{{"dim", dims}, {"keepdim", keepdim}, {"dtype", out_dt}};
-  return detail::run_op1(
-      op, {x}, attrs, {reduced_shape(x, dims, keepdim), out_dt, x.device()},
-      [&](const std::vector<Tensor>& out) { cpu::anyall_kernel(x, dims, out[0], is_any); });
+  return detail::run_op1(op, {x}, attrs, {reduced_shape(x, dims, keepdim), out_dt, x.device()},
+                         [&](const std::vector<Tensor>& out) {
+                           backend::backend(x.device())
+                               .reduce(is_any ? backend::ReduceOp::Any : backend::ReduceOp::All, x,
+                                       dims, out[0]);
+                         });
 }
 
 }  // namespace
@@ -225,7 +231,9 @@ Tensor mean(const Tensor& x, const std::vector<int64_t>& dim, bool keepdim,
   Attrs attrs{{"dim", dims}, {"keepdim", keepdim}, {"dtype", out_dt}};
   return detail::run_op1("mean", {x}, attrs, {reduced_shape(x, dims, keepdim), out_dt, x.device()},
                          [&](const std::vector<Tensor>& out) {
-                           cpu::mean_kernel(kernel_input(x, out_dt), dims, out[0]);
+                           backend::backend(x.device())
+                               .reduce(backend::ReduceOp::Mean, kernel_input(x, out_dt), dims,
+                                       out[0]);
                          });
 }
 
@@ -274,11 +282,11 @@ std::tuple<Tensor, Tensor> var_mean(const Tensor& x, const std::vector<int64_t>&
   Shape s = reduced_shape(x, dims, keepdim);
   Attrs attrs{
       {"dim", dims}, {"keepdim", keepdim}, {"dtype", x.dtype()}, {"correction", correction}};
-  auto outs = detail::run_op("var_mean", {x}, attrs,
-                             {{s, x.dtype(), x.device()}, {s, x.dtype(), x.device()}},
-                             [&](const std::vector<Tensor>& out) {
-                               cpu::var_kernel(x, dims, correction, false, out[0], out[1]);
-                             });
+  auto outs = detail::run_op(
+      "var_mean", {x}, attrs, {{s, x.dtype(), x.device()}, {s, x.dtype(), x.device()}},
+      [&](const std::vector<Tensor>& out) {
+        backend::backend(x.device()).var(x, dims, correction, false, out[0], out[1]);
+      });
   return {outs[0], outs[1]};
 }
 
@@ -318,7 +326,7 @@ Tensor cumsum(const Tensor& x, int64_t dim, std::optional<DType> dtype) {
   Attrs attrs{{"dim", dims}, {"dtype", out_dt}};
   return detail::run_op1("cumsum", {x}, attrs, {x.sizes(), out_dt, x.device()},
                          [&](const std::vector<Tensor>& out) {
-                           cpu::cumsum_kernel(kernel_input(x, out_dt), d, out[0]);
+                           backend::backend(x.device()).cumsum(kernel_input(x, out_dt), d, out[0]);
                          });
 }
 

@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "compiler/compile_test_util.h"
-#include "compiler/runtime/jit.h"
+#include "compiler/runtime/kernel_cache.h"
 
 using namespace smelt;
 using smelt::compiler::compiler_invocations;

@@ -7,6 +7,7 @@
 
 #include "core/random.h"
 #include "ops/dispatch.h"
+#include "ops/random_ops.h"
 #include "smelt/ops.h"
 #include "test_util.h"
 

@@ -177,6 +177,7 @@ nlohmann::json bench_one(const std::string& name, const BenchOptions& opts) {
     if (w.name != name) continue;
     CompileOptions co;
     co.mode = opts.mode;
+    co.round_intermediates = opts.round_intermediates;
     // Cold compile: an empty, private kernel cache.
     std::string dir = fmt::format("{}/smelt-bench-{}-{}",
                                   std::filesystem::temp_directory_path().string(), getpid(), name);

@@ -27,7 +27,8 @@ struct BenchOptions {
   std::string dtype = "float32";
   std::string mode = "default";
   bool json = false;
-  int iters = 0;  // 0 = automatic
+  int iters = 0;                    // 0 = automatic
+  bool round_intermediates = true;  // CompileOptions::round_intermediates
 };
 /// `smelt bench <workload>`: eager vs compiled (bench.cpp).
 int cmd_bench(const BenchOptions& opts);

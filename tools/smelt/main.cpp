@@ -34,6 +34,9 @@ int main(int argc, char** argv) {
   b->add_option("--mode", bench.mode, "default|reduce-overhead|max-autotune");
   b->add_flag("--json", bench.json, "print one JSON object per workload");
   b->add_option("--iters", bench.iters, "timed iterations (0 = automatic)");
+  b->add_flag("!--no-round-intermediates", bench.round_intermediates,
+              "keep float16/bfloat16 intermediates in float32 inside kernels (faster, may drift "
+              "from eager)");
 
   FuzzOptions fuzz;
   auto* f = app.add_subcommand("fuzz", "differential fuzzing: compiled vs eager");

@@ -2,7 +2,9 @@
 // fills `t` (any floating dtype, any strides) through copy_, drawing from the
 // global generator (smelt::manual_seed), and returns it.
 #pragma once
+#include <cstdint>
 #include <string>
+#include <utility>
 
 #include "smelt/tensor.h"
 

@@ -20,6 +20,7 @@
 // in PyTorch's state_dict ("0.weight", "block.ln_1.bias").
 #pragma once
 #include <deque>
+#include <iosfwd>
 #include <map>
 #include <memory>
 #include <string>

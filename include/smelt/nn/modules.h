@@ -4,9 +4,12 @@
 // Forward passes call the functional ops of smelt/ops.h, so they trace under
 // smelt::compile like any other code.
 #pragma once
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "smelt/nn/module.h"

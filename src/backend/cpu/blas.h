@@ -12,18 +12,14 @@
 #include <cstdint>
 #include <string>
 
+#include "backend/backend.h"
 #include "smelt/dtype.h"
 
 namespace smelt::cpu {
 
-/// Where one operand of a batched matrix product lives: element (b, i, j) is at
-/// data + b * batch_stride + i * row_stride + j * col_stride (in elements).
-struct MatrixRef {
-  const void* data = nullptr;
-  int64_t batch_stride = 0;
-  int64_t row_stride = 0;
-  int64_t col_stride = 0;
-};
+/// Operand and epilogue descriptions are the device-neutral ones of backend.h.
+using backend::GemmEpilogue;
+using backend::MatrixRef;
 
 /// C[b] = alpha * A[b] @ B[b] + beta * C[b] for b in [0, batch); A[b] is m x k,
 /// B[b] is k x n, C[b] is m x n. When beta == 0, C is not read (NaN in C does not
@@ -35,25 +31,7 @@ void gemm_strided_batched(DType dtype, int64_t batch, int64_t m, int64_t n, int6
                           int64_t c_row_stride, int64_t c_col_stride, double alpha = 1.0,
                           double beta = 0.0);
 
-/// What the fused GEMM applies where it writes its result, in this order:
-///   C = activation(alpha * A @ B + bias) + residual
-struct GemmEpilogue {
-  /// [n] vector of the GEMM's dtype, contiguous (added to every row), or nullptr.
-  const void* bias = nullptr;
-  /// epilogue_activation_name of an EpilogueActivation (src/kernels/gemm_epilogue.h):
-  /// "" (none), "relu", "gelu_erf", "gelu_tanh", "sigmoid", "silu", "tanh".
-  std::string activation;
-  /// m x n per batch, of the GEMM's dtype, with these strides (elements; 0 to
-  /// broadcast), or nullptr. May be the same memory as C (in-place residual add)
-  /// only when its strides equal C's.
-  const void* residual = nullptr;
-  int64_t residual_batch_stride = 0;
-  int64_t residual_row_stride = 0;
-  int64_t residual_col_stride = 0;
-  bool empty() const { return bias == nullptr && activation.empty() && residual == nullptr; }
-};
-
-/// True when `activation` is one GemmEpilogue accepts (parse_epilogue_activation knows it).
+/// True when `activation` is one GemmEpilogue accepts.
 bool gemm_epilogue_activation_supported(const std::string& activation);
 
 /// C[b] = activation(alpha * A[b] @ B[b] + bias) + residual[b]: one oneDNN

@@ -1,11 +1,11 @@
+// Eager CPU loop machinery (see loops.h): strided row iteration and the
+// converting copy.
 #include "backend/cpu/loops.h"
 
 #include <omp.h>
 
 #include <algorithm>
 #include <limits>
-
-#include "ops/dispatch.h"
 
 namespace smelt::cpu {
 

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/dtype_dispatch.h"
 #include "core/tensor_impl.h"
 
 namespace smelt::cpu {
@@ -74,21 +75,3 @@ void pointwise(const Tensor& out, const std::vector<Tensor>& inputs, const F& f)
 void copy_convert(const Tensor& dst, const Tensor& src);
 
 }  // namespace smelt::cpu
-
-/// Switch over every dtype, binding `T` to the C++ element type.
-#define SMELT_DISPATCH_ALL(dtype, NAME, ...)                                     \
-  [&] {                                                                          \
-    switch (dtype) {                                                             \
-      case ::smelt::DType::Bool: { using T = bool; return __VA_ARGS__(); }       \
-      case ::smelt::DType::UInt8: { using T = uint8_t; return __VA_ARGS__(); }   \
-      case ::smelt::DType::Int8: { using T = int8_t; return __VA_ARGS__(); }     \
-      case ::smelt::DType::Int16: { using T = int16_t; return __VA_ARGS__(); }   \
-      case ::smelt::DType::Int32: { using T = int32_t; return __VA_ARGS__(); }   \
-      case ::smelt::DType::Int64: { using T = int64_t; return __VA_ARGS__(); }   \
-      case ::smelt::DType::Float16: { using T = ::smelt::Half; return __VA_ARGS__(); } \
-      case ::smelt::DType::BFloat16: { using T = ::smelt::BFloat16; return __VA_ARGS__(); } \
-      case ::smelt::DType::Float32: { using T = float; return __VA_ARGS__(); }   \
-      case ::smelt::DType::Float64: { using T = double; return __VA_ARGS__(); }  \
-    }                                                                            \
-    SMELT_INTERNAL_ASSERT(false, "{}: unhandled dtype", NAME);                   \
-  }()

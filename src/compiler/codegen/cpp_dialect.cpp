@@ -103,8 +103,8 @@ void CppDialect::split_reduce(const Stmt& s, const std::string& acc_type, const 
       fmt::format("for (const auto& p : {0}_part) {0} = {1}::combine({0}, p);", s.name, acc_type));
 }
 
-std::string CppDialect::set_error_flag() const {
-  return "__atomic_store_n(smelt_error, 1, __ATOMIC_RELAXED);";
+std::string CppDialect::set_error_flag(int code) const {
+  return fmt::format("__atomic_store_n(smelt_error, {}, __ATOMIC_RELAXED);", code);
 }
 
 }  // namespace smelt::compiler

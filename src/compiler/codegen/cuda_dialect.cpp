@@ -130,6 +130,8 @@ void CudaDialect::split_reduce(const Stmt& s, const std::string& acc_type, const
                         s.name, acc_type);
 }
 
-std::string CudaDialect::set_error_flag() const { return "atomicExch(smelt_error, 1);"; }
+std::string CudaDialect::set_error_flag(int code) const {
+  return fmt::format("atomicExch(smelt_error, {});", code);
+}
 
 }  // namespace smelt::compiler

@@ -19,7 +19,7 @@ class CudaDialect : public Dialect {
   std::string barrier() const override { return "__syncthreads();"; }
   void split_reduce(const Stmt& s, const std::string& acc_type, const std::string& loop,
                     CodeBuffer& out) const override;
-  std::string set_error_flag() const override;
+  std::string set_error_flag(int code) const override;
 };
 
 }  // namespace smelt::compiler

@@ -12,6 +12,7 @@
 #include <set>
 
 #include "compiler/fusion/legality.h"
+#include "compiler/lower/movement.h"
 #include "core/tensor_impl.h"
 #include "ops/op_table.h"
 #include "ops/pointwise.h"
@@ -145,7 +146,18 @@ class Builder {
       case Expr::Kind::Literal:
         return fmt::format("l{}:{}", dtype_name(e.dtype), literal_key(e.literal));
       case Expr::Kind::Load:
-        return fmt::format("L{}[{}]", e.name, e.index.str());
+        return fmt::format("L{}[{}]{}", e.name, e.index.str(), e.mask ? "?" + key_of(*e.mask) : "");
+      case Expr::Kind::InBounds: {
+        k = "B";
+        for (auto& [x, lo, hi] : e.guard) k += fmt::format("{}:{}:{},", x.str(), lo, hi);
+        return k;
+      }
+      case Expr::Kind::Select:
+        k = "S(";
+        break;
+      case Expr::Kind::Clamp:
+        k = fmt::format("Q{}(", static_cast<int64_t>(e.number));
+        break;
       case Expr::Kind::RowLoad:
         return fmt::format("R{}[{}]", e.name, e.index.str());
       case Expr::Kind::Call:
@@ -176,6 +188,17 @@ class Builder {
       case Expr::Kind::Load:
       case Expr::Kind::RowLoad:
         vi.depends_on_r |= e.index.depends_on("r");
+        // Data-dependent positions are temporaries named in the index.
+        for (auto& v : e.index.free_vars()) {
+          auto t = temp_value_.find(v);
+          if (t == temp_value_.end()) continue;
+          vi.parts.push_back(t->second);
+          vi.depends_on_r |= values_[t->second].depends_on_r;
+        }
+        if (e.mask) collect(*e.mask, vi);
+        return;
+      case Expr::Kind::InBounds:
+        for (auto& g : e.guard) vi.depends_on_r |= std::get<0>(g).depends_on("r");
         return;
       case Expr::Kind::Call:
         vi.computed = true;
@@ -223,7 +246,88 @@ class Builder {
     e.name = use_arg(o.buf, false);
     e.index = operand_offset(o, it);
     e.dtype = g_.buffers[o.buf].dtype;
+    e.mask = current_mask();
     return emit(make(std::move(e)), e.dtype);
+  }
+
+  /// The conjunction of the guards in force (reads of pad and cat pieces
+  /// outside their input), or nullptr.
+  ExprPtr current_mask() const {
+    if (masks_.empty()) return nullptr;
+    Expr m;
+    m.kind = Expr::Kind::InBounds;
+    m.dtype = DType::Bool;
+    for (auto& g : masks_) m.guard.insert(m.guard.end(), g.terms.begin(), g.terms.end());
+    return make(std::move(m));
+  }
+
+  static ExprPtr in_bounds(const Guard& g) {
+    Expr m;
+    m.kind = Expr::Kind::InBounds;
+    m.dtype = DType::Bool;
+    m.guard = g.terms;
+    return make(std::move(m));
+  }
+
+  static ExprPtr select(ExprPtr c, ExprPtr a, ExprPtr b, DType t) {
+    Expr e;
+    e.kind = Expr::Kind::Select;
+    e.dtype = t;
+    e.operands = {std::move(c), std::move(a), std::move(b)};
+    return make(std::move(e));
+  }
+
+  /// The value of index map `n` (masked_fill, pad, cat, gather, ...) at `at`.
+  ExprPtr movement(const Node& n, const Index& at) {
+    ops_.insert(n.op);
+    const DType out = g_.buffers[n.outputs[0]].dtype;
+    auto index_value = [&](int input, const Index& pos, int64_t extent) {
+      ExprPtr v = value(n.inputs[input], pos);
+      // Out-of-range indices raise like eager; the read itself is clamped.
+      Stmt chk;
+      chk.kind = Stmt::Kind::CheckIndex;
+      chk.code = static_cast<int>(detail::runtime_check(n.op, n.attrs));
+      chk.value = v;
+      chk.extent = extent;
+      chk.mask = current_mask();
+      add(std::move(chk));
+      error_ops_.insert(n.op);
+      Expr c;
+      c.kind = Expr::Kind::Clamp;
+      c.dtype = DType::Int64;
+      c.number = static_cast<double>(extent);
+      c.operands = {v};
+      ExprPtr t = emit(make(std::move(c)), DType::Int64);
+      return IndexExpr::var(t->name, std::max<int64_t>(1, extent));
+    };
+    MovementLowering m = lower_movement(g_, n, at, index_value);
+    auto read = [&](const MovementRead& r) {
+      if (!r.guard.always()) masks_.push_back(r.guard);
+      ExprPtr v = value(n.inputs[r.input], r.at);
+      if (!r.guard.always()) masks_.pop_back();
+      return convert(v, n.inputs[r.input].dtype, out);
+    };
+    ExprPtr fill = literal(m.fill, out);
+    ExprPtr result;
+    switch (m.combine) {
+      case MovementLowering::Combine::Read:
+        result = read(m.reads[0]);
+        if (!m.reads[0].guard.always())
+          result = select(in_bounds(m.reads[0].guard), result, fill, out);
+        break;
+      case MovementLowering::Combine::Pieces:
+        result = fill;
+        for (auto r = m.reads.rbegin(); r != m.reads.rend(); ++r)
+          result = select(in_bounds(r->guard), read(*r), result, out);
+        break;
+      case MovementLowering::Combine::MaskedFill:
+        result = select(value(n.inputs[1], m.reads[1].at), fill, read(m.reads[0]), out);
+        break;
+      case MovementLowering::Combine::Keep:
+        result = select(in_bounds(m.keep), read(m.reads[0]), fill, out);
+        break;
+    }
+    return emit(result, out);
   }
 
   bool is_group_reduction(int buf) const {
@@ -238,9 +342,10 @@ class Builder {
     return it->second;
   }
 
-  static std::string memo_key(int node, const Index& at) {
+  std::string memo_key(int node, const Index& at) const {
     std::string k = fmt::format("N{}@", node);
     for (auto& v : at.vars) k += v.str() + ",";
+    if (ExprPtr m = current_mask()) k += "?" + key_of(*m);
     return k;
   }
 
@@ -265,6 +370,11 @@ class Builder {
     };
     std::string root_memo = memo_key(root, at);
     if (ExprPtr v = lookup(root_memo)) return v;
+    if (is_index_map(g_.nodes[root])) {
+      ExprPtr v = movement(g_.nodes[root], at);
+      scopes_.back().values[root_memo] = v;
+      return v;
+    }
     std::vector<Frame> stack;
     stack.push_back(Frame{root, std::move(at), root_memo, {}, 0});
     while (true) {
@@ -277,6 +387,11 @@ class Builder {
           Index pi = producer_index(g_.buffers[o.buf].sizes, o, f.at);
           std::string mk = memo_key(p, pi);
           if (ExprPtr v = lookup(mk)) {
+            f.args.push_back(v);
+          } else if (is_index_map(g_.nodes[p])) {
+            // Its inputs are read at other indices: computed on its own.
+            ExprPtr v = movement(g_.nodes[p], pi);
+            scopes_.back().values[mk] = v;
             f.args.push_back(v);
           } else {
             stack.push_back(Frame{p, std::move(pi), mk, {}, 0});
@@ -327,7 +442,9 @@ class Builder {
     if (int_div) {
       Stmt s;
       s.kind = Stmt::Kind::CheckZero;
+      s.code = static_cast<int>(detail::RuntimeCheck::IntegerDivisionByZero);
       s.value = e.operands[1];
+      s.mask = current_mask();
       add(std::move(s));
       error_ops_.insert(n.op);
     }
@@ -336,7 +453,10 @@ class Builder {
         def && (def->rule == detail::DTypeRule::Compare || def->rule == detail::DTypeRule::Logical);
     DType result = to_bool ? DType::Bool : c;
     e.dtype = result;
-    return emit(convert(make(std::move(e)), result, out), out);
+    // A float16/bfloat16 result is computed in float32 (opmath); eager stores
+    // it rounded, and so does the kernel unless told not to.
+    DType computed = cfg_.round_intermediates ? value_dtype(result) : result;
+    return emit(convert(make(std::move(e)), computed, out), out);
   }
 
   /// The dtype whose value type a value of `t` is computed in (float16 and
@@ -601,6 +721,7 @@ class Builder {
   std::map<int, ExprPtr> row_values_;
   std::set<std::string> ops_;
   std::set<std::string> error_ops_;
+  std::vector<Guard> masks_;
 };
 
 }  // namespace

@@ -8,6 +8,7 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "compiler/fusion/kernel_config.h"
@@ -55,6 +56,9 @@ struct Expr {
     Convert,   // operands[0] from `from` to dtype (rounds through float16/bfloat16 storage)
     Cast,      // operands[0] to the value type of dtype, no rounding (operands to opmath)
     AccValue,  // accumulator `name`, result `field` (finalize, value, index, mean, var, std)
+    Select,    // operands[0] ? operands[1] : operands[2]
+    InBounds,  // true where lo <= e < hi for every (e, lo, hi) of `guard`
+    Clamp,     // operands[0] as an int64 index clamped into [0, number)
   };
   Kind kind = Kind::Temp;
   DType dtype = DType::Float32;  // the value's dtype (printed as the dialect's value type)
@@ -65,8 +69,12 @@ struct Expr {
   std::string field;            // AccValue
   std::string accumulator;      // AccValue: reduce struct name (Sum, Welford, ...)
   DType acc_dtype = DType::Float32;
-  double number = 0;  // AccValue: correction (var/std) or row length (mean)
+  double number = 0;  // AccValue: correction (var/std) or row length (mean); Clamp: extent
   std::vector<ExprPtr> operands;
+  /// Load: read only where this (bool) expression holds, else 0.
+  ExprPtr mask;
+  /// InBounds: the conjunction of lo <= e < hi.
+  std::vector<std::tuple<IndexExpr, int64_t, int64_t>> guard;
 };
 
 struct Stmt {
@@ -76,7 +84,8 @@ struct Stmt {
     Store,        // pointer `name`[index] = value (rounded to the storage type of dtype)
     RowBuffer,    // a row-local buffer `name` of `extent` values of dtype
     RowStore,     // name[index] = value
-    CheckZero,    // the error flag is set when value == 0 (integer division)
+    CheckZero,    // the error flag is set to `code` when value == 0 (integer division)
+    CheckIndex,   // the error flag is set to `code` when value is outside [0, extent)
     AccInit,      // accumulator `name` of reduce struct `accumulator` over acc_dtype
     AccStep,      // name = step(name, value [, index]) (index: arg-reductions)
     SplitReduce,  // body (a Loop over the row) runs split across threads, each
@@ -95,6 +104,8 @@ struct Stmt {
   DType acc_dtype = DType::Float32;
   std::string partial;  // SplitReduce
   bool indexed = false;
+  ExprPtr mask;  // CheckZero, CheckIndex: checked only where this holds
+  int code = 0;  // CheckZero, CheckIndex: the op table's RuntimeCheck
 };
 
 struct KernelDesc {

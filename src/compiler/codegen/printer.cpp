@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <limits>
 
 #include "smelt/error.h"
 
@@ -45,16 +46,21 @@ std::string Dialect::literal(const Scalar& s, DType t) const {
   std::string ty = value_type(t);
   if (t == DType::Bool) return s.to_double() != 0 ? "true" : "false";
   if (!is_floating(t)) {
-    if (s.is_floating())
-      return fmt::format("static_cast<{}>({})", ty, static_cast<int64_t>(s.to_double()));
-    return fmt::format("static_cast<{}>(INT64_C({}))", ty, s.to_int());
+    int64_t v = s.is_floating() ? static_cast<int64_t>(s.to_double()) : s.to_int();
+    // INT64_MIN has no literal of its own: -9223372036854775808 negates an
+    // out-of-range constant.
+    if (v == std::numeric_limits<int64_t>::min())
+      return fmt::format("static_cast<{}>(-INT64_C(9223372036854775807) - 1)", ty);
+    return fmt::format("static_cast<{}>(INT64_C({}))", ty, v);
   }
   double v = s.to_double();
-  if (std::isnan(v)) return fmt::format("std::numeric_limits<{}>::quiet_NaN()", ty);
+  if (std::isnan(v))
+    return fmt::format("{}std::numeric_limits<{}>::quiet_NaN()", std::signbit(v) ? "-" : "", ty);
   if (std::isinf(v))
     return fmt::format("{}std::numeric_limits<{}>::infinity()", v < 0 ? "-" : "", ty);
-  if (s.is_floating()) return fmt::format("static_cast<{}>({:.17g})", ty, v);
-  return fmt::format("static_cast<{}>(INT64_C({}))", ty, s.to_int());
+  // Hexadecimal floating literals are exact: -0.0, subnormals and every
+  // float16/bfloat16/float32/float64 value print as themselves.
+  return fmt::format("static_cast<{}>({:a})", ty, v);
 }
 
 std::string Dialect::load(const std::string& ptr, const std::string& index) const {
@@ -112,7 +118,29 @@ class Printer {
         return d_.literal(e.literal, e.dtype);
       case Expr::Kind::Load: {
         std::string l = d_.load(e.name, e.index.str());
-        return is_half(e.dtype) ? fmt::format("static_cast<float>({})", l) : l;
+        if (is_half(e.dtype)) l = fmt::format("static_cast<float>({})", l);
+        // A guarded read happens only where its guard holds.
+        if (e.mask) l = fmt::format("({} ? {} : {}(0))", expr(*e.mask), l, d_.value_type(e.dtype));
+        return l;
+      }
+      case Expr::Kind::Select:
+        return fmt::format("({} ? {} : {})", expr(*e.operands[0]), expr(*e.operands[1]),
+                           expr(*e.operands[2]));
+      case Expr::Kind::InBounds: {
+        std::vector<std::string> terms;
+        for (auto& [x, lo, hi] : e.guard) {
+          const Bounds b = x.bounds();
+          if (b.lo < lo) terms.push_back(fmt::format("{} <= {}", lo, x.str()));
+          if (hi != std::numeric_limits<int64_t>::max() && b.hi >= hi)
+            terms.push_back(fmt::format("{} < {}", x.str(), hi));
+        }
+        return terms.empty() ? "true" : fmt::format("({})", fmt::join(terms, " && "));
+      }
+      case Expr::Kind::Clamp: {
+        const auto n = static_cast<int64_t>(e.number);
+        std::string v = fmt::format("static_cast<int64_t>({})", expr(*e.operands[0]));
+        return fmt::format("({0} < 0 ? INT64_C(0) : {0} >= INT64_C({1}) ? INT64_C({2}) : {0})", v,
+                           n, n > 0 ? n - 1 : 0);
       }
       case Expr::Kind::RowLoad:
         return fmt::format("{}[{}]", e.name, e.index.str());
@@ -125,11 +153,11 @@ class Printer {
       case Expr::Kind::Convert: {
         // A conversion rounds as if stored: float16/bfloat16 through storage.
         std::string v = expr(*e.operands[0]);
-        if (e.dtype == DType::Bool && e.from != DType::Bool) return fmt::format("({} != 0)", v);
+        if (e.from == e.dtype) return v;
+        if (e.dtype == DType::Bool) return fmt::format("({} != 0)", v);
         if (is_half(e.dtype))
           return fmt::format("static_cast<float>({}(static_cast<float>({})))",
                              d_.storage_type(e.dtype), v);
-        if (e.from == e.dtype) return v;
         return fmt::format("static_cast<{}>({})", d_.value_type(e.dtype), v);
       }
       case Expr::Kind::Cast:
@@ -180,7 +208,13 @@ class Printer {
         out_.line(fmt::format("{}[{}] = {};", s.name, s.index.str(), expr(*s.value)));
         return;
       case Stmt::Kind::CheckZero:
-        out_.line(fmt::format("if ({} == 0) {}", expr(*s.value), d_.set_error_flag()));
+        out_.line(fmt::format("if ({}{} == 0) {}", s.mask ? expr(*s.mask) + " && " : "",
+                              expr(*s.value), d_.set_error_flag(s.code)));
+        return;
+      case Stmt::Kind::CheckIndex:
+        out_.line(fmt::format("if ({}({} < 0 || {} >= {})) {}",
+                              s.mask ? expr(*s.mask) + " && " : "", expr(*s.value), expr(*s.value),
+                              s.extent, d_.set_error_flag(s.code)));
         return;
       case Stmt::Kind::AccInit:
         out_.line(

@@ -49,8 +49,9 @@ class Dialect {
   /// step over `loop`, then combine into `s.name` in a fixed order.
   virtual void split_reduce(const Stmt& s, const std::string& acc_type, const std::string& loop,
                             CodeBuffer& out) const = 0;
-  /// Statement that sets the kernel's error flag.
-  virtual std::string set_error_flag() const = 0;
+  /// Statement that sets the kernel's error flag to `code` (a RuntimeCheck of
+  /// the op table: the runtime names the failed check from it).
+  virtual std::string set_error_flag(int code) const = 0;
   /// A load of element `index` of `ptr`, and a store (vector forms where a
   /// dialect proves them legal).
   virtual std::string load(const std::string& ptr, const std::string& index) const;
@@ -77,7 +78,7 @@ class CppDialect : public Dialect {
   std::string barrier() const override { return ""; }
   void split_reduce(const Stmt& s, const std::string& acc_type, const std::string& loop,
                     CodeBuffer& out) const override;
-  std::string set_error_flag() const override;
+  std::string set_error_flag(int code) const override;
 };
 
 /// The printed source of one kernel.

@@ -16,7 +16,8 @@ const char* target_name(Target t) { return t == Target::Cuda ? "cuda" : "cpp"; }
 bool KernelConfig::operator==(const KernelConfig& o) const {
   return target == o.target && reduction == o.reduction && tile_rows == o.tile_rows &&
          parallel == o.parallel && split == o.split && persistent == o.persistent &&
-         prefill == o.prefill && index_bits == o.index_bits && block_size == o.block_size &&
+         prefill == o.prefill && round_intermediates == o.round_intermediates &&
+         index_bits == o.index_bits && block_size == o.block_size &&
          items_per_thread == o.items_per_thread;
 }
 
@@ -32,6 +33,7 @@ std::string KernelConfig::str() const {
   if (split) s += " split";
   if (persistent) s += " persistent";
   if (!prefill.empty()) s += fmt::format(" prefill={}", fmt::join(prefill, ","));
+  if (!round_intermediates) s += " no_rounding";
   s += fmt::format(" idx{}", index_bits);
   if (block_size) s += fmt::format(" block={}x{}", block_size, items_per_thread);
   return s;
@@ -50,9 +52,10 @@ int index_bits_for(const Graph& g, const std::vector<int>& buffers, int64_t nume
 }  // namespace
 
 KernelConfig choose_config(const Graph& g, const std::vector<bool>& materialized,
-                           const KernelGroup& group, Target target) {
+                           const KernelGroup& group, Target target, bool round_intermediates) {
   KernelConfig c;
   c.target = target;
+  c.round_intermediates = round_intermediates;
   c.reduction = group.reduction;
   const Shape& s = group.shape;
   const int64_t n = detail::shape_numel(s);

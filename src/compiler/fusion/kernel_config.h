@@ -45,6 +45,9 @@ struct KernelConfig {
   /// persistent kernel the row is computed in its own loop first, which
   /// vectorizes, then reduced.
   std::vector<int> prefill;
+  /// float16/bfloat16 results of ops are rounded to their dtype inside the
+  /// kernel, as eager stores them (off: kept in float32 registers).
+  bool round_intermediates = true;
   /// Width of index arithmetic: 32 when every index the kernel forms fits.
   int index_bits = 64;
   /// CUDA: threads per block and elements per thread (0 on the CPU).
@@ -62,6 +65,6 @@ struct KernelConfig {
 /// `materialized` says which buffers live in memory (the rest are computed
 /// inside the kernels that read them).
 KernelConfig choose_config(const Graph& g, const std::vector<bool>& materialized,
-                           const KernelGroup& group, Target target);
+                           const KernelGroup& group, Target target, bool round_intermediates = true);
 
 }  // namespace smelt::compiler

@@ -10,6 +10,7 @@
 #include <map>
 #include <set>
 
+#include "compiler/lower/movement.h"
 #include "core/tensor_impl.h"
 
 namespace smelt::compiler {
@@ -62,9 +63,22 @@ struct Walk {
         if (n.op != "to_dtype" && n.op != "clone") computed = true;
       }
       if (classify(n) != LoopKind::Reduction) ops.insert(n.op == "to_dtype" ? "convert" : n.op);
-      // A reduction's own input is read over the reduced range; a reduction
-      // root is checked by its caller, only its input is walked here.
-      for (auto& o : n.inputs) {
+      // Each input is read at the node's index (broadcast), or, for an index
+      // map (lower/movement.h), where the map says; a data-dependent position
+      // is any valid one.
+      std::vector<std::pair<int, Index>> inputs;
+      if (is_index_map(n)) {
+        MovementLowering m =
+            lower_movement(g, n, it, [&](int input, const Index& at, int64_t extent) {
+              inputs.emplace_back(input, at);
+              return IndexExpr::var("index_value", std::max<int64_t>(1, extent));
+            });
+        for (auto& r : m.reads) inputs.emplace_back(r.input, r.at);
+      } else {
+        for (size_t k = 0; k < n.inputs.size(); ++k) inputs.emplace_back(static_cast<int>(k), it);
+      }
+      for (auto& [k, at] : inputs) {
+        const Operand& o = n.inputs[k];
         if (o.is_scalar()) continue;
         const Buffer& b = g.buffers[o.buf];
         if (b.kind == BufferKind::Node && contains(grp.reductions, b.producer) &&
@@ -74,7 +88,7 @@ struct Walk {
           if (pos >= reader_pos)
             return FusionDecision::no(
                 fmt::format("%{} ({}) is read before its reduction completes", o.buf, r.op));
-          Index p = producer_index(b.sizes, o, it);
+          Index p = producer_index(b.sizes, o, at);
           Index row = unflatten(b.sizes, IndexExpr::var("o", std::max<int64_t>(1, row_count())));
           if (p.vars != row.vars)
             return FusionDecision::no(fmt::format(
@@ -84,7 +98,7 @@ struct Walk {
         }
         if (computed_in(g, mat, grp, o.buf)) {
           if (contains(grp.stores, b.producer)) stores_reached.insert(o.buf);
-          Index p = producer_index(b.sizes, o, it);
+          Index p = producer_index(b.sizes, o, at);
           if (visit_once(b.producer, p)) stack.emplace_back(b.producer, std::move(p));
           continue;
         }

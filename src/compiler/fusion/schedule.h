@@ -37,7 +37,7 @@ struct Step {
   std::vector<int> writes;  // buffers written
   KernelConfig config;      // Kernel: its layout (chosen in fusion/, printed by codegen/)
   std::string source;       // Kernel: the generated function (filled by codegen)
-  std::string error_ops;    // Kernel: ops whose runtime check (division by zero) may fail
+  std::string error_ops;    // Kernel: ops whose runtime check (op table RuntimeCheck) may fail
 };
 
 struct Schedule {

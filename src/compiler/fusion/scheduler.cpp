@@ -344,7 +344,7 @@ class Scheduler {
         continue;
       }
       GroupFootprint fp = footprint(g_, s_.materialized, st.group);
-      st.config = choose_config(g_, s_.materialized, st.group, target_);
+      st.config = choose_config(g_, s_.materialized, st.group, target_, opts_.round_intermediates);
       std::vector<std::string> ops = fp.ops;
       if (ops.size() > 6) ops.resize(6);
       std::string kind;

@@ -18,6 +18,9 @@ namespace smelt::compiler {
 struct FusionOptions {
   bool fuse = true;           // false: one kernel per node (debugging)
   bool gemm_epilogue = true;  // fold bias/activation/residual into the GEMM call
+  /// float16/bfloat16 results of ops inside fused kernels are rounded to
+  /// their dtype as eager stores them (CompileOptions::round_intermediates).
+  bool round_intermediates = true;
 };
 
 /// Groups the graph into steps; kernels are named with `target`'s prefix and

@@ -33,6 +33,9 @@ LoopKind classify(const Node& n) {
                                                            : LoopKind::Reduction;
     case detail::OpKind::Extern:
       return LoopKind::Extern;
+    case detail::OpKind::Movement:
+      // index maps (lower/movement.h) fuse like pointwise ops
+      return def->index_map ? LoopKind::Pointwise : LoopKind::Fallback;
     default:
       return LoopKind::Fallback;
   }

@@ -6,10 +6,9 @@
 #include <cstring>
 #include <map>
 
-#include "backend/cpu/blas.h"
-#include "compiler/trace/tracer.h"
 #include "core/tensor_impl.h"
 #include "ops/op_call.h"
+#include "ops/op_table.h"
 #include "smelt/ops.h"
 
 namespace smelt::compiler {
@@ -77,13 +76,32 @@ MemoryPlan plan_memory(const Graph& g, const Schedule& s) {
   return mp;
 }
 
-CompiledGraph::CompiledGraph(Graph g, Schedule s, std::shared_ptr<KernelLibrary> lib,
+CompiledGraph::CompiledGraph(Graph g, Schedule s, std::shared_ptr<backend::Module> module,
                              bool keep_arena)
-    : g_(std::move(g)), s_(std::move(s)), lib_(std::move(lib)), keep_arena_(keep_arena) {
+    : g_(std::move(g)), s_(std::move(s)), module_(std::move(module)), keep_arena_(keep_arena) {
   mem_ = plan_memory(g_, s_);
   escaping_ = escaping(g_);
-  for (auto& st : s_.steps)
-    fns_.push_back(st.kind == Step::Kind::Kernel ? lib_->kernel(st.name) : nullptr);
+  if (!g_.buffers.empty()) device_ = g_.buffers[0].device;
+  // The launch plan: one record per generated kernel, its arguments as slots.
+  launch_of_step_.assign(s_.steps.size(), -1);
+  for (size_t i = 0; i < s_.steps.size(); ++i) {
+    const Step& st = s_.steps[i];
+    if (st.kind != Step::Kind::Kernel) continue;
+    SMELT_INTERNAL_ASSERT(module_ != nullptr, "kernel {} without a built module", st.name);
+    LaunchRecord r;
+    r.step = static_cast<int>(i);
+    r.kernel = module_->function(st.name);
+    for (int b : st.reads) r.args.push_back({ArgSlot::Kind::Buffer, b});
+    for (int b : st.writes) r.args.push_back({ArgSlot::Kind::Buffer, b});
+    if (!st.error_ops.empty()) {
+      r.error_flag = error_flags_++;
+      r.args.push_back({ArgSlot::Kind::ErrorFlag, r.error_flag});
+    }
+    max_args_ = std::max(max_args_, r.args.size());
+    launch_of_step_[i] = static_cast<int>(launches_.size());
+    launches_.push_back(std::move(r));
+  }
+  error_offset_ = align_up(mem_.arena_bytes);
 }
 
 std::string CompiledGraph::plan_str() const {
@@ -112,7 +130,8 @@ Tensor view_over(void* base, const Operand& o) {
 }
 
 /// C = A @ B (+ epilogue) for a matmul node whose operands are windows of buffers.
-void run_matmul(const Graph& g, const Step& st, const std::vector<void*>& ptr) {
+void run_matmul(const Graph& g, const Step& st, const std::vector<void*>& ptr, backend::Backend& be,
+                backend::Stream stream) {
   const Node& n = g.nodes[st.node];
   Operand a = n.inputs[0], b = n.inputs[1];
   const Buffer& out = g.buffers[st.writes[0]];
@@ -130,7 +149,12 @@ void run_matmul(const Graph& g, const Step& st, const std::vector<void*>& ptr) {
   Shape abatch(a.sizes.begin(), a.sizes.end() - 2), bbatch(b.sizes.begin(), b.sizes.end() - 2);
   Shape batch = broadcast_shapes(abatch, bbatch, "matmul");
   const int64_t nb = detail::shape_numel(batch);
-  cpu::GemmEpilogue ep;
+  backend::Gemm gm;
+  gm.dtype = dt;
+  gm.n = nn;
+  gm.k = k;
+  gm.c_row_stride = nn;
+  backend::GemmEpilogue& ep = gm.epilogue;
   if (st.bias >= 0) {
     const Operand& bo = g.nodes[st.epilogue[0]].inputs[st.bias];
     ep.bias = static_cast<char*>(ptr[bo.buf]) + bo.offset * itemsize(bo.dtype);
@@ -155,13 +179,17 @@ void run_matmul(const Graph& g, const Step& st, const std::vector<void*>& ptr) {
     if (abatch[d] != 1 && a.strides[d] != expect) a_merge = false;
   }
   if (b_shared && a_merge && detail::shape_numel(abatch) == nb) {
-    cpu::MatrixRef ar{static_cast<char*>(ptr[a.buf]) + a.offset * isz, 0,
-                      a.strides[a.sizes.size() - 2], a.strides.back()};
-    cpu::MatrixRef br{static_cast<char*>(ptr[b.buf]) + b.offset * isz, 0,
-                      b.strides[b.sizes.size() - 2], b.strides.back()};
-    cpu::gemm_fused(dt, 1, nb * m, nn, k, ar, br, c, 0, nn, 1, ep);
+    gm.m = nb * m;
+    gm.a = {static_cast<char*>(ptr[a.buf]) + a.offset * isz, 0, a.strides[a.sizes.size() - 2],
+            a.strides.back()};
+    gm.b = {static_cast<char*>(ptr[b.buf]) + b.offset * isz, 0, b.strides[b.sizes.size() - 2],
+            b.strides.back()};
+    gm.c = c;
+    be.gemm(gm, stream);
     return;
   }
+  gm.m = m;
+  const void* residual = ep.residual;
   Shape bcs = detail::contiguous_strides(batch);
   for (int64_t bi = 0; bi < nb; ++bi) {
     int64_t aoff = a.offset, boff = b.offset;
@@ -172,19 +200,31 @@ void run_matmul(const Graph& g, const Step& st, const std::vector<void*>& ptr) {
       if (ad >= 0 && abatch[ad] != 1) aoff += idx * a.strides[ad];
       if (bd >= 0 && bbatch[bd] != 1) boff += idx * b.strides[bd];
     }
-    cpu::MatrixRef ar{static_cast<char*>(ptr[a.buf]) + aoff * isz, 0, a.strides[a.sizes.size() - 2],
-                      a.strides.back()};
-    cpu::MatrixRef br{static_cast<char*>(ptr[b.buf]) + boff * isz, 0, b.strides[b.sizes.size() - 2],
-                      b.strides.back()};
-    cpu::GemmEpilogue epb = ep;
-    if (ep.residual) epb.residual = static_cast<const char*>(ep.residual) + bi * m * nn * isz;
-    cpu::gemm_fused(dt, 1, m, nn, k, ar, br, c + bi * m * nn * isz, 0, nn, 1, epb);
+    gm.a = {static_cast<char*>(ptr[a.buf]) + aoff * isz, 0, a.strides[a.sizes.size() - 2],
+            a.strides.back()};
+    gm.b = {static_cast<char*>(ptr[b.buf]) + boff * isz, 0, b.strides[b.sizes.size() - 2],
+            b.strides.back()};
+    gm.c = c + bi * m * nn * isz;
+    if (residual) ep.residual = static_cast<const char*>(residual) + bi * m * nn * isz;
+    be.gemm(gm, stream);
   }
 }
 
+/// Runs eagerly, even inside a trace (a fallback step computes real values).
+class NoTrace {
+ public:
+  NoTrace() : prev_(detail::set_trace_context(nullptr)) {}
+  ~NoTrace() { detail::set_trace_context(prev_); }
+  NoTrace(const NoTrace&) = delete;
+  NoTrace& operator=(const NoTrace&) = delete;
+
+ private:
+  detail::TraceContext* prev_;
+};
+
 void run_fallback(const Graph& g, const Step& st, const std::vector<void*>& ptr) {
   const Node& n = g.nodes[st.node];
-  TraceScope eager(nullptr);
+  NoTrace eager;
   std::vector<Tensor> inputs;
   for (auto& in : n.inputs)
     inputs.push_back(in.is_scalar() ? detail::wrapped_scalar(*in.scalar)
@@ -216,14 +256,25 @@ void run_fallback(const Graph& g, const Step& st, const std::vector<void*>& ptr)
 
 std::vector<Tensor> CompiledGraph::run(const std::vector<Tensor>& args,
                                        const std::vector<Tensor>& params) {
+  backend::Backend& be = backend::backend(device_);
+  const backend::Stream stream = be.current_stream(device_);
+  // The arena: intermediates, then one int flag per kernel that may fail.
+  const int64_t arena_bytes = error_flags_ > 0
+                                  ? error_offset_ + error_flags_ * static_cast<int64_t>(sizeof(int))
+                                  : mem_.arena_bytes;
   std::unique_lock<std::mutex> lock(arena_mutex_, std::defer_lock);
   std::shared_ptr<Storage> arena;
   if (keep_arena_) {
     lock.lock();
-    if (!arena_ && mem_.arena_bytes > 0) arena_ = Storage::allocate(mem_.arena_bytes, Device());
+    if (!arena_ && arena_bytes > 0) arena_ = Storage::allocate(arena_bytes, device_);
     arena = arena_;
-  } else if (mem_.arena_bytes > 0) {
-    arena = Storage::allocate(mem_.arena_bytes, Device());
+  } else if (arena_bytes > 0) {
+    arena = Storage::allocate(arena_bytes, device_);
+  }
+  char* flags = nullptr;
+  if (error_flags_ > 0) {
+    flags = static_cast<char*>(arena->data()) + error_offset_;
+    be.memset(flags, 0, error_flags_ * sizeof(int), stream);
   }
   std::vector<void*> ptr(g_.buffers.size(), nullptr);
   std::vector<Tensor> owned(g_.buffers.size());
@@ -248,39 +299,60 @@ std::vector<Tensor> CompiledGraph::run(const std::vector<Tensor>& args,
         break;
     }
   }
+  // Raises the error of the first kernel (in launch order) that set its flag.
+  // Called once after all steps, and before an eager fallback when a kernel
+  // that may fail ran since the last check (a fallback reads values on the
+  // host, so it is a synchronization point anyway, and must not see them).
+  bool unchecked = false;
+  auto check_errors = [&] {
+    if (!unchecked) return;
+    unchecked = false;
+    std::vector<int> host(static_cast<size_t>(error_flags_));
+    be.copy_to_host(host.data(), flags, host.size() * sizeof(int), stream);
+    for (const LaunchRecord& r : launches_) {
+      if (r.error_flag < 0 || host[static_cast<size_t>(r.error_flag)] == 0) continue;
+      const Step& st = s_.steps[static_cast<size_t>(r.step)];
+      const int code = host[static_cast<size_t>(r.error_flag)];
+      SMELT_CHECK(false, "{}: {} (in compiled kernel {})", st.error_ops,
+                  detail::runtime_check_message(static_cast<detail::RuntimeCheck>(code)), st.name);
+    }
+  };
   if (profile) last_step_ms.assign(s_.steps.size(), 0.0);
-  std::vector<void*> kargs;
+  std::vector<void*> kargs(max_args_);
   for (size_t i = 0; i < s_.steps.size(); ++i) {
     const Step& st = s_.steps[i];
     auto t0 = std::chrono::steady_clock::now();
     switch (st.kind) {
-      case Step::Kind::Kernel:
-        kargs.clear();
-        for (int b : st.reads) kargs.push_back(ptr[b]);
-        for (int b : st.writes) kargs.push_back(ptr[b]);
-        {
-          int error = 0;
-          kargs.push_back(&error);
-          fns_[i](kargs.data());
-          SMELT_CHECK(error == 0,
-                      "{}: ZeroDivisionError: integer division by zero (in compiled kernel {}); "
-                      "use a floating dtype to get inf/nan instead",
-                      st.error_ops, st.name);
+      case Step::Kind::Kernel: {
+        const LaunchRecord& r = launches_[static_cast<size_t>(launch_of_step_[i])];
+        for (size_t a = 0; a < r.args.size(); ++a) {
+          const ArgSlot& slot = r.args[a];
+          kargs[a] = slot.kind == ArgSlot::Kind::Buffer
+                         ? ptr[static_cast<size_t>(slot.index)]
+                         : flags + static_cast<int64_t>(slot.index) * sizeof(int);
         }
+        be.launch(r.kernel, kargs.data(), r.config, stream);
+        unchecked = unchecked || r.error_flag >= 0;
         break;
+      }
       case Step::Kind::Extern:
-        run_matmul(g_, st, ptr);
+        run_matmul(g_, st, ptr, be, stream);
         break;
       case Step::Kind::Fallback:
+        check_errors();
         run_fallback(g_, st, ptr);
         break;
     }
-    if (profile)
+    if (profile) {
+      be.synchronize(stream);
       last_step_ms[i] =
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    }
   }
+  check_errors();
   for (auto& [dst, src] : g_.mutations)
-    std::memmove(ptr[dst], ptr[src], g_.buffers[dst].extent * itemsize(g_.buffers[dst].dtype));
+    be.copy_on_device(ptr[dst], ptr[src], g_.buffers[dst].extent * itemsize(g_.buffers[dst].dtype),
+                      stream);
   std::vector<Tensor> outs;
   for (Operand o : g_.outputs) {
     // The final contents of a mutated input were written back into it: eager

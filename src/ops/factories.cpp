@@ -1,13 +1,11 @@
 // Tensor factories: empty/zeros/ones/full(+_like), arange, linspace, eye,
 // scalar_tensor, from_vector, from_blob. Factories always make real tensors
-// (never tracers): under smelt::compile they become graph constants.
+// (never tracers): under smelt::compile they become graph constants. The
+// values are written by the backend of the requested device.
 #include <cmath>
-#include <cstring>
-#include <limits>
 
-#include "backend/cpu/loops.h"
+#include "backend/backend.h"
 #include "core/tensor_impl.h"
-#include "ops/dispatch.h"
 #include "smelt/ops.h"
 
 namespace smelt {
@@ -27,34 +25,8 @@ DType scalar_default_dtype(const Scalar& v) {
   return v.is_bool() ? DType::Bool : v.is_integral() ? DType::Int64 : default_dtype();
 }
 
-/// Converts a Scalar to T as a C++/PyTorch cast would (float -> int truncates).
-template <class T>
-T scalar_to(const Scalar& s) {
-  if constexpr (std::is_same_v<T, bool>) {
-    return s.is_floating() ? s.to_double() != 0.0 : s.to_int() != 0;
-  } else if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
-    return T(static_cast<float>(s.to_double()));
-  } else if constexpr (std::is_floating_point_v<T>) {
-    return s.is_floating() ? static_cast<T>(s.to_double()) : static_cast<T>(s.to_int());
-  } else {
-    if (s.is_floating()) {
-      double d = s.to_double();
-      if (!(d == d) || d >= 9.2233720368547758e18 || d < -9.2233720368547758e18)
-        return static_cast<T>(std::numeric_limits<int64_t>::min());
-      return static_cast<T>(static_cast<int64_t>(d));
-    }
-    return static_cast<T>(s.to_int());
-  }
-}
-
-void fill_contiguous(const Tensor& t, const Scalar& v) {
-  const int64_t n = t.numel();
-  if (n == 0) return;
-  SMELT_DISPATCH_ALL(t.dtype(), "fill", [&] {
-    T value = scalar_to<T>(v);
-    T* p = static_cast<T*>(t.data_ptr());
-    for (int64_t i = 0; i < n; ++i) p[i] = value;
-  });
+void fill(const Tensor& t, const Scalar& v) {
+  if (t.numel() > 0) backend::backend(t.device()).fill(t, v);
 }
 
 }  // namespace
@@ -67,23 +39,21 @@ Tensor empty(const Shape& size, TensorOptions opts) {
 Tensor zeros(const Shape& size, TensorOptions opts) {
   check_size("zeros", size);
   Tensor t = detail::make_empty(size, dtype_or(opts, default_dtype()), opts.device_);
-  if (t.numel() > 0)
-    std::memset(t.data_ptr(), 0,
-                t.numel() * t.element_size());  // 0 is all-zero bits in every dtype
+  fill(t, 0);
   return t;
 }
 
 Tensor ones(const Shape& size, TensorOptions opts) {
   check_size("ones", size);
   Tensor t = detail::make_empty(size, dtype_or(opts, default_dtype()), opts.device_);
-  fill_contiguous(t, 1);
+  fill(t, 1);
   return t;
 }
 
 Tensor full(const Shape& size, const Scalar& value, TensorOptions opts) {
   check_size("full", size);
   Tensor t = detail::make_empty(size, dtype_or(opts, scalar_default_dtype(value)), opts.device_);
-  fill_contiguous(t, value);
+  fill(t, value);
   return t;
 }
 
@@ -102,7 +72,7 @@ Tensor full_like(const Tensor& t, const Scalar& value) {
 
 Tensor scalar_tensor(const Scalar& value, TensorOptions opts) {
   Tensor t = detail::make_empty({}, dtype_or(opts, scalar_default_dtype(value)), opts.device_);
-  fill_contiguous(t, value);
+  fill(t, value);
   return t;
 }
 
@@ -136,26 +106,7 @@ Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, Tensor
     n = static_cast<int64_t>(dn);
   }
   Tensor t = detail::make_empty({n}, dt, opts.device_);
-  SMELT_DISPATCH_ALL(dt, "arange", [&] {
-    T* p = static_cast<T*>(t.data_ptr());
-    if constexpr (std::is_same_v<T, bool>) {
-      for (int64_t i = 0; i < n; ++i) p[i] = (xs + xst * static_cast<double>(i)) != 0.0;
-    } else if constexpr (std::is_integral_v<T>) {
-      // Integer output: computed in int64 (PyTorch's accumulate type for integers).
-      int64_t s = start.to_int(), st = step.to_int();
-      for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(s + st * i);
-    } else {
-      // Floating output: start + i * step in double (PyTorch's CPU accumulate type).
-      for (int64_t i = 0; i < n; ++i) {
-        double v = xs + xst * static_cast<double>(i);
-        if constexpr (std::is_floating_point_v<T>) {
-          p[i] = static_cast<T>(v);
-        } else {
-          p[i] = T(static_cast<float>(v));
-        }
-      }
-    }
-  });
+  if (n > 0) backend::backend(t.device()).arange(t, start, step);
   return t;
 }
 
@@ -164,32 +115,11 @@ Tensor linspace(double start, double end, int64_t steps, TensorOptions opts) {
   const DType dt = dtype_or(opts, default_dtype());
   Tensor t = detail::make_empty({steps}, dt, opts.device_);
   if (steps == 0) return t;
-  // PyTorch's symmetric formula: the first half counts up from start, the second
-  // half counts down from end, so both endpoints are exact.
   if (steps == 1) {  // PyTorch fills with start
-    fill_contiguous(t, start);
+    fill(t, start);
     return t;
   }
-  const int64_t halfway = steps / 2;
-  SMELT_DISPATCH_ALL(dt, "linspace", [&] {
-    T* p = static_cast<T*>(t.data_ptr());
-    using S = std::conditional_t<std::is_same_v<T, double>, double,
-                                 std::conditional_t<std::is_same_v<T, float>, float, double>>;
-    const S s = static_cast<S>(start), e = static_cast<S>(end);
-    const S step = steps == 1 ? S(0) : (e - s) / static_cast<S>(steps - 1);
-    for (int64_t i = 0; i < steps; ++i) {
-      S v = i < halfway ? s + step * static_cast<S>(i) : e - step * static_cast<S>(steps - i - 1);
-      if constexpr (std::is_same_v<T, bool>) {
-        p[i] = v != S(0);
-      } else if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
-        p[i] = T(static_cast<float>(v));
-      } else if constexpr (std::is_integral_v<T>) {
-        p[i] = static_cast<T>(static_cast<int64_t>(v));
-      } else {
-        p[i] = static_cast<T>(v);
-      }
-    }
-  });
+  backend::backend(t.device()).linspace(t, start, end);
   return t;
 }
 
@@ -197,11 +127,8 @@ Tensor eye(int64_t n, std::optional<int64_t> m_opt, TensorOptions opts) {
   const int64_t m = m_opt.value_or(n);
   SMELT_CHECK(n >= 0 && m >= 0, "eye: n and m must be non-negative, got n={} m={}", n, m);
   Tensor t = zeros({n, m}, opts);
-  SMELT_DISPATCH_ALL(t.dtype(), "eye", [&] {
-    T* p = static_cast<T*>(t.data_ptr());
-    const T one = scalar_to<T>(1);
-    for (int64_t i = 0; i < std::min(n, m); ++i) p[i * m + i] = one;
-  });
+  // The diagonal: a strided view stepping one row and one column at a time.
+  fill(detail::make_view(t, {std::min(n, m)}, {m + 1}, 0), 1);
   return t;
 }
 
@@ -215,12 +142,15 @@ Tensor from_vector(const std::vector<T>& values, const Shape& shape, TensorOptio
               "from_vector: {} values cannot fill a tensor of shape {} ({} elements); pass as "
               "many values as the shape holds",
               values.size(), detail::shape_str(shape), n);
+  SMELT_CHECK(opts.device_.is_cpu(),
+              "from_vector: values are host memory; make the tensor on 'cpu' (device {} asked)",
+              opts.device_.str());
   Tensor t = detail::make_empty(shape, dtype_of<T>::value, opts.device_);
   T* p = static_cast<T*>(t.data_ptr());
   for (int64_t i = 0; i < n; ++i) p[i] = values[i];  // works for std::vector<bool> too
   if (opts.has_dtype && opts.dtype_ != t.dtype()) {
     Tensor c = detail::make_empty(shape, opts.dtype_, opts.device_);
-    cpu::copy_convert(c, t);
+    backend::backend(c.device()).copy(c, t);
     return c;
   }
   return t;

@@ -24,7 +24,9 @@ Tensor& assign(Tensor& self, const char* op, const Tensor& result) {
 
 Tensor Tensor::view(const Shape& shape) const { return smelt::view(*this, shape); }
 Tensor Tensor::reshape(const Shape& shape) const { return smelt::reshape(*this, shape); }
-Tensor Tensor::permute(const std::vector<int64_t>& dims) const { return smelt::permute(*this, dims); }
+Tensor Tensor::permute(const std::vector<int64_t>& dims) const {
+  return smelt::permute(*this, dims);
+}
 Tensor Tensor::transpose(int64_t d0, int64_t d1) const { return smelt::transpose(*this, d0, d1); }
 Tensor Tensor::t() const { return smelt::t(*this); }
 Tensor Tensor::squeeze() const { return smelt::squeeze(*this); }
@@ -33,7 +35,9 @@ Tensor Tensor::unsqueeze(int64_t d) const { return smelt::unsqueeze(*this, d); }
 Tensor Tensor::expand(const Shape& size) const { return smelt::expand(*this, size); }
 Tensor Tensor::flatten(int64_t s, int64_t e) const { return smelt::flatten(*this, s, e); }
 Tensor Tensor::unflatten(int64_t d, const Shape& s) const { return smelt::unflatten(*this, d, s); }
-Tensor Tensor::narrow(int64_t d, int64_t s, int64_t l) const { return smelt::narrow(*this, d, s, l); }
+Tensor Tensor::narrow(int64_t d, int64_t s, int64_t l) const {
+  return smelt::narrow(*this, d, s, l);
+}
 Tensor Tensor::select(int64_t d, int64_t i) const { return smelt::select(*this, d, i); }
 Tensor Tensor::slice(int64_t d, std::optional<int64_t> s, std::optional<int64_t> e,
                      int64_t step) const {
@@ -43,7 +47,9 @@ Tensor Tensor::slice(int64_t d, std::optional<int64_t> s, std::optional<int64_t>
 Tensor Tensor::sum() const { return smelt::sum(*this); }
 Tensor Tensor::sum(const std::vector<int64_t>& d, bool k) const { return smelt::sum(*this, d, k); }
 Tensor Tensor::mean() const { return smelt::mean(*this); }
-Tensor Tensor::mean(const std::vector<int64_t>& d, bool k) const { return smelt::mean(*this, d, k); }
+Tensor Tensor::mean(const std::vector<int64_t>& d, bool k) const {
+  return smelt::mean(*this, d, k);
+}
 Tensor Tensor::abs() const { return smelt::abs(*this); }
 Tensor Tensor::exp() const { return smelt::exp(*this); }
 Tensor Tensor::log() const { return smelt::log(*this); }
@@ -61,9 +67,13 @@ Tensor Tensor::masked_fill(const Tensor& m, const Scalar& v) const {
 
 Tensor& Tensor::fill_(const Scalar& v) { return copy_(scalar_tensor(v, dtype())); }
 Tensor& Tensor::zero_() { return fill_(0); }
-Tensor& Tensor::add_(const Tensor& o, const Scalar& a) { return assign(*this, "add_", add(*this, o, a)); }
+Tensor& Tensor::add_(const Tensor& o, const Scalar& a) {
+  return assign(*this, "add_", add(*this, o, a));
+}
 Tensor& Tensor::add_(const Scalar& o) { return assign(*this, "add_", add(*this, o)); }
-Tensor& Tensor::sub_(const Tensor& o, const Scalar& a) { return assign(*this, "sub_", sub(*this, o, a)); }
+Tensor& Tensor::sub_(const Tensor& o, const Scalar& a) {
+  return assign(*this, "sub_", sub(*this, o, a));
+}
 Tensor& Tensor::sub_(const Scalar& o) { return assign(*this, "sub_", sub(*this, o)); }
 Tensor& Tensor::mul_(const Tensor& o) { return assign(*this, "mul_", mul(*this, o)); }
 Tensor& Tensor::mul_(const Scalar& o) { return assign(*this, "mul_", mul(*this, o)); }

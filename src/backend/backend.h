@@ -1,0 +1,319 @@
+// The backend interface: everything smelt asks of a device, in device-neutral
+// terms. There is one Backend per DeviceType, registered by the backend itself
+// (src/backend/cpu registers the CPU one); ops look it up by the device of their
+// tensors, the compiler runtime by the device of its graph. The CUDA slot is
+// empty in this build: asking for it raises a smelt::Error.
+//
+// A backend provides
+//  * memory: its Allocator (core's Storage allocates through the same one, see
+//    core/allocator.h), memset, device -> device and device -> host copies;
+//  * streams and events: ordered queues of device work (no-ops on the CPU,
+//    which runs everything synchronously on the calling thread);
+//  * a toolchain: generated source -> a loadable Module (g++ + dlopen on the
+//    CPU; NVRTC + the driver API on CUDA), built through the compiler
+//    runtime's ModuleCache;
+//  * launch: runs one kernel of a Module on its arguments (an array of
+//    pointers, one per buffer or flag) with a LaunchConfig;
+//  * GEMM with a fused epilogue (bias, activation, residual add);
+//  * the eager kernels the ops call, one call per op (never per element):
+//    copy/cast, fill and factory fills, random fills, pointwise functors by
+//    name, reductions, cumsum, arg-reductions, indexing.
+//
+// Every pointer a backend receives is device memory of its own device type.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/allocator.h"
+#include "smelt/device.h"
+#include "smelt/dtype.h"
+#include "smelt/error.h"
+#include "smelt/scalar.h"
+#include "smelt/tensor.h"
+
+namespace smelt::backend {
+
+// ---------------------------------------------------------------- streams --
+
+/// A queue of device work, executed in order. The null handle is the device's
+/// default stream; the CPU has only that one (work runs on the calling thread).
+struct Stream {
+  void* handle = nullptr;
+};
+
+/// A point in a stream that another stream (or the host) can wait for.
+struct Event {
+  void* handle = nullptr;
+};
+
+// -------------------------------------------------------- toolchain, launch --
+
+/// An entry point of a loaded Module: a host function pointer on the CPU
+/// (void(void* const* args)), a CUfunction on CUDA. Opaque to callers.
+struct KernelHandle {
+  const void* fn = nullptr;
+  explicit operator bool() const { return fn != nullptr; }
+};
+
+/// A built and loaded unit of generated code (a shared object on the CPU).
+class Module {
+ public:
+  virtual ~Module() = default;
+  /// The kernel `name`; throws smelt::Error when the module has none.
+  virtual KernelHandle function(const std::string& name) const = 0;
+  /// Where the binary lives (for messages).
+  virtual const std::string& path() const = 0;
+};
+
+/// How a build went (filled by Backend::build).
+struct BuildInfo {
+  bool cache_hit = false;   // loaded from the disk cache, no compiler run
+  double build_ms = 0;      // compiler wall time (0 on a hit)
+  std::string key;          // cache key
+  std::string source_path;  // where the source is stored
+};
+
+/// The toolchain cannot run on this machine (no usable compiler, an unusable
+/// cache directory, a compiler that hangs): compile() warns and runs eagerly.
+class ToolchainUnavailable : public Error {
+ public:
+  using Error::Error;
+};
+
+/// The narrow interface through which a toolchain keeps its binaries: a
+/// content-addressed store owned by the compiler runtime
+/// (src/compiler/runtime/kernel_cache.h). The store keys entries by the source
+/// and the toolchain's fingerprint, serializes concurrent builds of one key,
+/// verifies a stored binary before loading it and publishes new ones
+/// atomically; the toolchain only compiles a file and loads a file.
+class ModuleCache {
+ public:
+  virtual ~ModuleCache() = default;
+  /// Compiles the source file at `source_path` into a binary at `binary_path`;
+  /// throws (smelt::Error with the command and its output, or
+  /// ToolchainUnavailable) on failure.
+  using CompileFn =
+      std::function<void(const std::string& source_path, const std::string& binary_path)>;
+  /// Loads the binary at `binary_path`; nullptr (and the reason in `*why`)
+  /// when it cannot be loaded.
+  using LoadFn =
+      std::function<std::shared_ptr<Module>(const std::string& binary_path, std::string* why)>;
+  /// The module for `source` built by the toolchain whose compiler, flags and
+  /// target are summed up in `fingerprint`: loaded from the store when a
+  /// verified binary is there, else compiled, stored and loaded. File names end
+  /// in `source_ext` / `binary_ext` (".cpp", ".so"). Fills `info`.
+  virtual std::shared_ptr<Module> get_or_build(const std::string& source,
+                                               const std::string& fingerprint,
+                                               const std::string& source_ext,
+                                               const std::string& binary_ext,
+                                               const CompileFn& compile, const LoadFn& load,
+                                               BuildInfo* info) = 0;
+};
+
+/// Grid and block of a kernel launch (CUDA); the CPU ignores it (its kernels
+/// parallelize themselves with OpenMP).
+struct LaunchConfig {
+  uint32_t grid[3] = {1, 1, 1};
+  uint32_t block[3] = {1, 1, 1};
+  size_t shared_mem_bytes = 0;
+};
+
+// ------------------------------------------------------------------- GEMM --
+
+/// Where one operand of a batched matrix product lives: element (b, i, j) is at
+/// data + b * batch_stride + i * row_stride + j * col_stride (in ELEMENTS; any
+/// stride, zero and negative included).
+struct MatrixRef {
+  const void* data = nullptr;
+  int64_t batch_stride = 0;
+  int64_t row_stride = 0;
+  int64_t col_stride = 0;
+};
+
+/// The epilogue activation, by epilogue_activation_name (src/kernels/gemm_epilogue.h):
+/// "" (none), "relu", "gelu_erf", "gelu_tanh", "sigmoid", "silu", "tanh".
+using GemmActivation = std::string;
+
+/// What the fused GEMM applies where it writes its result, in this order:
+///   C = activation(alpha * A @ B + bias) + residual
+struct GemmEpilogue {
+  /// [n] vector of the GEMM's dtype, contiguous (added to every row), or nullptr.
+  const void* bias = nullptr;
+  GemmActivation activation;
+  /// m x n per batch, of the GEMM's dtype, with these strides (elements; 0 to
+  /// broadcast), or nullptr. May be the same memory as C (in-place residual add)
+  /// only when its strides equal C's.
+  const void* residual = nullptr;
+  int64_t residual_batch_stride = 0;
+  int64_t residual_row_stride = 0;
+  int64_t residual_col_stride = 0;
+  bool empty() const { return bias == nullptr && activation.empty() && residual == nullptr; }
+};
+
+/// One batched product C[b] = epilogue(alpha * A[b] @ B[b]) for b in [0, batch):
+/// A[b] is m x k, B[b] is k x n, C[b] is m x n (strides in elements). All
+/// operands have dtype `dtype` (any but bool; float16 / bfloat16 accumulate in
+/// float32; integers wrap). C may not alias A or B.
+struct Gemm {
+  DType dtype = DType::Float32;
+  int64_t batch = 1, m = 0, n = 0, k = 0;
+  MatrixRef a, b;
+  void* c = nullptr;
+  int64_t c_batch_stride = 0, c_row_stride = 0, c_col_stride = 1;
+  GemmEpilogue epilogue;
+  double alpha = 1.0;
+};
+
+// ---------------------------------------------------------- eager kernels --
+
+/// Plain reductions over `dims` (see Backend::reduce).
+enum class ReduceOp { Sum, Prod, Mean, Max, Min, Any, All };
+
+/// A random fill from the counter-based Philox4x32-10 stream (core/random.h):
+/// element i draws from the blocks `first_block + ...` of the stream keyed by
+/// `seed`, as described by random_blocks(), so every device and thread count
+/// produces the same numbers.
+struct RandomFill {
+  enum class Kind {
+    Uniform,    // [0, 1) on the dtype's mantissa grid (floating out)
+    Normal,     // standard normal, Box-Muller (floating out)
+    Integer,    // low + (64 random bits mod range) (any out dtype)
+    Bernoulli,  // true with probability p (bool out)
+  };
+  Kind kind = Kind::Uniform;
+  uint64_t seed = 0;
+  uint64_t first_block = 0;
+  int64_t low = 0;     // Integer
+  uint64_t range = 1;  // Integer: high - low (> 0)
+  double p = 0.5;      // Bernoulli
+};
+
+/// Philox blocks (4 x 32 bits each) a fill of `numel` elements of `dtype` uses:
+/// Uniform of <= 32-bit floats takes one word per element, Uniform float64,
+/// Integer and Bernoulli two words, Normal one block per pair of elements.
+uint64_t random_blocks(RandomFill::Kind kind, DType dtype, int64_t numel);
+
+// ---------------------------------------------------------------- Backend --
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual DeviceType type() const = 0;
+  /// "cpu", "cuda" (the `<backend>` of kernel names uses its dialect instead).
+  virtual const char* name() const = 0;
+
+  // ---- memory ----
+  /// Device memory (the same allocator core's Storage uses for this device).
+  virtual Allocator& allocator() = 0;
+  /// Sets `nbytes` bytes at `dst` to `value` (in stream order).
+  virtual void memset(void* dst, int value, size_t nbytes, Stream stream) = 0;
+  /// Copies `nbytes` from `src` to `dst`, both device memory (they may
+  /// overlap), in stream order.
+  virtual void copy_on_device(void* dst, const void* src, size_t nbytes, Stream stream) = 0;
+  /// Copies `nbytes` from device memory `src` to host memory `dst` and waits
+  /// for it (a synchronization point).
+  virtual void copy_to_host(void* dst, const void* src, size_t nbytes, Stream stream) = 0;
+
+  // ---- streams and events (CPU: no-ops) ----
+  virtual Stream current_stream(Device device) = 0;
+  virtual Event record_event(Stream stream) = 0;
+  /// Work queued on `stream` after this call waits for `event`.
+  virtual void wait_event(Stream stream, Event event) = 0;
+  /// Blocks the host until everything queued on `stream` has run.
+  virtual void synchronize(Stream stream) = 0;
+
+  // ---- toolchain and launch ----
+  /// Builds generated `source` (the backend's dialect, e.g. C++ for the CPU)
+  /// into a loaded Module, through `cache` (a warm entry runs no compiler).
+  /// Throws ToolchainUnavailable when the toolchain cannot run here, Error
+  /// (with the command, its output and the source's path) when the build fails.
+  virtual std::shared_ptr<Module> build(const std::string& source, ModuleCache& cache,
+                                        BuildInfo* info) = 0;
+  /// Runs `kernel` on `args` (device pointers in the order the generated
+  /// signature reads them) in `stream`. The CPU runs it to completion here.
+  virtual void launch(KernelHandle kernel, void* const* args, const LaunchConfig& config,
+                      Stream stream) = 0;
+
+  // ---- GEMM ----
+  /// True when the epilogue activation `act` can be fused into gemm().
+  virtual bool gemm_epilogue_supported(const GemmActivation& act) const = 0;
+  /// Runs `g` in `stream`. Throws smelt::Error for bool, an unknown activation,
+  /// or an activation other than relu on an integer dtype.
+  virtual void gemm(const Gemm& g, Stream stream) = 0;
+
+  // ---- eager kernels (inputs: any strides; outputs as documented) ----
+  /// dst[i] = (dst dtype) src[i] with src broadcast to dst's shape; dst may be
+  /// any non-overlapping strided view; src and dst may not overlap.
+  virtual void copy(const Tensor& dst, const Tensor& src) = 0;
+  /// Every element of dst (any strides) = v converted to dst's dtype as a
+  /// C++/PyTorch cast does (float -> int truncates; out of range wraps as int64).
+  virtual void fill(const Tensor& dst, const Scalar& v) = 0;
+  /// out (contiguous, 1-D) [i] = start + i * step: in int64 (from the scalars'
+  /// integer values) for an integer `out`, in double otherwise (bool: != 0),
+  /// PyTorch's CPU accumulate types.
+  virtual void arange(const Tensor& out, const Scalar& start, const Scalar& step) = 0;
+  /// out (contiguous, 1-D, >= 2 elements): PyTorch's symmetric linspace from
+  /// `start` to `end` (both endpoints exact).
+  virtual void linspace(const Tensor& out, double start, double end) = 0;
+  /// out (contiguous) filled from the Philox stream, see RandomFill.
+  virtual void random(const Tensor& out, const RandomFill& fill) = 0;
+
+  /// True when the pointwise functor `functor` (a function of namespace
+  /// smelt::scalar, src/kernels/scalar_ops.h) has an eager kernel for compute
+  /// dtype `compute`.
+  virtual bool has_pointwise(const std::string& functor, DType compute) const = 0;
+  /// out (contiguous) = scalar::<functor><C>(C(in_0), ..., C(in_k), C(extra)...)
+  /// with broadcasting, C = opmath_type(compute), stored in out's dtype: the
+  /// convention of ops/pointwise.h that generated code follows too. Internal
+  /// error when has_pointwise() is false.
+  virtual void pointwise(const std::string& functor, const std::vector<Scalar>& extra,
+                         DType compute, const Tensor& out, const std::vector<Tensor>& inputs) = 0;
+
+  /// out (contiguous, the kept dims of x) = op over `dims` (sorted, distinct).
+  /// Sum / Prod: x's dtype, or int64 from an integer x; Mean: x floating, out of
+  /// x's dtype; Max / Min: out of x's dtype; Any / All: out bool or uint8.
+  virtual void reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims,
+                      const Tensor& out) = 0;
+  /// max/min with indices, argmax/argmin (row-major index over `dims`);
+  /// `values` may be undefined; indices int64.
+  virtual void arg_reduce(const Tensor& x, const std::vector<int64_t>& dims, const Tensor& values,
+                          const Tensor& indices, bool is_max) = 0;
+  /// var (std when `take_sqrt`) with `correction` and, when defined, mean
+  /// (Welford in double); x floating, outputs of x's dtype.
+  virtual void var(const Tensor& x, const std::vector<int64_t>& dims, double correction,
+                   bool take_sqrt, const Tensor& var, const Tensor& mean) = 0;
+  /// Inclusive prefix sum along `dim` (out: x's shape, contiguous; x's dtype
+  /// or int64 from an integer x).
+  virtual void cumsum(const Tensor& x, int64_t dim, const Tensor& out) = 0;
+
+  /// out (contiguous; x's shape with dim `dim` of size index.numel()) = x's
+  /// slices index[k] along `dim`, k over index's elements in row-major order
+  /// (index: int64 or int32, any shape, every value in range).
+  virtual void index_select(const Tensor& out, const Tensor& x, int64_t dim,
+                            const Tensor& index) = 0;
+  /// out (contiguous, index's shape) [.., i_dim, ..] = x[.., index[..], ..]
+  /// (index int64 or int32, values in range).
+  virtual void gather(const Tensor& out, const Tensor& x, int64_t dim, const Tensor& index) = 0;
+  /// out (contiguous) rows index[j] along dim 0 = src rows j (src contiguous,
+  /// [index.numel(), out.sizes()[1:]...], same dtype; index int64, in range).
+  virtual void index_copy(const Tensor& out, const Tensor& index, const Tensor& src) = 0;
+  /// Zeroes, in every trailing matrix of out (contiguous), the elements above
+  /// (lower = true: j - i > diagonal) or below (j - i < diagonal) the diagonal.
+  virtual void triangle_zero(const Tensor& out, int64_t diagonal, bool lower) = 0;
+};
+
+/// Installs `b` (not owned, lives for the process) as the backend of its type.
+void register_backend(Backend* b);
+
+/// The backend of `type`. Throws smelt::Error when smelt has none for it
+/// ("smelt was built without CUDA").
+Backend& backend_for(DeviceType type);
+
+/// The backend of `device`.
+inline Backend& backend(Device device) { return backend_for(device.type); }
+
+}  // namespace smelt::backend

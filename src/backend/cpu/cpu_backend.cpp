@@ -1,0 +1,156 @@
+// The CPU backend: backend.h's interface over the CPU code of this folder
+// (loops.h, reduce.h, blas.h, pointwise.h, fill.h, index.h, toolchain.h),
+// registered for DeviceType::CPU at load time. Memory is 64-byte-aligned host
+// memory; there is one implicit stream (work runs to completion on the calling
+// thread), so streams and events are no-ops.
+#include <cstdlib>
+#include <cstring>
+
+#include "backend/backend.h"
+#include "backend/cpu/blas.h"
+#include "backend/cpu/fill.h"
+#include "backend/cpu/index.h"
+#include "backend/cpu/loops.h"
+#include "backend/cpu/pointwise.h"
+#include "backend/cpu/reduce.h"
+#include "backend/cpu/toolchain.h"
+
+namespace smelt::cpu {
+
+namespace {
+
+class HostAllocator final : public Allocator {
+ public:
+  void* allocate(size_t nbytes, Device) override {
+    const size_t rounded = (nbytes + 63) / 64 * 64;
+    void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
+    SMELT_CHECK(p != nullptr, "allocate: out of memory allocating {} bytes", nbytes);
+    return p;
+  }
+  void deallocate(void* p, Device) override { std::free(p); }
+};
+
+class CpuBackend final : public backend::Backend {
+ public:
+  using Stream = backend::Stream;
+  using Event = backend::Event;
+
+  DeviceType type() const override { return DeviceType::CPU; }
+  const char* name() const override { return "cpu"; }
+
+  Allocator& allocator() override { return allocator_; }
+  void memset(void* dst, int value, size_t nbytes, Stream) override {
+    std::memset(dst, value, nbytes);
+  }
+  void copy_on_device(void* dst, const void* src, size_t nbytes, Stream) override {
+    std::memmove(dst, src, nbytes);
+  }
+  void copy_to_host(void* dst, const void* src, size_t nbytes, Stream) override {
+    std::memcpy(dst, src, nbytes);
+  }
+
+  Stream current_stream(Device) override { return {}; }
+  Event record_event(Stream) override { return {}; }
+  void wait_event(Stream, Event) override {}
+  void synchronize(Stream) override {}
+
+  std::shared_ptr<backend::Module> build(const std::string& source, backend::ModuleCache& cache,
+                                         backend::BuildInfo* info) override {
+    return build_module(source, cache, info);
+  }
+  void launch(backend::KernelHandle kernel, void* const* args, const backend::LaunchConfig&,
+              Stream) override {
+    reinterpret_cast<void (*)(void* const*)>(const_cast<void*>(kernel.fn))(args);
+  }
+
+  bool gemm_epilogue_supported(const backend::GemmActivation& act) const override {
+    return gemm_epilogue_activation_supported(act);
+  }
+  void gemm(const backend::Gemm& g, Stream) override {
+    gemm_fused(g.dtype, g.batch, g.m, g.n, g.k, g.a, g.b, g.c, g.c_batch_stride, g.c_row_stride,
+               g.c_col_stride, g.epilogue, g.alpha);
+  }
+
+  void copy(const Tensor& dst, const Tensor& src) override { copy_convert(dst, src); }
+  void fill(const Tensor& dst, const Scalar& v) override { cpu::fill(dst, v); }
+  void arange(const Tensor& out, const Scalar& start, const Scalar& step) override {
+    cpu::arange(out, start, step);
+  }
+  void linspace(const Tensor& out, double start, double end) override {
+    cpu::linspace(out, start, end);
+  }
+  void random(const Tensor& out, const backend::RandomFill& fill) override {
+    random_fill(out, fill);
+  }
+
+  bool has_pointwise(const std::string& functor, DType compute) const override {
+    const pw::PointwiseKernel* k = pw::find_pointwise(functor);
+    return k != nullptr && pw::in_set(k->set, compute);
+  }
+  void pointwise(const std::string& functor, const std::vector<Scalar>& extra, DType compute,
+                 const Tensor& out, const std::vector<Tensor>& inputs) override {
+    const pw::PointwiseKernel* k = pw::find_pointwise(functor);
+    SMELT_INTERNAL_ASSERT(k != nullptr && static_cast<int>(inputs.size()) == k->arity &&
+                              static_cast<int>(extra.size()) == k->n_extra,
+                          "pointwise: no CPU kernel {} for {} inputs and {} extra arguments",
+                          functor, inputs.size(), extra.size());
+    k->run(compute, out, inputs, extra);
+  }
+
+  void reduce(backend::ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims,
+              const Tensor& out) override {
+    using R = backend::ReduceOp;
+    switch (op) {
+      case R::Sum:
+        return sum_kernel(x, dims, out);
+      case R::Prod:
+        return prod_kernel(x, dims, out);
+      case R::Mean:
+        return mean_kernel(x, dims, out);
+      case R::Max:
+      case R::Min:
+        return minmax_kernel(x, dims, out, op == R::Max);
+      case R::Any:
+      case R::All:
+        return anyall_kernel(x, dims, out, op == R::Any);
+    }
+  }
+  void arg_reduce(const Tensor& x, const std::vector<int64_t>& dims, const Tensor& values,
+                  const Tensor& indices, bool is_max) override {
+    arg_kernel(x, dims, values, indices, is_max);
+  }
+  void var(const Tensor& x, const std::vector<int64_t>& dims, double correction, bool take_sqrt,
+           const Tensor& var, const Tensor& mean) override {
+    var_kernel(x, dims, correction, take_sqrt, var, mean);
+  }
+  void cumsum(const Tensor& x, int64_t dim, const Tensor& out) override {
+    cumsum_kernel(x, dim, out);
+  }
+
+  void index_select(const Tensor& out, const Tensor& x, int64_t dim, const Tensor& index) override {
+    cpu::index_select(out, x, dim, index);
+  }
+  void gather(const Tensor& out, const Tensor& x, int64_t dim, const Tensor& index) override {
+    cpu::gather(out, x, dim, index);
+  }
+  void index_copy(const Tensor& out, const Tensor& index, const Tensor& src) override {
+    cpu::index_copy(out, index, src);
+  }
+  void triangle_zero(const Tensor& out, int64_t diagonal, bool lower) override {
+    cpu::triangle_zero(out, diagonal, lower);
+  }
+
+ private:
+  HostAllocator allocator_;
+};
+
+/// Registered before main() (all of smelt's objects are linked, see CMakeLists.txt).
+const bool kRegistered = [] {
+  static CpuBackend* cpu = new CpuBackend;  // never destroyed: storages may outlive main()
+  backend::register_backend(cpu);
+  return true;
+}();
+
+}  // namespace
+
+}  // namespace smelt::cpu

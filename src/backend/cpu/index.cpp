@@ -1,0 +1,134 @@
+// Eager CPU indexing kernels (see index.h).
+#include "backend/cpu/index.h"
+
+#include <cstring>
+#include <vector>
+
+#include "backend/cpu/loops.h"
+
+namespace smelt::cpu {
+
+namespace {
+
+/// The values of an int64 / int32 index tensor (any strides), as int64.
+std::vector<int64_t> index_values(const Tensor& index) {
+  const int64_t n = index.numel();
+  std::vector<int64_t> v(static_cast<size_t>(n));
+  if (n == 0) return v;
+  // A contiguous int64 tensor over the vector's memory.
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = Storage::wrap(v.data(), v.size() * sizeof(int64_t), Device());
+  impl->sizes = index.sizes();
+  impl->strides = detail::contiguous_strides(index.sizes());
+  impl->dtype = DType::Int64;
+  copy_convert(Tensor(std::move(impl)), index);
+  return v;
+}
+
+int64_t prod(const Shape& s, size_t begin, size_t end) {
+  int64_t n = 1;
+  for (size_t i = begin; i < end; ++i) n *= s[i];
+  return n;
+}
+
+}  // namespace
+
+void index_select(const Tensor& out, const Tensor& x, int64_t dim, const Tensor& index) {
+  if (out.numel() == 0) return;
+  const std::vector<int64_t> idx = index_values(index);
+  const int64_t n = static_cast<int64_t>(idx.size());
+  if (x.dim() == 0) {  // every index is 0: n copies of the one element
+    const size_t isz = x.element_size();
+    for (int64_t k = 0; k < n; ++k)
+      std::memcpy(static_cast<char*>(out.data_ptr()) + k * isz, x.data_ptr(), isz);
+    return;
+  }
+  const Shape& xs = x.sizes();
+  const int64_t isz = static_cast<int64_t>(x.element_size());
+  if (x.is_contiguous()) {
+    const int64_t size = xs[dim];
+    const int64_t outer = prod(xs, 0, dim);
+    const int64_t row = prod(xs, dim + 1, xs.size()) * isz;
+    const char* src = static_cast<const char*>(x.data_ptr());
+    char* dst = static_cast<char*>(out.data_ptr());
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t k = 0; k < n; ++k)
+        std::memcpy(dst + (o * n + k) * row, src + (o * size + idx[k]) * row, row);
+    return;
+  }
+  // Strided input: one strided copy per selected slice.
+  Shape slice_sizes = xs;
+  slice_sizes.erase(slice_sizes.begin() + dim);
+  Shape xst = x.strides();
+  xst.erase(xst.begin() + dim);
+  Shape ost = out.strides();
+  ost.erase(ost.begin() + dim);
+  for (int64_t k = 0; k < n; ++k) {
+    Tensor src =
+        detail::make_view(x, slice_sizes, xst, x.storage_offset() + idx[k] * x.strides()[dim]);
+    Tensor dst =
+        detail::make_view(out, slice_sizes, ost, out.storage_offset() + k * out.strides()[dim]);
+    copy_convert(dst, src);
+  }
+}
+
+void gather(const Tensor& out, const Tensor& x, int64_t dim, const Tensor& index) {
+  const int64_t n = out.numel();
+  if (n == 0) return;
+  const std::vector<int64_t> idx = index_values(index);
+  const int64_t nd = x.dim();
+  const Shape& is = index.sizes();
+  const int64_t ind = static_cast<int64_t>(is.size());
+  SMELT_DISPATCH_ALL(x.dtype(), "gather", [&] {
+    const T* src = static_cast<const T*>(x.data_ptr());
+    T* dst = static_cast<T*>(out.data_ptr());
+    if (nd == 0) {
+      for (int64_t i = 0; i < n; ++i) dst[i] = src[0];
+      return;
+    }
+    const Shape& xst = x.strides();
+    std::vector<int64_t> pos(ind, 0);
+    int64_t base = 0;  // offset of pos in x, excluding dim `dim`
+    for (int64_t i = 0; i < n; ++i) {
+      dst[i] = src[base + idx[i] * xst[dim]];
+      for (int64_t k = ind - 1; k >= 0; --k) {  // odometer increment
+        if (++pos[k] < is[k]) {
+          if (k != dim) base += xst[k];
+          break;
+        }
+        if (k != dim) base -= (is[k] - 1) * xst[k];
+        pos[k] = 0;
+      }
+    }
+  });
+}
+
+void index_copy(const Tensor& out, const Tensor& index, const Tensor& src) {
+  const std::vector<int64_t> rows = index_values(index);
+  const Shape& s = out.sizes();
+  const int64_t row = prod(s, 1, s.size()) * static_cast<int64_t>(out.element_size());
+  char* dst = static_cast<char*>(out.data_ptr());
+  const char* from = static_cast<const char*>(src.data_ptr());
+  for (size_t j = 0; j < rows.size(); ++j)
+    std::memcpy(dst + rows[j] * row, from + static_cast<int64_t>(j) * row, row);
+}
+
+void triangle_zero(const Tensor& out, int64_t diagonal, bool lower) {
+  if (out.numel() == 0) return;
+  const int64_t rows = out.sizes()[out.dim() - 2], cols = out.sizes()[out.dim() - 1];
+  const int64_t batch = out.numel() / (rows * cols);
+  SMELT_DISPATCH_ALL(out.dtype(), lower ? "tril" : "triu", [&] {
+    T* p = static_cast<T*>(out.data_ptr());
+    const T z = static_cast<T>(0.0f);
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t i = 0; i < rows; ++i) {
+        T* r = p + (b * rows + i) * cols;
+        for (int64_t j = 0; j < cols; ++j) {
+          bool keep = lower ? j - i <= diagonal : j - i >= diagonal;
+          if (!keep) r[j] = z;
+        }
+      }
+  });
+}
+
+}  // namespace smelt::cpu

@@ -1,0 +1,71 @@
+// Eager CPU pointwise kernels, common part: the block loads/stores shared by
+// every functor, and the table of kernels by functor name.
+#include "backend/cpu/pointwise.h"
+
+#include <unordered_map>
+
+namespace smelt::cpu::pw {
+
+namespace {
+template <class To, class From>
+inline To cvt(From v) {
+  if constexpr (std::is_same_v<To, From>) {
+    return v;
+  } else if constexpr (std::is_same_v<To, Half> || std::is_same_v<To, BFloat16>) {
+    return To(static_cast<float>(v));
+  } else if constexpr (std::is_same_v<From, Half> || std::is_same_v<From, BFloat16>) {
+    return static_cast<To>(static_cast<float>(v));
+  } else {
+    return static_cast<To>(v);
+  }
+}
+}  // namespace
+
+template <class C>
+void load_block(const char* src, int64_t stride, DType from, int64_t n, C* dst) {
+  SMELT_DISPATCH_ALL(from, "pointwise load", [&] {
+    if (stride == 0) {
+      C v = cvt<C>(*reinterpret_cast<const T*>(src));
+      for (int64_t i = 0; i < n; ++i) dst[i] = v;
+    } else if (stride == static_cast<int64_t>(sizeof(T))) {
+      const T* s = reinterpret_cast<const T*>(src);
+      for (int64_t i = 0; i < n; ++i) dst[i] = cvt<C>(s[i]);
+    } else {
+      for (int64_t i = 0; i < n; ++i)
+        dst[i] = cvt<C>(*reinterpret_cast<const T*>(src + i * stride));
+    }
+  });
+}
+
+template <class R>
+void store_block(const R* src, char* dst, int64_t stride, DType to, int64_t n) {
+  SMELT_DISPATCH_ALL(to, "pointwise store", [&] {
+    for (int64_t i = 0; i < n; ++i) *reinterpret_cast<T*>(dst + i * stride) = cvt<T>(src[i]);
+  });
+}
+
+#define SMELT_PW_INSTANTIATE(T)                                          \
+  template void load_block<T>(const char*, int64_t, DType, int64_t, T*); \
+  template void store_block<T>(const T*, char*, int64_t, DType, int64_t);
+SMELT_PW_INSTANTIATE(bool)
+SMELT_PW_INSTANTIATE(uint8_t)
+SMELT_PW_INSTANTIATE(int8_t)
+SMELT_PW_INSTANTIATE(int16_t)
+SMELT_PW_INSTANTIATE(int32_t)
+SMELT_PW_INSTANTIATE(int64_t)
+SMELT_PW_INSTANTIATE(float)
+SMELT_PW_INSTANTIATE(double)
+#undef SMELT_PW_INSTANTIATE
+
+const PointwiseKernel* find_pointwise(const std::string& functor) {
+  static const std::unordered_map<std::string, PointwiseKernel> table = [] {
+    std::unordered_map<std::string, PointwiseKernel> t;
+    for (auto* list : {unary_pointwise_kernels, binary_pointwise_kernels})
+      for (auto& [name, k] : list()) t.emplace(name, k);
+    return t;
+  }();
+  auto it = table.find(functor);
+  return it == table.end() ? nullptr : &it->second;
+}
+
+}  // namespace smelt::cpu::pw

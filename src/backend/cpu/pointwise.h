@@ -1,0 +1,228 @@
+// Eager CPU pointwise kernels: the loop machinery and the table of kernels by
+// functor name behind Backend::pointwise.
+//
+// A kernel is instantiated per (functor, compute type C) only. Rows (from
+// for_each_row: broadcasting, coalescing, OpenMP) are processed in blocks: each
+// input block is converted to C into a small buffer unless it already is C and
+// contiguous, the functor runs over plain C arrays (a loop the compiler can
+// vectorize), and results are converted to the output dtype unless they already
+// are of it. Loads/stores are shared by all functors (load_block/store_block),
+// so mixed input dtypes cost no extra instantiations.
+#pragma once
+#include <algorithm>
+#include <array>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "backend/cpu/loops.h"
+#include "kernels/scalar_ops.h"
+#include "smelt/scalar.h"
+
+namespace smelt::cpu::pw {
+
+/// Compute-type sets an op supports (bit mask over categories of C).
+enum : int { kB = 1, kI = 2, kF = 4, kIB = kI | kB, kIF = kI | kF, kAll = kB | kI | kF };
+
+template <class T>
+struct Tag {
+  using type = T;
+};
+
+/// Elements per block of the buffered inner loop.
+inline constexpr int64_t kBlock = 512;
+
+/// dst[i] = C(src[i * stride]) for an element of dtype `from` (stride in bytes, may be 0).
+template <class C>
+void load_block(const char* src, int64_t stride, DType from, int64_t n, C* dst);
+/// dst[i * stride] = (dtype `to`)(src[i]) (stride in bytes).
+template <class R>
+void store_block(const R* src, char* dst, int64_t stride, DType to, int64_t n);
+
+#define SMELT_PW_EXTERN(T)                                                      \
+  extern template void load_block<T>(const char*, int64_t, DType, int64_t, T*); \
+  extern template void store_block<T>(const T*, char*, int64_t, DType, int64_t);
+SMELT_PW_EXTERN(bool)
+SMELT_PW_EXTERN(uint8_t)
+SMELT_PW_EXTERN(int8_t)
+SMELT_PW_EXTERN(int16_t)
+SMELT_PW_EXTERN(int32_t)
+SMELT_PW_EXTERN(int64_t)
+SMELT_PW_EXTERN(float)
+SMELT_PW_EXTERN(double)
+#undef SMELT_PW_EXTERN
+
+// C repeated once per index. A class, not an alias template: Clang (14 and 16)
+// collapses `Alias<C, I>...` of an alias that ignores I into one argument.
+template <class C, size_t>
+struct Ith {
+  using type = C;
+};
+template <class C, class F, size_t... I>
+auto result_of(std::index_sequence<I...>)
+    -> std::invoke_result_t<const F&, typename Ith<C, I>::type...>;
+
+template <class R, class C, class F, size_t... I>
+inline void compute(R* __restrict o, const C* const* in, int64_t n, const F& f,
+                    std::index_sequence<I...>) {
+  std::array<const C*, sizeof...(I)> p{in[I]...};
+  for (int64_t i = 0; i < n; ++i) o[i] = f(p[I][i]...);
+}
+
+/// out (fresh, contiguous) = f(C(in_0), ..., C(in_{N-1})) with broadcasting.
+template <class C, size_t N, class F>
+void run_kernel(const Tensor& out, const std::vector<Tensor>& in, const F& f) {
+  using R = decltype(result_of<C, F>(std::make_index_sequence<N>{}));
+  constexpr DType cdt = dtype_of<C>::value;
+  constexpr DType rdt = dtype_of<R>::value;
+  const DType odt = out.dtype();
+  std::array<DType, N> idt;
+  std::vector<char*> ptrs{static_cast<char*>(out.data_ptr())};
+  std::vector<std::vector<int64_t>> strides{broadcast_byte_strides(out, out.sizes())};
+  for (size_t k = 0; k < N; ++k) {
+    idt[k] = in[k].dtype();
+    ptrs.push_back(static_cast<char*>(in[k].data_ptr()));
+    strides.push_back(broadcast_byte_strides(in[k], out.sizes()));
+  }
+  for_each_row(out.sizes(), std::move(ptrs), std::move(strides),
+               [&](char** p, const int64_t* s, int64_t n) {
+                 alignas(64) C buf[N][kBlock];
+                 alignas(64) R obuf[kBlock];
+                 const bool direct = odt == rdt && s[0] == static_cast<int64_t>(sizeof(R));
+                 for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
+                   const int64_t m = std::min(kBlock, n - i0);
+                   const C* a[N];
+                   for (size_t k = 0; k < N; ++k) {
+                     const char* src = p[k + 1] + i0 * s[k + 1];
+                     if (idt[k] == cdt && s[k + 1] == static_cast<int64_t>(sizeof(C))) {
+                       a[k] = reinterpret_cast<const C*>(src);
+                     } else {
+                       load_block<C>(src, s[k + 1], idt[k], m, buf[k]);
+                       a[k] = buf[k];
+                     }
+                   }
+                   char* dst = p[0] + i0 * s[0];
+                   R* o = direct ? reinterpret_cast<R*>(dst) : obuf;
+                   compute<R, C>(o, a, m, f, std::make_index_sequence<N>{});
+                   if (!direct) store_block<R>(obuf, dst, s[0], odt, m);
+                 }
+               });
+}
+
+/// Calls g(Tag<C>{}) for compute dtype `c` when its category is in Set.
+template <int Set, class G>
+void dispatch(DType c, const char* op, const G& g) {
+  switch (c) {
+    case DType::Bool:
+      if constexpr ((Set & kB) != 0) return g(Tag<bool>{});
+      break;
+    case DType::UInt8:
+      if constexpr ((Set & kI) != 0) return g(Tag<uint8_t>{});
+      break;
+    case DType::Int8:
+      if constexpr ((Set & kI) != 0) return g(Tag<int8_t>{});
+      break;
+    case DType::Int16:
+      if constexpr ((Set & kI) != 0) return g(Tag<int16_t>{});
+      break;
+    case DType::Int32:
+      if constexpr ((Set & kI) != 0) return g(Tag<int32_t>{});
+      break;
+    case DType::Int64:
+      if constexpr ((Set & kI) != 0) return g(Tag<int64_t>{});
+      break;
+    case DType::Float32:
+      if constexpr ((Set & kF) != 0) return g(Tag<float>{});
+      break;
+    case DType::Float64:
+      if constexpr ((Set & kF) != 0) return g(Tag<double>{});
+      break;
+    default:
+      break;
+  }
+  SMELT_INTERNAL_ASSERT(false, "{}: no kernel for compute dtype {}", op, dtype_name(c));
+}
+
+/// True when dtype `t`'s category is in Set.
+inline bool in_set(int set, DType t) {
+  int cat = t == DType::Bool ? kB : is_floating(t) ? kF : kI;
+  return (set & cat) != 0;
+}
+
+/// Converts an attribute scalar to the compute type.
+template <class C>
+C scalar_to(const Scalar& s) {
+  if (s.is_floating()) {
+    if constexpr (std::is_floating_point_v<C>) {
+      return static_cast<C>(s.to_double());
+    } else if constexpr (std::is_same_v<C, bool>) {
+      return s.to_double() != 0.0;
+    } else {
+      return static_cast<C>(s.to_int());
+    }
+  }
+  if (s.is_bool()) return static_cast<C>(s.to_int() != 0);
+  return static_cast<C>(s.to_int());
+}
+
+/// One eager pointwise kernel: out = scalar::<functor><C>(C(inputs)..., C(extra)...)
+/// for every compute type C of its set (see Backend::pointwise).
+struct PointwiseKernel {
+  int arity = 0;
+  int n_extra = 0;
+  int set = 0;  // compute-type categories it is instantiated for (kB | kI | kF)
+  void (*run)(DType compute, const Tensor& out, const std::vector<Tensor>& inputs,
+              const std::vector<Scalar>& extra) = nullptr;
+};
+
+/// The kernel running `F::call<C>(inputs..., extras...)` over N inputs with E
+/// extras, for the compute types of Set.
+template <int Set, size_t N, size_t E, class F>
+PointwiseKernel make_kernel() {
+  PointwiseKernel k;
+  k.arity = static_cast<int>(N);
+  k.n_extra = static_cast<int>(E);
+  k.set = Set;
+  k.run = [](DType compute, const Tensor& out, const std::vector<Tensor>& in,
+             const std::vector<Scalar>& extra) {
+    dispatch<Set>(opmath_type(compute), F::name(), [&](auto tag) {
+      using C = typename decltype(tag)::type;
+      std::array<C, E> ex{};
+      if constexpr (E > 0)
+        for (size_t i = 0; i < E; ++i) ex[i] = scalar_to<C>(extra[i]);
+      run_kernel<C, N>(out, in, [ex](auto... v) {
+        return std::apply([&](auto... e) { return F::template call<C>(v..., e...); }, ex);
+      });
+    });
+  };
+  return k;
+}
+
+/// Registration lists of the files that instantiate the kernels
+/// (pointwise_unary.cpp, pointwise_binary.cpp): functor name -> kernel.
+using PointwiseTable = std::vector<std::pair<const char*, PointwiseKernel>>;
+PointwiseTable unary_pointwise_kernels();
+PointwiseTable binary_pointwise_kernels();
+
+/// The kernel of `functor`, or nullptr when there is none.
+const PointwiseKernel* find_pointwise(const std::string& functor);
+
+}  // namespace smelt::cpu::pw
+
+/// Defines the functor wrapper of smelt::scalar::`fn` (at namespace scope).
+#define SMELT_PW_FUNCTOR(fn)                  \
+  struct fn##_functor {                       \
+    static const char* name() { return #fn; } \
+    template <class C, class... A>            \
+    static auto call(A... a) {                \
+      return ::smelt::scalar::fn<C>(a...);    \
+    }                                         \
+  };
+
+/// A PointwiseTable entry for the functor `fn` (defined by SMELT_PW_FUNCTOR)
+/// with `arity` operands and `extra` trailing attribute arguments,
+/// instantiated for compute-type set `set`.
+#define SMELT_PW_ENTRY(fn, arity, extra, set) \
+  { #fn, ::smelt::cpu::pw::make_kernel < set, arity, extra, fn##_functor>() }

@@ -1,0 +1,213 @@
+// The CPU toolchain (see toolchain.h): the compiler command, the fingerprint
+// that keys its binaries (flags, compiler and version, CPU model and ISA
+// flags), a process runner with a timeout, and dlopen.
+#include "backend/cpu/toolchain.h"
+
+#include <dlfcn.h>
+#include <fmt/format.h>
+#include <poll.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "smelt/error.h"
+
+extern "C" char** environ;
+
+namespace smelt::cpu {
+
+namespace {
+
+using backend::ToolchainUnavailable;
+
+/// Runs `argv` (no shell: paths are passed verbatim) with stdout and stderr
+/// captured; kills it after `timeout_s` seconds. Returns the exit status, 127
+/// when the program cannot be started, -1 when killed for the timeout.
+int run_command(const std::vector<std::string>& argv, std::string* output, int timeout_s) {
+  int fds[2];
+  if (::pipe(fds) != 0) return 127;
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
+  posix_spawn_file_actions_adddup2(&fa, fds[1], 2);
+  posix_spawn_file_actions_addclose(&fa, fds[0]);
+  std::vector<char*> args;
+  for (auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  // Its own process group, so that a timeout kills whatever it started too.
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);
+  pid_t pid = 0;
+  int rc = posix_spawnp(&pid, args[0], &fa, &attr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&attr);
+  ::close(fds[1]);
+  if (rc != 0) {
+    ::close(fds[0]);
+    *output = std::strerror(rc);
+    return 127;
+  }
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+  bool timed_out = false;
+  char buf[4096];
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                    deadline - std::chrono::steady_clock::now())
+                    .count();
+    if (left <= 0) {
+      timed_out = true;
+      ::kill(-pid, SIGKILL);
+      break;
+    }
+    pollfd p{fds[0], POLLIN, 0};
+    int r = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 1000)));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) continue;
+    ssize_t n = ::read(fds[0], buf, sizeof buf);
+    if (n <= 0) break;
+    output->append(buf, static_cast<size_t>(n));
+  }
+  ::close(fds[0]);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (timed_out) return -1;
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
+/// Seconds a compiler run may take (SMELT_COMPILE_TIMEOUT, default 300).
+int compile_timeout() {
+  const char* env = std::getenv("SMELT_COMPILE_TIMEOUT");
+  int t = env ? std::atoi(env) : 0;
+  return t > 0 ? t : 300;
+}
+
+std::string compiler() {
+  const char* env = std::getenv("SMELT_CXX");
+  return env && *env ? env : "g++";
+}
+
+/// -ffp-contract=off: no fused multiply-add the eager kernels do not do, so
+/// compiled pointwise code rounds exactly as eager.
+const std::vector<std::string>& flag_list() {
+  static const std::vector<std::string> f = {"-O3",
+                                             "-march=native",
+                                             "-ffp-contract=off",
+                                             "-fno-math-errno",
+                                             "-fopenmp",
+                                             "-shared",
+                                             "-fPIC",
+                                             "-std=c++17",
+                                             "-w"};
+  return f;
+}
+std::string flags() { return fmt::format("{}", fmt::join(flag_list(), " ")); }
+
+std::string compiler_version() {
+  static std::mutex m;
+  static std::map<std::string, std::string> cache;
+  std::lock_guard<std::mutex> lock(m);
+  auto it = cache.find(compiler());
+  if (it != cache.end()) return it->second;
+  std::string out;
+  int rc = run_command({compiler(), "--version"}, &out, 30);
+  if (rc != 0)
+    throw ToolchainUnavailable(fmt::format(
+        "smelt::compile: the C++ compiler '{}' was not found or does not run ({}); install g++ "
+        "(`make deps`) or set SMELT_CXX to a working compiler",
+        compiler(),
+        rc == 127 ? "cannot start it"
+        : rc < 0  ? "timed out"
+                  : fmt::format("exit {}", rc)));
+  cache[compiler()] = out;
+  return out;
+}
+
+std::string cpu_isa() {
+  static const std::string isa = [] {
+    std::ifstream f("/proc/cpuinfo");
+    std::string line, model, fl;
+    while (std::getline(f, line)) {
+      if (model.empty() && line.rfind("model name", 0) == 0) model = line;
+      if (fl.empty() && line.rfind("flags", 0) == 0) fl = line;
+      if (!model.empty() && !fl.empty()) break;
+    }
+    return model + "|" + fl;
+  }();
+  return isa;
+}
+
+/// A loaded shared object.
+class CpuModule final : public backend::Module {
+ public:
+  CpuModule(void* handle, std::string path) : handle_(handle), path_(std::move(path)) {}
+  ~CpuModule() override {
+    if (handle_) dlclose(handle_);
+  }
+  CpuModule(const CpuModule&) = delete;
+  CpuModule& operator=(const CpuModule&) = delete;
+  backend::KernelHandle function(const std::string& name) const override {
+    void* f = dlsym(handle_, name.c_str());
+    SMELT_CHECK(f != nullptr, "smelt::compile: kernel {} is missing from {}", name, path_);
+    return backend::KernelHandle{f};
+  }
+  const std::string& path() const override { return path_; }
+
+ private:
+  void* handle_;
+  std::string path_;
+};
+
+}  // namespace
+
+std::shared_ptr<backend::Module> build_module(const std::string& source,
+                                              backend::ModuleCache& cache,
+                                              backend::BuildInfo* info) {
+  // The hash of these, after the source's, keys the binary (as before the
+  // cache moved out of this file, so existing cache entries stay valid).
+  const std::string fingerprint = flags() + compiler() + "|" + compiler_version() + cpu_isa();
+  auto compile = [](const std::string& source_path, const std::string& binary_path) {
+    std::vector<std::string> argv = {compiler()};
+    argv.insert(argv.end(), flag_list().begin(), flag_list().end());
+    argv.insert(argv.end(), {"-o", binary_path, source_path, "-lmvec"});
+    std::string cmd = fmt::format("{}", fmt::join(argv, " "));
+    std::string out;
+    int rc = run_command(argv, &out, compile_timeout());
+    if (rc == 0) return;
+    if (rc == 127 || rc < 0)
+      throw ToolchainUnavailable(fmt::format(
+          "smelt::compile: the C++ compiler {} (after {} s; SMELT_COMPILE_TIMEOUT sets the "
+          "limit)\n  command: {}",
+          rc < 0 ? "timed out" : "could not be started", compile_timeout(), cmd));
+    throw Error(
+        fmt::format("smelt::compile: building generated code failed (exit {})\n  command: {}\n"
+                    "  source: {}\n{}",
+                    rc, cmd, source_path, out));
+  };
+  auto load = [](const std::string& binary_path,
+                 std::string* why) -> std::shared_ptr<backend::Module> {
+    void* handle = dlopen(binary_path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!handle) {
+      const char* e = dlerror();
+      if (why) *why = e ? e : "dlopen failed";
+      return nullptr;
+    }
+    return std::make_shared<CpuModule>(handle, binary_path);
+  };
+  return cache.get_or_build(source, fingerprint, ".cpp", ".so", compile, load, info);
+}
+
+}  // namespace smelt::cpu

@@ -1,0 +1,43 @@
+// The on-disk kernel cache: a content-addressed store of built modules, the
+// backend::ModuleCache that every toolchain builds through.
+//
+// The cache lives in SMELT_CACHE_DIR (default ~/.cache/smelt), created with
+// mode 0700 and refused if another user owns it or others can write it (it
+// holds code that gets loaded). An entry is keyed by a hash of the source, the
+// toolchain's fingerprint (flags, compiler and its version, target CPU or GPU)
+// and smelt's version; <key><source ext> holds the source beside the binary
+// <key><binary ext>, and <key>.meta records the binary's size and hash so that
+// a corrupt or truncated binary is detected and rebuilt. Files are written
+// under temporary names and renamed, and builds of one key are serialized, so
+// concurrent builds (threads or processes) are safe.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "backend/backend.h"
+
+namespace smelt::compiler {
+
+class KernelCache final : public backend::ModuleCache {
+ public:
+  std::shared_ptr<backend::Module> get_or_build(const std::string& source,
+                                                const std::string& fingerprint,
+                                                const std::string& source_ext,
+                                                const std::string& binary_ext,
+                                                const CompileFn& compile, const LoadFn& load,
+                                                backend::BuildInfo* info) override;
+};
+
+/// The process-wide kernel cache (its directory is read from the environment
+/// at every build, so SMELT_CACHE_DIR may change between compiles).
+KernelCache& kernel_cache();
+
+/// The cache directory (created 0700 on first use). Throws
+/// backend::ToolchainUnavailable when it cannot be used.
+std::string cache_dir();
+
+/// Number of builds (compiler invocations) in this process (tests assert a
+/// warm run makes none).
+int compiler_invocations();
+
+}  // namespace smelt::compiler

@@ -1,0 +1,132 @@
+// The copy/convert ops and the Tensor methods that read values: to_dtype,
+// clone, contiguous, Tensor::to, Tensor::copy_ (the one write primitive),
+// item and to_vector. Each runs on the backend of the tensor's device.
+#include <cstring>
+#include <memory>
+
+#include "backend/backend.h"
+#include "core/tensor_impl.h"
+#include "ops/dispatch.h"
+#include "smelt/ops.h"
+
+namespace smelt {
+
+Tensor to_dtype(const Tensor& x, DType dtype) {
+  if (x.dtype() == dtype) return x;
+  return detail::run_op1(
+      "to_dtype", {x}, {{"dtype", dtype}}, {x.sizes(), dtype, x.device()},
+      [&](const std::vector<Tensor>& out) { backend::backend(x.device()).copy(out[0], x); });
+}
+
+Tensor clone(const Tensor& x) {
+  return detail::run_op1(
+      "clone", {x}, {}, {x.sizes(), x.dtype(), x.device()},
+      [&](const std::vector<Tensor>& out) { backend::backend(x.device()).copy(out[0], x); });
+}
+
+Tensor contiguous(const Tensor& x) { return x.is_contiguous() ? x : clone(x); }
+
+Tensor Tensor::contiguous() const { return smelt::contiguous(*this); }
+Tensor Tensor::clone() const { return smelt::clone(*this); }
+Tensor Tensor::to(DType t) const { return to_dtype(*this, t); }
+Tensor Tensor::to(Device d) const {
+  if (d == device()) return *this;
+  backend::backend(d);  // Error when smelt has no backend for d
+  SMELT_CHECK(false, "to: copies from {} to {} are not implemented yet; keep the tensor on {}",
+              device().str(), d.str(), device().str());
+  return *this;
+}
+Tensor Tensor::to(Device d, DType t) const { return to(d).to(t); }
+
+namespace {
+bool may_overlap(const Tensor& a, const Tensor& b) {
+  if (a.storage() != b.storage()) return false;
+  int64_t isz = static_cast<int64_t>(a.element_size());
+  int64_t a0 = a.storage_offset() * isz,
+          a1 = detail::storage_extent(a.sizes(), a.strides(), a.storage_offset()) * isz;
+  int64_t b0 = b.storage_offset() * static_cast<int64_t>(b.element_size()),
+          b1 = detail::storage_extent(b.sizes(), b.strides(), b.storage_offset()) *
+               static_cast<int64_t>(b.element_size());
+  return a0 < b1 && b0 < a1;
+}
+
+/// Copies the values of `c` (contiguous) into host memory `dst`.
+void read_to_host(const Tensor& c, void* dst) {
+  const size_t nbytes = static_cast<size_t>(c.numel()) * c.element_size();
+  if (nbytes == 0) return;
+  backend::Backend& be = backend::backend(c.device());
+  be.copy_to_host(dst, c.data_ptr(), nbytes, be.current_stream(c.device()));
+}
+}  // namespace
+
+Tensor& Tensor::copy_(const Tensor& src) {
+  SMELT_CHECK(defined() && src.defined(), "copy_: undefined tensor");
+  Shape b = broadcast_shapes(sizes(), src.sizes(), "copy_");
+  SMELT_CHECK(b == sizes(), "copy_: source of shape {} cannot be broadcast to destination shape {}",
+              detail::shape_str(src.sizes()), detail::shape_str(sizes()));
+  SMELT_CHECK(src.device() == device(), "copy_: source on {} but destination on {}",
+              src.device().str(), device().str());
+  // A destination with internal overlap (an expanded view) has no single answer.
+  for (int64_t i = 0; i < dim(); ++i)
+    SMELT_CHECK(impl_->strides[i] != 0 || impl_->sizes[i] <= 1,
+                "copy_: unsupported operation: more than one element of the written-to tensor "
+                "refers to a single memory location (shape {}, strides {}); call .clone() first",
+                detail::shape_str(sizes()), detail::shape_str(strides()));
+  detail::run_copy(*this, src, [&] {
+    backend::Backend& be = backend::backend(device());
+    if (may_overlap(*this, src)) {
+      be.copy(*this, smelt::clone(src));
+    } else {
+      be.copy(*this, src);
+    }
+  });
+  return *this;
+}
+
+template <class T>
+T Tensor::item() const {
+  SMELT_CHECK(numel() == 1,
+              "item: a Tensor with {} elements cannot be converted to a scalar (shape {})", numel(),
+              detail::shape_str(sizes()));
+  Tensor c = to(dtype_of<T>::value);
+  T v;
+  read_to_host(c, &v);
+  return v;
+}
+
+Scalar Tensor::item() const {
+  if (dtype() == DType::Bool) return Scalar(item<bool>());
+  if (is_floating(dtype())) return Scalar(item<double>());
+  return Scalar(item<int64_t>());
+}
+
+template <class T>
+std::vector<T> Tensor::to_vector() const {
+  Tensor c = to(dtype_of<T>::value).contiguous();
+  if constexpr (std::is_same_v<T, bool>) {  // std::vector<bool> packs bits
+    std::unique_ptr<bool[]> p(new bool[static_cast<size_t>(std::max<int64_t>(c.numel(), 1))]);
+    read_to_host(c, p.get());
+    return std::vector<bool>(p.get(), p.get() + c.numel());
+  } else {
+    std::vector<T> v(static_cast<size_t>(c.numel()));
+    read_to_host(c, v.data());
+    return v;
+  }
+}
+
+#define SMELT_INSTANTIATE(T)          \
+  template T Tensor::item<T>() const; \
+  template std::vector<T> Tensor::to_vector<T>() const;
+SMELT_INSTANTIATE(bool)
+SMELT_INSTANTIATE(uint8_t)
+SMELT_INSTANTIATE(int8_t)
+SMELT_INSTANTIATE(int16_t)
+SMELT_INSTANTIATE(int32_t)
+SMELT_INSTANTIATE(int64_t)
+SMELT_INSTANTIATE(Half)
+SMELT_INSTANTIATE(BFloat16)
+SMELT_INSTANTIATE(float)
+SMELT_INSTANTIATE(double)
+#undef SMELT_INSTANTIATE
+
+}  // namespace smelt
