@@ -3,7 +3,8 @@
 BUILD ?= build
 JOBS ?= $(shell nproc)
 DEB_PACKAGES := cmake g++ make libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev \
-                libdnnl-dev libfmt-dev nlohmann-json3-dev libcli11-dev libomp-dev
+                libdnnl-dev libfmt-dev nlohmann-json3-dev libcli11-dev libomp-dev \
+                libicu-dev python3-pip
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: deps configure build demo test clean

@@ -1,0 +1,148 @@
+// The real pretrained all-MiniLM-L6-v2 (fetched from PyPI by
+// tools/fetch_model.py) against what sentence-transformers computes for the
+// 18 sentences of ../shared/data/minilm_refs.{json,safetensors}: token ids and
+// masks exactly; the encoder's last hidden state (at real tokens) and the
+// normalized embeddings within 1e-5 (absolute, float32), eager and compiled,
+// batched and one sentence at a time.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "nn/models.h"
+#include "nn/pretrained.h"
+#include "smelt/nn/sentence_encoder.h"
+#include "smelt/smelt.h"
+
+using namespace smelt;
+
+namespace {
+
+const std::string kShared = SMELT_SHARED_DIR;
+constexpr double kTol = 1e-5;
+
+struct Refs {
+  std::vector<std::string> sentences;
+  int64_t max_length = 0;
+  std::map<std::string, Tensor> t;
+};
+
+const Refs& refs() {
+  static const Refs r = [] {
+    Refs r;
+    std::ifstream f(kShared + "/data/minilm_refs.json");
+    auto j = nlohmann::json::parse(f);
+    r.sentences = j.at("sentences").get<std::vector<std::string>>();
+    r.max_length = j.at("max_length").get<int64_t>();
+    r.t = load_safetensors(kShared + "/data/minilm_refs.safetensors");
+    return r;
+  }();
+  return r;
+}
+
+/// The encoder, loaded once for the whole suite (eager; tests that compile
+/// make their own SentenceEncoder sharing the same model).
+nn::SentenceEncoder& encoder() {
+  static nn::SentenceEncoder enc =
+      nn::SentenceEncoder::from_pretrained(models::fetch_pretrained("all-MiniLM-L6-v2"));
+  return enc;
+}
+
+/// max |a - b| over the rows/tokens where mask is 1 (hidden [B, T, H], mask [B, T]).
+double masked_max_err(const Tensor& a, const Tensor& b, const Tensor& mask) {
+  auto va = a.contiguous().to_vector<double>(), vb = b.contiguous().to_vector<double>();
+  auto m = mask.to_vector<int64_t>();
+  const int64_t H = a.size(2);
+  double err = 0;
+  for (size_t i = 0; i < m.size(); ++i)
+    if (m[i])
+      for (int64_t k = 0; k < H; ++k) {
+        double d = std::fabs(va[i * H + k] - vb[i * H + k]);
+        err = std::max(err, std::isnan(d) ? INFINITY : d);
+      }
+  return err;
+}
+
+double max_err(const Tensor& a, const Tensor& b) { return models::compare(a, b).max_abs_err; }
+
+}  // namespace
+
+TEST(MiniLM, ConfigAndStrictLoad) {
+  auto& enc = encoder();
+  const auto& c = enc.model->config;
+  EXPECT_EQ(c.hidden_size, 384);
+  EXPECT_EQ(c.num_hidden_layers, 6);
+  EXPECT_EQ(c.num_attention_heads, 12);
+  EXPECT_EQ(c.intermediate_size, 1536);
+  EXPECT_DOUBLE_EQ(c.layer_norm_eps, 1e-12);
+  EXPECT_EQ(enc.max_seq_length, 256);
+  EXPECT_TRUE(enc.normalize);
+  int64_t n = 0;
+  for (auto& p : enc.model->parameters()) n += p.numel();
+  EXPECT_EQ(n, 22713216);  // 22.7 M, pooler included
+  // Every checkpoint tensor has a home and vice versa (strict load), with the
+  // checkpoint's values.
+  auto file = load_safetensors(models::fetch_pretrained("all-MiniLM-L6-v2") + "/model.safetensors");
+  auto state = enc.model->state_dict();
+  EXPECT_EQ(state.size(), file.size());
+  EXPECT_EQ(max_err(state.at("encoder.layer.5.output.dense.weight"),
+                    file.at("encoder.layer.5.output.dense.weight")),
+            0.0);
+}
+
+TEST(MiniLM, TokenizerMatchesSentenceTransformers) {
+  const auto& r = refs();
+  auto batch = encoder().tokenizer.encode_batch(r.sentences, r.max_length);
+  ASSERT_EQ(batch.input_ids.sizes(), r.t.at("input_ids").sizes());
+  EXPECT_EQ(batch.input_ids.to_vector<int64_t>(), r.t.at("input_ids").to_vector<int64_t>());
+  EXPECT_EQ(batch.attention_mask.to_vector<int64_t>(),
+            r.t.at("attention_mask").to_vector<int64_t>());
+  EXPECT_EQ(batch.token_type_ids.to_vector<int64_t>(),
+            r.t.at("token_type_ids").to_vector<int64_t>());
+}
+
+TEST(MiniLM, EagerBatchedMatchesSentenceTransformers) {
+  const auto& r = refs();
+  auto& enc = encoder();
+  auto batch = enc.tokenizer.encode_batch(r.sentences, r.max_length);
+  auto [h, e] = enc.forward(batch);
+  double eh = masked_max_err(h, r.t.at("last_hidden_state"), r.t.at("attention_mask"));
+  double ee = max_err(e, r.t.at("embeddings"));
+  EXPECT_LT(eh, kTol);
+  EXPECT_LT(ee, kTol);
+  // The cosine matrix follows.
+  EXPECT_LT(max_err(matmul(e, e.t()), r.t.at("cosine")), kTol);
+  // encode() in batches of 5 (different padding per batch) gives the same rows.
+  EXPECT_LT(max_err(enc.encode(r.sentences, 5), r.t.at("embeddings")), kTol);
+}
+
+TEST(MiniLM, EagerOneSentenceAtATime) {
+  const auto& r = refs();
+  auto& enc = encoder();
+  Tensor want = r.t.at("embeddings");
+  for (size_t i = 0; i < r.sentences.size(); ++i) {
+    Tensor e = enc.encode({r.sentences[i]});
+    ASSERT_EQ(e.sizes(), (Shape{1, 384}));
+    EXPECT_LT(max_err(e[0], want[static_cast<int64_t>(i)]), kTol) << r.sentences[i];
+  }
+}
+
+TEST(MiniLMCompiled, BatchedAndOneSentenceAtATime) {
+  const auto& r = refs();
+  nn::SentenceEncoder enc = encoder();  // shares the model
+  enc.set_compiled(true);
+  auto batch = enc.tokenizer.encode_batch(r.sentences, r.max_length);
+  auto [h, e] = enc.forward(batch);
+  EXPECT_LT(masked_max_err(h, r.t.at("last_hidden_state"), r.t.at("attention_mask")), kTol);
+  EXPECT_LT(max_err(e, r.t.at("embeddings")), kTol);
+  EXPECT_EQ(enc.compile_stats().graph_breaks, 0);
+  Tensor want = r.t.at("embeddings");
+  for (size_t i = 0; i < r.sentences.size(); ++i) {
+    Tensor one = enc.encode({r.sentences[i]});
+    EXPECT_LT(max_err(one[0], want[static_cast<int64_t>(i)]), kTol) << r.sentences[i];
+  }
+  // Length buckets of 32 tokens: [18, 96] once, [1, 32] and [1, 96] for the singles.
+  EXPECT_EQ(enc.compile_stats().compiles, 3);
+  EXPECT_EQ(enc.compile_stats().eager_calls, 0);
+}
