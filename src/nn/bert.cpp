@@ -10,6 +10,7 @@
 
 #include "core/tensor_impl.h"
 #include "smelt/io.h"
+#include "smelt/nn/init.h"
 #include "smelt/ops.h"
 
 namespace smelt::nn {
@@ -256,6 +257,16 @@ void BertModelImpl::load_pretrained(const std::string& path) {
   } catch (const Error& e) {
     detail::throw_error(fmt::format("BertModel::load_pretrained: {}: {}", path, e.what()));
   }
+}
+
+BertModel bert_from_pretrained(const std::string& dir) {
+  BertConfig cfg = BertConfig::from_file(dir + "/config.json");
+  BertModel m = [&] {
+    init::NoInitGuard no_init;  // every parameter is about to be overwritten
+    return BertModel(cfg);
+  }();
+  m->load_pretrained(dir + "/model.safetensors");
+  return m;
 }
 
 std::string BertModelImpl::extra_repr() const {

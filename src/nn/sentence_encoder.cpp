@@ -120,8 +120,7 @@ SentenceEncoder SentenceEncoder::from_pretrained(const std::string& dir) {
     for (const auto& m : read_json(root / "modules.json"))
       norm |= m.value("type", "") == "sentence_transformers.models.Normalize";
   }
-  BertModel bert(BertConfig::from_file((root / "config.json").string()));
-  bert->load_pretrained((root / "model.safetensors").string());
+  BertModel bert = bert_from_pretrained(dir);
   auto tok = text::WordPieceTokenizer::from_file((root / "tokenizer.json").string());
   max_len = std::min(max_len, bert->config.max_position_embeddings);
   return SentenceEncoder(std::move(bert), std::move(tok), max_len, norm);

@@ -7,8 +7,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <fstream>
-#include <nlohmann/json.hpp>
 
 #include "nn/models.h"
 #include "nn/pretrained.h"
@@ -21,23 +19,18 @@ namespace {
 
 const std::string kShared = SMELT_SHARED_DIR;
 constexpr double kTol = 1e-5;
+constexpr int64_t kMaxLength = 256;  // minilm_refs.json "max_length"
 
+/// The 18 sentences and sentence-transformers' results for them.
 struct Refs {
   std::vector<std::string> sentences;
-  int64_t max_length = 0;
-  std::map<std::string, Tensor> t;
+  models::SharedData data;
+  const Tensor& at(const std::string& key) const { return data.at(key); }
 };
 
 const Refs& refs() {
-  static const Refs r = [] {
-    Refs r;
-    std::ifstream f(kShared + "/data/minilm_refs.json");
-    auto j = nlohmann::json::parse(f);
-    r.sentences = j.at("sentences").get<std::vector<std::string>>();
-    r.max_length = j.at("max_length").get<int64_t>();
-    r.t = load_safetensors(kShared + "/data/minilm_refs.safetensors");
-    return r;
-  }();
+  static const Refs r{models::minilm_ref_sentences(kShared),
+                      models::SharedData::load(kShared, "minilm_refs")};
   return r;
 }
 
@@ -49,19 +42,9 @@ nn::SentenceEncoder& encoder() {
   return enc;
 }
 
-/// max |a - b| over the rows/tokens where mask is 1 (hidden [B, T, H], mask [B, T]).
+/// max |a - b| over the real tokens (hidden [B, T, H], mask [B, T]).
 double masked_max_err(const Tensor& a, const Tensor& b, const Tensor& mask) {
-  auto va = a.contiguous().to_vector<double>(), vb = b.contiguous().to_vector<double>();
-  auto m = mask.to_vector<int64_t>();
-  const int64_t H = a.size(2);
-  double err = 0;
-  for (size_t i = 0; i < m.size(); ++i)
-    if (m[i])
-      for (int64_t k = 0; k < H; ++k) {
-        double d = std::fabs(va[i * H + k] - vb[i * H + k]);
-        err = std::max(err, std::isnan(d) ? INFINITY : d);
-      }
-  return err;
+  return models::compare_masked(a, b, mask).max_abs_err;
 }
 
 double max_err(const Tensor& a, const Tensor& b) { return models::compare(a, b).max_abs_err; }
@@ -93,34 +76,32 @@ TEST(MiniLM, ConfigAndStrictLoad) {
 
 TEST(MiniLM, TokenizerMatchesSentenceTransformers) {
   const auto& r = refs();
-  auto batch = encoder().tokenizer.encode_batch(r.sentences, r.max_length);
-  ASSERT_EQ(batch.input_ids.sizes(), r.t.at("input_ids").sizes());
-  EXPECT_EQ(batch.input_ids.to_vector<int64_t>(), r.t.at("input_ids").to_vector<int64_t>());
-  EXPECT_EQ(batch.attention_mask.to_vector<int64_t>(),
-            r.t.at("attention_mask").to_vector<int64_t>());
-  EXPECT_EQ(batch.token_type_ids.to_vector<int64_t>(),
-            r.t.at("token_type_ids").to_vector<int64_t>());
+  auto batch = encoder().tokenizer.encode_batch(r.sentences, kMaxLength);
+  ASSERT_EQ(batch.input_ids.sizes(), r.at("input_ids").sizes());
+  EXPECT_EQ(batch.input_ids.to_vector<int64_t>(), r.at("input_ids").to_vector<int64_t>());
+  EXPECT_EQ(batch.attention_mask.to_vector<int64_t>(), r.at("attention_mask").to_vector<int64_t>());
+  EXPECT_EQ(batch.token_type_ids.to_vector<int64_t>(), r.at("token_type_ids").to_vector<int64_t>());
 }
 
 TEST(MiniLM, EagerBatchedMatchesSentenceTransformers) {
   const auto& r = refs();
   auto& enc = encoder();
-  auto batch = enc.tokenizer.encode_batch(r.sentences, r.max_length);
+  auto batch = enc.tokenizer.encode_batch(r.sentences, kMaxLength);
   auto [h, e] = enc.forward(batch);
-  double eh = masked_max_err(h, r.t.at("last_hidden_state"), r.t.at("attention_mask"));
-  double ee = max_err(e, r.t.at("embeddings"));
+  double eh = masked_max_err(h, r.at("last_hidden_state"), r.at("attention_mask"));
+  double ee = max_err(e, r.at("embeddings"));
   EXPECT_LT(eh, kTol);
   EXPECT_LT(ee, kTol);
   // The cosine matrix follows.
-  EXPECT_LT(max_err(matmul(e, e.t()), r.t.at("cosine")), kTol);
+  EXPECT_LT(max_err(matmul(e, e.t()), r.at("cosine")), kTol);
   // encode() in batches of 5 (different padding per batch) gives the same rows.
-  EXPECT_LT(max_err(enc.encode(r.sentences, 5), r.t.at("embeddings")), kTol);
+  EXPECT_LT(max_err(enc.encode(r.sentences, 5), r.at("embeddings")), kTol);
 }
 
 TEST(MiniLM, EagerOneSentenceAtATime) {
   const auto& r = refs();
   auto& enc = encoder();
-  Tensor want = r.t.at("embeddings");
+  Tensor want = r.at("embeddings");
   for (size_t i = 0; i < r.sentences.size(); ++i) {
     Tensor e = enc.encode({r.sentences[i]});
     ASSERT_EQ(e.sizes(), (Shape{1, 384}));
@@ -132,12 +113,12 @@ TEST(MiniLMCompiled, BatchedAndOneSentenceAtATime) {
   const auto& r = refs();
   nn::SentenceEncoder enc = encoder();  // shares the model
   enc.set_compiled(true);
-  auto batch = enc.tokenizer.encode_batch(r.sentences, r.max_length);
+  auto batch = enc.tokenizer.encode_batch(r.sentences, kMaxLength);
   auto [h, e] = enc.forward(batch);
-  EXPECT_LT(masked_max_err(h, r.t.at("last_hidden_state"), r.t.at("attention_mask")), kTol);
-  EXPECT_LT(max_err(e, r.t.at("embeddings")), kTol);
+  EXPECT_LT(masked_max_err(h, r.at("last_hidden_state"), r.at("attention_mask")), kTol);
+  EXPECT_LT(max_err(e, r.at("embeddings")), kTol);
   EXPECT_EQ(enc.compile_stats().graph_breaks, 0);
-  Tensor want = r.t.at("embeddings");
+  Tensor want = r.at("embeddings");
   for (size_t i = 0; i < r.sentences.size(); ++i) {
     Tensor one = enc.encode({r.sentences[i]});
     EXPECT_LT(max_err(one[0], want[static_cast<int64_t>(i)]), kTol) << r.sentences[i];

@@ -4,10 +4,9 @@
 // ("embeddings.word_embeddings.weight", "encoder.layer.0.attention.self.query.weight",
 // ...) load strictly:
 //
-//   auto cfg = nn::BertConfig::from_file("all-MiniLM-L6-v2/config.json");
-//   nn::BertModel bert(cfg);
-//   bert->load_pretrained("all-MiniLM-L6-v2/model.safetensors");
-//   Tensor h = bert(input_ids, attention_mask);   // [B, T, hidden] last_hidden_state
+//   nn::BertModel bert = nn::bert_from_pretrained("all-MiniLM-L6-v2");  // config.json +
+//   model.safetensors Tensor h = bert(input_ids, attention_mask);   // [B, T, hidden]
+//   last_hidden_state
 //
 // The forward pass (eval mode; dropout is not applied):
 //   embeddings: LayerNorm(word[ids] + token_type[type_ids] + position[0..T)), eps
@@ -177,5 +176,10 @@ class BertModelImpl : public Module {
 SMELT_MODULE(BertEmbeddings);
 SMELT_MODULE(BertLayer);
 SMELT_MODULE(BertModel);
+
+/// A BertModel built from `<dir>/config.json` without random initialization
+/// (init::NoInitGuard) and loaded from `<dir>/model.safetensors`
+/// (load_pretrained), in eval mode. Error naming the file that is missing or wrong.
+BertModel bert_from_pretrained(const std::string& dir);
 
 }  // namespace smelt::nn
