@@ -7,6 +7,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "nn/models.h"
 #include "nn/pretrained.h"
@@ -127,3 +131,55 @@ TEST(MiniLMCompiled, BatchedAndOneSentenceAtATime) {
   EXPECT_EQ(enc.compile_stats().compiles, 3);
   EXPECT_EQ(enc.compile_stats().eager_calls, 0);
 }
+
+#ifdef SMELT_CLI
+namespace {
+/// stdout and stderr of a shell command, and its exit status.
+std::pair<std::string, int> run_shell(const std::string& cmd) {
+  FILE* f = popen((cmd + " 2>&1").c_str(), "r");
+  if (!f) return {"popen failed", -1};
+  std::string out;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, f)) out.append(buf, n);
+  return {out, pclose(f)};
+}
+}  // namespace
+
+TEST(MiniLMCli, EmbedFromStdinAndSimilarity) {
+  models::fetch_pretrained("all-MiniLM-L6-v2");  // fetched before the CLI needs it
+  const auto& r = refs();
+  // Sentences 0, 14 ("") and 15 ("a") of the references, one per line; the
+  // empty line is the empty sentence.
+  auto [out, rc] = run_shell(
+      fmt::format("printf 'A man is eating food.\\n\\na\\n' | {} embed --json", SMELT_CLI));
+  if (out.find("not found") != std::string::npos) GTEST_SKIP() << "smelt CLI not built: " << out;
+  ASSERT_EQ(rc, 0) << out;
+  auto rows = nlohmann::json::parse(out).get<std::vector<std::vector<double>>>();
+  ASSERT_EQ(rows.size(), 3u);
+  const int64_t which[] = {0, 14, 15};
+  for (size_t i = 0; i < 3; ++i) {
+    ASSERT_EQ(rows[i].size(), 384u);
+    EXPECT_LT(max_err(from_vector(rows[i], {384}), r.at("embeddings")[which[i]]), kTol) << i;
+  }
+  // Plain output: one line of 384 numbers per sentence.
+  auto [plain, rc2] =
+      run_shell(fmt::format("{} embed a \"\" --compiled --batch-size 1", SMELT_CLI));
+  ASSERT_EQ(rc2, 0) << plain;
+  std::istringstream lines(plain);
+  std::string line;
+  std::vector<double> first;
+  int n_lines = 0;
+  while (std::getline(lines, line)) {
+    std::istringstream nums(line);
+    std::vector<double> v{std::istream_iterator<double>(nums), std::istream_iterator<double>()};
+    EXPECT_EQ(v.size(), 384u);
+    if (n_lines++ == 0) first = v;
+  }
+  EXPECT_EQ(n_lines, 2);
+  EXPECT_LT(max_err(from_vector(first, {384}), r.at("embeddings")[15]), kTol);
+  auto [sim, rc3] = run_shell(fmt::format(
+      "{} similarity 'A man is eating food.' 'A man is eating a piece of bread.'", SMELT_CLI));
+  ASSERT_EQ(rc3, 0) << sim;
+  EXPECT_NEAR(std::stod(sim), r.at("cosine")[0][1].item<double>(), 2e-6) << sim;
+}
+#endif
