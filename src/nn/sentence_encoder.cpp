@@ -10,6 +10,7 @@
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <numeric>
 
 #include "core/tensor_impl.h"
 #include "smelt/ops.h"
@@ -181,10 +182,17 @@ Tensor SentenceEncoder::encode(const std::vector<std::string>& sentences, int64_
   const auto n = static_cast<int64_t>(sentences.size());
   if (n == 0)
     return empty({0, model->config.hidden_size}, model->embeddings->layer_norm->weight.dtype());
+  // As sentence-transformers: batches of sentences of similar length (sorted
+  // by length, longest first) need little padding; rows go back in order.
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return sentences[a].size() > sentences[b].size(); });
   std::vector<Tensor> parts;
   for (int64_t start = 0; start < n; start += batch_size) {
     const int64_t end = std::min(n, start + batch_size);
-    std::vector<std::string> chunk(sentences.begin() + start, sentences.begin() + end);
+    std::vector<std::string> chunk;
+    for (int64_t i = start; i < end; ++i) chunk.push_back(sentences[order[i]]);
     // Compiled runs over several batches keep one batch size: the last batch
     // is filled with empty sentences, whose rows are dropped.
     const auto real = static_cast<int64_t>(chunk.size());
@@ -193,7 +201,10 @@ Tensor SentenceEncoder::encode(const std::vector<std::string>& sentences, int64_
     Tensor e = std::get<1>(forward(batch));
     parts.push_back(real < e.size(0) ? e.narrow(0, 0, real) : e);
   }
-  return parts.size() == 1 ? parts[0] : cat(parts, 0);
+  Tensor sorted = parts.size() == 1 ? parts[0] : cat(parts, 0);
+  std::vector<int64_t> inverse(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) inverse[order[i]] = i;
+  return index_select(sorted, 0, from_vector(inverse, {n}));
 }
 
 }  // namespace smelt::nn

@@ -43,8 +43,9 @@ class SentenceEncoder {
   SentenceEncoder(BertModel model, text::WordPieceTokenizer tokenizer, int64_t max_seq_length = 256,
                   bool normalize = true);
 
-  /// Embeddings of `sentences`, [N, hidden] float (the model's dtype), in
-  /// batches of `batch_size` sentences, each padded to its longest sentence
+  /// Embeddings of `sentences`, [N, hidden] float (the model's dtype), row i
+  /// for sentence i. As sentence-transformers, sentences are sorted by length
+  /// and run in batches of `batch_size`, each padded to its longest sentence
   /// (truncated to max_seq_length tokens). An empty list gives [0, hidden].
   Tensor encode(const std::vector<std::string>& sentences, int64_t batch_size = 32);
 
