@@ -78,6 +78,8 @@ Tensor l2_normalize(const Tensor& x, int64_t dim, double eps) {
 struct SentenceEncoder::CompiledForward {
   using Fn = std::function<std::tuple<Tensor, Tensor>(const Tensor&, const Tensor&, const Tensor&)>;
   Compiled<Fn> fn;
+  bool normalize;       // what `fn` was traced with
+  CompileOptions opts;  // to compile again when `normalize` changes
 };
 
 SentenceEncoder::SentenceEncoder(BertModel m, text::WordPieceTokenizer tok, int64_t max_len,
@@ -136,6 +138,7 @@ void SentenceEncoder::set_compiled(bool on, CompileOptions opts) {
   }
   // Shape buckets (lengths x batch sizes) each need a graph: allow plenty.
   opts.recompile_limit = std::max(opts.recompile_limit, 64);
+  const CompileOptions kept = opts;
   auto impl = model.ptr();
   const bool norm = normalize;
   CompiledForward::Fn fn = [impl, norm](const Tensor& ids, const Tensor& mask,
@@ -146,7 +149,7 @@ void SentenceEncoder::set_compiled(bool on, CompileOptions opts) {
       std::move(opts), [impl] { return detail::module_state(*impl); },
       [impl] { return detail::module_mode_key(*impl); });
   compiled_ = std::make_shared<CompiledForward>(
-      CompiledForward{Compiled<CompiledForward::Fn>(std::move(fn), std::move(core))});
+      CompiledForward{Compiled<CompiledForward::Fn>(std::move(fn), std::move(core)), norm, kept});
 }
 
 bool SentenceEncoder::compiled() const { return compiled_ != nullptr; }
@@ -165,6 +168,7 @@ std::tuple<Tensor, Tensor> SentenceEncoder::forward(const text::BatchEncoding& b
               batch.attention_mask.defined() ? S(batch.attention_mask) : "undefined");
   Tensor types = batch.token_type_ids.defined() ? batch.token_type_ids : zeros_like(ids);
   if (!compiled_) return embed(*model, normalize, ids, batch.attention_mask, types);
+  if (compiled_->normalize != normalize) set_compiled(true, compiled_->opts);
   // Pad the length to its bucket; padded keys are masked out, so no result changes.
   const int64_t T = ids.size(1);
   const int64_t bucket = std::max<int64_t>(

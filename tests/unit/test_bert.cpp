@@ -154,6 +154,12 @@ TEST(Bert, SentenceEncoderEagerAndCompiled) {
   auto [h, one] = enc.forward(batch);
   EXPECT_EQ(h.sizes(), (Shape{1, batch.input_ids.size(1), 16}));
   EXPECT_LT(max_err(one[0], e[0]), 1e-5);
+  // Turning normalization off is seen by the compiled function too.
+  enc.normalize = false;
+  Tensor raw = enc.encode({s[0]});
+  EXPECT_GT(std::fabs(sqrt(sum(raw * raw)).item<double>() - 1.0), 1e-3);
+  enc.set_compiled(false);
+  EXPECT_LT(max_err(enc.encode({s[0]}), raw), 1e-5);
   expect_error_mentions([&] { enc.encode(s, 0); }, "batch_size must be >= 1");
   EXPECT_EQ(enc.encode({}).sizes(), (Shape{0, 16}));
 }
