@@ -6,7 +6,9 @@
 namespace smelt::text {
 
 bool is_cjk_ideograph(char32_t c) {
-  // The ranges of BERT's _is_chinese_char (google-research/bert tokenization.py).
+  // The ranges of Hugging Face tokenizers' is_chinese_char (normalizers/bert.rs),
+  // which sentence-transformers runs: Google's BERT (tokenization.py) starts
+  // the sixth range at 0x2B820, tokenizers at 0x2B920; we follow tokenizers.
   return (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0x3400 && c <= 0x4DBF) ||
          (c >= 0x20000 && c <= 0x2A6DF) || (c >= 0x2A700 && c <= 0x2B73F) ||
          (c >= 0x2B740 && c <= 0x2B81F) || (c >= 0x2B920 && c <= 0x2CEAF) ||

@@ -30,8 +30,8 @@ std::u32string bert_normalize(std::u32string_view text, const BertNormalizerOpti
 /// character on its own. Never returns an empty word.
 std::vector<std::u32string> bert_pre_tokenize(std::u32string_view text);
 
-/// True for a CJK Unified Ideograph (the blocks BERT spaces out; Hangul,
-/// Hiragana and Katakana are not among them).
+/// True for a CJK ideograph of the blocks BERT spaces out (Hangul, Hiragana
+/// and Katakana are not among them); the ranges of Hugging Face tokenizers.
 bool is_cjk_ideograph(char32_t c);
 
 }  // namespace smelt::text
