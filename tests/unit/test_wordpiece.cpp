@@ -78,6 +78,10 @@ TEST(WordPiece, WhiteSpaceAndControlCharacters) {
 TEST(WordPiece, CjkIdeographsAreWordsOfTheirOwn) {
   // 人 is not in the vocabulary: it alone becomes [UNK].
   EXPECT_EQ(tok().tokenize("中国人a"), (Tokens{"中", "国", "[UNK]", "a"}));
+  // tokenizers' ranges: U+2B920 is spaced out, U+2B8A0 (Google's range only) is
+  // not, so "x" and it make one unknown word.
+  EXPECT_EQ(tok().tokenize("x\U0002B920"), (Tokens{"x", "[UNK]"}));
+  EXPECT_EQ(tok().tokenize("x\U0002B8A0"), (Tokens{"[UNK]"}));
 }
 
 TEST(WordPiece, UnknownAndOverlongWords) {
