@@ -18,7 +18,7 @@ TEST(Core, HalfRounding) {
   EXPECT_EQ(static_cast<float>(Half(5.960464477539063e-08f)), 5.960464477539063e-08f);
   EXPECT_EQ(static_cast<float>(Half(2.9802322387695312e-08f)), 0.0f);  // ties to even -> 0
   EXPECT_EQ(static_cast<float>(Half(1.0009765625f)), 1.0009765625f);
-  EXPECT_EQ(static_cast<float>(Half(1.00048828125f)), 1.0f);   // tie -> even
+  EXPECT_EQ(static_cast<float>(Half(1.00048828125f)), 1.0f);  // tie -> even
   EXPECT_EQ(static_cast<float>(BFloat16(1.00390625f)), 1.0f);  // tie -> even
   EXPECT_EQ(static_cast<float>(BFloat16(1.01171875f)), 1.015625f);
   EXPECT_TRUE(std::isnan(static_cast<float>(BFloat16(NAN))));
