@@ -15,6 +15,8 @@ if(TARGET smelt_cli)
   install(TARGETS smelt_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 endif()
 
+# The model fetcher smelt::nn::fetch_pretrained runs once installed.
+install(FILES ${PROJECT_SOURCE_DIR}/tools/fetch_model.py DESTINATION ${CMAKE_INSTALL_DATADIR}/smelt)
 install(EXPORT smeltTargets NAMESPACE smelt:: DESTINATION ${SMELT_CMAKE_DIR})
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/smeltConfig.cmake.in
   ${PROJECT_BINARY_DIR}/smeltConfig.cmake INSTALL_DESTINATION ${SMELT_CMAKE_DIR})
@@ -42,7 +44,7 @@ if(SMELT_BUILD_SHARED)
   set(SMELT_PC_LIBS_PRIVATE "")
 else()
   list(JOIN BLAS_LIBRARIES " " SMELT_PC_BLAS)
-  set(SMELT_PC_LIBS_PRIVATE "Libs.private: ${OpenMP_CXX_FLAGS} -ldnnl ${SMELT_PC_BLAS}")
+  set(SMELT_PC_LIBS_PRIVATE "Libs.private: ${OpenMP_CXX_FLAGS} -ldnnl -licuuc ${SMELT_PC_BLAS}")
   foreach(lib ${CMAKE_DL_LIBS})
     string(APPEND SMELT_PC_LIBS_PRIVATE " -l${lib}")
   endforeach()

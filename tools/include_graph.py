@@ -49,7 +49,7 @@ LAYERS = [
     ["backend/cpu", "backend/cuda"],  # the backends implement it
     ["ops"],  # the op table, dispatch, eager ops
     ["autograd"],
-    ["io", "nn", "optim"],
+    ["io", "nn", "optim", "text"],  # text: tokenizers (Unicode through ICU)
     ["compiler/logs"],
     ["compiler/graph"],
     ["compiler/trace"],

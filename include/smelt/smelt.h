@@ -1,7 +1,11 @@
-// smelt/smelt.h — everything: tensors, ops, nn modules, safetensors I/O, compile.
+// smelt/smelt.h — everything: tensors, ops, nn modules (BERT and sentence
+// embeddings included), tokenizers, safetensors I/O, compile.
 #pragma once
 #include "smelt/compile.h"
 #include "smelt/io.h"
 #include "smelt/nn.h"
+#include "smelt/nn/bert.h"
+#include "smelt/nn/sentence_encoder.h"
 #include "smelt/ops.h"
 #include "smelt/tensor.h"
+#include "smelt/text/wordpiece.h"

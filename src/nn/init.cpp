@@ -9,6 +9,8 @@
 namespace smelt::nn::init {
 
 namespace {
+thread_local bool skip_random_init = false;
+
 void check_floating(const Tensor& t, const char* op) {
   SMELT_CHECK(t.defined(), "{}: undefined tensor", op);
   SMELT_CHECK(is_floating(t.dtype()),
@@ -29,10 +31,14 @@ Tensor& fill_from(Tensor& t, Tensor draw, F f) {
 }
 }  // namespace
 
+NoInitGuard::NoInitGuard() : previous_(skip_random_init) { skip_random_init = true; }
+NoInitGuard::~NoInitGuard() { skip_random_init = previous_; }
+
 Tensor& uniform_(Tensor& t, double low, double high) {
   check_floating(t, "uniform_");
   SMELT_CHECK(low <= high, "uniform_: expects low <= high, got low={} high={}", low, high);
   if (t.numel() == 0) return t;
+  if (skip_random_init) return t.zero_();
   return fill_from(t, rand(t.sizes(), DType::Float64),
                    [&](double u) { return low + (high - low) * u; });
 }
@@ -41,6 +47,7 @@ Tensor& normal_(Tensor& t, double mean, double std) {
   check_floating(t, "normal_");
   SMELT_CHECK(std >= 0, "normal_: expects std >= 0.0, got std={}", std);
   if (t.numel() == 0) return t;
+  if (skip_random_init) return t.zero_();
   return fill_from(t, randn(t.sizes(), DType::Float64), [&](double z) { return mean + std * z; });
 }
 

@@ -50,6 +50,18 @@ double digits_test_accuracy(const std::string& shared_dir) {
   }
 }
 
+std::vector<std::string> minilm_ref_sentences(const std::string& shared_dir) {
+  const std::string path = shared_dir + "/data/minilm_refs.json";
+  std::ifstream f(path);
+  SMELT_CHECK(f.good(), "minilm_ref_sentences: cannot open {}", path);
+  try {
+    return nlohmann::json::parse(f).at("sentences").get<std::vector<std::string>>();
+  } catch (const nlohmann::json::exception& e) {
+    detail::throw_error(
+        fmt::format("minilm_ref_sentences: {} has no list of sentences ({})", path, e.what()));
+  }
+}
+
 // ---- builders -------------------------------------------------------------------------
 
 nn::Sequential make_seed_mlp() {
@@ -121,19 +133,39 @@ double Agreement::rel_err() const {
   return max_abs_err / max_abs_ref;
 }
 
-Agreement compare(const Tensor& a, const Tensor& ref) {
-  SMELT_CHECK(a.sizes() == ref.sizes(), "compare: shapes differ ({} vs reference {})",
-              detail::shape_str(a.sizes()), detail::shape_str(ref.sizes()));
-  auto va = a.to_vector<double>();
-  auto vr = ref.to_vector<double>();
+namespace {
+/// Agreement over the elements whose index / `group` has keep[index / group] set.
+Agreement agreement(const std::vector<double>& va, const std::vector<double>& vr,
+                    const std::vector<int64_t>* keep, size_t group) {
   Agreement r;
   for (size_t i = 0; i < va.size(); ++i) {
+    if (keep && (*keep)[i / group] == 0) continue;
     double d = std::fabs(va[i] - vr[i]);
     if (std::isnan(d)) d = INFINITY;
     r.max_abs_err = std::max(r.max_abs_err, d);
     r.max_abs_ref = std::max(r.max_abs_ref, std::fabs(vr[i]));
   }
   return r;
+}
+}  // namespace
+
+Agreement compare(const Tensor& a, const Tensor& ref) {
+  SMELT_CHECK(a.sizes() == ref.sizes(), "compare: shapes differ ({} vs reference {})",
+              detail::shape_str(a.sizes()), detail::shape_str(ref.sizes()));
+  return agreement(a.to_vector<double>(), ref.to_vector<double>(), nullptr, 1);
+}
+
+Agreement compare_masked(const Tensor& a, const Tensor& ref, const Tensor& mask) {
+  SMELT_CHECK(a.sizes() == ref.sizes() && a.dim() >= 2 && mask.dim() == 2 &&
+                  mask.size(0) == a.size(0) && mask.size(1) == a.size(1),
+              "compare_masked: expected a and reference [B, T, ...] of one shape and mask [B, T], "
+              "got {}, {} and {}",
+              detail::shape_str(a.sizes()), detail::shape_str(ref.sizes()),
+              detail::shape_str(mask.sizes()));
+  const auto keep = mask.to_vector<int64_t>();
+  const size_t group = keep.empty() ? 1 : static_cast<size_t>(a.numel()) / keep.size();
+  return agreement(a.to_vector<double>(), ref.to_vector<double>(), &keep,
+                   std::max<size_t>(group, 1));
 }
 
 }  // namespace smelt::models

@@ -4,6 +4,7 @@
 #pragma once
 #include <map>
 #include <string>
+#include <vector>
 
 #include "smelt/nn.h"
 
@@ -25,6 +26,10 @@ struct SharedData {
 
 /// models.json's "digits_mlp"."test_accuracy" (PyTorch's test accuracy, 0.9666...).
 double digits_test_accuracy(const std::string& shared_dir);
+
+/// minilm_refs.json's "sentences": the 18 sentences whose sentence-transformers
+/// results minilm_refs.safetensors holds (SharedData::load(dir, "minilm_refs")).
+std::vector<std::string> minilm_ref_sentences(const std::string& shared_dir);
 
 /// Sequential(Linear(1024,1024), GELU(), Linear(1024,512), GELU(), Linear(512,10)),
 /// PyTorch default initialization (the seed model).
@@ -66,5 +71,8 @@ struct Agreement {
 };
 /// Error if shapes differ.
 Agreement compare(const Tensor& a, const Tensor& ref);
+/// The same over the real tokens only: a and ref [B, T, ...], mask [B, T]
+/// (nonzero = token); positions where mask is 0 are ignored.
+Agreement compare_masked(const Tensor& a, const Tensor& ref, const Tensor& mask);
 
 }  // namespace smelt::models

@@ -2,6 +2,9 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
+
+#include "smelt/nn/sentence_encoder.h"
 
 namespace smelt::cli {
 
@@ -22,7 +25,7 @@ int cmd_golden(const GoldenOptions& opts);
 int cmd_demo(const std::string& shared_dir);
 
 struct BenchOptions {
-  std::string workload;  // pointwise | softmax | layernorm | mlp | horizontal | all
+  std::string workload;  // pointwise | softmax | layernorm | mlp | horizontal | minilm | all
   std::string device = "cpu";
   std::string dtype = "float32";
   std::string mode = "default";
@@ -32,6 +35,24 @@ struct BenchOptions {
 };
 /// `smelt bench <workload>`: eager vs compiled (bench.cpp).
 int cmd_bench(const BenchOptions& opts);
+
+/// The sentence encoder in `model_dir` (a sentence-transformers folder), or,
+/// when it is empty, all-MiniLM-L6-v2 fetched by tools/fetch_model.py (embed.cpp).
+nn::SentenceEncoder load_sentence_encoder(const std::string& model_dir);
+
+struct EmbedOptions {
+  std::vector<std::string> sentences;  // empty: one per line from stdin
+  std::string model;                   // sentence-transformers folder ("" = all-MiniLM-L6-v2)
+  std::string device = "cpu";
+  bool compiled = false;
+  bool json = false;  // a JSON list of lists instead of one line per sentence
+  int batch_size = 32;
+};
+/// `smelt embed [sentences...]`: one embedding per line (embed.cpp).
+int cmd_embed(const EmbedOptions& opts);
+/// `smelt similarity A B`: the cosine similarity of two sentences' embeddings
+/// (sentences[0], sentences[1] of opts) (embed.cpp).
+int cmd_similarity(const EmbedOptions& opts);
 
 struct FuzzOptions {
   int cases = 100;

@@ -22,8 +22,9 @@ namespace smelt::cli {
 
 namespace {
 
-constexpr double kRelTolF32 = 1e-5;   // max|smelt - torch| / max|torch|, float32 models
-constexpr double kRelTolF64 = 1e-12;  // same weights run in float64
+constexpr double kRelTolF32 = 1e-5;     // max|smelt - torch| / max|torch|, float32 models
+constexpr double kRelTolF64 = 1e-12;    // same weights run in float64
+constexpr double kAbsTolMiniLM = 1e-5;  // max|smelt - sentence-transformers|, float32
 constexpr int kTimedRuns = 5;
 
 void print_title(const std::string& title) {
@@ -157,6 +158,45 @@ bool check_gpt2_block(const std::string& shared, bool compiled) {
   return ok && ok64;
 }
 
+// all-MiniLM-L6-v2 against sentence-transformers on minilm_refs' 18 sentences.
+bool check_minilm(const std::string& shared, nn::SentenceEncoder enc, bool compiled) {
+  const auto sentences = models::minilm_ref_sentences(shared);
+  auto refs = models::SharedData::load(shared, "minilm_refs");
+  enc.set_compiled(compiled);
+  const std::string name = compiled ? "all-MiniLM-L6-v2 (compiled)" : "all-MiniLM-L6-v2";
+  auto batch = enc.tokenizer.encode_batch(sentences, enc.max_seq_length);
+  bool ok_ids =
+      batch.input_ids.sizes() == refs.at("input_ids").sizes() &&
+      batch.input_ids.to_vector<int64_t>() == refs.at("input_ids").to_vector<int64_t>() &&
+      batch.attention_mask.to_vector<int64_t>() == refs.at("attention_mask").to_vector<int64_t>();
+  if (!compiled)
+    print_row(name, "token ids, masks",
+              fmt::format("{} sentences, {} tokens: {}", sentences.size(), batch.input_ids.size(1),
+                          ok_ids ? "identical" : "different"),
+              ok_ids);
+  if (!ok_ids) return false;
+  auto [h, e] = enc.forward(batch);
+  auto ah = models::compare_masked(h, refs.at("last_hidden_state"), refs.at("attention_mask"));
+  auto ae = models::compare(e, refs.at("embeddings"));
+  // The bound is absolute: 1e-5 on every element.
+  auto abs_result = [](const models::Agreement& a) {
+    return fmt::format("max abs {:.2e}  (tol {:.0e} abs)", a.max_abs_err, kAbsTolMiniLM);
+  };
+  const bool ok_h = ah.max_abs_err < kAbsTolMiniLM, ok_e = ae.max_abs_err < kAbsTolMiniLM;
+  print_row(compiled ? name : "", "last hidden state", abs_result(ah), ok_h);
+  print_row("", "embeddings (batch)", abs_result(ae), ok_e);
+  // One sentence at a time: padding must not change an embedding.
+  models::Agreement worst;
+  for (size_t i = 0; i < sentences.size(); ++i) {
+    auto a = models::compare(enc.encode({sentences[i]})[0],
+                             refs.at("embeddings")[static_cast<int64_t>(i)]);
+    worst.max_abs_err = std::max(worst.max_abs_err, a.max_abs_err);
+  }
+  const bool ok_one = worst.max_abs_err < kAbsTolMiniLM;
+  print_row("", "embeddings (one each)", abs_result(worst), ok_one);
+  return ok_h && ok_e && ok_one;
+}
+
 bool section_pytorch_agreement(const std::string& shared) {
   print_title("Agreement with PyTorch (" + shared + "/data)");
   fmt::print("  {:<22} {:<20} {:<48} {}\n", "model", "check", "result", "status");
@@ -166,9 +206,70 @@ bool section_pytorch_agreement(const std::string& shared) {
     ok &= guarded("digits_mlp", [&] { return check_digits_mlp(shared, compiled); });
     ok &= guarded("gpt2_block", [&] { return check_gpt2_block(shared, compiled); });
   }
+  ok &= guarded("all-MiniLM-L6-v2", [&] {
+    auto enc = load_sentence_encoder("");
+    return check_minilm(shared, enc, false) && check_minilm(shared, enc, true);
+  });
   fmt::print("\n  {}\n", ok ? "all models agree with PyTorch"
                             : "MISMATCH: at least one model disagrees with PyTorch");
   return ok;
+}
+
+// ---- section 3: sentence embeddings ---------------------------------------------------------
+
+/// Median and best time of `runs` calls of f (after one warm-up), in ms.
+std::pair<double, double> run_times(const std::function<void()>& f, int runs) {
+  f();
+  std::vector<double> t;
+  for (int i = 0; i < runs; ++i) t.push_back(time_ms(f));
+  std::sort(t.begin(), t.end());
+  return {t[t.size() / 2], t.front()};
+}
+
+bool section_sentence_embeddings() {
+  const std::vector<std::string> sentences = {"A man is eating food.",
+                                              "A man is eating a piece of bread.",
+                                              "A man is riding a horse.",
+                                              "A woman is playing violin.",
+                                              "A monkey is playing drums.",
+                                              "Kernel fusion keeps intermediates in registers.",
+                                              "torch.compile generates Triton kernels for GPUs."};
+  print_title(fmt::format("Sentence embeddings: all-MiniLM-L6-v2 ({} sentences, one batch)",
+                          sentences.size()));
+  auto enc = load_sentence_encoder("");
+  Tensor e = enc.encode(sentences);
+  Tensor cos = matmul(e, e.t());  // unit rows: cosine similarities
+  auto c = cos.to_vector<double>();
+  const auto n = static_cast<int64_t>(sentences.size());
+  fmt::print("  cosine similarity\n  {:>4}", "");
+  for (int64_t j = 0; j < n; ++j) fmt::print(" {:>6}", fmt::format("[{}]", j));
+  fmt::print("\n");
+  for (int64_t i = 0; i < n; ++i) {
+    fmt::print("  {:>4}", fmt::format("[{}]", i));
+    for (int64_t j = 0; j < n; ++j) fmt::print(" {:>6.3f}", c[i * n + j]);
+    fmt::print("   {}\n", sentences[i]);
+  }
+  // Time per batch: the same batch eagerly and compiled (compiled first once:
+  // the first call traces, generates and builds the kernels or loads them from
+  // the disk cache).
+  auto batch = enc.tokenizer.encode_batch(sentences, enc.max_seq_length);
+  const auto [eager, eager_best] = run_times([&] { enc.forward(batch); }, kTimedRuns);
+  nn::SentenceEncoder compiled = enc;
+  compiled.set_compiled(true);
+  const double first = time_ms([&] { compiled.forward(batch); });
+  const auto [comp, comp_best] = run_times([&] { compiled.forward(batch); }, kTimedRuns);
+  Tensor ec = std::get<1>(compiled.forward(batch));
+  const double diff = models::compare(ec, e).max_abs_err;
+  fmt::print(
+      "\n  time per batch of {} sentences ({} tokens; compiled pads to a multiple of 32), "
+      "median (best) of {} runs:\n",
+      n, batch.input_ids.size(1), kTimedRuns);
+  fmt::print("    eager     {:8.1f} ms ({:.1f})\n", eager, eager_best);
+  fmt::print(
+      "    compiled  {:8.1f} ms ({:.1f})   {:.2f}x; {} kernels; first compiled call {:.0f} ms\n",
+      comp, comp_best, eager / comp, compiled.compile_stats().kernels, first);
+  fmt::print("  compiled vs eager embeddings: max abs difference {:.2e}\n", diff);
+  return diff < kAbsTolMiniLM;
 }
 
 }  // namespace
@@ -191,6 +292,7 @@ int cmd_demo(const std::string& shared_dir) {
     return cmd_bench(b) == 0;
   });
   ok &= section_pytorch_agreement(shared_dir);
+  ok &= guarded("sentence embeddings", section_sentence_embeddings);
   return ok ? 0 : 1;
 }
 

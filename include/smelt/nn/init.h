@@ -10,6 +10,21 @@
 
 namespace smelt::nn::init {
 
+/// While one is alive on this thread, uniform_, normal_ and kaiming_uniform_
+/// fill with zeros instead of drawing (and leave the generator untouched), as
+/// transformers' no_init_weights: for building a model whose weights a
+/// checkpoint is about to overwrite (drawing 23 M normals costs seconds).
+class NoInitGuard {
+ public:
+  NoInitGuard();
+  ~NoInitGuard();
+  NoInitGuard(const NoInitGuard&) = delete;
+  NoInitGuard& operator=(const NoInitGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
 /// U(low, high). Error if low > high or t is not floating.
 Tensor& uniform_(Tensor& t, double low = 0.0, double high = 1.0);
 /// N(mean, std^2). Error if std < 0 or t is not floating.

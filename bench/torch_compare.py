@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""PyTorch's side of `smelt bench`: the same workload in PyTorch eager and
+torch.compile, on the same machine, threads and inputs, for a side-by-side
+with smelt's eager and compiled rows.
+
+    python3 bench/torch_compare.py --workload minilm [--device cpu|cuda]
+        [--dtype float32|float16|bfloat16] [--threads N] [--iters N] [--json]
+
+Workloads:
+  minilm  all-MiniLM-L6-v2 through sentence-transformers' own modules
+          (Transformer, mean Pooling, Normalize) on a batch of 32 sequences of
+          128 tokens: [CLS], random word-piece ids in [1000, vocab) drawn from
+          torch.manual_seed(0), [SEP]; attention mask all ones; as
+          `smelt bench minilm` (whose ids come from smelt's own generator: the
+          values differ, the work does not). Reports ms per batch and
+          sentences per second, eager and torch.compile (default mode).
+
+Threads: --threads, else $OMP_NUM_THREADS, else every core (torch.set_num_threads).
+The model folder comes from tools/fetch_model.py (the same files smelt loads).
+
+Needs torch and sentence-transformers, which are not dependencies of smelt's
+build or tests; this script is for benchmarking by hand.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def model_dir():
+    script = os.path.join(HERE, "..", "tools", "fetch_model.py")
+    out = subprocess.run([sys.executable, script, "all-MiniLM-L6-v2"], check=True,
+                         stdout=subprocess.PIPE, text=True).stdout
+    return out.strip().splitlines()[-1]
+
+
+def time_ms(fn, iters, sync):
+    fn()
+    sync()
+    if iters <= 0:  # as smelt bench: enough runs for ~400 ms, 3 to 50
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        one = max((time.perf_counter() - t0) * 1e3, 1e-3)
+        iters = int(min(max(400.0 / one, 3), 50))
+    times = []
+    for _ in range(iters):
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+
+def bench_minilm(args, torch):
+    from sentence_transformers import SentenceTransformer
+
+    B, T = 32, 128
+    dtype = getattr(torch, args.dtype)
+    model = SentenceTransformer(model_dir(), device=args.device)
+    model.eval()
+    model.to(dtype)
+    vocab = model.tokenizer.vocab_size
+    torch.manual_seed(0)
+    ids = torch.randint(1000, vocab, (B, T), device=args.device)
+    ids[:, 0] = model.tokenizer.cls_token_id
+    ids[:, -1] = model.tokenizer.sep_token_id
+    mask = torch.ones(B, T, dtype=torch.int64, device=args.device)
+    types = torch.zeros(B, T, dtype=torch.int64, device=args.device)
+
+    def forward(i, m, t):
+        out = model({"input_ids": i, "attention_mask": m, "token_type_ids": t})
+        return out["token_embeddings"], out["sentence_embedding"]
+
+    compiled = torch.compile(forward)
+    sync = torch.cuda.synchronize if args.device.startswith("cuda") else (lambda: None)
+    with torch.inference_mode():
+        t0 = time.perf_counter()
+        compiled(ids, mask, types)
+        sync()
+        compile_ms = (time.perf_counter() - t0) * 1e3
+        eager_ms = time_ms(lambda: forward(ids, mask, types), args.iters, sync)
+        comp_ms = time_ms(lambda: compiled(ids, mask, types), args.iters, sync)
+        e_eager = forward(ids, mask, types)[1].float()
+        e_comp = compiled(ids, mask, types)[1].float()
+    return {
+        "workload": "minilm",
+        "description": f"all-MiniLM-L6-v2 sentence embeddings, batch {B} x {T} tokens",
+        "eager_ms": eager_ms,
+        "compiled_ms": comp_ms,
+        "speedup": eager_ms / comp_ms,
+        "items_unit": "sentences",
+        "items_per_s_eager": B / eager_ms * 1e3,
+        "items_per_s_compiled": B / comp_ms * 1e3,
+        "first_compiled_call_ms": compile_ms,
+        "max_abs_err": (e_eager - e_comp).abs().max().item(),
+    }
+
+
+WORKLOADS = {"minilm": bench_minilm}
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--workload", required=True, choices=sorted(WORKLOADS))
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16"])
+    p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--iters", type=int, default=0, help="timed iterations (0 = automatic)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    args = p.parse_args()
+    try:
+        import torch
+    except ImportError:
+        sys.exit("torch_compare: PyTorch is not installed (pip install torch sentence-transformers)")
+    threads = args.threads or int(os.environ.get("OMP_NUM_THREADS", "0")) or os.cpu_count()
+    torch.set_num_threads(threads)
+    row = WORKLOADS[args.workload](args, torch)
+    row.update({"framework": f"torch {torch.__version__}", "device": args.device,
+                "dtype": args.dtype, "threads": threads})
+    if args.json:
+        print(json.dumps(row))
+        return
+    print(f"{row['workload']} ({row['framework']}, {args.device}, {args.dtype}, {threads} threads)")
+    print(f"  eager            {row['eager_ms']:9.3f} ms  {row['items_per_s_eager']:8.1f} "
+          f"{row['items_unit']}/s")
+    print(f"  torch.compile    {row['compiled_ms']:9.3f} ms  {row['items_per_s_compiled']:8.1f} "
+          f"{row['items_unit']}/s  (first call {row['first_compiled_call_ms']:.0f} ms)")
+    print(f"  max |eager - compiled| of the embeddings: {row['max_abs_err']:.2e}")
+
+
+if __name__ == "__main__":
+    main()
