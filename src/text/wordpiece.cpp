@@ -128,7 +128,7 @@ struct WordPieceTokenizer::State {
 
 namespace {
 
-const json& field(const json& j, const char* key, const std::string& where,
+const json& field(const json& j, const char* key, std::string_view where,
                   const std::string& source) {
   if (!j.is_object() || !j.contains(key))
     detail::throw_error(

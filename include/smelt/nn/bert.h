@@ -84,6 +84,7 @@ class BertSelfAttentionImpl : public Module {
 class BertOutputImpl : public Module {
  public:
   BertOutputImpl(int64_t in_features, const BertConfig& cfg, const char* name = "BertOutput");
+  using Module::forward;  // the one-argument form stays visible (and raises: needs two inputs)
   Tensor forward(const Tensor& hidden, const Tensor& input);
 
   Linear dense{nullptr};
