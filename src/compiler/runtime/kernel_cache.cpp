@@ -102,7 +102,9 @@ void make_dirs(const std::string& dir) {
     const int err = errno;
     struct stat st {};
     if (::stat(part.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) continue;  // EACCES on a parent
-    unusable(dir, fmt::format("cannot be created: {} ({})", part, std::strerror(err)));
+    unusable(dir, part == dir ? fmt::format("cannot be created ({})", std::strerror(err))
+                              : fmt::format("cannot be created: mkdir {} failed ({})", part,
+                                            std::strerror(err)));
   } while (pos != std::string::npos);
 }
 
