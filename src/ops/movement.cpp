@@ -16,7 +16,7 @@ using detail::wrap_dim;
 
 namespace {
 
-int64_t prod(const Shape& s, size_t begin, size_t end) {
+int64_t dims_product(const Shape& s, size_t begin, size_t end) {
   int64_t n = 1;
   for (size_t i = begin; i < end; ++i) n *= s[i];
   return n;
@@ -287,7 +287,7 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, const Scalar& value) {
       });
 }
 
-Tensor& Tensor::index_put_(const Tensor& indices, const Tensor& values) {
+Tensor& Tensor::index_put_(const Tensor& indices, const Tensor& values) const {
   SMELT_CHECK(defined() && indices.defined() && values.defined(),
               "index_put_: undefined tensor argument");
   const bool is_mask = indices.dtype() == DType::Bool;
@@ -311,7 +311,7 @@ Tensor& Tensor::index_put_(const Tensor& indices, const Tensor& values) {
                   shape_str(indices.sizes()), i, shape_str(self_sizes), i);
   }
   const Shape rest(self_sizes.begin() + k, self_sizes.end());
-  const int64_t nrows = prod(self_sizes, 0, k);
+  const int64_t nrows = dims_product(self_sizes, 0, k);
   // Eager validation (indices are data): targets and the shape values broadcast to.
   std::vector<int64_t> rows;
   bool known = !indices.is_tracer();
