@@ -94,6 +94,12 @@ IndexExpr flat_index(const Index& it) {
 
 Index unflatten(const Shape& shape, const IndexExpr& flat) {
   Index out{shape, {}, flat};
+  // A shape with a size-0 dim has no element (the loops over it never run):
+  // no division by its zero sizes and strides.
+  if (detail::shape_numel(shape) == 0) {
+    out.vars.assign(shape.size(), IndexExpr::constant(0));
+    return out;
+  }
   Shape cs = detail::contiguous_strides(shape);
   int first = -1;
   for (size_t k = 0; k < shape.size(); ++k)
