@@ -7,6 +7,7 @@
 #include "compiler/compile_test_util.h"
 
 using namespace smelt;
+using smelt_test::make;
 
 namespace {
 class ZeroSize : public smelt_test::CompilerTest {};
@@ -46,4 +47,14 @@ TEST_F(ZeroSize, ReductionsOverAndAlongEmptyDims) {
   EXPECT_TRUE(smelt_test::same(e, ee));
   EXPECT_TRUE(smelt_test::same(g, eg));
   EXPECT_EQ(a.sizes(), (Shape{2, 5, 4}));
+}
+
+// A kernel of one reduction over empty rows still takes its input (the
+// schedule hands it over): fuzzer seed 3, case 1.
+TEST_F(ZeroSize, LoneReductionOfAnEmptyRow) {
+  Tensor x = make({1, 2, 3, 4}, {1, 4}).to(DType::Int64).slice(1, 3, -1, 2);  // [1, 0]
+  auto f = [](const Tensor& x) { return std::make_tuple(any(x), sum(x.to(DType::Float32), {1})); };
+  auto [a, b] = compile(f)(x);
+  EXPECT_FALSE(a.item<bool>());
+  EXPECT_TRUE(smelt_test::same(b, make({0}, {1}).to(DType::Float32)));
 }

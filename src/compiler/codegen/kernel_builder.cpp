@@ -564,8 +564,10 @@ class Builder {
       // InnerOrder: the row as runs of info.order.run elements, run rc starting at
       // rc * run; the element at `r` computed by `elem(at)`.
       auto inner_runs = [&](const std::function<ExprPtr(const Index&)>& elem) {
-        if (rnumel_ == 0) return;
-        const int64_t run = info.order.run, runs = rnumel_ / run;
+        // An empty row is one empty run (the element is still described: the
+        // kernel takes the arguments the schedule gives it).
+        const int64_t run = rnumel_ == 0 ? 0 : info.order.run;
+        const int64_t runs = rnumel_ == 0 ? 1 : rnumel_ / run;
         if (runs > 1) open(loop("rc", runs, RangeTag::Serial));
         Stmt rs;
         rs.kind = Stmt::Kind::AccRun;
