@@ -2,6 +2,8 @@
 // op's attribute-dependent fields (variants).
 #include "ops/op_table.h"
 
+#include "core/dtype_dispatch.h"
+#include "kernels/reduce_ops.h"
 #include "ops/dispatch.h"
 
 namespace smelt::detail {
@@ -54,6 +56,47 @@ std::string_view accumulator_name(Accumulator a) {
       return "All";
   }
   return "?";
+}
+
+Accumulation accumulation(Accumulator a, DType in, DType out) {
+  using reduce::AccRule;
+  AccRule rule = AccRule::Sum;
+  switch (a) {
+    case Accumulator::Sum:
+    case Accumulator::Prod:
+      rule = AccRule::Sum;
+      break;
+    case Accumulator::Max:
+    case Accumulator::Min:
+    case Accumulator::ArgMax:
+    case Accumulator::ArgMin:
+      rule = AccRule::Compare;
+      break;
+    case Accumulator::Welford:
+      rule = AccRule::Welford;
+      break;
+    case Accumulator::Any:
+    case Accumulator::All:
+      rule = AccRule::Bool;
+      break;
+    case Accumulator::None:
+      SMELT_INTERNAL_ASSERT(false, "accumulation: not a reduction accumulator");
+  }
+  const DType element = rule == AccRule::Sum ? out : in;
+  const DType acc = SMELT_DISPATCH_ALL(element, "accumulation", [&] {
+    switch (rule) {
+      case AccRule::Sum:
+        return dtype_of<reduce::accumulate_t<AccRule::Sum, T>>::value;
+      case AccRule::Compare:
+        return dtype_of<reduce::accumulate_t<AccRule::Compare, T>>::value;
+      case AccRule::Welford:
+        return dtype_of<reduce::accumulate_t<AccRule::Welford, T>>::value;
+      case AccRule::Bool:
+        break;
+    }
+    return dtype_of<reduce::accumulate_t<AccRule::Bool, T>>::value;
+  });
+  return {element, acc};
 }
 
 std::string_view runtime_check_name(RuntimeCheck c) {

@@ -49,6 +49,20 @@ enum class Accumulator { None, Sum, Prod, Max, Min, ArgMax, ArgMin, Welford, Any
 /// "Sum", "Prod", "Max", "Min", "ArgMax", "ArgMin", "Welford", "Any", "All"; "" for None.
 std::string_view accumulator_name(Accumulator a);
 
+/// The dtypes a reduction with accumulator `a` works in, from input dtype `in`
+/// and result dtype `out` (the values, not the indices, of max/min):
+///   element  each input element is first converted (rounded) to it: for Sum
+///            and Prod (sum, mean, prod) the result dtype, as eager converts
+///            its input to the result dtype; else the input dtype;
+///   acc      the accumulate type, reduce::accumulate_t (src/kernels/reduce_ops.h)
+///            of the element dtype: the rule the eager kernels are written with.
+struct Accumulation {
+  DType element;
+  DType acc;
+};
+/// Raises an internal error for Accumulator::None.
+Accumulation accumulation(Accumulator a, DType in, DType out);
+
 /// A check generated code makes at run time, where eager raises smelt::Error.
 enum class RuntimeCheck {
   None,

@@ -217,13 +217,37 @@ class Printer {
                               s.extent, d_.set_error_flag(s.code)));
         return;
       case Stmt::Kind::AccInit:
-        out_.line(
-            fmt::format("auto {} = {}::init();", s.name, acc_type(s.accumulator, s.acc_dtype)));
+        if (s.order == AccOrder::Plain)
+          out_.line(
+              fmt::format("auto {} = {}::init();", s.name, acc_type(s.accumulator, s.acc_dtype)));
+        else
+          out_.line(fmt::format("smelt::reduce::{}Order<{}> {};",
+                                s.order == AccOrder::Inner ? "Inner" : "Column",
+                                acc_type(s.accumulator, s.acc_dtype), s.name));
         return;
       case Stmt::Kind::AccStep:
-        out_.line(fmt::format("{0} = {1}::step({0}, {2}{3});", s.name,
-                              acc_type(s.accumulator, s.acc_dtype), expr(*s.value),
-                              s.indexed ? ", r" : ""));
+        if (s.order == AccOrder::Column)
+          out_.line(fmt::format("{}.step({});", s.name, expr(*s.value)));
+        else
+          out_.line(fmt::format("{0} = {1}::step({0}, {2}{3});", s.name,
+                                acc_type(s.accumulator, s.acc_dtype), expr(*s.value),
+                                s.indexed ? ", r" : ""));
+        return;
+      case Stmt::Kind::AccRun:
+        // One run of the row: the element at index `r` is computed by a lambda
+        // the order struct calls (inlined: contiguous runs vectorize).
+        out_.line(fmt::format("{}.run<{}>({}, {}, [&]({} {}) -> {} {{", s.name,
+                              s.contiguous ? "true" : "false", s.index.str(), s.range.extent.str(),
+                              d_.index_type(k_.config.index_bits), s.range.var,
+                              d_.value_type(s.acc_dtype)));
+        out_.indent();
+        body(s.body);
+        out_.line(fmt::format("return {};", expr(*s.value)));
+        out_.dedent();
+        out_.line("});");
+        return;
+      case Stmt::Kind::AccFinish:
+        out_.line(fmt::format("const auto {} = {}.result();", s.name, s.partial));
         return;
       case Stmt::Kind::SplitReduce: {
         CodeBuffer inner;
