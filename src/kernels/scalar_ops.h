@@ -497,22 +497,25 @@ SMELT_HD T minimum(T a, T b) {
   }
   return a < b ? a : b;
 }
-/// NaN-ignoring max / min (C fmax / fmin).
+/// NaN-ignoring max / min (C fmax / fmin): the other operand where one is NaN.
+/// Equal operands (+0.0 and -0.0) give b, as x86's maxss/minss and PyTorch's
+/// CPU kernels do; C leaves the sign of that zero unspecified, so std::fmax is
+/// not used: inlined, vectorized and library versions disagree on it.
 template <class T>
 SMELT_HD T fmax(T a, T b) {
   if constexpr (std::is_floating_point_v<T>) {
-    return std::fmax(a, b);
-  } else {
-    return a > b ? a : b;
+    if (a != a) return b;
+    if (b != b) return a;
   }
+  return a > b ? a : b;
 }
 template <class T>
 SMELT_HD T fmin(T a, T b) {
   if constexpr (std::is_floating_point_v<T>) {
-    return std::fmin(a, b);
-  } else {
-    return a < b ? a : b;
+    if (a != a) return b;
+    if (b != b) return a;
   }
+  return a < b ? a : b;
 }
 template <class T>
 SMELT_HD T atan2(T a, T b) {

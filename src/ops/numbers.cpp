@@ -80,8 +80,10 @@ Scalar checked_number_to_dtype(const Scalar& s, DType t, const char* op) {
 std::vector<Tensor> convert_numbers(const char* op, const char* record, DType dtype,
                                     const std::vector<Tensor>& inputs) {
   const OpDef* def = find_op(record);
-  SMELT_INTERNAL_ASSERT(def && def->kind == OpKind::Pointwise, "convert_numbers: '{}' is not a "
-                        "pointwise op", record);
+  SMELT_INTERNAL_ASSERT(def && def->kind == OpKind::Pointwise,
+                        "convert_numbers: '{}' is not a "
+                        "pointwise op",
+                        record);
   const NumberRule rule = def->numbers;
   std::vector<Tensor> out = inputs;
   for (size_t k = 0; k < out.size(); ++k) {
@@ -91,7 +93,8 @@ std::vector<Tensor> convert_numbers(const char* op, const char* record, DType dt
     const bool checked = k > 0 && (rule == NumberRule::Checked ||
                                    (rule == NumberRule::CheckedIfIntegral && !is_floating(dtype)));
     const Scalar v = t.item();
-    out[k] = wrap_scalar(checked ? checked_number_to_dtype(v, dtype, op) : number_to_dtype(v, dtype));
+    out[k] =
+        wrap_scalar(checked ? checked_number_to_dtype(v, dtype, op) : number_to_dtype(v, dtype));
   }
   return out;
 }

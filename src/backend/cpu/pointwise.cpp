@@ -25,7 +25,8 @@ void load_block(const char* src, int64_t stride, DType from, int64_t n, C* dst) 
 template <class R>
 void store_block(const R* src, char* dst, int64_t stride, DType to, int64_t n) {
   SMELT_DISPATCH_ALL(to, "pointwise store", [&] {
-    for (int64_t i = 0; i < n; ++i) *reinterpret_cast<T*>(dst + i * stride) = scalar::cast<T>(src[i]);
+    for (int64_t i = 0; i < n; ++i)
+      *reinterpret_cast<T*>(dst + i * stride) = scalar::cast<T>(src[i]);
   });
 }
 
