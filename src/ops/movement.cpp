@@ -6,6 +6,7 @@
 #include "backend/backend.h"
 #include "core/tensor_impl.h"
 #include "ops/dispatch.h"
+#include "ops/numbers.h"
 #include "smelt/ops.h"
 
 namespace smelt {
@@ -278,11 +279,13 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, const Scalar& value) {
   SMELT_CHECK(mask.device() == x.device(), "masked_fill: mask on {} but input on {}",
               mask.device().str(), x.device().str());
   Shape out_shape = broadcast2(x.sizes(), mask.sizes(), "masked_fill");
+  // The value in x's dtype, raising where PyTorch's Scalar::to<T> does (int8 and 200).
+  const Scalar fill = detail::checked_number_to_dtype(value, x.dtype(), "masked_fill");
   return detail::run_op1(
-      "masked_fill", {x, mask}, {{"value", value}}, {out_shape, x.dtype(), x.device()},
+      "masked_fill", {x, mask}, {{"value", fill}}, {out_shape, x.dtype(), x.device()},
       [&](const std::vector<Tensor>& outs) {
         // where(mask, value, x) computed in x's dtype.
-        Tensor v = scalar_tensor(value, TensorOptions(x.dtype()).device(x.device()));
+        Tensor v = scalar_tensor(fill, TensorOptions(x.dtype()).device(x.device()));
         backend::backend(x.device()).pointwise("where", {}, x.dtype(), outs[0], {mask, v, x});
       });
 }

@@ -124,6 +124,20 @@ std::string_view runtime_check_message(RuntimeCheck c) {
   return "?";
 }
 
+std::string_view number_rule_name(NumberRule r) {
+  switch (r) {
+    case NumberRule::Convert:
+      return "convert";
+    case NumberRule::Opmath:
+      return "opmath";
+    case NumberRule::Checked:
+      return "checked";
+    case NumberRule::CheckedIfIntegral:
+      return "checked_if_integral";
+  }
+  return "?";
+}
+
 std::string_view precision_name(Precision p) {
   switch (p) {
     case Precision::Exact:
@@ -147,6 +161,7 @@ class Def {
   Def& check(RuntimeCheck c) { return d_.check = c, *this; }
   Def& epilogue(EpilogueActivation e) { return d_.epilogue = e, *this; }
   Def& variant(OpVariant v) { return d_.variants.push_back(v), *this; }
+  Def& numbers(NumberRule r) { return d_.numbers = r, *this; }
   Def& discontinuous() { return d_.discontinuous = true, *this; }
   Def& index_map() { return d_.index_map = true, *this; }
   Def& transcendental() { return d_.precision = Precision::Transcendental, *this; }
@@ -227,10 +242,11 @@ const std::vector<OpDef>& op_table() {
       // ---- pointwise, binary and ternary ----
       pointwise("add", 2, R::Same),  // alpha != 1: functor add_alpha(a, b, alpha)
       pointwise("sub", 2, R::Same),  // alpha != 1: functor sub_alpha(a, b, alpha)
-      pointwise("mul", 2, R::Same),
+      pointwise("mul", 2, R::Same).numbers(NumberRule::Opmath),
       // with a rounding_mode (also floor_divide): dtype Same (not int->float)
       pointwise("div", 2, R::IntToFloat)
           .transcendental()
+          .numbers(NumberRule::Opmath)
           .variant({.attr = "rounding_mode",
                     .value = "trunc",
                     .functor = "div_trunc",
@@ -243,7 +259,7 @@ const std::vector<OpDef>& op_table() {
                     .discontinuous = true}),
       pointwise("remainder", 2, R::Same).check(kIntDiv).discontinuous(),
       pointwise("fmod", 2, R::Same).check(kIntDiv).discontinuous(),
-      pointwise("pow", 2, R::Same).transcendental(),
+      pointwise("pow", 2, R::Same).transcendental().numbers(NumberRule::Checked),
       pointwise("maximum", 2, R::Same),
       pointwise("minimum", 2, R::Same),
       pointwise("fmax", 2, R::Same),
@@ -262,11 +278,12 @@ const std::vector<OpDef>& op_table() {
       pointwise("bitwise_and", 2, R::IntegralOnly).not_differentiable(),
       pointwise("bitwise_or", 2, R::IntegralOnly).not_differentiable(),
       pointwise("bitwise_xor", 2, R::IntegralOnly).not_differentiable(),
-      pointwise("where", 3, R::Same),  // continuous in the values; the condition is bool
-      pointwise("clamp", 3, R::Same),
-      pointwise("clamp_min", 2, R::Same),  // clamp with only min
-      pointwise("clamp_max", 2, R::Same),  // clamp with only max
-      pointwise("lerp", 3, R::IntToFloat).transcendental(),
+      // continuous in the values; the condition is bool
+      pointwise("where", 3, R::Same).numbers(NumberRule::CheckedIfIntegral),
+      pointwise("clamp", 3, R::Same).numbers(NumberRule::Checked),
+      pointwise("clamp_min", 2, R::Same).numbers(NumberRule::Checked),  // clamp with only min
+      pointwise("clamp_max", 2, R::Same).numbers(NumberRule::Checked),  // clamp with only max
+      pointwise("lerp", 3, R::IntToFloat).transcendental().numbers(NumberRule::Opmath),
       // ---- reductions ----
       reduction("sum", A::Sum, {"value"}).accumulated(),
       reduction("mean", A::Sum, {"mean"}).accumulated(),

@@ -41,9 +41,10 @@ ExprPtr convert(ExprPtr v, DType from, DType to) {
   return make(std::move(e));
 }
 
-ExprPtr cast(ExprPtr v, DType to) {
+ExprPtr cast(ExprPtr v, DType from, DType to) {
   Expr e;
   e.kind = Expr::Kind::Cast;
+  e.from = from;
   e.dtype = to;
   e.operands = {std::move(v)};
   return make(std::move(e));
@@ -168,7 +169,7 @@ class Builder {
         k = fmt::format("X{}>{}(", dtype_name(e.from), dtype_name(e.dtype));
         break;
       case Expr::Kind::Cast:
-        k = fmt::format("K{}(", dtype_name(e.dtype));
+        k = fmt::format("K{}>{}(", dtype_name(e.from), dtype_name(e.dtype));
         break;
       case Expr::Kind::AccValue:
         return fmt::format("A{}.{}", e.name, e.field);
@@ -430,7 +431,7 @@ class Builder {
       if (c == DType::Bool && t != DType::Bool)
         e.operands.push_back(convert(in[k], t, DType::Bool));
       else if (value_dtype(t) != value_dtype(c))
-        e.operands.push_back(cast(in[k], c));
+        e.operands.push_back(cast(in[k], t, c));
       else
         e.operands.push_back(in[k]);
     }

@@ -54,7 +54,7 @@ struct Expr {
     RowLoad,   // row buffer `name` at index
     Call,      // smelt::scalar::<name><compute>(operands...)
     Convert,   // operands[0] from `from` to dtype (rounds through float16/bfloat16 storage)
-    Cast,      // operands[0] to the value type of dtype, no rounding (operands to opmath)
+    Cast,      // operands[0] from `from` to the value type of dtype, no rounding (to opmath)
     AccValue,  // accumulator `name`, result `field` (finalize, value, index, mean, var, std)
     Select,    // operands[0] ? operands[1] : operands[2]
     InBounds,  // true where lo <= e < hi for every (e, lo, hi) of `guard`
@@ -65,7 +65,7 @@ struct Expr {
   std::string name;  // Temp, RowLoad: the variable; Load: the pointer; Call: the functor
   Scalar literal;
   IndexExpr index;
-  DType from = DType::Float32;  // Convert: source dtype; Call: the compute dtype
+  DType from = DType::Float32;  // Convert, Cast: source dtype; Call: the compute dtype
   std::string field;            // AccValue
   std::string accumulator;      // AccValue: reduce struct name (Sum, Welford, ...)
   DType acc_dtype = DType::Float32;

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 
+#include "kernels/scalar_ops.h"
 #include "smelt/error.h"
 
 namespace smelt::compiler {
@@ -42,11 +43,29 @@ std::string Dialect::value_type(DType t) const {
   return (t == DType::Float16 || t == DType::BFloat16) ? "float" : storage_type(t);
 }
 
+namespace {
+/// `d` converted to integer dtype `t` as eager converts it (scalar::cast).
+int64_t float_to_integer(double d, DType t) {
+  switch (t) {
+    case DType::UInt8:
+      return scalar::cast<uint8_t>(d);
+    case DType::Int8:
+      return scalar::cast<int8_t>(d);
+    case DType::Int16:
+      return scalar::cast<int16_t>(d);
+    case DType::Int32:
+      return scalar::cast<int32_t>(d);
+    default:
+      return scalar::cast<int64_t>(d);
+  }
+}
+}  // namespace
+
 std::string Dialect::literal(const Scalar& s, DType t) const {
   std::string ty = value_type(t);
   if (t == DType::Bool) return s.to_double() != 0 ? "true" : "false";
   if (!is_floating(t)) {
-    int64_t v = s.is_floating() ? static_cast<int64_t>(s.to_double()) : s.to_int();
+    int64_t v = s.is_floating() ? float_to_integer(s.to_double(), t) : s.to_int();
     // INT64_MIN has no literal of its own: -9223372036854775808 negates an
     // out-of-range constant.
     if (v == std::numeric_limits<int64_t>::min())
@@ -110,6 +129,15 @@ class Printer {
                        untyped ? "" : "<" + d_.value_type(acc) + ">");
   }
 
+  /// `v` (a value of `from`) as a value of `to`: floating -> integer through
+  /// the conversion eager uses (scalar::cast: out-of-range values as PyTorch on
+  /// x86-64), any other pair by static_cast.
+  std::string convert_value(const std::string& v, DType from, DType to) const {
+    if (is_floating(from) && !is_floating(to) && to != DType::Bool)
+      return fmt::format("smelt::scalar::cast<{}>({})", d_.value_type(to), v);
+    return fmt::format("static_cast<{}>({})", d_.value_type(to), v);
+  }
+
   std::string expr(const Expr& e) const {
     switch (e.kind) {
       case Expr::Kind::Temp:
@@ -158,10 +186,10 @@ class Printer {
         if (is_half(e.dtype))
           return fmt::format("static_cast<float>({}(static_cast<float>({})))",
                              d_.storage_type(e.dtype), v);
-        return fmt::format("static_cast<{}>({})", d_.value_type(e.dtype), v);
+        return convert_value(v, e.from, e.dtype);
       }
       case Expr::Kind::Cast:
-        return fmt::format("static_cast<{}>({})", d_.value_type(e.dtype), expr(*e.operands[0]));
+        return convert_value(expr(*e.operands[0]), e.from, e.dtype);
       case Expr::Kind::AccValue: {
         std::string ty = acc_type(e.accumulator, e.acc_dtype);
         if (e.field == "finalize") return fmt::format("{}::finalize({})", ty, e.name);
