@@ -96,7 +96,10 @@ using ErasedFn = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
 /// The type-erased compiled function; see smelt::compile.
 class CompiledCore {
  public:
-  CompiledCore(CompileOptions opts, std::function<std::vector<Tensor>()> params,
+  /// `params`: the module's parameters and buffers under their state_dict
+  /// names (graph inputs; guards and logs name them); `state_key`: a key of
+  /// the modules' training flags. Both empty for a function.
+  CompiledCore(CompileOptions opts, std::function<std::vector<nn::NamedTensor>()> params,
                std::function<std::string()> state_key);
   std::vector<Tensor> call(const std::vector<Tensor>& args, const ErasedFn& fn);
   const CompileStats& stats() const;
@@ -140,9 +143,9 @@ concept ModuleLike = requires(const M& m) {
   m->named_parameters_and_buffers();
 };
 
-/// Every parameter and buffer of `m` (the compiled graph's extra inputs), and a
-/// key of the modules' training flags (a guard).
-std::vector<Tensor> module_state(const nn::Module& m);
+/// Every defined parameter and buffer of `m` with its state_dict name (the
+/// compiled graph's extra inputs), and a key of the modules' training flags (a guard).
+std::vector<nn::NamedTensor> module_state(const nn::Module& m);
 std::string module_mode_key(nn::Module& m);
 }  // namespace detail
 

@@ -8,6 +8,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace smelt {
 
@@ -18,12 +19,31 @@ class Error : public std::runtime_error {
   explicit Error(const std::string& what) : std::runtime_error(what) {}
 };
 
-/// Raised while tracing when the computation needs tensor data (item(),
-/// printing values, an op without a lowering). compile() catches it and runs
-/// the call eagerly (a "graph break"), or rethrows it as Error under fullgraph.
+/// Raised while tracing when the computation cannot be captured: it needs
+/// tensor data (item(), to_vector(), data_ptr(), printing), draws random
+/// numbers, or writes into a tensor the graph does not own. compile() catches
+/// it and runs the call eagerly (a "graph break"), or raises an Error built
+/// from it under fullgraph=true.
 class GraphBreak : public Error {
  public:
-  explicit GraphBreak(const std::string& what) : Error(what) {}
+  /// `op`: what broke the graph, as the user wrote it ("item()", "randn",
+  /// "add_"); `reason`: why it cannot be captured; `advice`: how to keep it out
+  /// of the compiled function (shown under fullgraph, where nothing runs
+  /// eagerly). what() is "<op>: <reason>".
+  GraphBreak(std::string op, std::string reason, std::string advice)
+      : Error(op + ": " + reason),
+        op_(std::move(op)),
+        reason_(std::move(reason)),
+        advice_(std::move(advice)) {}
+  /// A break whose op is not known (what() is the whole message).
+  explicit GraphBreak(const std::string& what) : Error(what), reason_(what) {}
+
+  const std::string& op() const { return op_; }
+  const std::string& reason() const { return reason_; }
+  const std::string& advice() const { return advice_; }
+
+ private:
+  std::string op_, reason_, advice_;
 };
 
 namespace detail {
@@ -34,14 +54,13 @@ namespace detail {
 }  // namespace smelt
 
 /// SMELT_CHECK(cond, "fmt", args...): throw smelt::Error with the formatted message.
-#define SMELT_CHECK(cond, ...)                                           \
-  do {                                                                   \
+#define SMELT_CHECK(cond, ...)                                             \
+  do {                                                                     \
     if (!(cond)) ::smelt::detail::throw_error(::fmt::format(__VA_ARGS__)); \
   } while (0)
 
 /// SMELT_INTERNAL_ASSERT(cond, "fmt", args...): an invariant of smelt itself.
-#define SMELT_INTERNAL_ASSERT(cond, ...)                                                \
-  do {                                                                                  \
-    if (!(cond))                                                                        \
-      ::smelt::detail::throw_internal(__FILE__, __LINE__, ::fmt::format(__VA_ARGS__)); \
+#define SMELT_INTERNAL_ASSERT(cond, ...)                                                          \
+  do {                                                                                            \
+    if (!(cond)) ::smelt::detail::throw_internal(__FILE__, __LINE__, ::fmt::format(__VA_ARGS__)); \
   } while (0)

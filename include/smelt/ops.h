@@ -167,6 +167,28 @@ Tensor operator&(const Tensor& a, const Tensor& b);
 Tensor operator|(const Tensor& a, const Tensor& b);
 Tensor operator^(const Tensor& a, const Tensor& b);
 Tensor operator~(const Tensor& a);
+// A number on either side (a wrapped number, as in `x + 2`): `a > 0`, `1.5 == a`,
+// `a % 3`, `mask & true`. Defined with the Tensor methods (src/ops/tensor_methods.cpp).
+Tensor operator%(const Tensor& a, const Scalar& b);
+Tensor operator%(const Scalar& a, const Tensor& b);
+Tensor operator==(const Tensor& a, const Scalar& b);
+Tensor operator==(const Scalar& a, const Tensor& b);
+Tensor operator!=(const Tensor& a, const Scalar& b);
+Tensor operator!=(const Scalar& a, const Tensor& b);
+Tensor operator<(const Tensor& a, const Scalar& b);
+Tensor operator<(const Scalar& a, const Tensor& b);
+Tensor operator<=(const Tensor& a, const Scalar& b);
+Tensor operator<=(const Scalar& a, const Tensor& b);
+Tensor operator>(const Tensor& a, const Scalar& b);
+Tensor operator>(const Scalar& a, const Tensor& b);
+Tensor operator>=(const Tensor& a, const Scalar& b);
+Tensor operator>=(const Scalar& a, const Tensor& b);
+Tensor operator&(const Tensor& a, const Scalar& b);
+Tensor operator&(const Scalar& a, const Tensor& b);
+Tensor operator|(const Tensor& a, const Scalar& b);
+Tensor operator|(const Scalar& a, const Tensor& b);
+Tensor operator^(const Tensor& a, const Scalar& b);
+Tensor operator^(const Scalar& a, const Tensor& b);
 
 /// The dtype a binary op on a and b computes in (PyTorch's result_type).
 DType result_type(const Tensor& a, const Tensor& b);
@@ -213,7 +235,7 @@ Tensor cumsum(const Tensor& x, int64_t dim, std::optional<DType> dtype = std::nu
 
 // ============================ shape and view ops ============================
 // These return views (sharing storage) where PyTorch does.
-Tensor view(const Tensor& x, const Shape& shape);  // one -1 allowed; Error if strides forbid
+Tensor view(const Tensor& x, const Shape& shape);     // one -1 allowed; Error if strides forbid
 Tensor reshape(const Tensor& x, const Shape& shape);  // view when possible, else a copy
 Tensor permute(const Tensor& x, const std::vector<int64_t>& dims);
 Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1);
@@ -226,8 +248,8 @@ Tensor flatten(const Tensor& x, int64_t start_dim = 0, int64_t end_dim = -1);
 Tensor unflatten(const Tensor& x, int64_t dim, const Shape& sizes);
 Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length);
 /// x[start:end:step] along dim (Python slice clamping; step > 0).
-Tensor slice(const Tensor& x, int64_t dim, std::optional<int64_t> start,
-             std::optional<int64_t> end, int64_t step = 1);
+Tensor slice(const Tensor& x, int64_t dim, std::optional<int64_t> start, std::optional<int64_t> end,
+             int64_t step = 1);
 Tensor select(const Tensor& x, int64_t dim, int64_t index);
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
@@ -251,7 +273,8 @@ Tensor to_dtype(const Tensor& x, DType dtype);
 /// 1-D·1-D dot, 2-D mm, N-D batched with broadcast batch dims (as torch.matmul).
 Tensor matmul(const Tensor& a, const Tensor& b);
 /// x @ weight^T + bias; weight [out, in], bias [out].
-Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias = std::nullopt);
+Tensor linear(const Tensor& x, const Tensor& weight,
+              const std::optional<Tensor>& bias = std::nullopt);
 Tensor softmax(const Tensor& x, int64_t dim, std::optional<DType> dtype = std::nullopt);
 Tensor log_softmax(const Tensor& x, int64_t dim, std::optional<DType> dtype = std::nullopt);
 /// Normalizes over the trailing `normalized_shape` dims (biased variance).

@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -120,58 +121,240 @@ class Tensor {
   /// x[i] along dim 0.
   Tensor operator[](int64_t index) const { return select(0, index); }
 
-  // ---- common ops as methods (same as the free functions in ops.h) ---------
-  Tensor sum() const;
-  Tensor sum(const std::vector<int64_t>& dim, bool keepdim = false) const;
-  Tensor mean() const;
-  Tensor mean(const std::vector<int64_t>& dim, bool keepdim = false) const;
-  Tensor abs() const;
-  Tensor exp() const;
-  Tensor log() const;
-  Tensor sqrt() const;
+  // ---- ops as methods, as libtorch's Tensor has them ----------------------------
+  // x.op(args) == smelt::op(x, args) (ops.h documents each op). Where an
+  // argument is a number, it is a wrapped number as in `x + 2` (lowest
+  // promotion priority).
+
+  // unary pointwise
   Tensor neg() const;
+  Tensor abs() const;
+  Tensor sign() const;
+  Tensor exp() const;
+  Tensor exp2() const;
+  Tensor expm1() const;
+  Tensor log() const;
+  Tensor log2() const;
+  Tensor log1p() const;
+  Tensor sqrt() const;
+  Tensor rsqrt() const;
+  Tensor reciprocal() const;
+  Tensor sin() const;
+  Tensor cos() const;
+  Tensor tan() const;
+  Tensor tanh() const;
   Tensor sigmoid() const;
   Tensor relu() const;
-  Tensor tanh() const;
-  Tensor matmul(const Tensor& other) const;
-  Tensor softmax(int64_t dim) const;
+  Tensor erf() const;
+  Tensor floor() const;
+  Tensor ceil() const;
+  Tensor round() const;
+  Tensor trunc() const;
+  Tensor logical_not() const;
+  Tensor bitwise_not() const;
+  Tensor isnan() const;
+  Tensor isinf() const;
+  Tensor nan_to_num(std::optional<double> nan = 0.0, std::optional<double> posinf = std::nullopt,
+                    std::optional<double> neginf = std::nullopt) const;
+
+  // binary pointwise: `other` is a tensor (broadcast) or a number
+  Tensor add(const Tensor& other, const Scalar& alpha = 1) const;
+  Tensor add(const Scalar& other, const Scalar& alpha = 1) const;
+  Tensor sub(const Tensor& other, const Scalar& alpha = 1) const;
+  Tensor sub(const Scalar& other, const Scalar& alpha = 1) const;
+  Tensor mul(const Tensor& other) const;
+  Tensor mul(const Scalar& other) const;
+  /// rounding_mode: std::nullopt (true division), "trunc" or "floor".
+  Tensor div(const Tensor& other,
+             const std::optional<std::string>& rounding_mode = std::nullopt) const;
+  Tensor div(const Scalar& other,
+             const std::optional<std::string>& rounding_mode = std::nullopt) const;
+  Tensor floor_divide(const Tensor& other) const;
+  Tensor floor_divide(const Scalar& other) const;
+  Tensor remainder(const Tensor& other) const;
+  Tensor remainder(const Scalar& other) const;
+  Tensor fmod(const Tensor& other) const;
+  Tensor fmod(const Scalar& other) const;
+  Tensor pow(const Tensor& exponent) const;
+  Tensor pow(const Scalar& exponent) const;
+  Tensor maximum(const Tensor& other) const;
+  Tensor minimum(const Tensor& other) const;
+  Tensor fmax(const Tensor& other) const;
+  Tensor fmin(const Tensor& other) const;
+  Tensor atan2(const Tensor& other) const;
+  Tensor eq(const Tensor& other) const;
+  Tensor eq(const Scalar& other) const;
+  Tensor ne(const Tensor& other) const;
+  Tensor ne(const Scalar& other) const;
+  Tensor lt(const Tensor& other) const;
+  Tensor lt(const Scalar& other) const;
+  Tensor le(const Tensor& other) const;
+  Tensor le(const Scalar& other) const;
+  Tensor gt(const Tensor& other) const;
+  Tensor gt(const Scalar& other) const;
+  Tensor ge(const Tensor& other) const;
+  Tensor ge(const Scalar& other) const;
+  Tensor logical_and(const Tensor& other) const;
+  Tensor logical_or(const Tensor& other) const;
+  Tensor logical_xor(const Tensor& other) const;
+  Tensor bitwise_and(const Tensor& other) const;
+  Tensor bitwise_and(const Scalar& other) const;
+  Tensor bitwise_or(const Tensor& other) const;
+  Tensor bitwise_or(const Scalar& other) const;
+  Tensor bitwise_xor(const Tensor& other) const;
+  Tensor bitwise_xor(const Scalar& other) const;
+  /// condition ? *this : other.
+  Tensor where(const Tensor& condition, const Tensor& other) const;
+  Tensor where(const Tensor& condition, const Scalar& other) const;
+  Tensor clamp(std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt) const;
+  Tensor clamp(const std::optional<Tensor>& min,
+               const std::optional<Tensor>& max = std::nullopt) const;
+  Tensor lerp(const Tensor& end, const Tensor& weight) const;
+  Tensor lerp(const Tensor& end, const Scalar& weight) const;
+
+  // reductions: `dim` is one dim or a list (empty: all dims)
+  Tensor sum(std::optional<DType> dtype = std::nullopt) const;
+  Tensor sum(int64_t dim, bool keepdim = false, std::optional<DType> dtype = std::nullopt) const;
+  Tensor sum(const std::vector<int64_t>& dim, bool keepdim = false,
+             std::optional<DType> dtype = std::nullopt) const;
+  Tensor mean(std::optional<DType> dtype = std::nullopt) const;
+  Tensor mean(int64_t dim, bool keepdim = false, std::optional<DType> dtype = std::nullopt) const;
+  Tensor mean(const std::vector<int64_t>& dim, bool keepdim = false,
+              std::optional<DType> dtype = std::nullopt) const;
+  Tensor prod(std::optional<DType> dtype = std::nullopt) const;
+  Tensor prod(int64_t dim, bool keepdim = false, std::optional<DType> dtype = std::nullopt) const;
+  Tensor amax(int64_t dim, bool keepdim = false) const;
+  Tensor amax(const std::vector<int64_t>& dim = {}, bool keepdim = false) const;
+  Tensor amin(int64_t dim, bool keepdim = false) const;
+  Tensor amin(const std::vector<int64_t>& dim = {}, bool keepdim = false) const;
+  /// Over all elements (0-dim).
+  Tensor max() const;
+  /// (values, indices) along `dim`.
+  std::tuple<Tensor, Tensor> max(int64_t dim, bool keepdim = false) const;
+  /// Elementwise with `other` (== maximum).
+  Tensor max(const Tensor& other) const;
+  Tensor min() const;
+  std::tuple<Tensor, Tensor> min(int64_t dim, bool keepdim = false) const;
+  Tensor min(const Tensor& other) const;
   Tensor argmax(std::optional<int64_t> dim = std::nullopt, bool keepdim = false) const;
+  Tensor argmin(std::optional<int64_t> dim = std::nullopt, bool keepdim = false) const;
+  Tensor var(int64_t dim, double correction = 1, bool keepdim = false) const;
+  Tensor var(const std::vector<int64_t>& dim = {}, double correction = 1,
+             bool keepdim = false) const;
+  Tensor std(int64_t dim, double correction = 1, bool keepdim = false) const;
+  Tensor std(const std::vector<int64_t>& dim = {}, double correction = 1,
+             bool keepdim = false) const;
+  Tensor logsumexp(int64_t dim, bool keepdim = false) const;
+  Tensor logsumexp(const std::vector<int64_t>& dim, bool keepdim = false) const;
+  Tensor any() const;
+  Tensor any(int64_t dim, bool keepdim = false) const;
+  Tensor all() const;
+  Tensor all(int64_t dim, bool keepdim = false) const;
+  Tensor cumsum(int64_t dim, std::optional<DType> dtype = std::nullopt) const;
+
+  // data movement
+  Tensor broadcast_to(const Shape& size) const;
+  Tensor expand_as(const Tensor& other) const;
+  Tensor view_as(const Tensor& other) const;
+  Tensor reshape_as(const Tensor& other) const;
+  /// to(other.dtype()).
+  Tensor type_as(const Tensor& other) const;
+  Tensor index_select(int64_t dim, const Tensor& index) const;
+  Tensor gather(int64_t dim, const Tensor& index) const;
+  std::vector<Tensor> split(int64_t split_size, int64_t dim = 0) const;
+  std::vector<Tensor> split(const std::vector<int64_t>& split_sizes, int64_t dim = 0) const;
+  std::vector<Tensor> chunk(int64_t chunks, int64_t dim = 0) const;
+  Tensor tril(int64_t diagonal = 0) const;
+  Tensor triu(int64_t diagonal = 0) const;
   Tensor masked_fill(const Tensor& mask, const Scalar& value) const;
 
+  // neural-network ops
+  Tensor matmul(const Tensor& other) const;
+  Tensor softmax(int64_t dim, std::optional<DType> dtype = std::nullopt) const;
+  Tensor log_softmax(int64_t dim, std::optional<DType> dtype = std::nullopt) const;
+
   // ---- in-place (write through views; return *this) -------------------------
-  Tensor& copy_(const Tensor& src);
-  Tensor& fill_(const Scalar& value);
-  Tensor& zero_();
-  Tensor& add_(const Tensor& other, const Scalar& alpha = 1);
-  Tensor& add_(const Scalar& other);
-  Tensor& sub_(const Tensor& other, const Scalar& alpha = 1);
-  Tensor& sub_(const Scalar& other);
-  Tensor& mul_(const Tensor& other);
-  Tensor& mul_(const Scalar& other);
-  Tensor& div_(const Tensor& other);
-  Tensor& div_(const Scalar& other);
-  Tensor& clamp_(std::optional<Scalar> min, std::optional<Scalar> max);
-  Tensor& masked_fill_(const Tensor& mask, const Scalar& value);
+  // As in libtorch they are const: `const Tensor&` is a handle, and the write
+  // goes to the data it refers to. Each is "compute out of place, then copy_",
+  // and refuses a result dtype the tensor cannot hold (float into an integer
+  // tensor, anything but bool into a bool tensor) with an Error.
+  Tensor& copy_(const Tensor& src) const;
+  Tensor& fill_(const Scalar& value) const;
+  Tensor& zero_() const;
+  Tensor& add_(const Tensor& other, const Scalar& alpha = 1) const;
+  Tensor& add_(const Scalar& other, const Scalar& alpha = 1) const;
+  Tensor& sub_(const Tensor& other, const Scalar& alpha = 1) const;
+  Tensor& sub_(const Scalar& other, const Scalar& alpha = 1) const;
+  Tensor& mul_(const Tensor& other) const;
+  Tensor& mul_(const Scalar& other) const;
+  Tensor& div_(const Tensor& other,
+               const std::optional<std::string>& rounding_mode = std::nullopt) const;
+  Tensor& div_(const Scalar& other,
+               const std::optional<std::string>& rounding_mode = std::nullopt) const;
+  Tensor& floor_divide_(const Tensor& other) const;
+  Tensor& floor_divide_(const Scalar& other) const;
+  Tensor& remainder_(const Tensor& other) const;
+  Tensor& remainder_(const Scalar& other) const;
+  Tensor& fmod_(const Tensor& other) const;
+  Tensor& fmod_(const Scalar& other) const;
+  Tensor& pow_(const Tensor& exponent) const;
+  Tensor& pow_(const Scalar& exponent) const;
+  Tensor& atan2_(const Tensor& other) const;
+  Tensor& bitwise_and_(const Tensor& other) const;
+  Tensor& bitwise_or_(const Tensor& other) const;
+  Tensor& bitwise_xor_(const Tensor& other) const;
+  Tensor& logical_and_(const Tensor& other) const;
+  Tensor& logical_or_(const Tensor& other) const;
+  Tensor& logical_xor_(const Tensor& other) const;
+  Tensor& clamp_(std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt) const;
+  Tensor& lerp_(const Tensor& end, const Scalar& weight) const;
+  Tensor& lerp_(const Tensor& end, const Tensor& weight) const;
+  Tensor& masked_fill_(const Tensor& mask, const Scalar& value) const;
+  Tensor& tril_(int64_t diagonal = 0) const;
+  Tensor& triu_(int64_t diagonal = 0) const;
   /// x[indices] = values; `indices` is a bool mask (same shape as x's leading
   /// dims) or an int64 index along dim 0.
-  Tensor& index_put_(const Tensor& indices, const Tensor& values);
+  Tensor& index_put_(const Tensor& indices, const Tensor& values) const;
   // Unary in-place forms: x.exp_() == x.copy_(exp(x)).
-  Tensor& neg_();
-  Tensor& abs_();
-  Tensor& exp_();
-  Tensor& log_();
-  Tensor& sqrt_();
-  Tensor& sigmoid_();
-  Tensor& relu_();
-  Tensor& tanh_();
-  Tensor& sin_();
-  Tensor& cos_();
-  Tensor& floor_();
-  Tensor& ceil_();
-  Tensor& round_();
-  Tensor& trunc_();
-  Tensor& reciprocal_();
-  Tensor& rsqrt_();
+  Tensor& neg_() const;
+  Tensor& abs_() const;
+  Tensor& sign_() const;
+  Tensor& exp_() const;
+  Tensor& exp2_() const;
+  Tensor& expm1_() const;
+  Tensor& log_() const;
+  Tensor& log2_() const;
+  Tensor& log1p_() const;
+  Tensor& sqrt_() const;
+  Tensor& rsqrt_() const;
+  Tensor& reciprocal_() const;
+  Tensor& sin_() const;
+  Tensor& cos_() const;
+  Tensor& tan_() const;
+  Tensor& tanh_() const;
+  Tensor& sigmoid_() const;
+  Tensor& relu_() const;
+  Tensor& erf_() const;
+  Tensor& floor_() const;
+  Tensor& ceil_() const;
+  Tensor& round_() const;
+  Tensor& trunc_() const;
+  Tensor& logical_not_() const;
+  Tensor& bitwise_not_() const;
+  Tensor& nan_to_num_(std::optional<double> nan = 0.0, std::optional<double> posinf = std::nullopt,
+                      std::optional<double> neginf = std::nullopt) const;
+  // Compound assignment: a += b is a.add_(b) (b a tensor or a number).
+  Tensor& operator+=(const Tensor& other) const { return add_(other); }
+  Tensor& operator+=(const Scalar& other) const { return add_(other); }
+  Tensor& operator-=(const Tensor& other) const { return sub_(other); }
+  Tensor& operator-=(const Scalar& other) const { return sub_(other); }
+  Tensor& operator*=(const Tensor& other) const { return mul_(other); }
+  Tensor& operator*=(const Scalar& other) const { return mul_(other); }
+  Tensor& operator/=(const Tensor& other) const { return div_(other); }
+  Tensor& operator/=(const Scalar& other) const { return div_(other); }
+  Tensor& operator&=(const Tensor& other) const { return bitwise_and_(other); }
+  Tensor& operator|=(const Tensor& other) const { return bitwise_or_(other); }
+  Tensor& operator^=(const Tensor& other) const { return bitwise_xor_(other); }
 
   /// PyTorch-style printing: "tensor([[1., 2.],\n        [3., 4.]])".
   std::string str() const;

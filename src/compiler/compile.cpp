@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <mutex>
 
@@ -22,10 +23,10 @@ namespace smelt {
 
 namespace detail {
 
-std::vector<Tensor> module_state(const nn::Module& m) {
-  std::vector<Tensor> out;
+std::vector<nn::NamedTensor> module_state(const nn::Module& m) {
+  std::vector<nn::NamedTensor> out;
   for (auto& nt : m.named_parameters_and_buffers())
-    if (nt.tensor.defined()) out.push_back(nt.tensor);
+    if (nt.tensor.defined()) out.push_back(nt);
   return out;
 }
 
@@ -73,16 +74,24 @@ std::vector<int> alias_pattern(const std::vector<Tensor>& args) {
   return a;
 }
 
+/// "parameter fc2.weight" / "buffer bn.running_mean".
+std::string param_label(const nn::NamedTensor& p) {
+  return fmt::format("{} {}", p.is_buffer ? "buffer" : "parameter", p.name);
+}
+
 struct Guards {
   std::vector<TensorGuard> args;
   std::vector<int> aliases;                         // alias_pattern of the arguments
+  std::vector<std::string> param_labels;            // "parameter fc2.weight", ...
   std::vector<std::shared_ptr<TensorImpl>> params;  // identity (kept alive)
   std::vector<TensorGuard> param_meta;
-  std::vector<const Storage*> param_storage;
+  /// Storage::serial() of each (unique in the process: a freed storage whose
+  /// address is reused by a new one cannot pass for it).
+  std::vector<uint64_t> param_storage;
   std::string mode_key;
 
   /// "" when `args`/`params` pass, else the first failed guard.
-  std::string check(const std::vector<Tensor>& a, const std::vector<Tensor>& p,
+  std::string check(const std::vector<Tensor>& a, const std::vector<nn::NamedTensor>& p,
                     const std::string& mode) const {
     if (a.size() != args.size())
       return fmt::format("number of arguments changed: {} -> {}", args.size(), a.size());
@@ -92,31 +101,48 @@ struct Guards {
         return fmt::format("argument {}: expected {}, got {}", i, args[i].str(), now.str());
     }
     if (alias_pattern(a) != aliases) return "which arguments share memory changed";
-    if (p.size() != params.size())
-      return fmt::format("number of module parameters/buffers changed: {} -> {}", params.size(),
-                         p.size());
-    for (size_t i = 0; i < p.size(); ++i) {
-      if (p[i].impl_ptr() != params[i])
-        return fmt::format("module parameter/buffer {} was replaced by another tensor", i);
-      if (p[i].storage().get() != param_storage[i])
-        return fmt::format("module parameter/buffer {} now uses another storage", i);
-      if (!(TensorGuard::of(p[i]) == param_meta[i]))
-        return fmt::format("module parameter/buffer {}: expected {}, got {}", i,
-                           param_meta[i].str(), TensorGuard::of(p[i]).str());
+    for (size_t i = 0; i < std::max(p.size(), params.size()); ++i) {
+      if (i >= p.size())
+        return fmt::format("the module no longer has {} (parameters and buffers: {} -> {})",
+                           param_labels[i], params.size(), p.size());
+      if (i >= params.size() || param_label(p[i]) != param_labels[i])
+        return fmt::format(
+            "the module's parameters and buffers changed: {} where the graph has "
+            "{} (count {} -> {})",
+            param_label(p[i]), i < params.size() ? param_labels[i] : "none", params.size(),
+            p.size());
+      const Tensor& t = p[i].tensor;
+      if (t.impl_ptr() != params[i])
+        return fmt::format("{} was replaced by another tensor", param_labels[i]);
+      if (t.storage()->serial() != param_storage[i])
+        return fmt::format("{} now uses another storage (Module::to() or a new tensor)",
+                           param_labels[i]);
+      if (!(TensorGuard::of(t) == param_meta[i]))
+        return fmt::format("{}: expected {}, got {}", param_labels[i], param_meta[i].str(),
+                           TensorGuard::of(t).str());
     }
     if (mode != mode_key) return "a module switched between train() and eval()";
     return "";
   }
   std::string str() const {
     std::string s;
-    for (size_t i = 0; i < args.size(); ++i) s += fmt::format("  arg{}: {}\n", i, args[i].str());
+    for (size_t i = 0; i < args.size(); ++i)
+      s += fmt::format("  argument {}: {}\n", i, args[i].str());
     for (size_t i = 0; i < params.size(); ++i)
-      s += fmt::format("  param{}: identity {} and {}\n", i,
-                       static_cast<const void*>(params[i].get()), param_meta[i].str());
-    if (!mode_key.empty()) s += fmt::format("  module training flags: {}\n", mode_key);
+      s += fmt::format("  {}: this very tensor, {}\n", param_labels[i], param_meta[i].str());
+    if (!mode_key.empty())
+      s += fmt::format("  module training flags (T = train, E = eval, per module): {}\n", mode_key);
     return s;
   }
 };
+
+/// The Error raised for a graph break under fullgraph=true: the op, why it
+/// cannot be captured, and how to keep it out of the compiled function.
+std::string fullgraph_message(const GraphBreak& br) {
+  std::string m = fmt::format("smelt::compile(fullgraph=true): graph break at {}", br.what());
+  if (!br.advice().empty()) m += "; " + br.advice();
+  return m + ". Without fullgraph=true, such calls fall back to eager mode.";
+}
 
 struct Entry {
   Guards guards;
@@ -128,7 +154,7 @@ struct Entry {
 
 class CompiledState {
  public:
-  CompiledState(CompileOptions o, std::function<std::vector<Tensor>()> p,
+  CompiledState(CompileOptions o, std::function<std::vector<nn::NamedTensor>()> p,
                 std::function<std::string()> m)
       : opts(std::move(o)), params_fn(std::move(p)), mode_fn(std::move(m)) {
     SMELT_CHECK(
@@ -152,12 +178,15 @@ class CompiledState {
     ++stats.calls;
     for (size_t i = 0; i < args.size(); ++i)
       SMELT_CHECK(args[i].defined(), "smelt::compile: argument {} is an undefined tensor", i);
-    std::vector<Tensor> params = params_fn ? params_fn() : std::vector<Tensor>{};
+    std::vector<nn::NamedTensor> named = params_fn ? params_fn() : std::vector<nn::NamedTensor>{};
     std::string mode = mode_fn ? mode_fn() : "";
     if (eager_only) return eager(args, fn);
+    std::vector<Tensor> params;
+    params.reserve(named.size());
+    for (auto& p : named) params.push_back(p.tensor);
     std::string reason;
     for (auto& e : entries) {
-      std::string why = e.guards.check(args, params, mode);
+      std::string why = e.guards.check(args, named, mode);
       if (why.empty()) {
         if (!e.graph) return eager(args, fn);
         return run(*e.graph, args, params);
@@ -178,7 +207,7 @@ class CompiledState {
       stats.last_recompile_reason = reason;
       if (log_enabled("recompiles")) log_artifact("recompiles", "recompiling: " + reason);
     }
-    Entry e = compile(args, params, mode, fn);
+    Entry e = compile(args, named, mode, fn);
     entries.push_back(std::move(e));
     Entry& last = entries.back();
     if (!last.graph) return eager(args, fn);
@@ -213,17 +242,20 @@ class CompiledState {
     return out;
   }
 
-  Entry compile(const std::vector<Tensor>& args, const std::vector<Tensor>& params,
+  Entry compile(const std::vector<Tensor>& args, const std::vector<nn::NamedTensor>& named,
                 const std::string& mode, const ErasedFn& fn) {
     auto t0 = std::chrono::steady_clock::now();
     Entry e;
     e.guards.mode_key = mode;
     for (auto& a : args) e.guards.args.push_back(TensorGuard::of(a));
     e.guards.aliases = alias_pattern(args);
-    for (auto& p : params) {
-      e.guards.params.push_back(p.impl_ptr());
-      e.guards.param_meta.push_back(TensorGuard::of(p));
-      e.guards.param_storage.push_back(p.storage().get());
+    std::vector<Tensor> params;
+    for (auto& p : named) {
+      params.push_back(p.tensor);
+      e.guards.param_labels.push_back(param_label(p));
+      e.guards.params.push_back(p.tensor.impl_ptr());
+      e.guards.param_meta.push_back(TensorGuard::of(p.tensor));
+      e.guards.param_storage.push_back(p.tensor.storage()->serial());
     }
     if (log_enabled("guards")) log_artifact("guards", "guards of the new graph", e.guards.str());
     if (log_enabled("graph"))
@@ -266,17 +298,19 @@ class CompiledState {
         aliased |= e.guards.aliases[i] != static_cast<int>(i);
       if (aliased && !gb.graph.mutations.empty())
         throw GraphBreak(
-            "arguments share memory and the function writes into one of them; such calls run "
-            "eagerly so that every alias sees the write");
+            "an in-place write into an argument",
+            "the arguments share memory and the function writes into one of them, so the other "
+            "arguments would not see the write",
+            "pass arguments that do not share memory (clone() one of them)");
       gb.restore_params();
       captured = std::move(gb.graph);
     } catch (const GraphBreak& br) {
       ++stats.graph_breaks;
       stats.last_graph_break = br.what();
-      if (opts.fullgraph)
-        throw Error(fmt::format("smelt::compile(fullgraph=true): graph break: {}", br.what()));
+      if (opts.fullgraph) throw Error(fullgraph_message(br));
       if (log_enabled("graph_breaks"))
-        log_artifact("graph_breaks", "graph break, running eagerly", br.what());
+        log_artifact("graph_breaks", "graph break, running eagerly",
+                     fmt::format("graph break at {}; this call runs eagerly", br.what()));
       return e;  // graph == null: eager for these guards
     }
     if (log_enabled("graph")) log_artifact("graph", "captured graph", captured.str());
@@ -359,7 +393,7 @@ class CompiledState {
   }
 
   CompileOptions opts;
-  std::function<std::vector<Tensor>()> params_fn;
+  std::function<std::vector<nn::NamedTensor>()> params_fn;
   std::function<std::string()> mode_fn;
   std::mutex mu;
   std::vector<Entry> entries;
@@ -367,7 +401,8 @@ class CompiledState {
   bool eager_only = false;
 };
 
-CompiledCore::CompiledCore(CompileOptions opts, std::function<std::vector<Tensor>()> params,
+CompiledCore::CompiledCore(CompileOptions opts,
+                           std::function<std::vector<nn::NamedTensor>()> params,
                            std::function<std::string()> state_key)
     : state_(std::make_shared<CompiledState>(std::move(opts), std::move(params),
                                              std::move(state_key))) {}

@@ -43,15 +43,25 @@ std::shared_ptr<Storage> Storage::tracer(size_t nbytes, Device device,
   return s;
 }
 
+namespace detail {
+void throw_value_read_while_tracing(const std::string& op, const std::string& advice) {
+  throw GraphBreak(op,
+                   "reads tensor values, which do not exist while smelt::compile traces the "
+                   "function (tracers have shapes and dtypes only)",
+                   advice);
+}
+}  // namespace detail
+
 Storage::~Storage() {
   if (deleter_ && data_) deleter_(data_);
 }
 
 void* Storage::data() const {
   if (trace_) {
-    throw GraphBreak(
-        "data access: a tensor's values were read while tracing (item(), printing, "
-        "data_ptr or an op without a lowering); this is a graph break");
+    detail::throw_value_read_while_tracing(
+        "a read of tensor values",
+        "keep the code that reads values (item(), to_vector(), data_ptr(), printing) outside the "
+        "compiled function");
   }
   return data_;
 }

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 
 #include "smelt/device.h"
 
@@ -15,6 +16,11 @@ namespace detail {
 struct TraceValue {
   virtual ~TraceValue() = default;
 };
+
+/// Throws the GraphBreak of `op` ("item()", "to_vector()", "data_ptr()"), a
+/// call that reads tensor values, which tracers do not have; `advice` says how
+/// to keep the read out of the compiled function.
+[[noreturn]] void throw_value_read_while_tracing(const std::string& op, const std::string& advice);
 }  // namespace detail
 
 class Storage {

@@ -127,6 +127,11 @@ bool Tensor::is_contiguous() const {
 
 void* Tensor::data_ptr() const {
   SMELT_CHECK(defined(), "data_ptr: called on an undefined tensor");
+  if (is_tracer())
+    detail::throw_value_read_while_tracing(
+        "data_ptr()",
+        "use data_ptr() on the inputs before, or the results after, the call of "
+        "the compiled function");
   return static_cast<char*>(impl_->storage->data()) + impl_->offset * element_size();
 }
 

@@ -15,11 +15,21 @@
 //                       broken by the lower index, so any split order is exact
 //   finalize(acc)       the result (in A; the caller rounds to the out dtype)
 //
-// Accumulate type A (PyTorch's rules): float for float16 / bfloat16 / float32
-// inputs, double for float64, int64_t for integer and bool sums / products
-// (integer overflow wraps around, two's complement, as in PyTorch). The eager
-// CPU variance accumulates in double for every floating input, as PyTorch's CPU
-// kernel does; cumsum of float32 likewise accumulates in double (acc_type on CPU).
+// Accumulate type A (PyTorch's rules), written once at the end of this file
+// (accumulate_t) and used by the eager kernels and, through the op table's
+// accumulate_dtype(), by the compiler: sums, means and products accumulate
+// the elements converted to the result dtype in float for float16 / bfloat16 /
+// float32, double for float64, int64_t for integers and bool (integer overflow
+// wraps around, two's complement, as in PyTorch); max / min and arg-reductions
+// compare in the input type (float for float16 / bfloat16); var / std /
+// var_mean accumulate in double for every floating input, as PyTorch's CPU
+// kernel does (cumsum of float32 likewise accumulates in double: acc_type on CPU).
+//
+// The order a row's elements are combined in decides a float result bit for
+// bit. The eager CPU kernels and the generated code reduce one row through the
+// same order structs (InnerOrder, ColumnOrder below), so a row reduced by one
+// thread gives the same bits either way; reduce_geom.h says which order a
+// reduction takes and in which sequence it visits the elements.
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -282,6 +292,193 @@ struct All {
   static SMELT_HD bool finalize(bool acc) { return acc; }
 };
 
+// ---- the order a row is combined in ------------------------------------------
+//
+// A row's elements are visited in the sequence reduce_geom.h defines (the
+// reduced dims ordered by decreasing stride, row-major), which splits the row
+// into *runs*: stretches along the innermost reduced dim. Two orders:
+//
+//  * InnerOrder (a reduced dim is innermost in memory): runs are folded in
+//    chunks of chunk_size<Op>() elements (a run may span chunks, a chunk may
+//    hold several runs); within a chunk, a run of a lane op that is contiguous
+//    in memory and at least 2 * kLanes long goes into kLanes independent lanes
+//    (element i into lane i % kLanes, the last n % kLanes elements into lane
+//    0), combined as the tree ((0,1),(2,3)),((4,5),(6,7)), then into the chunk's
+//    partial; shorter or strided runs step the partial one element at a time.
+//    A row of more than one chunk adds each chunk's partial to a Cascade (a
+//    16-ary tree of partials), so float sums err like a pairwise sum.
+//  * ColumnOrder (a kept dim is innermost in memory: eager reduces
+//    neighbouring outputs side by side): elements step the partial one at a
+//    time; every kColumnChunk elements the partial goes into a Cascade; the
+//    result is the last partial combined with each level, lowest first.
+
+/// Independent lanes of a contiguous run (vectorizable: one SIMD register of floats).
+inline constexpr int kLanes = 8;
+/// Cascade depth and fan-out.
+inline constexpr int kCascadeLevels = 6;
+inline constexpr int kCascadeFanout = 16;
+/// ColumnOrder: elements per partial.
+inline constexpr int64_t kColumnChunk = 128;
+
+/// Accumulators whose contiguous runs use lanes (cheap, commutative steps).
+template <class Op>
+struct is_lane_op : std::false_type {};
+template <class A>
+struct is_lane_op<Sum<A>> : std::true_type {};
+template <class A>
+struct is_lane_op<Prod<A>> : std::true_type {};
+template <class A>
+struct is_lane_op<Max<A>> : std::true_type {};
+template <class A>
+struct is_lane_op<Min<A>> : std::true_type {};
+template <class A>
+struct is_lane_op<Welford<A>> : std::true_type {};
+
+/// InnerOrder: elements per chunk (8 lanes x 16 for the lane ops, so float sums
+/// stay pairwise-accurate; longer for the others).
+template <class Op>
+SMELT_HD constexpr int64_t chunk_size() {
+  return is_lane_op<Op>::value ? 128 : 4096;
+}
+
+/// One step; `i` (the element's linear index in the row) only for indexed ops.
+template <class Op>
+SMELT_HD typename Op::acc_t step_at(const typename Op::acc_t& acc, typename Op::value_t x,
+                                    int64_t i) {
+  if constexpr (Op::kIndexed) {
+    return Op::step(acc, x, i);
+  } else {
+    (void)i;
+    return Op::step(acc, x);
+  }
+}
+
+/// A 16-ary tree of partial accumulators, kCascadeLevels deep.
+template <class Op>
+struct Cascade {
+  using acc_t = typename Op::acc_t;
+  acc_t lv[kCascadeLevels];
+  int cnt[kCascadeLevels];
+  SMELT_HD Cascade() {
+    for (int l = 0; l < kCascadeLevels; ++l) {
+      lv[l] = Op::init();
+      cnt[l] = 0;
+    }
+  }
+  /// Combines `a` into level 0; a level that has taken kCascadeFanout
+  /// partials is combined into the next and restarts.
+  SMELT_HD void add(const acc_t& a) {
+    lv[0] = Op::combine(lv[0], a);
+    for (int l = 0; l + 1 < kCascadeLevels && ++cnt[l] == kCascadeFanout; ++l) {
+      lv[l + 1] = Op::combine(lv[l + 1], lv[l]);
+      lv[l] = Op::init();
+      cnt[l] = 0;
+    }
+  }
+  /// Level 0 combined with each higher level (InnerOrder, after adding the last partial).
+  SMELT_HD acc_t result() const {
+    acc_t acc = lv[0];
+    for (int l = 1; l < kCascadeLevels; ++l) acc = Op::combine(acc, lv[l]);
+    return acc;
+  }
+  /// `part` combined with each level, lowest first (ColumnOrder).
+  SMELT_HD acc_t result_after(acc_t part) const {
+    for (int l = 0; l < kCascadeLevels; ++l) part = Op::combine(part, lv[l]);
+    return part;
+  }
+};
+
+/// Folds the n elements get(0), ..., get(n - 1) of one run into `acc` (see
+/// InnerOrder); `index0` is the linear index of get(0). kContiguous: the run
+/// is contiguous in memory (lanes are used only then, where they vectorize).
+template <class Op, bool kContiguous, class Get>
+SMELT_HD typename Op::acc_t fold_run(typename Op::acc_t acc, const Get& get, int64_t n,
+                                     int64_t index0) {
+  using acc_t = typename Op::acc_t;
+  if constexpr (is_lane_op<Op>::value && kContiguous) {
+    if (n >= 2 * kLanes) {
+      acc_t l[kLanes];
+      for (int k = 0; k < kLanes; ++k) l[k] = Op::init();
+      int64_t i = 0;
+      for (; i + kLanes <= n; i += kLanes)
+        for (int k = 0; k < kLanes; ++k) l[k] = Op::step(l[k], get(i + k));
+      for (; i < n; ++i) l[0] = Op::step(l[0], get(i));
+      acc_t a = Op::combine(Op::combine(Op::combine(l[0], l[1]), Op::combine(l[2], l[3])),
+                            Op::combine(Op::combine(l[4], l[5]), Op::combine(l[6], l[7])));
+      return Op::combine(acc, a);
+    }
+  }
+  for (int64_t i = 0; i < n; ++i) acc = step_at<Op>(acc, get(i), index0 + i);
+  return acc;
+}
+
+/// InnerOrder over one row (or a stretch of it): feed the runs in sequence
+/// with run(), then take result().
+template <class Op>
+struct InnerOrder {
+  using acc_t = typename Op::acc_t;
+  Cascade<Op> cas;
+  acc_t part = Op::init();
+  int64_t in_part = 0;
+  int64_t index = 0;  // linear index of the next element
+  bool cascaded = false;
+  InnerOrder() = default;
+  /// Starts at linear index `first` (a row split into stretches).
+  SMELT_HD explicit InnerOrder(int64_t first) : index(first) {}
+  /// Folds the run get(first), ..., get(first + n - 1).
+  template <bool kContiguous, class Get>
+  SMELT_HD void run(int64_t first, int64_t n, const Get& get) {
+    constexpr int64_t kChunk = chunk_size<Op>();
+    int64_t i = 0;
+    while (i < n) {
+      const int64_t take = n - i < kChunk - in_part ? n - i : kChunk - in_part;
+      const int64_t at = first + i;
+      part = fold_run<Op, kContiguous>(
+          part, [&](int64_t k) { return get(at + k); }, take, index);
+      i += take;
+      index += take;
+      in_part += take;
+      if (in_part == kChunk) {
+        cas.add(part);
+        cascaded = true;
+        part = Op::init();
+        in_part = 0;
+      }
+    }
+  }
+  SMELT_HD acc_t result() const {
+    if (!cascaded) return part;
+    Cascade<Op> c = cas;
+    c.add(part);
+    return c.result();
+  }
+};
+
+/// ColumnOrder over one row: step() each element in sequence, then result().
+template <class Op>
+struct ColumnOrder {
+  using acc_t = typename Op::acc_t;
+  Cascade<Op> cas;
+  acc_t part = Op::init();
+  int64_t rows = 0;
+  int64_t index = 0;
+  ColumnOrder() = default;
+  SMELT_HD explicit ColumnOrder(int64_t first) : index(first) {}
+  SMELT_HD void step(typename Op::value_t x) {
+    part = step_at<Op>(part, x, index++);
+    if (++rows == kColumnChunk) push();
+  }
+  /// Adds the partial to the cascade (every kColumnChunk elements).
+  SMELT_HD void push() {
+    cas.add(part);
+    part = Op::init();
+    rows = 0;
+  }
+  SMELT_HD acc_t result() const { return cas.result_after(part); }
+};
+
+// ---- accumulate types ---------------------------------------------------------
+
 /// The accumulate type of sums/products over elements of type T: float for
 /// Half / BFloat16 / float, double for double, int64_t for integers and bool.
 template <class T>
@@ -310,6 +507,38 @@ template <>
 struct compare_type<BFloat16> {
   using type = float;
 };
+
+/// Which accumulate-type rule an accumulator follows (the op table maps its
+/// Accumulator onto one of these).
+enum class AccRule {
+  Sum,      // Sum, Prod (sum, mean, prod): acc_type of the *result* dtype, the
+            // elements converted (rounded) to the result dtype first
+  Compare,  // Max, Min, ArgMax, ArgMin: compare_type of the input dtype
+  Welford,  // var, std, var_mean: double (PyTorch's CPU kernel)
+  Bool,     // any, all: truthiness
+};
+
+/// The accumulate type of rule R over elements of type T (for AccRule::Sum, T
+/// is the result dtype). The one definition both eager kernels and generated
+/// code take their accumulate type from.
+template <AccRule R, class T>
+struct accumulate {
+  using type = typename acc_type<T>::type;
+};
+template <class T>
+struct accumulate<AccRule::Compare, T> {
+  using type = typename compare_type<T>::type;
+};
+template <class T>
+struct accumulate<AccRule::Welford, T> {
+  using type = double;
+};
+template <class T>
+struct accumulate<AccRule::Bool, T> {
+  using type = bool;
+};
+template <AccRule R, class T>
+using accumulate_t = typename accumulate<R, T>::type;
 
 /// Converts an element to the accumulate type (Half / BFloat16 through float).
 template <class A, class T>

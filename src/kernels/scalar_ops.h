@@ -66,6 +66,61 @@ SMELT_HD bool is_nan(T a) {
   }
 }
 
+// ------------------------------------------------------------- conversion --
+template <class T>
+inline constexpr bool is_half_v = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
+
+/// Float -> int64 as x86-64's cvttsd2si/cvttss2si: truncation toward zero;
+/// NaN and values outside [-2^63, 2^63) give INT64_MIN ("integer indefinite").
+template <class F>
+SMELT_HD int64_t float_to_int64(F v) {
+  if (v >= F(-9223372036854775808.0) && v < F(9223372036854775808.0))
+    return static_cast<int64_t>(v);
+  return std::numeric_limits<int64_t>::min();
+}
+/// Float -> int32 as x86-64's 32-bit cvttss2si/cvttsd2si: truncation toward
+/// zero; NaN and values whose truncation is outside int32 give INT32_MIN.
+template <class F>
+SMELT_HD int32_t float_to_int32(F v) {
+  // F(-2147483649.0) is -2^31 in float: excluding it still gives INT32_MIN.
+  if (v > F(-2147483649.0) && v < F(2147483648.0)) return static_cast<int32_t>(v);
+  return std::numeric_limits<int32_t>::min();
+}
+
+/// Converts one value to type To: the single conversion between element types,
+/// used by eager copies, pointwise loads/stores, fills and generated code.
+/// - float16/bfloat16 go through float (both ways), as PyTorch converts them;
+/// - to bool: v != 0 (NaN is true);
+/// - floating -> integer, where C++ leaves out-of-range values undefined, gives
+///   what PyTorch's CPU kernels give on x86-64 (c10::convert: static_cast, and
+///   uint8 through int64): truncation toward zero, and for values out of range
+///   int64: INT64_MIN for NaN, ±inf and |v| >= 2^63;
+///   int32: INT32_MIN for NaN, ±inf and values outside int32;
+///   int16, int8: the int32 result's low bits (3e9 -> 0, 70000.5 -> 4464 for int16);
+///   uint8: the int64 result's low byte (-1.5 -> 255, 3e9 -> 0, NaN -> 0).
+///   (PyTorch documents these conversions as undefined; CUDA saturates instead.)
+/// - integer -> narrower integer wraps (two's complement).
+template <class To, class From>
+SMELT_HD To cast(From v) {
+  if constexpr (std::is_same_v<To, From>) {
+    return v;
+  } else if constexpr (is_half_v<From>) {
+    return cast<To>(static_cast<float>(v));
+  } else if constexpr (is_half_v<To>) {
+    return To(static_cast<float>(v));
+  } else if constexpr (is_bool_v<To>) {
+    return v != From(0);
+  } else if constexpr (std::is_floating_point_v<From> && is_int_v<To>) {
+    if constexpr (sizeof(To) == sizeof(int64_t) || !std::is_signed_v<To>) {
+      return static_cast<To>(static_cast<uint64_t>(float_to_int64(v)));
+    } else {
+      return static_cast<To>(static_cast<uint32_t>(float_to_int32(v)));
+    }
+  } else {
+    return static_cast<To>(v);
+  }
+}
+
 // ------------------------------------------------------------------ unary --
 template <class T>
 SMELT_HD T identity(T a) {
@@ -383,12 +438,27 @@ SMELT_HD T fmod(T a, T b) {
     return static_cast<T>(a % b);
   }
 }
-/// Floating: std::pow. Integers: exact power by squaring (wrapping); a negative
-/// exponent gives 1 for base 1, ±1 for base -1 (by the exponent's parity), else 0.
+/// `v`, hidden from the host compiler's constant folding. GCC rewrites pow with
+/// a constant exponent: in vectorized loops (libm calls are vectorizable under
+/// -fno-math-errno) pow(x, 0.5) becomes sqrt(x), which is -0.0 at -0.0 and NaN
+/// at -inf where pow gives +0.0 and +inf; and pow(x, -1), pow(x, 2) become 1/x
+/// and x*x, which round differently from libm's pow. Eager kernels see the
+/// exponent as a run-time value; through opaque() generated code does too.
+template <class T>
+SMELT_HD T opaque(T v) {
+#if defined(__GNUC__) && !defined(__CUDACC__) && !defined(__CUDACC_RTC__)
+  __asm__("" : "+g"(v));
+#endif
+  return v;
+}
+
+/// Floating: std::pow (IEEE: pow(-0.0, 0.5) = +0.0, pow(-inf, 0.5) = +inf).
+/// Integers: exact power by squaring (wrapping); a negative exponent gives 1 for
+/// base 1, ±1 for base -1 (by the exponent's parity), else 0.
 template <class T>
 SMELT_HD T pow(T a, T b) {
   if constexpr (std::is_floating_point_v<T>) {
-    return std::pow(a, b);
+    return std::pow(a, opaque(b));
   } else if constexpr (is_bool_v<T>) {
     return a || !b;  // refused by the op
   } else {
@@ -427,22 +497,25 @@ SMELT_HD T minimum(T a, T b) {
   }
   return a < b ? a : b;
 }
-/// NaN-ignoring max / min (C fmax / fmin).
+/// NaN-ignoring max / min (C fmax / fmin): the other operand where one is NaN.
+/// Equal operands (+0.0 and -0.0) give b, as x86's maxss/minss and PyTorch's
+/// CPU kernels do; C leaves the sign of that zero unspecified, so std::fmax is
+/// not used: inlined, vectorized and library versions disagree on it.
 template <class T>
 SMELT_HD T fmax(T a, T b) {
   if constexpr (std::is_floating_point_v<T>) {
-    return std::fmax(a, b);
-  } else {
-    return a > b ? a : b;
+    if (a != a) return b;
+    if (b != b) return a;
   }
+  return a > b ? a : b;
 }
 template <class T>
 SMELT_HD T fmin(T a, T b) {
   if constexpr (std::is_floating_point_v<T>) {
-    return std::fmin(a, b);
-  } else {
-    return a < b ? a : b;
+    if (a != a) return b;
+    if (b != b) return a;
   }
+  return a < b ? a : b;
 }
 template <class T>
 SMELT_HD T atan2(T a, T b) {

@@ -59,7 +59,7 @@ void read_to_host(const Tensor& c, void* dst) {
 }
 }  // namespace
 
-Tensor& Tensor::copy_(const Tensor& src) {
+Tensor& Tensor::copy_(const Tensor& src) const {
   SMELT_CHECK(defined() && src.defined(), "copy_: undefined tensor");
   Shape b = broadcast_shapes(sizes(), src.sizes(), "copy_");
   SMELT_CHECK(b == sizes(), "copy_: source of shape {} cannot be broadcast to destination shape {}",
@@ -80,11 +80,16 @@ Tensor& Tensor::copy_(const Tensor& src) {
       be.copy(*this, src);
     }
   });
-  return *this;
+  return const_cast<Tensor&>(*this);  // a handle: const as in libtorch
 }
 
 template <class T>
 T Tensor::item() const {
+  if (is_tracer())
+    detail::throw_value_read_while_tracing(
+        "item()",
+        "keep the value a 0-dim tensor (ops take it where they take a number), or call item() on "
+        "a result of the compiled function");
   SMELT_CHECK(numel() == 1,
               "item: a Tensor with {} elements cannot be converted to a scalar (shape {})", numel(),
               detail::shape_str(sizes()));
@@ -102,6 +107,9 @@ Scalar Tensor::item() const {
 
 template <class T>
 std::vector<T> Tensor::to_vector() const {
+  if (is_tracer())
+    detail::throw_value_read_while_tracing("to_vector()",
+                                           "call to_vector() on a result of the compiled function");
   Tensor c = to(dtype_of<T>::value).contiguous();
   if constexpr (std::is_same_v<T, bool>) {  // std::vector<bool> packs bits
     std::unique_ptr<bool[]> p(new bool[static_cast<size_t>(std::max<int64_t>(c.numel(), 1))]);

@@ -6,6 +6,7 @@
 #include "backend/backend.h"
 #include "core/tensor_impl.h"
 #include "ops/dispatch.h"
+#include "ops/numbers.h"
 #include "smelt/ops.h"
 
 namespace smelt {
@@ -16,7 +17,7 @@ using detail::wrap_dim;
 
 namespace {
 
-int64_t prod(const Shape& s, size_t begin, size_t end) {
+int64_t dims_product(const Shape& s, size_t begin, size_t end) {
   int64_t n = 1;
   for (size_t i = begin; i < end; ++i) n *= s[i];
   return n;
@@ -278,16 +279,18 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, const Scalar& value) {
   SMELT_CHECK(mask.device() == x.device(), "masked_fill: mask on {} but input on {}",
               mask.device().str(), x.device().str());
   Shape out_shape = broadcast2(x.sizes(), mask.sizes(), "masked_fill");
+  // The value in x's dtype, raising where PyTorch's Scalar::to<T> does (int8 and 200).
+  const Scalar fill = detail::checked_number_to_dtype(value, x.dtype(), "masked_fill");
   return detail::run_op1(
-      "masked_fill", {x, mask}, {{"value", value}}, {out_shape, x.dtype(), x.device()},
+      "masked_fill", {x, mask}, {{"value", fill}}, {out_shape, x.dtype(), x.device()},
       [&](const std::vector<Tensor>& outs) {
         // where(mask, value, x) computed in x's dtype.
-        Tensor v = scalar_tensor(value, TensorOptions(x.dtype()).device(x.device()));
+        Tensor v = scalar_tensor(fill, TensorOptions(x.dtype()).device(x.device()));
         backend::backend(x.device()).pointwise("where", {}, x.dtype(), outs[0], {mask, v, x});
       });
 }
 
-Tensor& Tensor::index_put_(const Tensor& indices, const Tensor& values) {
+Tensor& Tensor::index_put_(const Tensor& indices, const Tensor& values) const {
   SMELT_CHECK(defined() && indices.defined() && values.defined(),
               "index_put_: undefined tensor argument");
   const bool is_mask = indices.dtype() == DType::Bool;
@@ -311,7 +314,7 @@ Tensor& Tensor::index_put_(const Tensor& indices, const Tensor& values) {
                   shape_str(indices.sizes()), i, shape_str(self_sizes), i);
   }
   const Shape rest(self_sizes.begin() + k, self_sizes.end());
-  const int64_t nrows = prod(self_sizes, 0, k);
+  const int64_t nrows = dims_product(self_sizes, 0, k);
   // Eager validation (indices are data): targets and the shape values broadcast to.
   std::vector<int64_t> rows;
   bool known = !indices.is_tracer();

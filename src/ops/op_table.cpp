@@ -2,6 +2,8 @@
 // op's attribute-dependent fields (variants).
 #include "ops/op_table.h"
 
+#include "core/dtype_dispatch.h"
+#include "kernels/reduce_ops.h"
 #include "ops/dispatch.h"
 
 namespace smelt::detail {
@@ -56,6 +58,47 @@ std::string_view accumulator_name(Accumulator a) {
   return "?";
 }
 
+Accumulation accumulation(Accumulator a, DType in, DType out) {
+  using reduce::AccRule;
+  AccRule rule = AccRule::Sum;
+  switch (a) {
+    case Accumulator::Sum:
+    case Accumulator::Prod:
+      rule = AccRule::Sum;
+      break;
+    case Accumulator::Max:
+    case Accumulator::Min:
+    case Accumulator::ArgMax:
+    case Accumulator::ArgMin:
+      rule = AccRule::Compare;
+      break;
+    case Accumulator::Welford:
+      rule = AccRule::Welford;
+      break;
+    case Accumulator::Any:
+    case Accumulator::All:
+      rule = AccRule::Bool;
+      break;
+    case Accumulator::None:
+      SMELT_INTERNAL_ASSERT(false, "accumulation: not a reduction accumulator");
+  }
+  const DType element = rule == AccRule::Sum ? out : in;
+  const DType acc = SMELT_DISPATCH_ALL(element, "accumulation", [&] {
+    switch (rule) {
+      case AccRule::Sum:
+        return dtype_of<reduce::accumulate_t<AccRule::Sum, T>>::value;
+      case AccRule::Compare:
+        return dtype_of<reduce::accumulate_t<AccRule::Compare, T>>::value;
+      case AccRule::Welford:
+        return dtype_of<reduce::accumulate_t<AccRule::Welford, T>>::value;
+      case AccRule::Bool:
+        break;
+    }
+    return dtype_of<reduce::accumulate_t<AccRule::Bool, T>>::value;
+  });
+  return {element, acc};
+}
+
 std::string_view runtime_check_name(RuntimeCheck c) {
   switch (c) {
     case RuntimeCheck::None:
@@ -77,6 +120,20 @@ std::string_view runtime_check_message(RuntimeCheck c) {
              "instead";
     case RuntimeCheck::IndexOutOfRange:
       return "index out of range: every index must lie in [0, size) of the dim it selects";
+  }
+  return "?";
+}
+
+std::string_view number_rule_name(NumberRule r) {
+  switch (r) {
+    case NumberRule::Convert:
+      return "convert";
+    case NumberRule::Opmath:
+      return "opmath";
+    case NumberRule::Checked:
+      return "checked";
+    case NumberRule::CheckedIfIntegral:
+      return "checked_if_integral";
   }
   return "?";
 }
@@ -104,6 +161,7 @@ class Def {
   Def& check(RuntimeCheck c) { return d_.check = c, *this; }
   Def& epilogue(EpilogueActivation e) { return d_.epilogue = e, *this; }
   Def& variant(OpVariant v) { return d_.variants.push_back(v), *this; }
+  Def& numbers(NumberRule r) { return d_.numbers = r, *this; }
   Def& discontinuous() { return d_.discontinuous = true, *this; }
   Def& index_map() { return d_.index_map = true, *this; }
   Def& transcendental() { return d_.precision = Precision::Transcendental, *this; }
@@ -184,10 +242,11 @@ const std::vector<OpDef>& op_table() {
       // ---- pointwise, binary and ternary ----
       pointwise("add", 2, R::Same),  // alpha != 1: functor add_alpha(a, b, alpha)
       pointwise("sub", 2, R::Same),  // alpha != 1: functor sub_alpha(a, b, alpha)
-      pointwise("mul", 2, R::Same),
+      pointwise("mul", 2, R::Same).numbers(NumberRule::Opmath),
       // with a rounding_mode (also floor_divide): dtype Same (not int->float)
       pointwise("div", 2, R::IntToFloat)
           .transcendental()
+          .numbers(NumberRule::Opmath)
           .variant({.attr = "rounding_mode",
                     .value = "trunc",
                     .functor = "div_trunc",
@@ -200,7 +259,7 @@ const std::vector<OpDef>& op_table() {
                     .discontinuous = true}),
       pointwise("remainder", 2, R::Same).check(kIntDiv).discontinuous(),
       pointwise("fmod", 2, R::Same).check(kIntDiv).discontinuous(),
-      pointwise("pow", 2, R::Same).transcendental(),
+      pointwise("pow", 2, R::Same).transcendental().numbers(NumberRule::Checked),
       pointwise("maximum", 2, R::Same),
       pointwise("minimum", 2, R::Same),
       pointwise("fmax", 2, R::Same),
@@ -219,11 +278,12 @@ const std::vector<OpDef>& op_table() {
       pointwise("bitwise_and", 2, R::IntegralOnly).not_differentiable(),
       pointwise("bitwise_or", 2, R::IntegralOnly).not_differentiable(),
       pointwise("bitwise_xor", 2, R::IntegralOnly).not_differentiable(),
-      pointwise("where", 3, R::Same),  // continuous in the values; the condition is bool
-      pointwise("clamp", 3, R::Same),
-      pointwise("clamp_min", 2, R::Same),  // clamp with only min
-      pointwise("clamp_max", 2, R::Same),  // clamp with only max
-      pointwise("lerp", 3, R::IntToFloat).transcendental(),
+      // continuous in the values; the condition is bool
+      pointwise("where", 3, R::Same).numbers(NumberRule::CheckedIfIntegral),
+      pointwise("clamp", 3, R::Same).numbers(NumberRule::Checked),
+      pointwise("clamp_min", 2, R::Same).numbers(NumberRule::Checked),  // clamp with only min
+      pointwise("clamp_max", 2, R::Same).numbers(NumberRule::Checked),  // clamp with only max
+      pointwise("lerp", 3, R::IntToFloat).transcendental().numbers(NumberRule::Opmath),
       // ---- reductions ----
       reduction("sum", A::Sum, {"value"}).accumulated(),
       reduction("mean", A::Sum, {"mean"}).accumulated(),

@@ -49,6 +49,20 @@ enum class Accumulator { None, Sum, Prod, Max, Min, ArgMax, ArgMin, Welford, Any
 /// "Sum", "Prod", "Max", "Min", "ArgMax", "ArgMin", "Welford", "Any", "All"; "" for None.
 std::string_view accumulator_name(Accumulator a);
 
+/// The dtypes a reduction with accumulator `a` works in, from input dtype `in`
+/// and result dtype `out` (the values, not the indices, of max/min):
+///   element  each input element is first converted (rounded) to it: for Sum
+///            and Prod (sum, mean, prod) the result dtype, as eager converts
+///            its input to the result dtype; else the input dtype;
+///   acc      the accumulate type, reduce::accumulate_t (src/kernels/reduce_ops.h)
+///            of the element dtype: the rule the eager kernels are written with.
+struct Accumulation {
+  DType element;
+  DType acc;
+};
+/// Raises an internal error for Accumulator::None.
+Accumulation accumulation(Accumulator a, DType in, DType out);
+
 /// A check generated code makes at run time, where eager raises smelt::Error.
 enum class RuntimeCheck {
   None,
@@ -63,6 +77,26 @@ enum class RuntimeCheck {
 std::string_view runtime_check_name(RuntimeCheck c);
 /// What a failed check means and what to do, for the error a compiled kernel raises.
 std::string_view runtime_check_message(RuntimeCheck c);
+
+/// How a C++ number (a wrapped-number operand, PyTorch's Python scalar) enters a
+/// pointwise op: PyTorch's CPU rules, recorded by shared/golden/golden_scalars.json.
+enum class NumberRule {
+  /// Converted to the compute dtype first, unchecked, as TensorIterator converts a
+  /// CPU scalar to the common dtype: bfloat16 [3.14] == 3.14 compares with
+  /// bfloat16(3.14) = 3.140625, float16 + 1e10 adds inf, int8 + 200 adds -56.
+  Convert,
+  /// Read at the compute dtype's opmath precision (float32 for float16/bfloat16),
+  /// unrounded: PyTorch's mul and div kernels take original_scalar_value<opmath_t>,
+  /// lerp its weight as opmath_t.
+  Opmath,
+  /// A number after the first operand is converted with PyTorch's overflow check
+  /// (Scalar::to<T>: "value cannot be converted to type int8_t without overflow"):
+  /// pow's exponent, clamp's bounds. A number first is converted unchecked.
+  Checked,
+  /// Checked when the compute dtype is an integer, Convert otherwise (where).
+  CheckedIfIntegral,
+};
+std::string_view number_rule_name(NumberRule r);
 
 /// How far a correct result may lie from PyTorch's; the golden tolerances key on it.
 enum class Precision {
@@ -107,6 +141,7 @@ struct OpDef {
   /// The activation a GEMM epilogue applies for this op; None: not foldable.
   EpilogueActivation epilogue = EpilogueActivation::None;
   std::vector<OpVariant> variants = {};
+  NumberRule numbers = NumberRule::Convert;
   // ---- reductions only ----
   Accumulator accumulator = Accumulator::None;
   /// Per output, what the accumulator finalizes to: "value", "index", "mean", "var", "std".

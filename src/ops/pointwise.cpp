@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "backend/backend.h"
+#include "ops/numbers.h"
 #include "ops/op_table.h"
 #include "ops/pointwise_impl.h"
 #include "smelt/ops.h"
@@ -150,8 +151,11 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
 
 namespace detail::pw {
 
-Tensor launch(const Launch& l, const std::vector<Tensor>& inputs) {
-  for (auto& t : inputs) SMELT_CHECK(t.defined(), "{}: got an undefined tensor", l.op);
+Tensor launch(const Launch& l, const std::vector<Tensor>& operands) {
+  for (auto& t : operands) SMELT_CHECK(t.defined(), "{}: got an undefined tensor", l.op);
+  // C++ numbers as the op's NumberRule says PyTorch takes them (rounded to the
+  // compute dtype, or checked for overflow), before eager or traced use.
+  const std::vector<Tensor> inputs = convert_numbers(l.op, l.record, l.dtype, operands);
   Shape shape = broadcast_all(inputs, l.op);
   Device dev = inputs[0].device();
   for (auto& t : inputs) {

@@ -112,24 +112,17 @@ SMELT_INT_DIV_OP(fmod)
 Tensor pow(const Tensor& a, const Tensor& b) {
   req("pow", {&a, &b});
   DType dt = detail::compute_dtype("pow", {a, b});
-  refuse_bool_compute("pow", a, b, dt);
   if (b.is_wrapped_number() && !b.is_tracer()) {  // a Python-number exponent, as PyTorch checks it
     Scalar e = b.item();
     SMELT_CHECK(!(is_integral(dt) && e.is_integral() && e.to_int() < 0),
                 "pow: integers to negative integer powers are not allowed (base dtype {}, "
                 "exponent {}); use a floating base, e.g. x.to(float32)",
                 dtype_name(a.dtype()), e.str());
-    if (dt == DType::Float16 || dt == DType::BFloat16) {
-      double lim = dt == DType::Float16
-                       ? 65504.0
-                       : static_cast<double>(static_cast<float>(BFloat16::from_bits(0x7f7f)));
-      double v = e.to_double();
-      SMELT_CHECK(!(std::isfinite(v) && std::fabs(v) > lim),
-                  "pow: exponent {} cannot be converted to {} without overflow; convert the base "
-                  "to float32 first",
-                  e.str(), dtype_name(dt));
-    }
+    // x ** True copies and x ** False is all ones, in every dtype (PyTorch's pow with an
+    // exponent equal to 1 or 0): the only bool powers there are.
+    if (dt == DType::Bool) return e.to_int() != 0 ? clone(a) : ones_like(a);
   }
+  refuse_bool_compute("pow", a, b, dt);
   return binary("pow", a, b, {}, nullptr, false, dt);
 }
 

@@ -179,9 +179,8 @@ std::string add_suffixes(std::string s, const std::vector<std::string>& suffixes
 std::string Tensor::str() const {
   if (!defined()) return "tensor(undefined)";
   if (is_tracer()) {
-    throw GraphBreak(
-        "str: printing a tensor reads its values, which do not exist while smelt::compile is "
-        "tracing (graph break); print outside the compiled function");
+    detail::throw_value_read_while_tracing("printing a tensor (str(), operator<<)",
+                                           "print a result of the compiled function, outside it");
   }
   const std::string prefix = "tensor(";
   const int64_t indent = static_cast<int64_t>(prefix.size());

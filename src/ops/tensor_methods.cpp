@@ -1,10 +1,15 @@
-// Tensor methods: thin forwards to the free functions of ops.h, and the
-// in-place forms, each of which is "compute out of place, then copy_ into self"
-// (copy_ is the one write primitive, so compile() functionalizes them all).
+// Tensor methods, as libtorch's Tensor has them: thin forwards to the free
+// functions of ops.h (a number argument becomes a wrapped number, as in
+// `x + 2`), the in-place forms, each of which is "compute out of place, then
+// copy_ into self" (copy_ is the one write primitive, so compile()
+// functionalizes them all), and the operators with a number on either side.
 #include "core/tensor_impl.h"
+#include "ops/pointwise.h"
 #include "smelt/ops.h"
 
 namespace smelt {
+
+using detail::wrap_scalar;
 
 namespace {
 /// PyTorch's canCast: float -> integer and non-bool -> bool are refused in place.
@@ -16,12 +21,20 @@ void check_inplace(const char* op, DType result, DType self) {
               "out-of-place op or convert the tensor first (x = x.to(...))",
               op, dtype_name(result), dtype_name(self));
 }
-Tensor& assign(Tensor& self, const char* op, const Tensor& result) {
+/// self.copy_(result) after the dtype check; a graph break in the write names
+/// the in-place op the user called, not copy_.
+Tensor& assign(const Tensor& self, const char* op, const Tensor& result) {
   check_inplace(op, result.dtype(), self.dtype());
-  return self.copy_(result);
+  try {
+    return self.copy_(result);
+  } catch (const GraphBreak& br) {
+    if (br.op() != "copy_") throw;
+    throw GraphBreak(op, br.reason(), br.advice());
+  }
 }
 }  // namespace
 
+// ---- views -------------------------------------------------------------------------
 Tensor Tensor::view(const Shape& shape) const { return smelt::view(*this, shape); }
 Tensor Tensor::reshape(const Shape& shape) const { return smelt::reshape(*this, shape); }
 Tensor Tensor::permute(const std::vector<int64_t>& dims) const {
@@ -44,66 +57,287 @@ Tensor Tensor::slice(int64_t d, std::optional<int64_t> s, std::optional<int64_t>
   return smelt::slice(*this, d, s, e, step);
 }
 
-Tensor Tensor::sum() const { return smelt::sum(*this); }
-Tensor Tensor::sum(const std::vector<int64_t>& d, bool k) const { return smelt::sum(*this, d, k); }
-Tensor Tensor::mean() const { return smelt::mean(*this); }
-Tensor Tensor::mean(const std::vector<int64_t>& d, bool k) const {
-  return smelt::mean(*this, d, k);
+// ---- unary pointwise ------------------------------------------------------------------
+#define SMELT_UNARY_METHOD(name) \
+  Tensor Tensor::name() const { return smelt::name(*this); }
+SMELT_UNARY_METHOD(neg)
+SMELT_UNARY_METHOD(abs)
+SMELT_UNARY_METHOD(sign)
+SMELT_UNARY_METHOD(exp)
+SMELT_UNARY_METHOD(exp2)
+SMELT_UNARY_METHOD(expm1)
+SMELT_UNARY_METHOD(log)
+SMELT_UNARY_METHOD(log2)
+SMELT_UNARY_METHOD(log1p)
+SMELT_UNARY_METHOD(sqrt)
+SMELT_UNARY_METHOD(rsqrt)
+SMELT_UNARY_METHOD(reciprocal)
+SMELT_UNARY_METHOD(sin)
+SMELT_UNARY_METHOD(cos)
+SMELT_UNARY_METHOD(tan)
+SMELT_UNARY_METHOD(tanh)
+SMELT_UNARY_METHOD(sigmoid)
+SMELT_UNARY_METHOD(relu)
+SMELT_UNARY_METHOD(erf)
+SMELT_UNARY_METHOD(floor)
+SMELT_UNARY_METHOD(ceil)
+SMELT_UNARY_METHOD(round)
+SMELT_UNARY_METHOD(trunc)
+SMELT_UNARY_METHOD(logical_not)
+SMELT_UNARY_METHOD(bitwise_not)
+SMELT_UNARY_METHOD(isnan)
+SMELT_UNARY_METHOD(isinf)
+#undef SMELT_UNARY_METHOD
+Tensor Tensor::nan_to_num(std::optional<double> nan, std::optional<double> posinf,
+                          std::optional<double> neginf) const {
+  return smelt::nan_to_num(*this, nan, posinf, neginf);
 }
-Tensor Tensor::abs() const { return smelt::abs(*this); }
-Tensor Tensor::exp() const { return smelt::exp(*this); }
-Tensor Tensor::log() const { return smelt::log(*this); }
-Tensor Tensor::sqrt() const { return smelt::sqrt(*this); }
-Tensor Tensor::neg() const { return smelt::neg(*this); }
-Tensor Tensor::sigmoid() const { return smelt::sigmoid(*this); }
-Tensor Tensor::relu() const { return smelt::relu(*this); }
-Tensor Tensor::tanh() const { return smelt::tanh(*this); }
-Tensor Tensor::matmul(const Tensor& o) const { return smelt::matmul(*this, o); }
-Tensor Tensor::softmax(int64_t d) const { return smelt::softmax(*this, d); }
+
+// ---- binary pointwise -----------------------------------------------------------------
+Tensor Tensor::add(const Tensor& o, const Scalar& a) const { return smelt::add(*this, o, a); }
+Tensor Tensor::add(const Scalar& o, const Scalar& a) const { return smelt::add(*this, o, a); }
+Tensor Tensor::sub(const Tensor& o, const Scalar& a) const { return smelt::sub(*this, o, a); }
+Tensor Tensor::sub(const Scalar& o, const Scalar& a) const { return smelt::sub(*this, o, a); }
+Tensor Tensor::mul(const Tensor& o) const { return smelt::mul(*this, o); }
+Tensor Tensor::mul(const Scalar& o) const { return smelt::mul(*this, o); }
+Tensor Tensor::div(const Tensor& o, const std::optional<std::string>& mode) const {
+  return smelt::div(*this, o, mode);
+}
+Tensor Tensor::div(const Scalar& o, const std::optional<std::string>& mode) const {
+  return smelt::div(*this, o, mode);
+}
+Tensor Tensor::pow(const Tensor& e) const { return smelt::pow(*this, e); }
+Tensor Tensor::pow(const Scalar& e) const { return smelt::pow(*this, e); }
+// Ops whose number form is the tensor form with a wrapped number.
+#define SMELT_BINARY_METHOD(name)                                              \
+  Tensor Tensor::name(const Tensor& o) const { return smelt::name(*this, o); } \
+  Tensor Tensor::name(const Scalar& o) const { return smelt::name(*this, wrap_scalar(o)); }
+SMELT_BINARY_METHOD(floor_divide)
+SMELT_BINARY_METHOD(remainder)
+SMELT_BINARY_METHOD(fmod)
+SMELT_BINARY_METHOD(eq)
+SMELT_BINARY_METHOD(ne)
+SMELT_BINARY_METHOD(lt)
+SMELT_BINARY_METHOD(le)
+SMELT_BINARY_METHOD(gt)
+SMELT_BINARY_METHOD(ge)
+SMELT_BINARY_METHOD(bitwise_and)
+SMELT_BINARY_METHOD(bitwise_or)
+SMELT_BINARY_METHOD(bitwise_xor)
+#undef SMELT_BINARY_METHOD
+#define SMELT_TENSOR_BINARY_METHOD(name) \
+  Tensor Tensor::name(const Tensor& o) const { return smelt::name(*this, o); }
+SMELT_TENSOR_BINARY_METHOD(maximum)
+SMELT_TENSOR_BINARY_METHOD(minimum)
+SMELT_TENSOR_BINARY_METHOD(fmax)
+SMELT_TENSOR_BINARY_METHOD(fmin)
+SMELT_TENSOR_BINARY_METHOD(atan2)
+SMELT_TENSOR_BINARY_METHOD(logical_and)
+SMELT_TENSOR_BINARY_METHOD(logical_or)
+SMELT_TENSOR_BINARY_METHOD(logical_xor)
+#undef SMELT_TENSOR_BINARY_METHOD
+Tensor Tensor::where(const Tensor& c, const Tensor& o) const { return smelt::where(c, *this, o); }
+Tensor Tensor::where(const Tensor& c, const Scalar& o) const { return smelt::where(c, *this, o); }
+Tensor Tensor::clamp(std::optional<Scalar> lo, std::optional<Scalar> hi) const {
+  return smelt::clamp(*this, lo, hi);
+}
+Tensor Tensor::clamp(const std::optional<Tensor>& lo, const std::optional<Tensor>& hi) const {
+  return smelt::clamp(*this, lo, hi);
+}
+Tensor Tensor::lerp(const Tensor& e, const Tensor& w) const { return smelt::lerp(*this, e, w); }
+Tensor Tensor::lerp(const Tensor& e, const Scalar& w) const { return smelt::lerp(*this, e, w); }
+
+// ---- reductions -----------------------------------------------------------------------
+Tensor Tensor::sum(std::optional<DType> t) const { return smelt::sum(*this, {}, false, t); }
+Tensor Tensor::sum(int64_t d, bool k, std::optional<DType> t) const {
+  return smelt::sum(*this, {d}, k, t);
+}
+Tensor Tensor::sum(const std::vector<int64_t>& d, bool k, std::optional<DType> t) const {
+  return smelt::sum(*this, d, k, t);
+}
+Tensor Tensor::mean(std::optional<DType> t) const { return smelt::mean(*this, {}, false, t); }
+Tensor Tensor::mean(int64_t d, bool k, std::optional<DType> t) const {
+  return smelt::mean(*this, {d}, k, t);
+}
+Tensor Tensor::mean(const std::vector<int64_t>& d, bool k, std::optional<DType> t) const {
+  return smelt::mean(*this, d, k, t);
+}
+Tensor Tensor::prod(std::optional<DType> t) const {
+  return smelt::prod(*this, std::nullopt, false, t);
+}
+Tensor Tensor::prod(int64_t d, bool k, std::optional<DType> t) const {
+  return smelt::prod(*this, d, k, t);
+}
+Tensor Tensor::amax(int64_t d, bool k) const { return smelt::amax(*this, {d}, k); }
+Tensor Tensor::amax(const std::vector<int64_t>& d, bool k) const {
+  return smelt::amax(*this, d, k);
+}
+Tensor Tensor::amin(int64_t d, bool k) const { return smelt::amin(*this, {d}, k); }
+Tensor Tensor::amin(const std::vector<int64_t>& d, bool k) const {
+  return smelt::amin(*this, d, k);
+}
+Tensor Tensor::max() const { return smelt::max(*this); }
+std::tuple<Tensor, Tensor> Tensor::max(int64_t d, bool k) const { return smelt::max(*this, d, k); }
+Tensor Tensor::max(const Tensor& o) const { return smelt::maximum(*this, o); }
+Tensor Tensor::min() const { return smelt::min(*this); }
+std::tuple<Tensor, Tensor> Tensor::min(int64_t d, bool k) const { return smelt::min(*this, d, k); }
+Tensor Tensor::min(const Tensor& o) const { return smelt::minimum(*this, o); }
 Tensor Tensor::argmax(std::optional<int64_t> d, bool k) const { return smelt::argmax(*this, d, k); }
+Tensor Tensor::argmin(std::optional<int64_t> d, bool k) const { return smelt::argmin(*this, d, k); }
+Tensor Tensor::var(int64_t d, double c, bool k) const { return smelt::var(*this, {d}, c, k); }
+Tensor Tensor::var(const std::vector<int64_t>& d, double c, bool k) const {
+  return smelt::var(*this, d, c, k);
+}
+Tensor Tensor::std(int64_t d, double c, bool k) const { return smelt::std(*this, {d}, c, k); }
+Tensor Tensor::std(const std::vector<int64_t>& d, double c, bool k) const {
+  return smelt::std(*this, d, c, k);
+}
+Tensor Tensor::logsumexp(int64_t d, bool k) const { return smelt::logsumexp(*this, {d}, k); }
+Tensor Tensor::logsumexp(const std::vector<int64_t>& d, bool k) const {
+  return smelt::logsumexp(*this, d, k);
+}
+Tensor Tensor::any() const { return smelt::any(*this); }
+Tensor Tensor::any(int64_t d, bool k) const { return smelt::any(*this, {d}, k); }
+Tensor Tensor::all() const { return smelt::all(*this); }
+Tensor Tensor::all(int64_t d, bool k) const { return smelt::all(*this, {d}, k); }
+Tensor Tensor::cumsum(int64_t d, std::optional<DType> t) const {
+  return smelt::cumsum(*this, d, t);
+}
+
+// ---- data movement --------------------------------------------------------------------
+Tensor Tensor::broadcast_to(const Shape& size) const { return smelt::broadcast_to(*this, size); }
+Tensor Tensor::expand_as(const Tensor& o) const { return smelt::expand(*this, o.sizes()); }
+Tensor Tensor::view_as(const Tensor& o) const { return smelt::view(*this, o.sizes()); }
+Tensor Tensor::reshape_as(const Tensor& o) const { return smelt::reshape(*this, o.sizes()); }
+Tensor Tensor::type_as(const Tensor& o) const { return to(o.dtype()); }
+Tensor Tensor::index_select(int64_t d, const Tensor& i) const {
+  return smelt::index_select(*this, d, i);
+}
+Tensor Tensor::gather(int64_t d, const Tensor& i) const { return smelt::gather(*this, d, i); }
+std::vector<Tensor> Tensor::split(int64_t s, int64_t d) const { return smelt::split(*this, s, d); }
+std::vector<Tensor> Tensor::split(const std::vector<int64_t>& s, int64_t d) const {
+  return smelt::split(*this, s, d);
+}
+std::vector<Tensor> Tensor::chunk(int64_t c, int64_t d) const { return smelt::chunk(*this, c, d); }
+Tensor Tensor::tril(int64_t k) const { return smelt::tril(*this, k); }
+Tensor Tensor::triu(int64_t k) const { return smelt::triu(*this, k); }
 Tensor Tensor::masked_fill(const Tensor& m, const Scalar& v) const {
   return smelt::masked_fill(*this, m, v);
 }
 
-Tensor& Tensor::fill_(const Scalar& v) { return copy_(scalar_tensor(v, dtype())); }
-Tensor& Tensor::zero_() { return fill_(0); }
-Tensor& Tensor::add_(const Tensor& o, const Scalar& a) {
-  return assign(*this, "add_", add(*this, o, a));
+// ---- neural-network ops ---------------------------------------------------------------
+Tensor Tensor::matmul(const Tensor& o) const { return smelt::matmul(*this, o); }
+Tensor Tensor::softmax(int64_t d, std::optional<DType> t) const {
+  return smelt::softmax(*this, d, t);
 }
-Tensor& Tensor::add_(const Scalar& o) { return assign(*this, "add_", add(*this, o)); }
-Tensor& Tensor::sub_(const Tensor& o, const Scalar& a) {
-  return assign(*this, "sub_", sub(*this, o, a));
+Tensor Tensor::log_softmax(int64_t d, std::optional<DType> t) const {
+  return smelt::log_softmax(*this, d, t);
 }
-Tensor& Tensor::sub_(const Scalar& o) { return assign(*this, "sub_", sub(*this, o)); }
-Tensor& Tensor::mul_(const Tensor& o) { return assign(*this, "mul_", mul(*this, o)); }
-Tensor& Tensor::mul_(const Scalar& o) { return assign(*this, "mul_", mul(*this, o)); }
-Tensor& Tensor::div_(const Tensor& o) { return assign(*this, "div_", div(*this, o)); }
-Tensor& Tensor::div_(const Scalar& o) { return assign(*this, "div_", div(*this, o)); }
-Tensor& Tensor::clamp_(std::optional<Scalar> lo, std::optional<Scalar> hi) {
-  return assign(*this, "clamp_", clamp(*this, lo, hi));
+
+// ---- in-place -------------------------------------------------------------------------
+Tensor& Tensor::fill_(const Scalar& v) const {
+  return assign(*this, "fill_", scalar_tensor(v, dtype()));
 }
-Tensor& Tensor::masked_fill_(const Tensor& m, const Scalar& v) {
+Tensor& Tensor::zero_() const { return assign(*this, "zero_", scalar_tensor(0, dtype())); }
+Tensor& Tensor::add_(const Tensor& o, const Scalar& a) const {
+  return assign(*this, "add_", smelt::add(*this, o, a));
+}
+Tensor& Tensor::add_(const Scalar& o, const Scalar& a) const {
+  return assign(*this, "add_", smelt::add(*this, o, a));
+}
+Tensor& Tensor::sub_(const Tensor& o, const Scalar& a) const {
+  return assign(*this, "sub_", smelt::sub(*this, o, a));
+}
+Tensor& Tensor::sub_(const Scalar& o, const Scalar& a) const {
+  return assign(*this, "sub_", smelt::sub(*this, o, a));
+}
+Tensor& Tensor::div_(const Tensor& o, const std::optional<std::string>& mode) const {
+  return assign(*this, "div_", smelt::div(*this, o, mode));
+}
+Tensor& Tensor::div_(const Scalar& o, const std::optional<std::string>& mode) const {
+  return assign(*this, "div_", smelt::div(*this, o, mode));
+}
+#define SMELT_BINARY_INPLACE(name) \
+  Tensor& Tensor::name##_(const Tensor& o) const { return assign(*this, #name "_", name(o)); }
+#define SMELT_BINARY_INPLACE_NUMBER(name) \
+  SMELT_BINARY_INPLACE(name)              \
+  Tensor& Tensor::name##_(const Scalar& o) const { return assign(*this, #name "_", name(o)); }
+SMELT_BINARY_INPLACE_NUMBER(mul)
+SMELT_BINARY_INPLACE_NUMBER(floor_divide)
+SMELT_BINARY_INPLACE_NUMBER(remainder)
+SMELT_BINARY_INPLACE_NUMBER(fmod)
+SMELT_BINARY_INPLACE_NUMBER(pow)
+SMELT_BINARY_INPLACE(atan2)
+SMELT_BINARY_INPLACE(bitwise_and)
+SMELT_BINARY_INPLACE(bitwise_or)
+SMELT_BINARY_INPLACE(bitwise_xor)
+SMELT_BINARY_INPLACE(logical_and)
+SMELT_BINARY_INPLACE(logical_or)
+SMELT_BINARY_INPLACE(logical_xor)
+#undef SMELT_BINARY_INPLACE_NUMBER
+#undef SMELT_BINARY_INPLACE
+Tensor& Tensor::clamp_(std::optional<Scalar> lo, std::optional<Scalar> hi) const {
+  return assign(*this, "clamp_", smelt::clamp(*this, lo, hi));
+}
+Tensor& Tensor::lerp_(const Tensor& e, const Scalar& w) const {
+  return assign(*this, "lerp_", smelt::lerp(*this, e, w));
+}
+Tensor& Tensor::lerp_(const Tensor& e, const Tensor& w) const {
+  return assign(*this, "lerp_", smelt::lerp(*this, e, w));
+}
+Tensor& Tensor::masked_fill_(const Tensor& m, const Scalar& v) const {
   return assign(*this, "masked_fill_", smelt::masked_fill(*this, m, v));
+}
+Tensor& Tensor::tril_(int64_t k) const { return assign(*this, "tril_", smelt::tril(*this, k)); }
+Tensor& Tensor::triu_(int64_t k) const { return assign(*this, "triu_", smelt::triu(*this, k)); }
+Tensor& Tensor::nan_to_num_(std::optional<double> nan, std::optional<double> posinf,
+                            std::optional<double> neginf) const {
+  return assign(*this, "nan_to_num_", smelt::nan_to_num(*this, nan, posinf, neginf));
 }
 
 #define SMELT_UNARY_INPLACE(name) \
-  Tensor& Tensor::name##_() { return assign(*this, #name "_", smelt::name(*this)); }
+  Tensor& Tensor::name##_() const { return assign(*this, #name "_", smelt::name(*this)); }
 SMELT_UNARY_INPLACE(neg)
 SMELT_UNARY_INPLACE(abs)
+SMELT_UNARY_INPLACE(sign)
 SMELT_UNARY_INPLACE(exp)
+SMELT_UNARY_INPLACE(exp2)
+SMELT_UNARY_INPLACE(expm1)
 SMELT_UNARY_INPLACE(log)
+SMELT_UNARY_INPLACE(log2)
+SMELT_UNARY_INPLACE(log1p)
 SMELT_UNARY_INPLACE(sqrt)
-SMELT_UNARY_INPLACE(sigmoid)
-SMELT_UNARY_INPLACE(relu)
-SMELT_UNARY_INPLACE(tanh)
+SMELT_UNARY_INPLACE(rsqrt)
+SMELT_UNARY_INPLACE(reciprocal)
 SMELT_UNARY_INPLACE(sin)
 SMELT_UNARY_INPLACE(cos)
+SMELT_UNARY_INPLACE(tan)
+SMELT_UNARY_INPLACE(tanh)
+SMELT_UNARY_INPLACE(sigmoid)
+SMELT_UNARY_INPLACE(relu)
+SMELT_UNARY_INPLACE(erf)
 SMELT_UNARY_INPLACE(floor)
 SMELT_UNARY_INPLACE(ceil)
 SMELT_UNARY_INPLACE(round)
 SMELT_UNARY_INPLACE(trunc)
-SMELT_UNARY_INPLACE(reciprocal)
-SMELT_UNARY_INPLACE(rsqrt)
+SMELT_UNARY_INPLACE(logical_not)
+SMELT_UNARY_INPLACE(bitwise_not)
 #undef SMELT_UNARY_INPLACE
+
+// ---- operators with a number on either side -------------------------------------------
+#define SMELT_NUMBER_OPERATOR(sym, name)                                                    \
+  Tensor operator sym(const Tensor& a, const Scalar& b) { return name(a, wrap_scalar(b)); } \
+  Tensor operator sym(const Scalar& a, const Tensor& b) { return name(wrap_scalar(a), b); }
+SMELT_NUMBER_OPERATOR(%, remainder)
+SMELT_NUMBER_OPERATOR(==, eq)
+SMELT_NUMBER_OPERATOR(!=, ne)
+SMELT_NUMBER_OPERATOR(<, lt)
+SMELT_NUMBER_OPERATOR(<=, le)
+SMELT_NUMBER_OPERATOR(>, gt)
+SMELT_NUMBER_OPERATOR(>=, ge)
+SMELT_NUMBER_OPERATOR(&, bitwise_and)
+SMELT_NUMBER_OPERATOR(|, bitwise_or)
+SMELT_NUMBER_OPERATOR(^, bitwise_xor)
+#undef SMELT_NUMBER_OPERATOR
 
 }  // namespace smelt

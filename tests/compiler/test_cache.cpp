@@ -1,8 +1,11 @@
 // The on-disk kernel cache (SMELT_CACHE_DIR): warm hits make no compiler run,
-// corrupt binaries are detected and rebuilt, the directory is private, a
-// missing compiler degrades to eager, and concurrent builds are safe.
+// corrupt binaries are detected and rebuilt, the directory is private and
+// smelt never changes the mode of one it did not create, a missing or broken
+// compiler degrades to eager, a bad SMELT_COMPILE_TIMEOUT is an error, and
+// concurrent builds are safe.
 #include <dirent.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -80,12 +83,131 @@ TEST_F(Cache, DirectoryIsCreatedPrivate) {
   EXPECT_EQ(smelt_test::mode_of(d), 0700);
   EXPECT_EQ(files_with_suffix(d, ".so").size(), 1u);
   EXPECT_EQ(files_with_suffix(d, ".cpp").size(), 1u);
+}
 
-  // A group/world-writable existing directory is made private again.
-  ::chmod(d.c_str(), 0777);
-  auto g = compile(cache_fn);
-  EXPECT_TRUE(close(g(x, y), cache_fn(x, y), 1e-6));
-  EXPECT_EQ(smelt_test::mode_of(d) & 0022, 0);
+TEST_F(Cache, MissingParentsAreCreated) {
+  std::string top = fresh("parents");
+  std::string d = top + "/a/b/kernels";
+  ScopedEnv dir("SMELT_CACHE_DIR", d);
+  Tensor x = randn({40}), y = randn({40});
+  auto f = compile(cache_fn);
+  EXPECT_TRUE(close(f(x, y), cache_fn(x, y), 1e-6));
+  EXPECT_EQ(f.stats().eager_calls, 0);
+  EXPECT_EQ(smelt_test::mode_of(top + "/a"), 0700);
+  EXPECT_EQ(smelt_test::mode_of(d), 0700);
+  EXPECT_EQ(files_with_suffix(d, ".so").size(), 1u);
+}
+
+// A shared sticky directory (as /tmp) keeps its mode; the cache goes into a
+// private subdirectory smelt-<uid> that smelt creates.
+TEST_F(Cache, SharedStickyDirectoryIsNeverChmodded) {
+  std::string d = fresh("sticky");
+  ASSERT_EQ(::mkdir(d.c_str(), 0700), 0);
+  ASSERT_EQ(::chmod(d.c_str(), 01777), 0);
+  ScopedEnv dir("SMELT_CACHE_DIR", d);
+  Tensor x = randn({40}), y = randn({40});
+  auto f = compile(cache_fn);
+  EXPECT_TRUE(close(f(x, y), cache_fn(x, y), 1e-6));
+  EXPECT_EQ(f.stats().eager_calls, 0);
+  struct stat st {};
+  ASSERT_EQ(::stat(d.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 01777u)
+      << "smelt changed the mode of a directory it did not create";
+  std::string sub = d + "/smelt-" + std::to_string(::geteuid());
+  EXPECT_EQ(smelt_test::mode_of(sub), 0700);
+  EXPECT_EQ(files_with_suffix(sub, ".so").size(), 1u);
+  EXPECT_EQ(compiler::cache_dir(), sub);
+}
+
+// Writable by others without the sticky bit: refused (warning, eager), not chmod-ed.
+TEST_F(Cache, WorldWritableDirectoryIsRefusedNotChmodded) {
+  std::string d = fresh("open");
+  ASSERT_EQ(::mkdir(d.c_str(), 0700), 0);
+  ASSERT_EQ(::chmod(d.c_str(), 0777), 0);
+  ScopedEnv dir("SMELT_CACHE_DIR", d);
+  Tensor x = randn({40}), y = randn({40});
+  auto f = compile(cache_fn);
+  testing::internal::CaptureStderr();
+  Tensor r = f(x, y);
+  std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_TRUE(same(r, cache_fn(x, y)));
+  EXPECT_EQ(f.stats().eager_calls, 1);
+  EXPECT_NE(err.find("smelt::compile warning: smelt::compile: the kernel cache directory " + d +
+                     " is writable by other users and has no sticky bit"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("set SMELT_CACHE_DIR to a directory of your own"), std::string::npos) << err;
+  EXPECT_EQ(smelt_test::mode_of(d), 0777);
+  EXPECT_TRUE(files_with_suffix(d, ".so").empty());
+}
+
+TEST_F(Cache, FileAsCacheDirIsNotADirectory) {
+  std::string f_path = fresh("file");
+  { std::ofstream(f_path) << "not a directory"; }
+  ScopedEnv dir("SMELT_CACHE_DIR", f_path);
+  try {
+    compiler::cache_dir();
+    FAIL() << "a file was accepted as the cache directory";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "smelt::compile: the kernel cache directory " + f_path +
+                  " is not a directory; set SMELT_CACHE_DIR to a directory of your own");
+  }
+  Tensor x = randn({40}), y = randn({40});
+  auto f = compile(cache_fn);
+  testing::internal::CaptureStderr();
+  Tensor r = f(x, y);
+  std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_TRUE(same(r, cache_fn(x, y)));
+  EXPECT_NE(err.find("is not a directory"), std::string::npos) << err;
+}
+
+// A "compiler" that succeeds without writing anything: warning, eager, no stray files.
+TEST_F(Cache, CompilerWithoutOutputFallsBackToEager) {
+  std::string d = fresh("true");
+  ScopedEnv dir("SMELT_CACHE_DIR", d);
+  ScopedEnv cxx("SMELT_CXX", std::string("/bin/true"));
+  Tensor x = randn({40}), y = randn({40});
+  auto f = compile(cache_fn);
+  testing::internal::CaptureStderr();
+  Tensor r = f(x, y);
+  std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_TRUE(same(r, cache_fn(x, y)));
+  EXPECT_EQ(f.stats().eager_calls, 1);
+  EXPECT_NE(err.find("smelt::compile warning: smelt::compile: the C++ compiler '/bin/true' exited "
+                     "successfully but wrote no shared object"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("this function runs eagerly"), std::string::npos) << err;
+  EXPECT_TRUE(files_with_suffix(d, ".so").empty());
+  std::vector<std::string> stray;
+  for (auto& e : std::filesystem::directory_iterator(d))
+    if (e.path().filename().string().find(".tmp.") != std::string::npos)
+      stray.push_back(e.path().string());
+  EXPECT_TRUE(stray.empty()) << stray.front();
+  EXPECT_TRUE(same(f(x, y), cache_fn(x, y)));  // later calls keep working
+}
+
+TEST_F(Cache, InvalidCompileTimeoutIsAnError) {
+  ScopedEnv dir("SMELT_CACHE_DIR", fresh("timeout"));
+  Tensor x = randn({40}), y = randn({40});
+  for (std::string bad : {"abc", "0", "-5", "10s", "1e9", "99999999999999999999"}) {
+    ScopedEnv t("SMELT_COMPILE_TIMEOUT", bad);
+    auto f = compile(cache_fn);
+    try {
+      f(x, y);
+      ADD_FAILURE() << "SMELT_COMPILE_TIMEOUT=" << bad << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()),
+                "smelt::compile: SMELT_COMPILE_TIMEOUT='" + bad +
+                    "' is not a number of seconds; set it to a whole number from 1 to 86400 (or "
+                    "unset it for the default, 300)");
+    }
+  }
+  ScopedEnv ok("SMELT_COMPILE_TIMEOUT", std::string("120"));
+  auto f = compile(cache_fn);
+  EXPECT_TRUE(close(f(x, y), cache_fn(x, y), 1e-6));
+  EXPECT_EQ(f.stats().eager_calls, 0);
 }
 
 TEST_F(Cache, TruncatedBinaryIsRebuilt) {

@@ -328,6 +328,8 @@ struct Gen {
   std::vector<bool> computed_half;  // float16/bfloat16 result of arithmetic (rounded eagerly only)
   std::vector<bool> usable;         // may feed later steps
   std::vector<int> uses;            // steps reading each value
+  bool half_program = false;        // draws mostly float16 / bfloat16 (a third of the programs)
+  bool replaying = false;           // replay(): steps come whole, outputs included
 
   explicit Gen(uint64_t seed) : rng(seed) {}
 
@@ -371,7 +373,16 @@ struct Gen {
                                          DType::BFloat16, DType::Int32,   DType::Int64,
                                          DType::Bool};
     static const std::vector<double> w = {50, 10, 8, 7, 8, 10, 7};
-    return t[weighted(w)];
+    // A half program draws mostly float16 / bfloat16 (inputs and casts).
+    static const std::vector<double> half_w = {12, 4, 32, 32, 6, 6, 8};
+    return t[weighted(half_program ? half_w : w)];
+  }
+  /// A floating dtype for a reduction's or softmax's dtype= argument.
+  DType rand_float_dtype() {
+    static const std::vector<DType> t = {DType::Float32, DType::Float64, DType::Float16,
+                                         DType::BFloat16};
+    return t[weighted(half_program ? std::vector<double>{2, 1, 2, 2}
+                                   : std::vector<double>{4, 4, 1, 1})];
   }
   InputSpec make_spec(Shape sizes, DType dt) {
     InputSpec s;
@@ -603,8 +614,7 @@ struct Gen {
         }
         if (accepts(s.op, "keepdim")) s.attrs.set("keepdim", coin(0.4));
         if (accepts(s.op, "correction")) s.attrs.set("correction", uni(0, 1));
-        if (accepts(s.op, "dtype") && coin(0.15))
-          s.attrs.set("dtype", coin(0.5) ? DType::Float64 : DType::Float32);
+        if (accepts(s.op, "dtype") && coin(0.15)) s.attrs.set("dtype", rand_float_dtype());
         return true;
       }
       case 6: {  // views
@@ -719,7 +729,7 @@ struct Gen {
           int64_t dim = rand_dim(rank);
           red_len = X.size(dim);
           s.attrs.set("dim", dim);
-          if (coin(0.15)) s.attrs.set("dtype", DType::Float32);
+          if (coin(0.15)) s.attrs.set("dtype", rand_float_dtype());
         }
         return true;
       }
@@ -796,7 +806,7 @@ struct Gen {
     Tensor out;
     try {
       std::vector<Tensor> outs = detail::call_op(s.op, args, s.attrs);
-      s.output = static_cast<int>(uni(0, static_cast<int64_t>(outs.size()) - 1));
+      if (!replaying) s.output = static_cast<int>(uni(0, static_cast<int64_t>(outs.size()) - 1));
       out = outs[s.output];
     } catch (const Error&) {
       return false;
@@ -840,6 +850,11 @@ struct Gen {
           (def->kind == detail::OpKind::Reduction && def->accumulator == detail::Accumulator::None))
         scale *= 2;
     }
+    // Library math (exp, sin, pow, ...) may round differently compiled (glibc's
+    // vector variants, <= 4 ulp) and eager: a tolerance of the dtype it is
+    // computed in, which stays with the value when it is cast to a wider dtype.
+    if (def->precision == detail::Precision::Transcendental && is_floating(dt))
+      scale = std::max(scale, base_tol(dt));
     if (moves)
       for (int i : s.in) chalf = chalf || computed_half[i];
     else if (!cast && is_half(dt))
@@ -863,7 +878,39 @@ struct Gen {
     return true;
   }
 
+  /// The program of `steps` over `inputs`, with the generator's bookkeeping
+  /// (tolerance scales); raises when a step would not be generated.
+  Program replay(const std::vector<InputSpec>& inputs, const std::vector<Step>& steps,
+                 const std::vector<int>& outputs) {
+    replaying = true;
+    p.inputs = inputs;
+    vals = make_inputs(p);
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      exact.push_back(true);
+      computed_half.push_back(false);
+      usable.push_back(true);
+      uses.push_back(0);
+      p.scale.push_back(0);
+    }
+    for (const Step& st : steps) {
+      Step s = st;
+      const Tensor& x = vals.at(s.in.at(0));
+      int64_t red_len = 1;  // as candidate() sets it for the ops that are not reductions
+      if ((s.op == "softmax" || s.op == "log_softmax") && x.dim() > 0)
+        red_len = x.size(s.attrs.as<int64_t>("dim"));
+      else if (s.op == "layer_norm")
+        red_len = detail::shape_numel(s.attrs.as<std::vector<int64_t>>("normalized_shape"));
+      else if (s.op == "matmul")
+        red_len = x.size(-1);
+      SMELT_CHECK(add_step(s, red_len), "fuzz::replay: step {} is not one the generator keeps",
+                  step_str(s));
+    }
+    p.outputs = outputs;
+    return p;
+  }
+
   Program run(int index) {
+    half_program = coin(0.35);
     make_inputs_();
     int n_steps = static_cast<int>(uni(2, 10));
     for (int k = 0; k < n_steps; ++k)
@@ -980,6 +1027,12 @@ Program generate(uint64_t seed, int index) {
   std::mt19937_64 mix(seq);
   Gen g(mix());
   return g.run(index);
+}
+
+Program replay(const std::vector<InputSpec>& inputs, const std::vector<Step>& steps,
+               const std::vector<int>& outputs) {
+  Gen g(0);
+  return g.replay(inputs, steps, outputs);
 }
 
 CaseResult check_program(const Program& p, uint64_t seed, int index) {

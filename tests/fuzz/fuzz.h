@@ -23,11 +23,18 @@
 //    |compiled - eager| <= atol + rtol * |eager| with, per dtype,
 //        float64 1e-10 / 1e-10, float32 1e-5 / 1e-5,
 //        float16 1e-2 / 1e-2,   bfloat16 5e-2 / 5e-2,
-//    both multiplied by the value's *error scale*: the product of the lengths
-//    of the floating reductions (the ops of Precision::Accumulated: sum, mean,
-//    var, softmax, matmul, ...) it depends on, since fusion may reassociate
-//    sums, times the number of chained float16/bfloat16 computations (compiled
-//    code keeps float intermediates where eager rounds after every op).
+//    or the value's *error scale* where that is larger. A value's tolerance
+//    follows the dtype it was computed in, not the dtype it ends in (a float32
+//    exp cast to float64 keeps float32's tolerance): library math
+//    (Precision::Transcendental: exp, sin, pow, ...) gets its dtype's
+//    tolerance, since generated code calls glibc's vector variants (<= 4 ulp);
+//    floating reductions (Precision::Accumulated: sum, mean, var, softmax,
+//    matmul, ...) multiply it by their length, since a row split across
+//    threads (eager or compiled) or a GEMM sums in another order; chained
+//    float16/bfloat16 computations add their dtype's tolerance each.
+//
+// A third of the programs are *half programs*: their inputs, casts and dtype=
+// arguments are mostly float16 / bfloat16.
 //
 // Values whose eager and compiled results may legitimately differ by rounding
 // ("inexact": anything downstream of a floating reduction or of a chained
@@ -92,6 +99,11 @@ std::vector<Tensor> interpret(const Program& p, const std::vector<Tensor>& input
 std::string program_str(const Program& p);
 /// The random program of case `index` of a run with `seed`.
 Program generate(uint64_t seed, int index);
+/// The program of the given steps (their `output` kept) over `inputs`, with
+/// the tolerance scales the generator gives them; raises smelt::Error when a
+/// step is one the generator would not keep (it raises eagerly, say).
+Program replay(const std::vector<InputSpec>& inputs, const std::vector<Step>& steps,
+               const std::vector<int>& outputs);
 
 struct CaseResult {
   bool ok = true;

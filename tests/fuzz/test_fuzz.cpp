@@ -135,6 +135,42 @@ TEST(Fuzz, DrawsTheOpTablesPointwiseOpsAndReductions) {
   EXPECT_GE(seen.size(), ops.size() * 3 / 4) << seen.size() << " of " << ops.size();
 }
 
+// The fuzzer's case 1300 (seed 5303113): silu in float32 then cast to float64.
+// Compiled silu (glibc's vector exp) and eager silu differ by a float32 ulp;
+// the cast value keeps float32's tolerance, not float64's.
+TEST(Fuzz, ToleranceFollowsTheDtypeAValueWasComputedIn) {
+  fuzz::InputSpec in;
+  in.sizes = {4096};
+  in.strides = {1};
+  in.base_numel = 4096;
+  in.data_seed = 1300;
+  in.layout = "contiguous";
+  fuzz::Step silu, cast;
+  silu.op = "silu";
+  silu.in = {0};
+  cast.op = "to_dtype";
+  cast.in = {1};
+  cast.attrs = {{"dtype", DType::Float64}};
+  fuzz::Program p = fuzz::replay({in}, {silu, cast}, {2});
+  EXPECT_GE(p.scale[1], 1e-5);
+  EXPECT_GE(p.scale[2], 1e-5);  // float32's, not float64's 1e-10
+  fuzz::use_private_cache_dir();
+  fuzz::CaseResult r = fuzz::check_program(p, 5303113, 1300);
+  EXPECT_TRUE(r.ok) << r.report;
+}
+
+// A third of the programs are half programs: float16 / bfloat16 inputs are
+// common (they were 1 in 7 before).
+TEST(Fuzz, GeneratesManyHalfPrograms) {
+  int inputs = 0, half = 0;
+  for (int i = 0; i < 120; ++i)
+    for (const auto& in : fuzz::generate(11, i).inputs) {
+      ++inputs;
+      half += in.dtype == DType::Float16 || in.dtype == DType::BFloat16;
+    }
+  EXPECT_GE(half * 4, inputs) << half << " of " << inputs << " inputs";
+}
+
 #ifdef SMELT_CLI
 TEST(Fuzz, CliPrintsSummaryAndExitsZero) {
   std::string cmd = std::string(SMELT_CLI) + " fuzz --cases 2 --seed 3 2>&1";

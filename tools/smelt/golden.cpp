@@ -5,6 +5,7 @@
 #include <exception>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -69,10 +70,18 @@ Tensor apply_view(const Tensor& x, const std::string& view) {
   SMELT_CHECK(false, "golden: unknown input view '{}'", view);
 }
 
+/// A Python number of a manifest: JSON bool or number, or (JSON has no literal for
+/// them) the strings "inf", "-inf" and "nan".
 Scalar json_scalar(const json& v) {
   if (v.is_boolean()) return Scalar(v.get<bool>());
   if (v.is_number_integer()) return Scalar(v.get<int64_t>());
   if (v.is_number()) return Scalar(v.get<double>());
+  if (v.is_string()) {
+    const std::string s = v.get<std::string>();
+    if (s == "inf") return Scalar(std::numeric_limits<double>::infinity());
+    if (s == "-inf") return Scalar(-std::numeric_limits<double>::infinity());
+    if (s == "nan") return Scalar(std::numeric_limits<double>::quiet_NaN());
+  }
   SMELT_CHECK(false, "golden: scalar input {} is not a number", v.dump());
 }
 

@@ -1,8 +1,9 @@
 // `smelt ops`: every op of the op table, one line each: kind; for pointwise ops
 // arity, dtype rule, the scalar functor both eager and generated code call, the
 // runtime check and GEMM-epilogue activation; for reductions the accumulator and
-// outputs; for all ops whether they are discontinuous, their precision class and
-// differentiability. Attribute variants follow on "  attr=value:" lines.
+// outputs; for all ops whether they are discontinuous, their precision class, how
+// a C++ number operand enters a pointwise op (NumberRule) and differentiability. Attribute variants
+// follow on "  attr=value:" lines.
 #include <cstdio>
 #include <string>
 
@@ -41,15 +42,15 @@ int cmd_ops() {
   auto row = [w](std::string_view name, std::string_view kind, std::string_view arity,
                  std::string_view rule, std::string_view functor, std::string_view check,
                  std::string_view epilogue, std::string_view acc, std::string_view jumps,
-                 std::string_view precision, std::string_view diff) {
+                 std::string_view precision, std::string_view numbers, std::string_view diff) {
     std::string line = fmt::format(
-        "{:<{}}  {:<10}  {:<5}  {:<13}  {:<12}  {:<15}  {:<9}  {:<19}  {:<5}  {:<14}  {}", name, w,
-        kind, arity, rule, functor, check, epilogue, acc, jumps, precision, diff);
+        "{:<{}}  {:<10}  {:<5}  {:<13}  {:<12}  {:<15}  {:<9}  {:<19}  {:<5}  {:<14}  {:<19}  {}",
+        name, w, kind, arity, rule, functor, check, epilogue, acc, jumps, precision, numbers, diff);
     while (!line.empty() && line.back() == ' ') line.pop_back();
     std::printf("%s\n", line.c_str());
   };
   row("op", "kind", "arity", "dtype rule", "functor", "runtime check", "epilogue",
-      "accumulator/outputs", "disc.", "precision", "diff.");
+      "accumulator/outputs", "disc.", "precision", "numbers", "diff.");
   for (const auto& op : table) {
     std::string acc;
     if (op.accumulator != detail::Accumulator::None)
@@ -58,11 +59,13 @@ int cmd_ops() {
     row(op.name, detail::op_kind_name(op.kind), op.arity > 0 ? std::to_string(op.arity) : "",
         rule_name(op.rule), op.functor, detail::runtime_check_name(op.check),
         epilogue_activation_name(op.epilogue), acc, op.discontinuous ? "yes" : "",
-        detail::precision_name(op.precision), op.differentiable ? "yes" : "no");
+        detail::precision_name(op.precision),
+        op.kind == detail::OpKind::Pointwise ? detail::number_rule_name(op.numbers) : "",
+        op.differentiable ? "yes" : "no");
     for (const auto& v : op.variants)
       row(fmt::format("  {}={}", v.attr, v.value), "", "", "", v.functor,
           detail::runtime_check_name(v.check), epilogue_activation_name(v.epilogue), "",
-          v.discontinuous ? "yes" : "", "", "");
+          v.discontinuous ? "yes" : "", "", "", "");
   }
   std::printf("%zu ops\n", table.size());
   return 0;

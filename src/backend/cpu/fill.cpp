@@ -17,26 +17,6 @@ namespace smelt::cpu {
 
 namespace {
 
-/// Converts a Scalar to T as a C++/PyTorch cast would (float -> int truncates).
-template <class T>
-T scalar_to(const Scalar& s) {
-  if constexpr (std::is_same_v<T, bool>) {
-    return s.is_floating() ? s.to_double() != 0.0 : s.to_int() != 0;
-  } else if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
-    return T(static_cast<float>(s.to_double()));
-  } else if constexpr (std::is_floating_point_v<T>) {
-    return s.is_floating() ? static_cast<T>(s.to_double()) : static_cast<T>(s.to_int());
-  } else {
-    if (s.is_floating()) {
-      double d = s.to_double();
-      if (!(d == d) || d >= 9.2233720368547758e18 || d < -9.2233720368547758e18)
-        return static_cast<T>(std::numeric_limits<int64_t>::min());
-      return static_cast<T>(static_cast<int64_t>(d));
-    }
-    return static_cast<T>(s.to_int());
-  }
-}
-
 /// True when `v` stored in any dtype is all-zero bits.
 bool zero_bits(const Scalar& v) {
   return v.is_floating() ? v.to_double() == 0.0 && !std::signbit(v.to_double()) : v.to_int() == 0;
@@ -112,7 +92,7 @@ void linspace(const Tensor& out, double start, double end) {
       } else if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
         p[i] = T(static_cast<float>(v));
       } else if constexpr (std::is_integral_v<T>) {
-        p[i] = static_cast<T>(static_cast<int64_t>(v));
+        p[i] = scalar::cast<T>(v);
       } else {
         p[i] = static_cast<T>(v);
       }

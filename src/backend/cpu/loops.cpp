@@ -89,28 +89,6 @@ void for_each_row(const Shape& shape_in, std::vector<char*> ptrs,
   }
 }
 
-namespace {
-template <class D, class S>
-inline D convert(S v) {
-  if constexpr (std::is_same_v<D, bool>) {
-    return static_cast<float>(v) != 0.0f || static_cast<double>(v) != 0.0;
-  } else if constexpr (std::is_same_v<S, Half> || std::is_same_v<S, BFloat16>) {
-    return static_cast<D>(static_cast<float>(v));
-  } else if constexpr (std::is_same_v<D, Half> || std::is_same_v<D, BFloat16>) {
-    return D(static_cast<float>(v));  // via float, as PyTorch does
-  } else if constexpr (std::is_floating_point_v<S> && std::is_integral_v<D>) {
-    // Float -> int truncates toward zero; out-of-range and NaN are undefined in
-    // C++, so go through int64 (PyTorch on x86 yields the same wrapped values).
-    if (!(v == v)) return static_cast<D>(std::numeric_limits<int64_t>::min());
-    if (v >= 9.2233720368547758e18 || v < -9.2233720368547758e18)
-      return static_cast<D>(std::numeric_limits<int64_t>::min());
-    return static_cast<D>(static_cast<int64_t>(v));
-  } else {
-    return static_cast<D>(v);
-  }
-}
-}  // namespace
-
 void copy_convert(const Tensor& dst, const Tensor& src) {
   std::vector<char*> ptrs{static_cast<char*>(dst.data_ptr()), static_cast<char*>(src.data_ptr())};
   std::vector<std::vector<int64_t>> strides{broadcast_byte_strides(dst, dst.sizes()),
@@ -123,11 +101,11 @@ void copy_convert(const Tensor& dst, const Tensor& src) {
         if (s[0] == sizeof(D) && s[1] == sizeof(S)) {
           D* d = reinterpret_cast<D*>(p[0]);
           const S* x = reinterpret_cast<const S*>(p[1]);
-          for (int64_t i = 0; i < n; ++i) d[i] = convert<D, S>(x[i]);
+          for (int64_t i = 0; i < n; ++i) d[i] = scalar::cast<D>(x[i]);
         } else {
           for (int64_t i = 0; i < n; ++i)
             *reinterpret_cast<D*>(p[0] + i * s[0]) =
-                convert<D, S>(*reinterpret_cast<const S*>(p[1] + i * s[1]));
+                scalar::cast<D>(*reinterpret_cast<const S*>(p[1] + i * s[1]));
         }
       });
     });

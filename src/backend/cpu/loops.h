@@ -11,6 +11,8 @@
 
 #include "core/dtype_dispatch.h"
 #include "core/tensor_impl.h"
+#include "kernels/scalar_ops.h"
+#include "smelt/scalar.h"
 
 namespace smelt::cpu {
 
@@ -68,6 +70,15 @@ void pointwise(const Tensor& out, const std::vector<Tensor>& inputs, const F& f)
                [&f](char** p, const int64_t* s, int64_t n) {
                  loops_detail::run_row<Out, In...>(p, s, n, f, std::make_index_sequence<N>{});
                });
+}
+
+/// `s` converted to element type T by scalar::cast, the conversion every copy uses
+/// (float -> integer as PyTorch on x86-64; float16/bfloat16 through float).
+template <class T>
+T scalar_to(const Scalar& s) {
+  if (s.is_floating()) return scalar::cast<T>(s.to_double());
+  if (s.is_bool()) return scalar::cast<T>(s.to_int() != 0);
+  return scalar::cast<T>(s.to_int());
 }
 
 /// Strided, converting copy: dst[i] = (DstT)src[i] with src broadcast to dst's

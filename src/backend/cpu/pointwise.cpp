@@ -6,33 +6,18 @@
 
 namespace smelt::cpu::pw {
 
-namespace {
-template <class To, class From>
-inline To cvt(From v) {
-  if constexpr (std::is_same_v<To, From>) {
-    return v;
-  } else if constexpr (std::is_same_v<To, Half> || std::is_same_v<To, BFloat16>) {
-    return To(static_cast<float>(v));
-  } else if constexpr (std::is_same_v<From, Half> || std::is_same_v<From, BFloat16>) {
-    return static_cast<To>(static_cast<float>(v));
-  } else {
-    return static_cast<To>(v);
-  }
-}
-}  // namespace
-
 template <class C>
 void load_block(const char* src, int64_t stride, DType from, int64_t n, C* dst) {
   SMELT_DISPATCH_ALL(from, "pointwise load", [&] {
     if (stride == 0) {
-      C v = cvt<C>(*reinterpret_cast<const T*>(src));
+      C v = scalar::cast<C>(*reinterpret_cast<const T*>(src));
       for (int64_t i = 0; i < n; ++i) dst[i] = v;
     } else if (stride == static_cast<int64_t>(sizeof(T))) {
       const T* s = reinterpret_cast<const T*>(src);
-      for (int64_t i = 0; i < n; ++i) dst[i] = cvt<C>(s[i]);
+      for (int64_t i = 0; i < n; ++i) dst[i] = scalar::cast<C>(s[i]);
     } else {
       for (int64_t i = 0; i < n; ++i)
-        dst[i] = cvt<C>(*reinterpret_cast<const T*>(src + i * stride));
+        dst[i] = scalar::cast<C>(*reinterpret_cast<const T*>(src + i * stride));
     }
   });
 }
@@ -40,7 +25,8 @@ void load_block(const char* src, int64_t stride, DType from, int64_t n, C* dst) 
 template <class R>
 void store_block(const R* src, char* dst, int64_t stride, DType to, int64_t n) {
   SMELT_DISPATCH_ALL(to, "pointwise store", [&] {
-    for (int64_t i = 0; i < n; ++i) *reinterpret_cast<T*>(dst + i * stride) = cvt<T>(src[i]);
+    for (int64_t i = 0; i < n; ++i)
+      *reinterpret_cast<T*>(dst + i * stride) = scalar::cast<T>(src[i]);
   });
 }
 

@@ -151,22 +151,6 @@ inline bool in_set(int set, DType t) {
   return (set & cat) != 0;
 }
 
-/// Converts an attribute scalar to the compute type.
-template <class C>
-C scalar_to(const Scalar& s) {
-  if (s.is_floating()) {
-    if constexpr (std::is_floating_point_v<C>) {
-      return static_cast<C>(s.to_double());
-    } else if constexpr (std::is_same_v<C, bool>) {
-      return s.to_double() != 0.0;
-    } else {
-      return static_cast<C>(s.to_int());
-    }
-  }
-  if (s.is_bool()) return static_cast<C>(s.to_int() != 0);
-  return static_cast<C>(s.to_int());
-}
-
 /// One eager pointwise kernel: out = scalar::<functor><C>(C(inputs)..., C(extra)...)
 /// for every compute type C of its set (see Backend::pointwise).
 struct PointwiseKernel {

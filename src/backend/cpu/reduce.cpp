@@ -15,87 +15,14 @@
 namespace smelt::cpu {
 
 namespace r = ::smelt::reduce;
-
-namespace {
-/// Merges each pair of neighbouring dims over which `strides` is contiguous
-/// (stride[d - 1] == stride[d] * size[d]) into one dim, innermost first.
-void merge_contiguous_dims(Shape& sizes, Shape& strides) {
-  for (int64_t d = static_cast<int64_t>(sizes.size()) - 1; d > 0; --d) {
-    if (strides[d - 1] != strides[d] * sizes[d]) continue;
-    sizes[d - 1] *= sizes[d];
-    strides[d - 1] = strides[d];
-    sizes.erase(sizes.begin() + d);
-    strides.erase(strides.begin() + d);
-  }
-}
-}  // namespace
-
-ReduceGeom make_reduce_geom(const Shape& sizes, const Shape& strides,
-                            const std::vector<int64_t>& dims, bool keep_order) {
-  const size_t nd = sizes.size();
-  std::vector<bool> is_red(nd, false);
-  for (int64_t d : dims) is_red[static_cast<size_t>(d)] = true;
-  ReduceGeom g;
-  for (size_t d = 0; d < nd; ++d) {
-    if (is_red[d]) {
-      g.n_red *= sizes[d];
-      if (sizes[d] != 1) {
-        g.red_sizes.push_back(sizes[d]);
-        g.red_strides.push_back(strides[d]);
-      }
-    } else {
-      g.n_out *= sizes[d];
-      if (sizes[d] != 1) {
-        g.out_sizes.push_back(sizes[d]);
-        g.out_in_strides.push_back(strides[d]);
-      }
-    }
-  }
-  // Kept dims: the output is contiguous over them, so two neighbours merge when
-  // the input is contiguous over them too.
-  merge_contiguous_dims(g.out_sizes, g.out_in_strides);
-  g.out_out_strides.assign(g.out_sizes.size(), 1);
-  for (int64_t d = static_cast<int64_t>(g.out_sizes.size()) - 2; d >= 0; --d)
-    g.out_out_strides[d] = g.out_out_strides[d + 1] * g.out_sizes[d + 1];
-  // Reduced dims: innermost = smallest stride, unless the index order matters.
-  if (!keep_order && g.red_sizes.size() > 1) {
-    std::vector<size_t> perm(g.red_sizes.size());
-    std::iota(perm.begin(), perm.end(), size_t{0});
-    std::stable_sort(perm.begin(), perm.end(), [&](size_t a, size_t b) {
-      return std::llabs(g.red_strides[a]) > std::llabs(g.red_strides[b]);
-    });
-    Shape s, st;
-    for (size_t p : perm) {
-      s.push_back(g.red_sizes[p]);
-      st.push_back(g.red_strides[p]);
-    }
-    g.red_sizes = std::move(s);
-    g.red_strides = std::move(st);
-  }
-  merge_contiguous_dims(g.red_sizes, g.red_strides);
-  return g;
-}
+using r::make_reduce_geom;
+using r::ReduceGeom;
 
 namespace {
 
-/// Reduced rows accumulated by the outer schedule before combining.
-constexpr int64_t kRowChunk = 128;
 /// Outputs accumulated side by side by the outer schedule (one row of up to
 /// kBlock columns per reduced element: long contiguous reads).
 constexpr int64_t kBlock = 1024;
-
-template <class Op>
-struct is_lane_op : std::false_type {};
-template <class A>
-struct is_lane_op<r::Sum<A>> : std::true_type {};
-template <class A>
-struct is_lane_op<r::Prod<A>> : std::true_type {};
-template <class A>
-struct is_lane_op<r::Max<A>> : std::true_type {};
-template <class A>
-struct is_lane_op<r::Min<A>> : std::true_type {};
-template <class A>
-struct is_lane_op<r::Welford<A>> : std::true_type {};
 
 /// A heap array of accumulators (not std::vector: vector<bool> packs bits, so
 /// threads writing neighbouring elements would race).
@@ -106,75 +33,6 @@ struct AccBuf {
   Acc& operator[](int64_t i) { return p[static_cast<size_t>(i)]; }
   Acc* data() { return p.get(); }
 };
-
-/// A 16-ary tree of partial accumulators (sums err like a pairwise sum).
-template <class Op>
-struct Cascade {
-  using Acc = typename Op::acc_t;
-  static constexpr int kLevels = 6;
-  Acc lv[kLevels];
-  int cnt[kLevels];
-  Cascade() {
-    for (int l = 0; l < kLevels; ++l) {
-      lv[l] = Op::init();
-      cnt[l] = 0;
-    }
-  }
-  void add(const Acc& a) {
-    lv[0] = Op::combine(lv[0], a);
-    for (int l = 0; l + 1 < kLevels && ++cnt[l] == 16; ++l) {
-      lv[l + 1] = Op::combine(lv[l + 1], lv[l]);
-      lv[l] = Op::init();
-      cnt[l] = 0;
-    }
-  }
-  Acc result() const {
-    Acc acc = lv[0];
-    for (int l = 1; l < kLevels; ++l) acc = Op::combine(acc, lv[l]);
-    return acc;
-  }
-};
-
-/// Elements accumulated before a partial goes into the cascade: short for the
-/// lane ops (8 lanes x 16 elements, so float sums stay pairwise-accurate),
-/// longer for the others.
-template <class Op>
-constexpr int64_t chunk_size() {
-  return is_lane_op<Op>::value ? 128 : 4096;
-}
-
-template <class Op, class T>
-inline typename Op::acc_t step1(const typename Op::acc_t& acc, T v, int64_t i) {
-  using A = typename Op::value_t;
-  if constexpr (Op::kIndexed) {
-    return Op::step(acc, r::to_acc<A>(v), i);
-  } else {
-    return Op::step(acc, r::to_acc<A>(v));
-  }
-}
-
-/// Folds n elements p[0], p[s], ... (linear indices idx0, idx0 + 1, ...).
-template <class Op, class T>
-inline typename Op::acc_t run(typename Op::acc_t acc, const T* p, int64_t n, int64_t s,
-                              int64_t idx0) {
-  using A = typename Op::value_t;
-  if constexpr (is_lane_op<Op>::value) {
-    if (s == 1 && n >= 16) {
-      typename Op::acc_t l[8];
-      for (int k = 0; k < 8; ++k) l[k] = Op::init();
-      int64_t i = 0;
-      for (; i + 8 <= n; i += 8)
-        for (int k = 0; k < 8; ++k) l[k] = Op::step(l[k], r::to_acc<A>(p[i + k]));
-      for (; i < n; ++i) l[0] = Op::step(l[0], r::to_acc<A>(p[i]));
-      typename Op::acc_t a =
-          Op::combine(Op::combine(Op::combine(l[0], l[1]), Op::combine(l[2], l[3])),
-                      Op::combine(Op::combine(l[4], l[5]), Op::combine(l[6], l[7])));
-      return Op::combine(acc, a);
-    }
-  }
-  for (int64_t i = 0; i < n; ++i) acc = step1<Op>(acc, p[i * s], idx0 + i);
-  return acc;
-}
 
 /// Multi-index counter over dims [0, nd) of (sizes, strides): offset of the
 /// current element, advanced in row-major order.
@@ -203,78 +61,49 @@ struct Counter {
 };
 
 /// Accumulates the reduced elements [r0, r1) (linear reduced index) of the
-/// output whose first input element is `base`.
+/// output whose first input element is `base`, in InnerOrder (reduce_ops.h).
 template <class Op, class T>
 typename Op::acc_t accumulate_range(const T* base, const ReduceGeom& g, int64_t r0, int64_t r1) {
-  using Acc = typename Op::acc_t;
-  constexpr int64_t kChunk = chunk_size<Op>();
+  using A = typename Op::value_t;
   const int64_t nd = static_cast<int64_t>(g.red_sizes.size());
   if (r0 >= r1) return Op::init();
-  if (nd == 0) return step1<Op>(Op::init(), base[0], 0);
+  r::InnerOrder<Op> row(r0);
+  if (nd == 0) {
+    row.template run<false>(0, 1, [base](int64_t) { return r::to_acc<A>(base[0]); });
+    return row.result();
+  }
   const int64_t n_in = g.red_sizes[nd - 1], s_in = g.red_strides[nd - 1];
   Counter c(g.red_sizes, g.red_strides, nd - 1, r0 / n_in);
   int64_t i_in = r0 % n_in;
-  Cascade<Op> cas;
-  bool cascaded = false;
-  Acc part = Op::init();
-  int64_t in_part = 0;
-  int64_t rr = r0;
-  while (rr < r1) {
-    int64_t len = std::min(n_in - i_in, r1 - rr);
+  for (int64_t rr = r0; rr < r1;) {
+    const int64_t len = std::min(n_in - i_in, r1 - rr);
     const T* p = base + c.off + i_in * s_in;
-    while (len > 0) {
-      int64_t take = std::min(len, kChunk - in_part);
-      part = run<Op>(part, p, take, s_in, rr);
-      p += take * s_in;
-      rr += take;
-      len -= take;
-      in_part += take;
-      if (in_part == kChunk) {
-        cas.add(part);
-        cascaded = true;
-        part = Op::init();
-        in_part = 0;
-      }
+    if (s_in == 1) {
+      row.template run<true>(0, len, [p](int64_t k) { return r::to_acc<A>(p[k]); });
+    } else {
+      row.template run<false>(0, len, [p, s_in](int64_t k) { return r::to_acc<A>(p[k * s_in]); });
     }
+    rr += len;
     i_in = 0;
     c.next();
   }
-  if (!cascaded) return part;
-  cas.add(part);
-  return cas.result();
+  return row.result();
 }
 
 /// Outer schedule: outputs j0 .. j0 + jn along kept dim v (input stride sv)
 /// accumulated side by side over reduced elements [r0, r1); results in `res`.
-/// Every column is added to its cascade at the same time, so the cascade
-/// levels are arrays over the columns sharing one set of counters.
+/// Each column is combined in ColumnOrder (reduce_ops.h): the partials are
+/// arrays over the columns (the stepping loop vectorizes across them), every
+/// kColumnChunk rows each goes into its column's cascade.
 template <class Op, class T>
 void accumulate_block(const T* base, const ReduceGeom& g, int64_t sv, int64_t jn, int64_t r0,
                       int64_t r1, typename Op::acc_t* res) {
   using Acc = typename Op::acc_t;
   using A = typename Op::value_t;
-  constexpr int kLevels = 6;
-  AccBuf<Acc> buf((kLevels + 1) * jn);
-  for (int64_t j = 0; j < (kLevels + 1) * jn; ++j) buf[j] = Op::init();
+  AccBuf<Acc> buf(jn);
+  for (int64_t j = 0; j < jn; ++j) buf[j] = Op::init();
   Acc* __restrict part = buf.data();
-  auto level = [&](int l) { return buf.data() + (l + 1) * jn; };
-  int cnt[kLevels] = {};
-  auto push = [&] {
-    Acc* __restrict l0 = level(0);
-    for (int64_t j = 0; j < jn; ++j) {
-      l0[j] = Op::combine(l0[j], part[j]);
-      part[j] = Op::init();
-    }
-    for (int l = 0; l + 1 < kLevels && ++cnt[l] == 16; ++l) {
-      Acc* __restrict a = level(l);
-      Acc* __restrict b = level(l + 1);
-      for (int64_t j = 0; j < jn; ++j) {
-        b[j] = Op::combine(b[j], a[j]);
-        a[j] = Op::init();
-      }
-      cnt[l] = 0;
-    }
-  };
+  AccBuf<r::Cascade<Op>> cas(jn);
   const int64_t nd = static_cast<int64_t>(g.red_sizes.size());
   Counter c(g.red_sizes, g.red_strides, nd, r0);
   int64_t rows = 0;
@@ -290,16 +119,15 @@ void accumulate_block(const T* base, const ReduceGeom& g, int64_t sv, int64_t jn
       }
     }
     c.next();
-    if (++rows == kRowChunk) {
-      push();
+    if (++rows == r::kColumnChunk) {
+      for (int64_t j = 0; j < jn; ++j) {
+        cas[j].add(part[j]);
+        part[j] = Op::init();
+      }
       rows = 0;
     }
   }
-  for (int64_t j = 0; j < jn; ++j) {
-    Acc acc = part[j];
-    for (int l = 0; l < kLevels; ++l) acc = Op::combine(acc, level(l)[j]);
-    res[j] = acc;
-  }
+  for (int64_t j = 0; j < jn; ++j) res[j] = cas[j].result_after(part[j]);
 }
 
 /// Input offset of output `o` (row-major over the kept dims).
@@ -329,17 +157,8 @@ void reduce_loop(const Tensor& x, const std::vector<int64_t>& dims, const Emit& 
     return;
   }
 
-  // Outer schedule when a kept dim is innermost in memory.
-  int64_t v = -1;
-  int64_t min_red = INT64_MAX;
-  for (int64_t s : g.red_strides) min_red = std::min<int64_t>(min_red, std::llabs(s));
-  if (!g.red_sizes.empty()) {
-    for (size_t d = 0; d < g.out_sizes.size(); ++d) {
-      int64_t s = std::llabs(g.out_in_strides[d]);
-      if (s < min_red && (v < 0 || s < std::llabs(g.out_in_strides[v])))
-        v = static_cast<int64_t>(d);
-    }
-  }
+  // Outer schedule when a kept dim is innermost in memory (ColumnOrder).
+  const int64_t v = g.column;
 
   if (v >= 0) {
     const int64_t V = g.out_sizes[v], sv = g.out_in_strides[v], ov = g.out_out_strides[v];
@@ -453,7 +272,7 @@ template <template <class> class OpT>
 void sumlike(const Tensor& x, const std::vector<int64_t>& dims, const Tensor& out,
              const char* name) {
   SMELT_DISPATCH_ALL(x.dtype(), name, [&] {
-    using A = typename r::acc_type<T>::type;
+    using A = r::accumulate_t<r::AccRule::Sum, T>;
     using Op = OpT<A>;
     if (out.dtype() == x.dtype()) {
       T* o = static_cast<T*>(out.data_ptr());
@@ -485,7 +304,7 @@ void mean_kernel(const Tensor& x, const std::vector<int64_t>& dims, const Tensor
   for (int64_t d : dims) count *= x.sizes()[static_cast<size_t>(d)];
   SMELT_DISPATCH_ALL(x.dtype(), "mean", [&] {
     if constexpr (std::is_floating_point_v<T> || is_half_v<T>) {
-      using A = typename r::acc_type<T>::type;
+      using A = r::accumulate_t<r::AccRule::Sum, T>;
       T* o = static_cast<T*>(out.data_ptr());
       reduce_loop<r::Sum<A>, T>(
           x, dims, [&](int64_t i, A acc) { o[i] = from_acc<T>(r::mean_finalize(acc, count)); });
@@ -496,7 +315,7 @@ void mean_kernel(const Tensor& x, const std::vector<int64_t>& dims, const Tensor
 void minmax_kernel(const Tensor& x, const std::vector<int64_t>& dims, const Tensor& out,
                    bool is_max) {
   SMELT_DISPATCH_ALL(x.dtype(), is_max ? "amax" : "amin", [&] {
-    using A = typename r::compare_type<T>::type;
+    using A = r::accumulate_t<r::AccRule::Compare, T>;
     T* o = static_cast<T*>(out.data_ptr());
     auto emit = [&](int64_t i, A acc) { o[i] = from_acc<T>(acc); };
     if (is_max) {
@@ -510,7 +329,7 @@ void minmax_kernel(const Tensor& x, const std::vector<int64_t>& dims, const Tens
 void arg_kernel(const Tensor& x, const std::vector<int64_t>& dims, const Tensor& values,
                 const Tensor& indices, bool is_max) {
   SMELT_DISPATCH_ALL(x.dtype(), is_max ? "argmax" : "argmin", [&] {
-    using A = typename r::compare_type<T>::type;
+    using A = r::accumulate_t<r::AccRule::Compare, T>;
     T* vo = values.defined() ? static_cast<T*>(values.data_ptr()) : nullptr;
     int64_t* io = static_cast<int64_t*>(indices.data_ptr());
     auto emit = [&](int64_t i, const r::ArgAcc<A>& acc) {
@@ -529,11 +348,11 @@ void var_kernel(const Tensor& x, const std::vector<int64_t>& dims, double correc
                 bool take_sqrt, const Tensor& var, const Tensor& mean) {
   SMELT_DISPATCH_ALL(x.dtype(), "var", [&] {
     if constexpr (std::is_floating_point_v<T> || is_half_v<T>) {
-      using W = r::Welford<double>;
+      using W = r::Welford<r::accumulate_t<r::AccRule::Welford, T>>;
       T* vo = static_cast<T*>(var.data_ptr());
       T* mo = mean.defined() ? static_cast<T*>(mean.data_ptr()) : nullptr;
-      reduce_loop<W, T>(x, dims, [&](int64_t i, const W::acc_t& acc) {
-        double v = W::var(acc, correction);
+      reduce_loop<W, T>(x, dims, [&](int64_t i, const typename W::acc_t& acc) {
+        auto v = W::var(acc, correction);
         vo[i] = from_acc<T>(take_sqrt ? std::sqrt(v) : v);
         if (mo) mo[i] = from_acc<T>(W::mean(acc));
       });

@@ -3,46 +3,31 @@
 // built on it.
 //
 // The loop (reduce_loop):
-//  * splits the input's dims into kept (output) dims and reduced dims, drops
-//    size-1 dims and coalesces adjacent dims that are contiguous in memory;
-//    reduced dims are ordered by decreasing stride (innermost = smallest stride)
-//    except for indexed reductions (argmax...), which keep the row-major order
-//    that defines the index;
+//  * takes the geometry of src/kernels/reduce_geom.h: kept and reduced dims,
+//    size-1 dims dropped, dims contiguous in memory coalesced, reduced dims
+//    ordered by decreasing stride (innermost = smallest stride) except for
+//    indexed reductions (argmax...), which keep the row-major order that
+//    defines the index;
 //  * "inner" schedule (a reduced dim is innermost in memory): each output walks
-//    its reduced elements; contiguous runs of cheap ops use 8 independent
-//    lanes (vectorizable);
+//    its reduced elements in InnerOrder (src/kernels/reduce_ops.h: chunks,
+//    8 independent lanes over contiguous runs of cheap ops, a cascade of
+//    partials, so float sums err like a pairwise sum);
 //  * "outer" schedule (a kept dim is innermost in memory, e.g. sum over dim 0 of
 //    a row-major matrix): blocks of neighbouring outputs are accumulated
-//    together, reading rows of memory in order;
-//  * elements are accumulated in chunks that are combine()d through a small
-//    cascade (16-ary tree), so float sums err like a pairwise sum, not a
-//    sequential one;
+//    together, reading rows of memory in order, each in ColumnOrder;
 //  * OpenMP over outputs when the work is large; when there are fewer outputs
 //    than threads, the reduced range of each output is split into per-thread
 //    partials merged with combine() in order.
+// Generated code combines a row reduced by one thread through the same order
+// structs, so compiled reductions equal these bit for bit.
 #pragma once
 #include <cstdint>
 #include <vector>
 
 #include "core/tensor_impl.h"
+#include "kernels/reduce_geom.h"
 
 namespace smelt::cpu {
-
-/// Kept / reduced dims of a reduction, after dropping size-1 dims and coalescing.
-struct ReduceGeom {
-  int64_t n_out = 1;  // output elements
-  int64_t n_red = 1;  // reduced elements per output
-  // kept dims (row-major order of the output): sizes, input strides, output strides
-  Shape out_sizes, out_in_strides, out_out_strides;
-  // reduced dims (outermost first): sizes, input strides (elements)
-  Shape red_sizes, red_strides;
-};
-
-/// `dims` sorted, non-negative; `keep_order`: leave reduced dims in row-major
-/// order (the linear index of an element is then its flat index over the
-/// reduced dims, as argmax reports it).
-ReduceGeom make_reduce_geom(const Shape& sizes, const Shape& strides,
-                            const std::vector<int64_t>& dims, bool keep_order);
 
 // ---- kernels (inputs: any strides; outputs: fresh contiguous tensors) ----
 

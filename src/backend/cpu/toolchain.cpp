@@ -7,12 +7,14 @@
 #include <fmt/format.h>
 #include <poll.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -88,11 +90,19 @@ int run_command(const std::vector<std::string>& argv, std::string* output, int t
   return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 }
 
-/// Seconds a compiler run may take (SMELT_COMPILE_TIMEOUT, default 300).
+/// Seconds a compiler run may take: SMELT_COMPILE_TIMEOUT, a whole number from
+/// 1 to 86400 (default 300 when unset or empty). Error for anything else.
 int compile_timeout() {
   const char* env = std::getenv("SMELT_COMPILE_TIMEOUT");
-  int t = env ? std::atoi(env) : 0;
-  return t > 0 ? t : 300;
+  if (!env || !*env) return 300;
+  errno = 0;
+  char* end = nullptr;
+  long t = std::strtol(env, &end, 10);
+  SMELT_CHECK(errno == 0 && end != env && *end == '\0' && t >= 1 && t <= 86400,
+              "smelt::compile: SMELT_COMPILE_TIMEOUT='{}' is not a number of seconds; set it to a "
+              "whole number from 1 to 86400 (or unset it for the default, 300)",
+              env);
+  return static_cast<int>(t);
 }
 
 std::string compiler() {
@@ -178,6 +188,7 @@ std::shared_ptr<backend::Module> build_module(const std::string& source,
                                               backend::BuildInfo* info) {
   // The hash of these, after the source's, keys the binary (as before the
   // cache moved out of this file, so existing cache entries stay valid).
+  compile_timeout();  // an invalid SMELT_COMPILE_TIMEOUT is an error even on a cache hit
   const std::string fingerprint = flags() + compiler() + "|" + compiler_version() + cpu_isa();
   auto compile = [](const std::string& source_path, const std::string& binary_path) {
     std::vector<std::string> argv = {compiler()};
@@ -186,7 +197,15 @@ std::shared_ptr<backend::Module> build_module(const std::string& source,
     std::string cmd = fmt::format("{}", fmt::join(argv, " "));
     std::string out;
     int rc = run_command(argv, &out, compile_timeout());
-    if (rc == 0) return;
+    if (rc == 0) {
+      struct stat st {};
+      if (::stat(binary_path.c_str(), &st) == 0 && st.st_size > 0) return;
+      std::remove(binary_path.c_str());
+      throw ToolchainUnavailable(fmt::format(
+          "smelt::compile: the C++ compiler '{}' exited successfully but wrote no shared object; "
+          "set SMELT_CXX to a working C++ compiler (g++ or clang++)\n  command: {}",
+          compiler(), cmd));
+    }
     if (rc == 127 || rc < 0)
       throw ToolchainUnavailable(fmt::format(
           "smelt::compile: the C++ compiler {} (after {} s; SMELT_COMPILE_TIMEOUT sets the "

@@ -13,9 +13,11 @@ namespace smelt::cpu {
 
 /// Builds (or loads through `cache`) C++ `source` into a loaded shared object
 /// whose kernels are `void name(void* const* args)`. Throws
-/// backend::ToolchainUnavailable when the compiler is missing or hangs (past
-/// SMELT_COMPILE_TIMEOUT seconds, default 300), Error when it fails (with the
-/// command, its output and the path of the source).
+/// backend::ToolchainUnavailable when the compiler is missing, hangs (past
+/// SMELT_COMPILE_TIMEOUT seconds, default 300) or exits 0 without writing the
+/// shared object; Error when it fails (with the command, its output and the
+/// path of the source) or when SMELT_COMPILE_TIMEOUT is not a whole number of
+/// seconds from 1 to 86400.
 std::shared_ptr<backend::Module> build_module(const std::string& source,
                                               backend::ModuleCache& cache,
                                               backend::BuildInfo* info);

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -40,9 +41,10 @@ ExprPtr convert(ExprPtr v, DType from, DType to) {
   return make(std::move(e));
 }
 
-ExprPtr cast(ExprPtr v, DType to) {
+ExprPtr cast(ExprPtr v, DType from, DType to) {
   Expr e;
   e.kind = Expr::Kind::Cast;
+  e.from = from;
   e.dtype = to;
   e.operands = {std::move(v)};
   return make(std::move(e));
@@ -167,7 +169,7 @@ class Builder {
         k = fmt::format("X{}>{}(", dtype_name(e.from), dtype_name(e.dtype));
         break;
       case Expr::Kind::Cast:
-        k = fmt::format("K{}(", dtype_name(e.dtype));
+        k = fmt::format("K{}>{}(", dtype_name(e.from), dtype_name(e.dtype));
         break;
       case Expr::Kind::AccValue:
         return fmt::format("A{}.{}", e.name, e.field);
@@ -429,7 +431,7 @@ class Builder {
       if (c == DType::Bool && t != DType::Bool)
         e.operands.push_back(convert(in[k], t, DType::Bool));
       else if (value_dtype(t) != value_dtype(c))
-        e.operands.push_back(cast(in[k], c));
+        e.operands.push_back(cast(in[k], t, c));
       else
         e.operands.push_back(in[k]);
     }
@@ -522,25 +524,64 @@ class Builder {
       ReductionInfo info = reduction_info(g_, n);
       ops_.insert(n.op);
       std::string acc = fmt::format("acc{}", acc_id++);
+      bool indexed = info.accumulator == "ArgMax" || info.accumulator == "ArgMin";
+      // A row reduced on one CPU thread combines its elements in eager's order
+      // (ReductionOrder), so the result equals eager's bit for bit; a row split
+      // across threads, and the CUDA dialect, step in index order.
+      const AccOrder order = cfg_.split || cfg_.target != Target::Cpp ? AccOrder::Plain
+                             : info.order.column                      ? AccOrder::Column
+                                                                      : AccOrder::Inner;
+      const std::string target = order == AccOrder::Plain ? acc : acc + "_order";
       Stmt init;
       init.kind = Stmt::Kind::AccInit;
-      init.name = acc;
+      init.name = target;
       init.accumulator = info.accumulator;
       init.acc_dtype = info.acc_dtype;
+      init.order = order;
       add(init);
-      bool indexed = info.accumulator == "ArgMax" || info.accumulator == "ArgMin";
-      auto step = [&](const std::string& target, ExprPtr x) {
+      // The element as the accumulator takes it: rounded to the element dtype,
+      // then converted to the accumulate type (eager's rule).
+      auto element = [&](ExprPtr x) {
+        return convert(convert(std::move(x), n.inputs[0].dtype, info.elem_dtype), info.elem_dtype,
+                       info.acc_dtype);
+      };
+      auto step = [&](const std::string& name, ExprPtr x) {
         Stmt st;
         st.kind = Stmt::Kind::AccStep;
-        st.name = target;
+        st.name = name;
         st.accumulator = info.accumulator;
         st.acc_dtype = info.acc_dtype;
         st.indexed = indexed;
-        st.value = convert(std::move(x), n.inputs[0].dtype, info.acc_dtype);
+        st.order = order;
+        st.value = element(std::move(x));
         add(std::move(st));
       };
       bool prefill =
           std::find(cfg_.prefill.begin(), cfg_.prefill.end(), node) != cfg_.prefill.end();
+      // The reduced dims walked in eager's visiting order (row-major in index order
+      // for Plain).
+      const Index visit =
+          order == AccOrder::Plain ? full : domain_index(s, grp_.rdims, o, r, info.order.dims);
+      // InnerOrder: the row as runs of info.order.run elements, run rc starting at
+      // rc * run; the element at `r` computed by `elem(at)`.
+      auto inner_runs = [&](const std::function<ExprPtr(const Index&)>& elem) {
+        // An empty row is one empty run (the element is still described: the
+        // kernel takes the arguments the schedule gives it).
+        const int64_t run = rnumel_ == 0 ? 0 : info.order.run;
+        const int64_t runs = rnumel_ == 0 ? 1 : rnumel_ / run;
+        if (runs > 1) open(loop("rc", runs, RangeTag::Serial));
+        Stmt rs;
+        rs.kind = Stmt::Kind::AccRun;
+        rs.name = target;
+        rs.acc_dtype = info.acc_dtype;
+        rs.contiguous = info.order.contiguous;
+        rs.range = Range{"r", IndexExpr::constant(run), RangeTag::Serial};
+        rs.index = runs > 1 ? IndexExpr::var("rc", runs) * run : IndexExpr::constant(0);
+        Stmt& opened = open(rs);
+        opened.value = element(elem(visit));
+        close();
+        if (runs > 1) close();
+      };
       if (cfg_.split) {
         // One long row: split across threads, partials combined in thread order.
         Stmt sr = init;
@@ -562,17 +603,30 @@ class Builder {
         Stmt rs;
         rs.kind = Stmt::Kind::RowStore;
         rs.name = rb.name;
-        rs.value = value(n.inputs[0], full);
+        rs.value = value(n.inputs[0], visit);
         rs.index = r;
         add(std::move(rs));
         close();
-        open(loop("r", rnumel_, RangeTag::Serial));
-        step(acc, row_load(rb.name, n.inputs[0].dtype));
-        close();
+        if (order == AccOrder::Inner) {
+          inner_runs([&](const Index&) { return row_load(rb.name, n.inputs[0].dtype); });
+        } else {
+          open(loop("r", rnumel_, RangeTag::Serial));
+          step(target, row_load(rb.name, n.inputs[0].dtype));
+          close();
+        }
+      } else if (order == AccOrder::Inner) {
+        inner_runs([&](const Index& at) { return value(n.inputs[0], at); });
       } else {
         open(loop("r", rnumel_, RangeTag::Serial));
-        step(acc, value(n.inputs[0], full));
+        step(target, value(n.inputs[0], visit));
         close();
+      }
+      if (order != AccOrder::Plain) {
+        Stmt fin;
+        fin.kind = Stmt::Kind::AccFinish;
+        fin.name = acc;
+        fin.partial = target;
+        add(std::move(fin));
       }
       for (size_t k = 0; k < n.outputs.size(); ++k) {
         int ob = n.outputs[k];

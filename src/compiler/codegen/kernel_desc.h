@@ -54,7 +54,7 @@ struct Expr {
     RowLoad,   // row buffer `name` at index
     Call,      // smelt::scalar::<name><compute>(operands...)
     Convert,   // operands[0] from `from` to dtype (rounds through float16/bfloat16 storage)
-    Cast,      // operands[0] to the value type of dtype, no rounding (operands to opmath)
+    Cast,      // operands[0] from `from` to the value type of dtype, no rounding (to opmath)
     AccValue,  // accumulator `name`, result `field` (finalize, value, index, mean, var, std)
     Select,    // operands[0] ? operands[1] : operands[2]
     InBounds,  // true where lo <= e < hi for every (e, lo, hi) of `guard`
@@ -65,7 +65,7 @@ struct Expr {
   std::string name;  // Temp, RowLoad: the variable; Load: the pointer; Call: the functor
   Scalar literal;
   IndexExpr index;
-  DType from = DType::Float32;  // Convert: source dtype; Call: the compute dtype
+  DType from = DType::Float32;  // Convert, Cast: source dtype; Call: the compute dtype
   std::string field;            // AccValue
   std::string accumulator;      // AccValue: reduce struct name (Sum, Welford, ...)
   DType acc_dtype = DType::Float32;
@@ -77,6 +77,13 @@ struct Expr {
   std::vector<std::tuple<IndexExpr, int64_t, int64_t>> guard;
 };
 
+/// How an accumulator combines a row (src/kernels/reduce_ops.h).
+enum class AccOrder {
+  Plain,   // acc = step(acc, x) in index order (split rows, the CUDA dialect)
+  Inner,   // eager's InnerOrder: runs folded through reduce::InnerOrder (AccRun)
+  Column,  // eager's ColumnOrder: elements stepped through reduce::ColumnOrder
+};
+
 struct Stmt {
   enum class Kind {
     Loop,         // range, body
@@ -86,8 +93,13 @@ struct Stmt {
     RowStore,     // name[index] = value
     CheckZero,    // the error flag is set to `code` when value == 0 (integer division)
     CheckIndex,   // the error flag is set to `code` when value is outside [0, extent)
-    AccInit,      // accumulator `name` of reduce struct `accumulator` over acc_dtype
-    AccStep,      // name = step(name, value [, index]) (index: arg-reductions)
+    AccInit,      // accumulator `name` of reduce struct `accumulator` over acc_dtype,
+                  // combined in `order` (Inner / Column: the order struct)
+    AccStep,      // Plain: name = step(name, value [, index]) (index: arg-reductions);
+                  // Column: name.step(value)
+    AccRun,       // Inner: name.run<contiguous>(index, extent, get), get(r) being
+                  // `body` (over range.var) then `value`: one run of the row
+    AccFinish,    // name = the result of order struct `partial` (Inner / Column)
     SplitReduce,  // body (a Loop over the row) runs split across threads, each
                   // stepping its own partial accumulator `partial` (scratch),
                   // then the partials are combined into `name` in thread order
@@ -102,10 +114,12 @@ struct Stmt {
   int64_t extent = 0;
   std::string accumulator;
   DType acc_dtype = DType::Float32;
-  std::string partial;  // SplitReduce
+  std::string partial;  // SplitReduce; AccFinish: the order struct
   bool indexed = false;
-  ExprPtr mask;  // CheckZero, CheckIndex: checked only where this holds
-  int code = 0;  // CheckZero, CheckIndex: the op table's RuntimeCheck
+  AccOrder order = AccOrder::Plain;  // AccInit, AccStep
+  bool contiguous = false;           // AccRun: the run is contiguous in eager's layout
+  ExprPtr mask;                      // CheckZero, CheckIndex: checked only where this holds
+  int code = 0;                      // CheckZero, CheckIndex: the op table's RuntimeCheck
 };
 
 struct KernelDesc {

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 
+#include "kernels/scalar_ops.h"
 #include "smelt/error.h"
 
 namespace smelt::compiler {
@@ -42,11 +43,29 @@ std::string Dialect::value_type(DType t) const {
   return (t == DType::Float16 || t == DType::BFloat16) ? "float" : storage_type(t);
 }
 
+namespace {
+/// `d` converted to integer dtype `t` as eager converts it (scalar::cast).
+int64_t float_to_integer(double d, DType t) {
+  switch (t) {
+    case DType::UInt8:
+      return scalar::cast<uint8_t>(d);
+    case DType::Int8:
+      return scalar::cast<int8_t>(d);
+    case DType::Int16:
+      return scalar::cast<int16_t>(d);
+    case DType::Int32:
+      return scalar::cast<int32_t>(d);
+    default:
+      return scalar::cast<int64_t>(d);
+  }
+}
+}  // namespace
+
 std::string Dialect::literal(const Scalar& s, DType t) const {
   std::string ty = value_type(t);
   if (t == DType::Bool) return s.to_double() != 0 ? "true" : "false";
   if (!is_floating(t)) {
-    int64_t v = s.is_floating() ? static_cast<int64_t>(s.to_double()) : s.to_int();
+    int64_t v = s.is_floating() ? float_to_integer(s.to_double(), t) : s.to_int();
     // INT64_MIN has no literal of its own: -9223372036854775808 negates an
     // out-of-range constant.
     if (v == std::numeric_limits<int64_t>::min())
@@ -110,6 +129,15 @@ class Printer {
                        untyped ? "" : "<" + d_.value_type(acc) + ">");
   }
 
+  /// `v` (a value of `from`) as a value of `to`: floating -> integer through
+  /// the conversion eager uses (scalar::cast: out-of-range values as PyTorch on
+  /// x86-64), any other pair by static_cast.
+  std::string convert_value(const std::string& v, DType from, DType to) const {
+    if (is_floating(from) && !is_floating(to) && to != DType::Bool)
+      return fmt::format("smelt::scalar::cast<{}>({})", d_.value_type(to), v);
+    return fmt::format("static_cast<{}>({})", d_.value_type(to), v);
+  }
+
   std::string expr(const Expr& e) const {
     switch (e.kind) {
       case Expr::Kind::Temp:
@@ -158,10 +186,10 @@ class Printer {
         if (is_half(e.dtype))
           return fmt::format("static_cast<float>({}(static_cast<float>({})))",
                              d_.storage_type(e.dtype), v);
-        return fmt::format("static_cast<{}>({})", d_.value_type(e.dtype), v);
+        return convert_value(v, e.from, e.dtype);
       }
       case Expr::Kind::Cast:
-        return fmt::format("static_cast<{}>({})", d_.value_type(e.dtype), expr(*e.operands[0]));
+        return convert_value(expr(*e.operands[0]), e.from, e.dtype);
       case Expr::Kind::AccValue: {
         std::string ty = acc_type(e.accumulator, e.acc_dtype);
         if (e.field == "finalize") return fmt::format("{}::finalize({})", ty, e.name);
@@ -217,13 +245,37 @@ class Printer {
                               s.extent, d_.set_error_flag(s.code)));
         return;
       case Stmt::Kind::AccInit:
-        out_.line(
-            fmt::format("auto {} = {}::init();", s.name, acc_type(s.accumulator, s.acc_dtype)));
+        if (s.order == AccOrder::Plain)
+          out_.line(
+              fmt::format("auto {} = {}::init();", s.name, acc_type(s.accumulator, s.acc_dtype)));
+        else
+          out_.line(fmt::format("smelt::reduce::{}Order<{}> {};",
+                                s.order == AccOrder::Inner ? "Inner" : "Column",
+                                acc_type(s.accumulator, s.acc_dtype), s.name));
         return;
       case Stmt::Kind::AccStep:
-        out_.line(fmt::format("{0} = {1}::step({0}, {2}{3});", s.name,
-                              acc_type(s.accumulator, s.acc_dtype), expr(*s.value),
-                              s.indexed ? ", r" : ""));
+        if (s.order == AccOrder::Column)
+          out_.line(fmt::format("{}.step({});", s.name, expr(*s.value)));
+        else
+          out_.line(fmt::format("{0} = {1}::step({0}, {2}{3});", s.name,
+                                acc_type(s.accumulator, s.acc_dtype), expr(*s.value),
+                                s.indexed ? ", r" : ""));
+        return;
+      case Stmt::Kind::AccRun:
+        // One run of the row: the element at index `r` is computed by a lambda
+        // the order struct calls (inlined: contiguous runs vectorize).
+        out_.line(fmt::format("{}.run<{}>({}, {}, [&]({} {}) -> {} {{", s.name,
+                              s.contiguous ? "true" : "false", s.index.str(), s.range.extent.str(),
+                              d_.index_type(k_.config.index_bits), s.range.var,
+                              d_.value_type(s.acc_dtype)));
+        out_.indent();
+        body(s.body);
+        out_.line(fmt::format("return {};", expr(*s.value)));
+        out_.dedent();
+        out_.line("});");
+        return;
+      case Stmt::Kind::AccFinish:
+        out_.line(fmt::format("const auto {} = {}.result();", s.name, s.partial));
         return;
       case Stmt::Kind::SplitReduce: {
         CodeBuffer inner;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "core/tensor_impl.h"
+#include "kernels/reduce_geom.h"
 #include "ops/op_table.h"
 
 namespace smelt::compiler {
@@ -53,47 +54,32 @@ ReductionInfo reduction_info(const Graph& g, const Node& n) {
     for (auto x : r.dims) reduced |= x == d;
     (reduced ? r.rnumel : r.outer) *= in.sizes[d];
   }
-  DType out = g.buffers[n.outputs[0]].dtype;
-  auto acc_of = [](DType t) {
-    if (t == DType::Float16 || t == DType::BFloat16) return DType::Float32;
-    if (is_floating(t)) return t;
-    return DType::Int64;
-  };
   const detail::OpDef* def = detail::find_op(n.op);
   SMELT_INTERNAL_ASSERT(def && def->accumulator != detail::Accumulator::None,
                         "reduction '{}' has no lowering", n.op);
   r.accumulator = std::string(detail::accumulator_name(def->accumulator));
   r.finals.assign(def->finals.begin(), def->finals.end());
-  // Max / Min / ArgMax / ArgMin accumulate in the input's compute type.
-  const DType in_acc =
-      (in.dtype == DType::Float16 || in.dtype == DType::BFloat16) ? DType::Float32 : in.dtype;
-  switch (def->accumulator) {
-    case detail::Accumulator::Sum:
-      r.acc_dtype = acc_of(out);
-      // Long float32 sums accumulate in double (eager uses a cascade sum; a
-      // plain float accumulator would drift by ~sqrt(n) ulps).
-      if (r.acc_dtype == DType::Float32 && r.rnumel >= kLongReduction) r.acc_dtype = DType::Float64;
-      break;
-    case detail::Accumulator::Prod:
-      r.acc_dtype = acc_of(out);
-      break;
-    case detail::Accumulator::Max:
-    case detail::Accumulator::Min:
-    case detail::Accumulator::ArgMax:
-    case detail::Accumulator::ArgMin:
-      r.acc_dtype = in_acc;
-      break;
-    case detail::Accumulator::Welford:
-      r.acc_dtype = DType::Float64;
-      r.correction = n.attrs.has("correction") ? n.attrs.as<double>("correction") : 1.0;
-      break;
-    case detail::Accumulator::Any:
-    case detail::Accumulator::All:
-      r.acc_dtype = DType::Bool;
-      break;
-    case detail::Accumulator::None:
-      break;
-  }
+  const detail::Accumulation acc =
+      detail::accumulation(def->accumulator, in.dtype, g.buffers[n.outputs[0]].dtype);
+  r.elem_dtype = acc.element;
+  r.acc_dtype = acc.acc;
+  if (def->accumulator == detail::Accumulator::Welford)
+    r.correction = n.attrs.has("correction") ? n.attrs.as<double>("correction") : 1.0;
+  // Eager reduces a contiguous copy when it converts the input to another dtype
+  // first (ops/reduce.cpp kernel_input; integers summed as int64 are read in
+  // place, and their sums are exact in any order), else the input's own view.
+  const bool copied =
+      r.elem_dtype != in.dtype && !(is_integral(in.dtype, true) && r.elem_dtype == DType::Int64);
+  const Shape strides = copied ? detail::contiguous_strides(in.sizes) : in.strides;
+  const bool indexed = def->accumulator == detail::Accumulator::ArgMax ||
+                       def->accumulator == detail::Accumulator::ArgMin;
+  const reduce::ReduceGeom geom = reduce::make_reduce_geom(in.sizes, strides, r.dims, indexed);
+  r.order.column = geom.column >= 0;
+  for (int64_t d : r.dims)
+    if (in.sizes[d] == 1) r.order.dims.push_back(d);
+  r.order.dims.insert(r.order.dims.end(), geom.red_dims.begin(), geom.red_dims.end());
+  r.order.run = geom.run();
+  r.order.contiguous = geom.run_contiguous();
   return r;
 }
 
@@ -108,6 +94,12 @@ IndexExpr flat_index(const Index& it) {
 
 Index unflatten(const Shape& shape, const IndexExpr& flat) {
   Index out{shape, {}, flat};
+  // A shape with a size-0 dim has no element (the loops over it never run):
+  // no division by its zero sizes and strides.
+  if (detail::shape_numel(shape) == 0) {
+    out.vars.assign(shape.size(), IndexExpr::constant(0));
+    return out;
+  }
   Shape cs = detail::contiguous_strides(shape);
   int first = -1;
   for (size_t k = 0; k < shape.size(); ++k)
@@ -121,6 +113,31 @@ Index unflatten(const Shape& shape, const IndexExpr& flat) {
     else
       out.vars.push_back(mod(q, IndexExpr::constant(shape[k])));
   }
+  return out;
+}
+
+Index domain_index(const Shape& shape, const std::vector<int64_t>& rdims, const IndexExpr& row,
+                   const IndexExpr& r, const std::vector<int64_t>& visit) {
+  SMELT_INTERNAL_ASSERT(visit.size() == rdims.size(), "domain_index: {} dims visited, {} reduced",
+                        visit.size(), rdims.size());
+  // Visiting the dims of size > 1 in row-major order is the plain index.
+  std::vector<int64_t> a, b;
+  for (auto d : visit)
+    if (shape[d] != 1) a.push_back(d);
+  for (auto d : rdims)
+    if (shape[d] != 1) b.push_back(d);
+  if (a == b) return domain_index(shape, rdims, row, r);
+  Shape kept, red;
+  std::vector<bool> is_red(shape.size(), false);
+  for (auto d : rdims) is_red[d] = true;
+  for (size_t k = 0; k < shape.size(); ++k)
+    if (!is_red[k]) kept.push_back(shape[k]);
+  for (auto d : visit) red.push_back(shape[d]);
+  Index kv = unflatten(kept, row), rv = unflatten(red, r);
+  Index out{shape, std::vector<IndexExpr>(shape.size(), IndexExpr::constant(0)), std::nullopt};
+  for (size_t k = 0, ki = 0; k < shape.size(); ++k)
+    if (!is_red[k]) out.vars[k] = kv.vars[ki++];
+  for (size_t i = 0; i < visit.size(); ++i) out.vars[visit[i]] = rv.vars[i];
   return out;
 }
 

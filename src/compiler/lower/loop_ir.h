@@ -19,15 +19,30 @@ enum class LoopKind { Pointwise, Reduction, Extern, Fallback };
 const char* loop_kind_name(LoopKind k);
 LoopKind classify(const Node& n);
 
-/// Reduced length from which float32 sums accumulate in double.
-inline constexpr int64_t kLongReduction = 4096;
+/// The order eager combines a row of a reduction in (src/kernels/reduce_geom.h
+/// and the order structs of src/kernels/reduce_ops.h), taken from the strides
+/// the reduction's input has in eager mode. Generated code that reduces a row
+/// on one thread follows it, so its result equals eager's bit for bit.
+struct ReductionOrder {
+  /// ColumnOrder (a kept dim is innermost in memory); else InnerOrder.
+  bool column = false;
+  /// Every reduced dim of S in visiting order, outermost first: size-1 dims,
+  /// then the others by decreasing stride (row-major for indexed reductions).
+  std::vector<int64_t> dims;
+  /// InnerOrder: elements per run (the innermost merged reduced dims).
+  int64_t run = 1;
+  /// InnerOrder: runs are contiguous in memory (lane ops use their lanes).
+  bool contiguous = false;
+};
 
 /// A reduction node as the code generator sees it.
 struct ReductionInfo {
   std::string
-      accumulator;  // smelt::reduce struct: Sum, Prod, Max, Min, ArgMax, ArgMin, Welford, Any, All
-  DType acc_dtype;  // elements are converted to this type before step()
-  Shape in_sizes;   // the iteration domain S (the input operand's sizes)
+      accumulator;   // smelt::reduce struct: Sum, Prod, Max, Min, ArgMax, ArgMin, Welford, Any, All
+  DType elem_dtype;  // each element is first converted (rounded) to this dtype (eager's rule)
+  DType acc_dtype;   // then to this accumulate type before step() (detail::accumulation)
+  ReductionOrder order;
+  Shape in_sizes;             // the iteration domain S (the input operand's sizes)
   std::vector<int64_t> dims;  // reduced dims of S, sorted
   int64_t outer = 1;          // product of kept dims
   int64_t rnumel = 1;         // product of reduced dims
@@ -57,6 +72,10 @@ Index unflatten(const Shape& shape, const IndexExpr& flat);
 /// the row position `row`, reduced dims the position `r` within the row.
 Index domain_index(const Shape& shape, const std::vector<int64_t>& rdims, const IndexExpr& row,
                    const IndexExpr& r);
+/// The same with `r` walking the reduced dims row-major in the sequence
+/// `visit` (a permutation of `rdims`, outermost first: ReductionOrder::dims).
+Index domain_index(const Shape& shape, const std::vector<int64_t>& rdims, const IndexExpr& row,
+                   const IndexExpr& r, const std::vector<int64_t>& visit);
 
 /// Flat element offset of operand `o` read at iteration index `it` (the
 /// operand broadcasts to it.shape, aligned at the trailing dims).

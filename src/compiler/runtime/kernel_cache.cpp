@@ -59,8 +59,12 @@ void write_atomic(const std::string& path, const std::string& data) {
           "smelt::compile: cannot write the kernel cache file {} ({})", tmp, std::strerror(errno)));
     f << data;
   }
-  SMELT_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "smelt::compile: cannot rename {} to {}",
-              tmp, path);
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    std::remove(tmp.c_str());
+    throw ToolchainUnavailable(
+        fmt::format("smelt::compile: cannot rename {} to {} ({})", tmp, path, std::strerror(err)));
+  }
 }
 
 std::mutex& key_mutex(const std::string& key) {
@@ -78,6 +82,49 @@ std::string meta_of(const std::string& binary) {
 
 }  // namespace
 
+namespace {
+
+[[noreturn]] void unusable(const std::string& dir, const std::string& why) {
+  throw ToolchainUnavailable(
+      fmt::format("smelt::compile: the kernel cache directory {} {}; set SMELT_CACHE_DIR to a "
+                  "directory of your own",
+                  dir, why));
+}
+
+/// Creates `dir` and its missing parents, each with mode 0700 (mkdir -p).
+/// Directories that exist are left as they are.
+void make_dirs(const std::string& dir) {
+  size_t pos = 0;
+  do {
+    pos = dir.find('/', pos + 1);
+    const std::string part = dir.substr(0, pos);
+    if (::mkdir(part.c_str(), 0700) == 0 || errno == EEXIST) continue;
+    const int err = errno;
+    struct stat st {};
+    if (::stat(part.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) continue;  // EACCES on a parent
+    unusable(dir, part == dir ? fmt::format("cannot be created ({})", std::strerror(err))
+                              : fmt::format("cannot be created: mkdir {} failed ({})", part,
+                                            std::strerror(err)));
+  } while (pos != std::string::npos);
+}
+
+/// Checks that `dir` is a directory this user owns, may write, and nobody else
+/// may write (lstat when `no_symlink`: a name another user could have planted).
+/// Returns "" when usable, else why not.
+std::string private_dir_problem(const std::string& dir, bool no_symlink) {
+  struct stat st {};
+  if ((no_symlink ? ::lstat(dir.c_str(), &st) : ::stat(dir.c_str(), &st)) != 0)
+    return fmt::format("cannot be read ({})", std::strerror(errno));
+  if (!S_ISDIR(st.st_mode)) return "is not a directory";
+  if (st.st_uid != ::geteuid()) return "belongs to another user";
+  if (st.st_mode & (S_IWGRP | S_IWOTH)) return "is writable by other users";
+  if (::access(dir.c_str(), W_OK | X_OK) != 0)
+    return fmt::format("is not writable ({})", std::strerror(errno));
+  return "";
+}
+
+}  // namespace
+
 std::string cache_dir() {
   std::string dir;
   if (const char* env = std::getenv("SMELT_CACHE_DIR"); env && *env) {
@@ -89,27 +136,29 @@ std::string cache_dir() {
           "smelt::compile: neither SMELT_CACHE_DIR nor HOME is set; set SMELT_CACHE_DIR to a "
           "private directory for the kernel cache");
     dir = std::string(home) + "/.cache/smelt";
-    ::mkdir((std::string(home) + "/.cache").c_str(), 0700);
   }
-  int mk = ::mkdir(dir.c_str(), 0700);
-  int mk_errno = mk == 0 ? 0 : errno;
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  make_dirs(dir);
   struct stat st {};
-  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-    throw ToolchainUnavailable(fmt::format(
-        "smelt::compile: cannot create the kernel cache directory {} ({}); set SMELT_CACHE_DIR "
-        "to a writable directory of your own",
-        dir, std::strerror(mk_errno ? mk_errno : ENOTDIR)));
-  if (st.st_uid != ::getuid())
-    throw ToolchainUnavailable(fmt::format(
-        "smelt::compile: the kernel cache {} belongs to another user; set SMELT_CACHE_DIR to a "
-        "directory of your own",
-        dir));
-  if (::access(dir.c_str(), W_OK | X_OK) != 0)
-    throw ToolchainUnavailable(fmt::format(
-        "smelt::compile: the kernel cache directory {} is not writable ({}); set SMELT_CACHE_DIR "
-        "to a writable directory of your own",
-        dir, std::strerror(errno)));
-  if (st.st_mode & (S_IWGRP | S_IWOTH)) ::chmod(dir.c_str(), 0700);
+  if (::stat(dir.c_str(), &st) != 0)
+    unusable(dir, fmt::format("cannot be read ({})", std::strerror(errno)));
+  if (!S_ISDIR(st.st_mode)) unusable(dir, "is not a directory");
+  // A directory others may write into (such as /tmp) is never chmod-ed: smelt
+  // did not create it. Where the sticky bit keeps others from renaming what
+  // this user creates in it, the cache is a private subdirectory smelt-<uid>;
+  // elsewhere it is refused.
+  if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+    if (!(st.st_mode & S_ISVTX))
+      unusable(dir,
+               "is writable by other users and has no sticky bit, so they could replace the "
+               "kernels smelt loads from it");
+    dir += fmt::format("/smelt-{}", ::geteuid());
+    if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
+      unusable(dir, fmt::format("cannot be created ({})", std::strerror(errno)));
+    if (std::string why = private_dir_problem(dir, true); !why.empty()) unusable(dir, why);
+    return dir;
+  }
+  if (std::string why = private_dir_problem(dir, false); !why.empty()) unusable(dir, why);
   return dir;
 }
 
@@ -165,9 +214,21 @@ std::shared_ptr<backend::Module> KernelCache::get_or_build(
   }
   bi.build_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  std::string bin = read_file(tmp);
-  SMELT_CHECK(std::rename(tmp.c_str(), binary_path.c_str()) == 0,
-              "smelt::compile: cannot move {} into the kernel cache", tmp);
+  bool wrote = false;
+  std::string bin = read_file(tmp, &wrote);
+  if (!wrote || bin.empty()) {
+    std::remove(tmp.c_str());
+    throw ToolchainUnavailable(
+        fmt::format("smelt::compile: the compiler reported success but wrote no binary (source "
+                    "{}); set SMELT_CXX to a working C++ compiler",
+                    bi.source_path));
+  }
+  if (std::rename(tmp.c_str(), binary_path.c_str()) != 0) {
+    const int err = errno;
+    std::remove(tmp.c_str());
+    throw ToolchainUnavailable(fmt::format(
+        "smelt::compile: cannot move {} into the kernel cache ({})", tmp, std::strerror(err)));
+  }
   write_atomic(base + ".meta", meta_of(bin));
   auto module = try_load();
   if (!module)

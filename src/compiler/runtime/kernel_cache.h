@@ -1,15 +1,17 @@
 // The on-disk kernel cache: a content-addressed store of built modules, the
 // backend::ModuleCache that every toolchain builds through.
 //
-// The cache lives in SMELT_CACHE_DIR (default ~/.cache/smelt), created with
-// mode 0700 and refused if another user owns it or others can write it (it
-// holds code that gets loaded). An entry is keyed by a hash of the source, the
-// toolchain's fingerprint (flags, compiler and its version, target CPU or GPU)
-// and smelt's version; <key><source ext> holds the source beside the binary
-// <key><binary ext>, and <key>.meta records the binary's size and hash so that
-// a corrupt or truncated binary is detected and rebuilt. Files are written
-// under temporary names and renamed, and builds of one key are serialized, so
-// concurrent builds (threads or processes) are safe.
+// The cache lives in SMELT_CACHE_DIR (default ~/.cache/smelt). smelt creates it
+// and its missing parents with mode 0700, and never changes the mode of a
+// directory that exists: one that others may write and that has the sticky
+// bit (such as /tmp) holds the cache in a private subdirectory smelt-<uid>;
+// one that others may write without the sticky bit, that another user owns,
+// or that is not a directory is refused (it holds code that gets loaded). An entry is keyed by a
+// hash of the source, the toolchain's fingerprint (flags, compiler and its version, target CPU or
+// GPU) and smelt's version; <key><source ext> holds the source beside the binary <key><binary ext>,
+// and <key>.meta records the binary's size and hash so that a corrupt or truncated binary is
+// detected and rebuilt. Files are written under temporary names and renamed, and builds of one key
+// are serialized, so concurrent builds (threads or processes) are safe.
 #pragma once
 #include <memory>
 #include <string>
@@ -32,8 +34,10 @@ class KernelCache final : public backend::ModuleCache {
 /// at every build, so SMELT_CACHE_DIR may change between compiles).
 KernelCache& kernel_cache();
 
-/// The cache directory (created 0700 on first use). Throws
-/// backend::ToolchainUnavailable when it cannot be used.
+/// The cache directory (created 0700 on first use; `<SMELT_CACHE_DIR>/smelt-<uid>`
+/// when SMELT_CACHE_DIR is a shared sticky directory such as /tmp). Throws
+/// backend::ToolchainUnavailable, naming the directory and the reason, when it
+/// cannot be used.
 std::string cache_dir();
 
 /// Number of builds (compiler invocations) in this process (tests assert a

@@ -138,10 +138,13 @@ std::vector<Tensor> GraphBuilder::record(const std::string& op, const std::vecto
 
 void GraphBuilder::record_copy(const Tensor& dst, const Tensor& src) {
   if (!dst.is_tracer())
-    throw GraphBreak(fmt::format(
-        "copy_: writes into a tensor that is not an input, parameter or result of the compiled "
-        "function (destination {} {}) cannot be captured",
-        dtype_name(dst.dtype()), detail::shape_str(dst.sizes())));
+    throw GraphBreak(
+        "copy_",
+        fmt::format("writes into a tensor that is not an input, parameter, buffer or result of "
+                    "the compiled function (destination {} {}), which cannot be captured",
+                    dtype_name(dst.dtype()), detail::shape_str(dst.sizes())),
+        "pass the tensor written into as an argument of the compiled function, or make it a "
+        "module buffer");
   int base = current_buffer(dst);
   // The source, broadcast to the destination's shape (operand_of may add a
   // constant buffer, so `b` is a copy taken afterwards, not a reference).
@@ -192,10 +195,14 @@ bool GraphBuilder::captures(const std::vector<Tensor>& inputs) const {
 }
 
 void GraphBuilder::record_random(const std::string& op) {
-  throw GraphBreak(fmt::format(
-      "{}: random ops are not captured by smelt::compile yet (they draw from the global "
-      "generator); the call runs eagerly",
-      op));
+  throw GraphBreak(op,
+                   "random ops are not captured by smelt::compile yet (they draw from the global "
+                   "generator)",
+                   op == "rand" || op == "randn" || op == "randint" || op == "bernoulli"
+                       ? "draw the random tensor outside the compiled function and pass it as an "
+                         "argument"
+                       : "compile the model in eval() mode or with a dropout probability of 0 "
+                         "(training-mode dropout draws random numbers)");
 }
 
 void GraphBuilder::finish(const std::vector<Tensor>& outputs) {

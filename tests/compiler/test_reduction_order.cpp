@@ -1,0 +1,227 @@
+// Compiled reductions equal eager reductions bit for bit where a row is reduced
+// by one thread: the same accumulate type (detail::accumulation, from
+// reduce_ops.h's accumulate_t) and the same combination order (reduce_geom.h's
+// visiting sequence, reduce_ops.h's InnerOrder / ColumnOrder), for every
+// reduction, every layout and lengths around the order's chunk boundaries.
+// Inputs stay below the eager kernels' parallel grain, where eager may split a
+// row across threads.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "compiler/compile_test_util.h"
+#include "compiler/lower/loop_ir.h"
+#include "kernels/reduce_geom.h"
+#include "ops/op_table.h"
+
+using namespace smelt;
+using smelt_test::make;
+
+namespace {
+
+class ReductionOrder : public smelt_test::CompilerTest {};
+
+/// Equal values and equal signs of zero; NaN equals NaN.
+::testing::AssertionResult bitwise_same(const Tensor& got, const Tensor& want) {
+  if (got.sizes() != want.sizes() || got.dtype() != want.dtype())
+    return ::testing::AssertionFailure() << "shape or dtype differs";
+  auto a = smelt_test::vals(got), b = smelt_test::vals(want);
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::isnan(a[i]) && std::isnan(b[i])) continue;
+    if (a[i] != b[i] || std::signbit(a[i]) != std::signbit(b[i]))
+      return ::testing::AssertionFailure()
+             << "element " << i << " of " << a.size() << ": compiled " << a[i] << " eager " << b[i];
+  }
+  return ::testing::AssertionSuccess();
+}
+
+/// Every floating reduction of `x` over `dims` (and over dim `d` for the ones
+/// taking a single dim).
+std::vector<Tensor> all_reductions(const Tensor& x, const std::vector<int64_t>& dims, int64_t d) {
+  auto [mx, imx] = max(x, d);
+  auto [mn, imn] = min(x, d);
+  auto [v, m] = var_mean(x, dims, 1.0, false);
+  return {sum(x, dims),
+          mean(x, dims),
+          prod(x, d),
+          amax(x, dims),
+          amin(x, dims),
+          mx,
+          imx,
+          mn,
+          imn,
+          argmax(x, d),
+          argmin(x, d),
+          var(x, dims, 0.0),
+          smelt::std(x, dims, 1.0),
+          v,
+          m,
+          any(x, dims),
+          all(x, dims),
+          sum(abs(x) * 3.0 - 1.0, dims),  // a computed element
+          sum(x, dims, false, DType::Float64)};
+}
+
+void expect_bitwise(const std::vector<Tensor>& got, const std::vector<Tensor>& want,
+                    const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t k = 0; k < got.size(); ++k)
+    EXPECT_TRUE(bitwise_same(got[k], want[k])) << what << ", output " << k;
+}
+
+}  // namespace
+
+// The fuzzer's case: int32 values squared, cast to float32, prod over 8436
+// elements. Eager's lanes overflow to inf apart from the lane that holds the
+// zero, and inf * 0 is NaN; a sequential product met the zero first (0).
+TEST_F(ReductionOrder, LongProductOverflowsLikeEager) {
+  std::vector<double> v(8436, 300.0);
+  v[0] = 0;
+  Tensor x = make(v, {8436}).to(DType::Int32);
+  auto f = [](const Tensor& x) { return prod(pow(x, 2).to(DType::Float32)); };
+  Tensor want = f(x);
+  ASSERT_TRUE(std::isnan(want.item<float>())) << "the input no longer overflows eagerly";
+  EXPECT_TRUE(bitwise_same(compile(f)(x), want));
+}
+
+// A short product then tan near its pole: any other multiplication order moves
+// the product by an ulp, and tan by far more.
+TEST_F(ReductionOrder, ShortProductThenTanIsBitwiseEager) {
+  manual_seed(7);
+  Tensor x = rand({33}) * 0.1 + 0.97;
+  Tensor p = prod(x);
+  // Scale the product onto pi/2 - 1e-6, where tan's slope is 1e12.
+  const double k = (M_PI / 2 - 1e-6) / p.item<float>();
+  auto f = [k](const Tensor& x) { return tan(prod(x) * k); };
+  Tensor want = f(x);
+  EXPECT_TRUE(bitwise_same(compile(f)(x), want));
+  // The data is sensitive to the order: a sequential product lands elsewhere.
+  float seq = 1;
+  for (float v : x.to_vector<float>()) seq *= v;
+  EXPECT_NE(std::tan(seq * static_cast<float>(k)), want.item<float>());
+}
+
+// Every reduction, row lengths around the order's chunk boundaries (lanes from
+// 16 elements, 128-element chunks, the cascade), contiguous rows.
+TEST_F(ReductionOrder, EveryReductionOverContiguousRows) {
+  for (int64_t n : {1, 33, 129, 4500}) {
+    for (DType dt : {DType::Float32, DType::Float64, DType::BFloat16}) {
+      if ((n == 1 || n == 129) && dt != DType::Float32) continue;
+      Tensor x = (randn({3, n}) * 3).to(dt);
+      auto f = [](const Tensor& x) { return all_reductions(x, {1}, 1); };
+      expect_bitwise(compile(f)(x), f(x),
+                     std::string(dtype_name(dt)) + " [3, " + std::to_string(n) + "]");
+    }
+  }
+}
+
+// Layouts: a kept dim innermost in memory (ColumnOrder), a transposed input
+// reduced over all dims (visited by decreasing stride), several reduced dims,
+// strided runs (no lanes), a row longer than a persistent kernel keeps.
+TEST_F(ReductionOrder, EveryReductionOverEveryLayout) {
+  struct Case {
+    std::string what;
+    Tensor x;
+    std::vector<int64_t> dims;
+    int64_t d;
+  };
+  Tensor a = randn({300, 40}) * 2, b = randn({6, 50, 7}) * 2, c = randn({2, 9000});
+  std::vector<Case> cases = {
+      {"dim 0 of a row-major matrix", a, {0}, 0},
+      {"all dims of a transposed matrix", a.t(), {}, 1},
+      {"dim 1 of a transposed matrix", a.t(), {1}, 1},
+      {"dims 0 and 2", b, {0, 2}, 2},
+      {"dims 1 and 2 of a permuted tensor", b.permute({2, 0, 1}), {1, 2}, 1},
+      {"a strided slice", b.slice(2, 0, 7, 2), {1}, 1},
+      {"an expanded dim", make({1, 2, 3}, {3, 1}).expand({3, 40}), {0, 1}, 1},
+      {"rows longer than a persistent kernel", c, {1}, 1},
+  };
+  for (auto& k : cases) {
+    auto dims = k.dims;
+    int64_t d = k.d;
+    auto f = [dims, d](const Tensor& x) { return all_reductions(x, dims, d); };
+    expect_bitwise(compile(f)(k.x), f(k.x), k.what);
+  }
+}
+
+// Fused kernels built of reductions: layer_norm (var_mean, rsqrt) is compiled
+// == eager bit for bit, and so is a softmax-shaped kernel (amax, a computed
+// element, sum, div). softmax itself differs only by exp: generated code calls
+// glibc's vector exp (libmvec, <= 4 ulp; see cpp_dialect.cpp), eager the scalar one.
+TEST_F(ReductionOrder, LayerNormAndSoftmaxShapesAreBitwiseEager) {
+  for (DType dt : {DType::Float32, DType::BFloat16}) {
+    Tensor x = (randn({8, 1000}) * 4).to(dt);
+    Tensor w = randn({1000}).to(dt), bias = randn({1000}).to(dt);
+    auto f = [w, bias](const Tensor& x) {
+      Tensor e = abs(x - amax(x, {-1}, true)) + 0.25;
+      return std::make_tuple(layer_norm(x, {1000}, w, bias), e / sum(e, {-1}, true),
+                             softmax(x, -1));
+    };
+    auto [ln, sm, s] = compile(f)(x);
+    auto [eln, esm, es] = f(x);
+    EXPECT_TRUE(bitwise_same(ln, eln)) << dtype_name(dt);
+    EXPECT_TRUE(bitwise_same(sm, esm)) << dtype_name(dt);
+    EXPECT_TRUE(smelt_test::close(s, es, dt == DType::Float32 ? 1e-6 : 1e-2)) << dtype_name(dt);
+  }
+}
+
+// Signs of zero and NaNs follow eager's order too: amax of -0.0 and +0.0 keeps
+// whichever the order meets first.
+TEST_F(ReductionOrder, SignedZerosAndNaNsFollowEagerOrder) {
+  std::vector<double> v(40, 0.0);
+  for (size_t i = 0; i < v.size(); i += 3) v[i] = -0.0;
+  v[37] = std::nan("");
+  Tensor x = make(v, {2, 20});
+  auto f = [](const Tensor& x) {
+    return std::make_tuple(amax(x, {1}), amin(x, {1}), sum(x, {1}), amax(x), prod(x, 1));
+  };
+  auto [a, b, c, d, e] = compile(f)(x);
+  auto [ea, eb, ec, ed, ee] = f(x);
+  EXPECT_TRUE(bitwise_same(a, ea));
+  EXPECT_TRUE(bitwise_same(b, eb));
+  EXPECT_TRUE(bitwise_same(c, ec));
+  EXPECT_TRUE(bitwise_same(d, ed));
+  EXPECT_TRUE(bitwise_same(e, ee));
+}
+
+// The accumulate types come from one rule (reduce_ops.h's accumulate_t),
+// through the op table: float32 sums accumulate in float at any length.
+TEST(ReductionAccumulation, OneRuleForEveryReduction) {
+  using detail::Accumulator;
+  auto acc = [](Accumulator a, DType in, DType out) { return detail::accumulation(a, in, out); };
+  EXPECT_EQ(acc(Accumulator::Sum, DType::Float32, DType::Float32).acc, DType::Float32);
+  EXPECT_EQ(acc(Accumulator::Sum, DType::BFloat16, DType::BFloat16).acc, DType::Float32);
+  EXPECT_EQ(acc(Accumulator::Sum, DType::Float16, DType::Float64).acc, DType::Float64);
+  EXPECT_EQ(acc(Accumulator::Sum, DType::Float32, DType::Float16).element, DType::Float16);
+  EXPECT_EQ(acc(Accumulator::Prod, DType::Int32, DType::Int64).acc, DType::Int64);
+  EXPECT_EQ(acc(Accumulator::Sum, DType::Bool, DType::Int64).acc, DType::Int64);
+  EXPECT_EQ(acc(Accumulator::Max, DType::Float16, DType::Float16).acc, DType::Float32);
+  EXPECT_EQ(acc(Accumulator::ArgMin, DType::Int16, DType::Int64).acc, DType::Int16);
+  EXPECT_EQ(acc(Accumulator::ArgMin, DType::Int16, DType::Int64).element, DType::Int16);
+  EXPECT_EQ(acc(Accumulator::Welford, DType::Float32, DType::Float32).acc, DType::Float64);
+  EXPECT_EQ(acc(Accumulator::Welford, DType::BFloat16, DType::BFloat16).acc, DType::Float64);
+  EXPECT_EQ(acc(Accumulator::Any, DType::Float32, DType::Bool).acc, DType::Bool);
+}
+
+// The visiting order: reduced dims by decreasing stride, size-1 dims dropped,
+// contiguous neighbours merged into one run; argmax keeps row-major order.
+TEST(ReductionAccumulation, GeometryVisitsByDecreasingStride) {
+  // [4, 5, 6] permuted to strides [1, 24, 4]: reduce dims 0 and 1.
+  reduce::ReduceGeom g = reduce::make_reduce_geom({4, 6, 5}, {1, 5, 30}, {0, 2}, false);
+  EXPECT_EQ(g.red_dims, (std::vector<int64_t>{2, 0}));
+  EXPECT_EQ(g.run(), 4);
+  EXPECT_TRUE(g.run_contiguous());
+  EXPECT_EQ(g.column, -1);
+  reduce::ReduceGeom k = reduce::make_reduce_geom({4, 6, 5}, {1, 5, 30}, {0, 2}, true);
+  EXPECT_EQ(k.red_dims, (std::vector<int64_t>{0, 2}));
+  // dim 0 of a row-major [300, 40]: the kept dim is innermost (ColumnOrder).
+  reduce::ReduceGeom c = reduce::make_reduce_geom({300, 40}, {40, 1}, {0}, false);
+  EXPECT_EQ(c.column, 0);
+  // [2, 3, 4] contiguous, all dims: one run of 24.
+  reduce::ReduceGeom m = reduce::make_reduce_geom({2, 3, 4}, {12, 4, 1}, {0, 1, 2}, false);
+  EXPECT_EQ(m.run(), 24);
+  EXPECT_TRUE(m.run_contiguous());
+}
