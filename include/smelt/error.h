@@ -46,6 +46,14 @@ class GraphBreak : public Error {
   std::string op_, reason_, advice_;
 };
 
+/// Raised when a device cannot provide the memory a tensor needs (PyTorch's
+/// OutOfMemoryError). The message names the op, the shape, dtype and size of
+/// the tensor it was allocating, and what to do.
+class OutOfMemoryError : public Error {
+ public:
+  explicit OutOfMemoryError(const std::string& what) : Error(what) {}
+};
+
 namespace detail {
 [[noreturn]] void throw_error(const std::string& msg);
 [[noreturn]] void throw_internal(const char* file, int line, const std::string& msg);

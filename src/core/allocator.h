@@ -14,7 +14,8 @@ class Allocator {
  public:
   virtual ~Allocator() = default;
   /// `nbytes` (> 0) bytes on `device`, aligned to at least 64 bytes. Throws
-  /// smelt::Error when the memory cannot be had.
+  /// smelt::OutOfMemoryError when the memory cannot be had (make_empty adds
+  /// the op, shape and dtype to the message).
   virtual void* allocate(size_t nbytes, Device device) = 0;
   /// Returns memory from allocate() on the same device.
   virtual void deallocate(void* p, Device device) = 0;

@@ -43,7 +43,26 @@ Tensor make_view(const Tensor& base, Shape sizes, Shape strides, int64_t offset)
   return Tensor(std::move(impl));
 }
 
-Tensor make_empty(const Shape& sizes, DType dtype, Device device) {
+namespace {
+thread_local const char* g_op = nullptr;
+}  // namespace
+
+OpScope::OpScope(const char* op) : prev_(g_op) { g_op = op; }
+OpScope::~OpScope() { g_op = prev_; }
+
+std::string bytes_str(int64_t bytes) {
+  static const char* units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  if (bytes < 1024) return fmt::format("{} bytes", bytes);
+  double v = static_cast<double>(bytes);
+  int u = -1;
+  while (v >= 1024 && u < 5) {
+    v /= 1024;
+    ++u;
+  }
+  return fmt::format("{:.1f} {}", v, units[u]);
+}
+
+Tensor make_empty(const Shape& sizes, DType dtype, Device device, const char* op) {
   int64_t bytes = static_cast<int64_t>(itemsize(dtype));
   for (auto d : sizes) {
     SMELT_CHECK(d >= 0, "empty: negative dimension in size {}", shape_str(sizes));
@@ -56,7 +75,18 @@ Tensor make_empty(const Shape& sizes, DType dtype, Device device) {
   impl->strides = contiguous_strides(sizes);
   impl->dtype = dtype;
   impl->device = device;
-  impl->storage = Storage::allocate(shape_numel(sizes) * itemsize(dtype), device);
+  try {
+    impl->storage = Storage::allocate(static_cast<size_t>(bytes), device);
+  } catch (const OutOfMemoryError&) {
+    throw OutOfMemoryError(fmt::format(
+        "{}: out of memory allocating a {} tensor of shape {} ({}) on {}; free tensors that are "
+        "no longer needed, or use a smaller shape (e.g. a smaller batch) or a smaller dtype "
+        "(float16, bfloat16)",
+        op     ? op
+        : g_op ? g_op
+               : "empty",
+        dtype_name(dtype), shape_str(sizes), bytes_str(bytes), device.str()));
+  }
   return Tensor(std::move(impl));
 }
 

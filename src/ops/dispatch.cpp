@@ -85,6 +85,7 @@ std::vector<Tensor> run_op(const std::string& op, const std::vector<Tensor>& inp
   TraceContext* ctx = trace_context();
   if (any_tracer(inputs) || (ctx && ctx->captures(inputs)))
     return require_trace(op).record(op, inputs, attrs, outs);
+  OpScope scope(op.c_str());  // names the op if an allocation runs out of memory
   std::vector<Tensor> results;
   results.reserve(outs.size());
   for (auto& m : outs) results.push_back(make_empty(m.sizes, m.dtype, m.device));

@@ -33,26 +33,27 @@ void fill(const Tensor& t, const Scalar& v) {
 
 Tensor empty(const Shape& size, TensorOptions opts) {
   check_size("empty", size);
-  return detail::make_empty(size, dtype_or(opts, default_dtype()), opts.device_);
+  return detail::make_empty(size, dtype_or(opts, default_dtype()), opts.device_, "empty");
 }
 
 Tensor zeros(const Shape& size, TensorOptions opts) {
   check_size("zeros", size);
-  Tensor t = detail::make_empty(size, dtype_or(opts, default_dtype()), opts.device_);
+  Tensor t = detail::make_empty(size, dtype_or(opts, default_dtype()), opts.device_, "zeros");
   fill(t, 0);
   return t;
 }
 
 Tensor ones(const Shape& size, TensorOptions opts) {
   check_size("ones", size);
-  Tensor t = detail::make_empty(size, dtype_or(opts, default_dtype()), opts.device_);
+  Tensor t = detail::make_empty(size, dtype_or(opts, default_dtype()), opts.device_, "ones");
   fill(t, 1);
   return t;
 }
 
 Tensor full(const Shape& size, const Scalar& value, TensorOptions opts) {
   check_size("full", size);
-  Tensor t = detail::make_empty(size, dtype_or(opts, scalar_default_dtype(value)), opts.device_);
+  Tensor t =
+      detail::make_empty(size, dtype_or(opts, scalar_default_dtype(value)), opts.device_, "full");
   fill(t, value);
   return t;
 }
@@ -71,7 +72,8 @@ Tensor full_like(const Tensor& t, const Scalar& value) {
 }
 
 Tensor scalar_tensor(const Scalar& value, TensorOptions opts) {
-  Tensor t = detail::make_empty({}, dtype_or(opts, scalar_default_dtype(value)), opts.device_);
+  Tensor t = detail::make_empty({}, dtype_or(opts, scalar_default_dtype(value)), opts.device_,
+                                "scalar_tensor");
   fill(t, value);
   return t;
 }
@@ -105,7 +107,7 @@ Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, Tensor
                 xst);
     n = static_cast<int64_t>(dn);
   }
-  Tensor t = detail::make_empty({n}, dt, opts.device_);
+  Tensor t = detail::make_empty({n}, dt, opts.device_, "arange");
   if (n > 0) backend::backend(t.device()).arange(t, start, step);
   return t;
 }
@@ -113,7 +115,7 @@ Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, Tensor
 Tensor linspace(double start, double end, int64_t steps, TensorOptions opts) {
   SMELT_CHECK(steps >= 0, "linspace: number of steps must be non-negative, got {}", steps);
   const DType dt = dtype_or(opts, default_dtype());
-  Tensor t = detail::make_empty({steps}, dt, opts.device_);
+  Tensor t = detail::make_empty({steps}, dt, opts.device_, "linspace");
   if (steps == 0) return t;
   if (steps == 1) {  // PyTorch fills with start
     fill(t, start);
@@ -145,11 +147,11 @@ Tensor from_vector(const std::vector<T>& values, const Shape& shape, TensorOptio
   SMELT_CHECK(opts.device_.is_cpu(),
               "from_vector: values are host memory; make the tensor on 'cpu' (device {} asked)",
               opts.device_.str());
-  Tensor t = detail::make_empty(shape, dtype_of<T>::value, opts.device_);
+  Tensor t = detail::make_empty(shape, dtype_of<T>::value, opts.device_, "from_vector");
   T* p = static_cast<T*>(t.data_ptr());
   for (int64_t i = 0; i < n; ++i) p[i] = values[i];  // works for std::vector<bool> too
   if (opts.has_dtype && opts.dtype_ != t.dtype()) {
-    Tensor c = detail::make_empty(shape, opts.dtype_, opts.device_);
+    Tensor c = detail::make_empty(shape, opts.dtype_, opts.device_, "from_vector");
     backend::backend(c.device()).copy(c, t);
     return c;
   }

@@ -122,3 +122,42 @@ TEST(Errors, UndefinedTensorIsAnErrorNotACrash) {
 TEST(Errors, ShapesBeyondAddressableMemory) {
   expect_error("empty", [&] { zeros({int64_t{1} << 40, int64_t{1} << 40}); });
 }
+
+// Out of memory is an OutOfMemoryError naming the op, the shape, the dtype and
+// the size, and saying what to do (2^54 bytes: no machine has them).
+TEST(Errors, OutOfMemoryNamesTheOpShapeAndDtype) {
+  const std::string advice =
+      " on cpu; free tensors that are no longer needed, or use a smaller shape (e.g. a smaller "
+      "batch) or a smaller dtype (float16, bfloat16)";
+  const Shape huge{int64_t{1} << 20, int64_t{1} << 20, int64_t{1} << 12};
+  auto oom_of = [](const std::function<void()>& f) -> std::string {
+    try {
+      f();
+    } catch (const OutOfMemoryError& e) {
+      return e.what();
+    } catch (const std::exception& e) {
+      return std::string("not an OutOfMemoryError: ") + e.what();
+    }
+    return "<no error>";
+  };
+  EXPECT_EQ(oom_of([&] { zeros(huge); }),
+            "zeros: out of memory allocating a float32 tensor of shape [1048576, 1048576, 4096] "
+            "(16.0 PiB)" +
+                advice);
+  EXPECT_EQ(oom_of([&] { randn(huge, DType::Float64); }),
+            "randn: out of memory allocating a float64 tensor of shape [1048576, 1048576, 4096] "
+            "(32.0 PiB)" +
+                advice);
+  // An op: its result is the allocation that fails.
+  Tensor x = ones({1}, DType::BFloat16).expand(huge);
+  EXPECT_EQ(oom_of([&] { exp(x); }),
+            "exp: out of memory allocating a bfloat16 tensor of shape [1048576, 1048576, 4096] "
+            "(8.0 PiB)" +
+                advice);
+  EXPECT_EQ(oom_of([&] { (void)(x > 0); }),
+            "gt: out of memory allocating a bool tensor of shape [1048576, 1048576, 4096] (4.0 "
+            "PiB)" +
+                advice);
+  // Nothing is left half-done: ordinary allocations keep working.
+  EXPECT_EQ(zeros({3}).sum().item<double>(), 0.0);
+}

@@ -1145,14 +1145,16 @@ FuzzSummary run(const FuzzOptions& opts, std::FILE* log) {
     CaseResult r = check_program(p, opts.seed, i);
     ++sum.cases;
     if (r.graph_break) ++sum.graph_breaks;
+    if (!r.ok) ++sum.mismatches;
+    if (opts.before_log && (opts.verbose || !r.ok)) opts.before_log();
     if (r.ok) {
       if (opts.verbose)
         std::fprintf(log, "case %d ok%s: %zu inputs, %zu steps; compiled: %s\n%s", i,
                      r.graph_break ? " (ran eagerly: graph break)" : "", p.inputs.size(),
                      p.steps.size(), r.kernels.c_str(), program_str(p).c_str());
+      if (opts.on_case) opts.on_case(sum);
       continue;
     }
-    ++sum.mismatches;
     sum.failures.push_back(r.summary);
     std::fprintf(log, "FAIL %s\n", r.summary.c_str());
     if (opts.verbose) std::fprintf(log, "%s", r.report.c_str());
@@ -1162,6 +1164,7 @@ FuzzSummary run(const FuzzOptions& opts, std::FILE* log) {
       std::fprintf(log, "%s", (mr.ok ? r.report : mr.report).c_str());
     }
     std::fflush(log);
+    if (opts.on_case) opts.on_case(sum);
   }
   return sum;
 }

@@ -46,6 +46,7 @@
 #pragma once
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -118,18 +119,22 @@ CaseResult check_program(const Program& p, uint64_t seed, int index);
 /// returns the smallest program that still fails (or `p` if none does).
 Program minimize(const Program& p, uint64_t seed, int index);
 
-struct FuzzOptions {
-  int cases = 100;
-  uint64_t seed = 0;
-  bool verbose = false;
-  bool minimize = true;  // print a minimized reproducer after a failure
-};
 struct FuzzSummary {
   int cases = 0;
   int mismatches = 0;
   int graph_breaks = 0;
   std::vector<std::string> failures;     // the one-line summaries
   std::map<std::string, int> op_counts;  // steps generated per op
+};
+struct FuzzOptions {
+  int cases = 100;
+  uint64_t seed = 0;
+  bool verbose = false;
+  bool minimize = true;  // print a minimized reproducer after a failure
+  /// Called after every case with the counts so far (`smelt fuzz` draws its progress line).
+  std::function<void(const FuzzSummary&)> on_case;
+  /// Called before anything is written to the log (to erase a progress line first).
+  std::function<void()> before_log;
 };
 /// The op-table ops the generator can draw (what `op_counts` is measured against).
 std::vector<std::string> fuzzed_ops();

@@ -1,7 +1,8 @@
 // `smelt bench <workload>`: runs a workload eagerly and compiled on the same
 // seeded inputs, checks they agree, and reports times, kernel counts, bytes
 // moved, errors and compile times (cold: empty kernel cache; warm: a fresh
-// compile() loading the kernels from the disk cache).
+// compile() loading the kernels from the disk cache). Each row is printed as
+// its workload finishes; bench_columns_help() says what the columns mean.
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -219,12 +220,7 @@ Errors compare(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
 }  // namespace
 
 nlohmann::json bench_one(const std::string& name, const BenchOptions& opts) {
-  SMELT_CHECK(opts.device == "cpu",
-              "smelt bench: device '{}' is not available in this build (the CUDA backend is not "
-              "implemented yet); use --device cpu",
-              opts.device);
-  DType dt = dtype_from_name(opts.dtype);
-  SMELT_CHECK(is_floating(dt), "smelt bench: --dtype must be a floating dtype, got {}", opts.dtype);
+  const DType dt = dtype_from_name(opts.dtype);
   // The pretrained model is loaded only when asked for.
   for (auto& w : name == "minilm" ? std::vector<Workload>{minilm_workload(dt)} : workloads(dt)) {
     if (w.name != name) continue;
@@ -282,28 +278,32 @@ nlohmann::json bench_one(const std::string& name, const BenchOptions& opts) {
     if (w.extra) j.update(w.extra());
     return j;
   }
-  SMELT_CHECK(false,
-              "smelt bench: unknown workload '{}'; use pointwise, softmax, layernorm, mlp, "
-              "horizontal, minilm or all",
-              name);
+  SMELT_INTERNAL_ASSERT(false, "smelt bench: workload '{}' has no definition", name);
 }
 
-void print_table(const std::vector<nlohmann::json>& rows) {
+namespace {
+
+void print_header() {
   std::puts(
       fmt::format("{:<11} {:>9} {:>9} {:>7} {:>6} {:>6} {:>11} {:>11} {:>9} {:>9} {:>9} {:>8}",
                   "workload", "eager_ms", "comp_ms", "speedup", "k_eag", "k_comp", "bytes_eager",
                   "bytes_comp", "max_abs", "max_rel", "cold_ms", "warm_ms")
           .c_str());
-  for (auto& j : rows)
-    std::puts(fmt::format("{:<11} {:>9.3f} {:>9.3f} {:>6.2f}x {:>6} {:>6} {:>11} {:>11} {:>9.2e} "
-                          "{:>9.2e} {:>9.1f} {:>8.1f}",
-                          j["workload"].get<std::string>(), j["eager_ms"].get<double>(),
-                          j["compiled_ms"].get<double>(), j["speedup"].get<double>(),
-                          j["eager_kernels"].get<int>(), j["compiled_kernels"].get<int>(),
-                          j["bytes_eager"].get<int64_t>(), j["bytes_compiled"].get<int64_t>(),
-                          j["max_abs_err"].get<double>(), j["max_rel_err"].get<double>(),
-                          j["compile_ms_cold"].get<double>(), j["compile_ms_warm"].get<double>())
-                  .c_str());
+}
+
+void print_row(const nlohmann::json& j) {
+  std::puts(fmt::format("{:<11} {:>9.3f} {:>9.3f} {:>6.2f}x {:>6} {:>6} {:>11} {:>11} {:>9.2e} "
+                        "{:>9.2e} {:>9.1f} {:>8.1f}",
+                        j["workload"].get<std::string>(), j["eager_ms"].get<double>(),
+                        j["compiled_ms"].get<double>(), j["speedup"].get<double>(),
+                        j["eager_kernels"].get<int>(), j["compiled_kernels"].get<int>(),
+                        j["bytes_eager"].get<int64_t>(), j["bytes_compiled"].get<int64_t>(),
+                        j["max_abs_err"].get<double>(), j["max_rel_err"].get<double>(),
+                        j["compile_ms_cold"].get<double>(), j["compile_ms_warm"].get<double>())
+                .c_str());
+}
+
+void print_kernels(const std::vector<nlohmann::json>& rows) {
   for (auto& j : rows) {
     if (j.contains("items_per_s_eager"))
       std::puts(fmt::format("  {:<11} {:.1f} {} eager, {:.1f} compiled",
@@ -328,15 +328,54 @@ void print_table(const std::vector<nlohmann::json>& rows) {
   }
 }
 
+const std::vector<std::string> kWorkloads = {"pointwise", "softmax", "layernorm", "mlp",
+                                             "horizontal"};
+
+}  // namespace
+
+const char* bench_columns_help() {
+  return "Columns (one row per workload, printed as soon as it finishes):\n"
+         "  eager_ms, comp_ms        median wall time of one call, eager and compiled (ms)\n"
+         "  speedup                  eager_ms / comp_ms\n"
+         "  k_eag, k_comp            kernels launched per call: eager (one per primitive op) and\n"
+         "                           compiled\n"
+         "  bytes_eager, bytes_comp  bytes read and written per call, estimated from the graph\n"
+         "  max_abs, max_rel         largest absolute and relative difference of the compiled\n"
+         "                           result from eager\n"
+         "  cold_ms                  first compile with an empty kernel cache (trace, passes,\n"
+         "                           codegen, C++ build), in ms\n"
+         "  warm_ms                  a fresh compile whose kernels load from the disk cache, in "
+         "ms\n"
+         "Below the table: items per second where a workload counts them (minilm: sentences/s)\n"
+         "and the kernels of each compiled workload.";
+}
+
 int cmd_bench(const BenchOptions& opts) {
+  SMELT_CHECK(opts.device == "cpu",
+              "smelt bench: device '{}' is not available in this build (the CUDA backend is not "
+              "implemented yet); use --device cpu",
+              opts.device);
+  SMELT_CHECK(is_floating(dtype_from_name(opts.dtype)),
+              "smelt bench: --dtype must be a floating dtype, got {}", opts.dtype);
   std::vector<std::string> names = {opts.workload};
-  if (opts.workload == "all") names = {"pointwise", "softmax", "layernorm", "mlp", "horizontal"};
+  if (opts.workload == "all") names = kWorkloads;  // every one but minilm
+  for (auto& n : names)                            // refuse a bad name before minutes of work
+    SMELT_CHECK(
+        n == "minilm" || std::find(kWorkloads.begin(), kWorkloads.end(), n) != kWorkloads.end(),
+        "smelt bench: unknown workload '{}'; use pointwise, softmax, layernorm, mlp, "
+        "horizontal, minilm or all",
+        n);
   std::vector<nlohmann::json> rows;
+  if (!opts.json) print_header();
   for (auto& n : names) {
     rows.push_back(bench_one(n, opts));
-    if (opts.json) std::puts(rows.back().dump().c_str());
+    if (opts.json)
+      std::puts(rows.back().dump().c_str());
+    else
+      print_row(rows.back());
+    std::fflush(stdout);  // each row as it finishes, also into a pipe
   }
-  if (!opts.json) print_table(rows);
+  if (!opts.json) print_kernels(rows);
   return 0;
 }
 

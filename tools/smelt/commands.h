@@ -33,8 +33,10 @@ struct BenchOptions {
   int iters = 0;                    // 0 = automatic
   bool round_intermediates = true;  // CompileOptions::round_intermediates
 };
-/// `smelt bench <workload>`: eager vs compiled (bench.cpp).
+/// `smelt bench <workload>`: eager vs compiled; prints each row as it finishes (bench.cpp).
 int cmd_bench(const BenchOptions& opts);
+/// What each column of `smelt bench` means (its --help footer; the README says the same).
+const char* bench_columns_help();
 
 /// The sentence encoder in `model_dir` (a sentence-transformers folder), or,
 /// when it is empty, all-MiniLM-L6-v2 fetched by tools/fetch_model.py (embed.cpp).

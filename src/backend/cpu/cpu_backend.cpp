@@ -3,6 +3,8 @@
 // registered for DeviceType::CPU at load time. Memory is 64-byte-aligned host
 // memory; there is one implicit stream (work runs to completion on the calling
 // thread), so streams and events are no-ops.
+#include <fmt/format.h>
+
 #include <cstdlib>
 #include <cstring>
 
@@ -14,6 +16,7 @@
 #include "backend/cpu/pointwise.h"
 #include "backend/cpu/reduce.h"
 #include "backend/cpu/toolchain.h"
+#include "core/tensor_impl.h"
 
 namespace smelt::cpu {
 
@@ -24,7 +27,9 @@ class HostAllocator final : public Allocator {
   void* allocate(size_t nbytes, Device) override {
     const size_t rounded = (nbytes + 63) / 64 * 64;
     void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
-    SMELT_CHECK(p != nullptr, "allocate: out of memory allocating {} bytes", nbytes);
+    if (p == nullptr)
+      throw OutOfMemoryError(fmt::format("out of memory: {} of host memory could not be allocated",
+                                         detail::bytes_str(static_cast<int64_t>(nbytes))));
     return p;
   }
   void deallocate(void* p, Device) override { std::free(p); }

@@ -35,6 +35,8 @@ using uint64_t = unsigned long long;
 #define INT64_C(c) c##LL
 #endif
 namespace std {
+using cuda::std::false_type;
+using cuda::std::true_type;
 using cuda::std::conditional;
 using cuda::std::conditional_t;
 using cuda::std::is_floating_point;

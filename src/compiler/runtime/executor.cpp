@@ -262,14 +262,28 @@ std::vector<Tensor> CompiledGraph::run(const std::vector<Tensor>& args,
   const int64_t arena_bytes = error_flags_ > 0
                                   ? error_offset_ + error_flags_ * static_cast<int64_t>(sizeof(int))
                                   : mem_.arena_bytes;
+  // Outputs that run out of memory name the compiled function (make_empty adds
+  // their shape and dtype); the arena is named here.
+  detail::OpScope scope("smelt::compile (an output of the compiled function)");
+  auto allocate_arena = [&] {
+    try {
+      return Storage::allocate(static_cast<size_t>(arena_bytes), device_);
+    } catch (const OutOfMemoryError&) {
+      throw OutOfMemoryError(fmt::format(
+          "smelt::compile: out of memory allocating the {} arena of the compiled function's "
+          "intermediate buffers on {}; free tensors that are no longer needed, or call it on "
+          "smaller inputs (e.g. a smaller batch)",
+          detail::bytes_str(arena_bytes), device_.str()));
+    }
+  };
   std::unique_lock<std::mutex> lock(arena_mutex_, std::defer_lock);
   std::shared_ptr<Storage> arena;
   if (keep_arena_) {
     lock.lock();
-    if (!arena_ && arena_bytes > 0) arena_ = Storage::allocate(arena_bytes, device_);
+    if (!arena_ && arena_bytes > 0) arena_ = allocate_arena();
     arena = arena_;
   } else if (arena_bytes > 0) {
-    arena = Storage::allocate(arena_bytes, device_);
+    arena = allocate_arena();
   }
   char* flags = nullptr;
   if (error_flags_ > 0) {

@@ -1,0 +1,169 @@
+// The `smelt` command-line tool as a user sees it: --help shows every default
+// and describes --device, errors are printed once with one "smelt" prefix,
+// `golden --filter` that matches nothing fails and says so, long commands
+// draw a progress line on stderr only when it is a terminal, and `bench`
+// explains its columns.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <pty.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+extern "C" char** environ;
+
+#ifdef SMELT_CLI
+namespace {
+
+struct CliRun {
+  int rc = -1;
+  std::string out, err;
+};
+
+/// Runs the smelt CLI with `args`; stdout is a pipe, stderr a pipe or (when
+/// `stderr_tty`) a pseudo-terminal, as when a user runs it in a shell.
+CliRun run_cli(const std::vector<std::string>& args, bool stderr_tty = false) {
+  CliRun r;
+  int out[2], err[2];
+  if (::pipe(out) != 0) return r;
+  if (stderr_tty) {
+    if (::openpty(&err[0], &err[1], nullptr, nullptr, nullptr) != 0) return r;
+  } else if (::pipe(err) != 0) {
+    return r;
+  }
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+  posix_spawn_file_actions_adddup2(&fa, err[1], 2);
+  posix_spawn_file_actions_addclose(&fa, out[0]);
+  posix_spawn_file_actions_addclose(&fa, err[0]);
+  std::vector<std::string> argv = {SMELT_CLI};
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::vector<char*> cargs;
+  for (auto& a : argv) cargs.push_back(a.data());
+  cargs.push_back(nullptr);
+  pid_t pid = 0;
+  int rc = posix_spawn(&pid, cargs[0], &fa, nullptr, cargs.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  ::close(out[1]);
+  ::close(err[1]);
+  if (rc != 0) {
+    ::close(out[0]);
+    ::close(err[0]);
+    return r;
+  }
+  pollfd fds[2] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}};
+  std::string* dst[2] = {&r.out, &r.err};
+  int open = 2;
+  char buf[4096];
+  while (open > 0) {
+    if (::poll(fds, 2, -1) < 0) break;
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      ssize_t n = ::read(fds[i].fd, buf, sizeof buf);
+      if (n > 0) {
+        dst[i]->append(buf, static_cast<size_t>(n));
+      } else {  // EOF (pipe) or EIO (terminal closed)
+        ::close(fds[i].fd);
+        fds[i].fd = -1;
+        --open;
+      }
+    }
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+const std::string kGolden = std::string(SMELT_SHARED_DIR) + "/golden/golden.json";
+
+}  // namespace
+
+TEST(Cli, HelpShowsEveryDefaultAndDescribesDevice) {
+  CliRun r = run_cli({"bench", "--help"});
+  EXPECT_EQ(r.rc, 0) << r.err;
+  for (const char* want :
+       {"--device TEXT=cpu", "device the workload runs on: cpu", "--dtype TEXT=float32",
+        "--mode TEXT=default", "--iters INT=0", "\n  eager_ms, comp_ms        median wall time",
+        "\n  cold_ms                  first compile with an empty kernel cache"})
+    EXPECT_NE(r.out.find(want), std::string::npos) << want << "\n" << r.out;
+  CliRun f = run_cli({"fuzz", "--help"});
+  EXPECT_NE(f.out.find("--cases INT:INT in [1 - 1000000]=100"), std::string::npos) << f.out;
+  EXPECT_NE(f.out.find("--seed UINT=0"), std::string::npos) << f.out;
+  CliRun g = run_cli({"golden", "--help"});
+  EXPECT_NE(g.out.find("progress line"), std::string::npos) << g.out;
+}
+
+TEST(Cli, ErrorsArePrefixedOnce) {
+  CliRun r = run_cli({"bench", "pointwise", "--device", "cuda"});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_EQ(r.err,
+            "smelt bench: device 'cuda' is not available in this build (the CUDA backend is not "
+            "implemented yet); use --device cpu\n");
+  EXPECT_EQ(r.out, "") << "no table header before the error";
+  CliRun w = run_cli({"bench", "no_such_workload"});
+  EXPECT_EQ(w.rc, 2);
+  EXPECT_EQ(w.err,
+            "smelt bench: unknown workload 'no_such_workload'; use pointwise, softmax, layernorm, "
+            "mlp, horizontal or all\n");
+  CliRun d = run_cli({"bench", "softmax", "--dtype", "int32"});
+  EXPECT_EQ(d.err, "smelt bench: --dtype must be a floating dtype, got int32\n");
+  // A library error gets the one prefix.
+  CliRun m = run_cli({"bench", "softmax", "--dtype", "nonsense"});
+  EXPECT_EQ(m.err,
+            "smelt: dtype: unknown dtype name 'nonsense'; use one of bool, uint8, int8, int16, "
+            "int32, int64, float16, bfloat16, float32, float64\n");
+  CliRun g = run_cli({"golden", "/nonexistent/golden.json"});
+  EXPECT_EQ(g.err, "smelt golden: cannot open manifest '/nonexistent/golden.json'\n");
+}
+
+TEST(Cli, GoldenFilterMatchingNothingFails) {
+  CliRun r = run_cli({"golden", kGolden, "--filter", "no_case_has_this_id"});
+  EXPECT_NE(r.rc, 0);
+  EXPECT_EQ(r.err, "smelt golden: no case of " + kGolden +
+                       " has an id containing 'no_case_has_this_id' (--filter matches part of a "
+                       "case id, e.g. 'softmax'; run with -v and no --filter to list them)\n");
+  EXPECT_EQ(r.out.find("0 passed"), std::string::npos) << r.out;
+}
+
+TEST(Cli, GoldenShowsProgressOnlyOnATerminal) {
+  CliRun tty = run_cli({"golden", kGolden, "--filter", "softmax", "--compiled"}, true);
+  ASSERT_EQ(tty.rc, 0) << tty.out << tty.err;
+  const size_t at = tty.out.find(" passed, 0 failed");
+  ASSERT_NE(at, std::string::npos) << tty.out;
+  const size_t line =
+      tty.out.rfind('\n', at) == std::string::npos ? 0 : tty.out.rfind('\n', at) + 1;
+  const int n = std::stoi(tty.out.substr(line, at - line));
+  ASSERT_GT(n, 1) << tty.out;
+  EXPECT_NE(tty.out.find(std::to_string(n) + " passed, 0 failed"), std::string::npos) << tty.out;
+  const std::string done = "smelt golden --compiled: " + std::to_string(n) + "/" +
+                           std::to_string(n) + " cases (100%), 0 failed, ";
+  EXPECT_NE(tty.err.find("\r\033[K" + done), std::string::npos) << tty.err;
+  EXPECT_EQ(tty.err.substr(tty.err.size() - 4), "\r\033[K") << "the line is erased at the end";
+  EXPECT_EQ(tty.out.find("cases ("), std::string::npos) << "progress goes to stderr only";
+
+  CliRun pipe = run_cli({"golden", kGolden, "--filter", "softmax", "--compiled"});
+  EXPECT_EQ(pipe.rc, 0);
+  EXPECT_EQ(pipe.err, "") << "no progress line into a pipe or a log";
+  EXPECT_EQ(pipe.out, tty.out);
+}
+
+TEST(Cli, FuzzShowsProgressOnlyOnATerminal) {
+  CliRun tty = run_cli({"fuzz", "--cases", "3", "--seed", "3"}, true);
+  ASSERT_EQ(tty.rc, 0) << tty.out << tty.err;
+  EXPECT_NE(tty.out.find("3 cases, 0 mismatches"), std::string::npos) << tty.out;
+  EXPECT_NE(tty.err.find("\r\033[Ksmelt fuzz: 1/3 cases (33%), 0 failed, "), std::string::npos)
+      << tty.err;
+  EXPECT_NE(tty.err.find(", ETA "), std::string::npos) << tty.err;
+  EXPECT_NE(tty.err.find("\r\033[Ksmelt fuzz: 3/3 cases (100%), 0 failed, "), std::string::npos)
+      << tty.err;
+  CliRun pipe = run_cli({"fuzz", "--cases", "3", "--seed", "3"});
+  EXPECT_EQ(pipe.rc, 0);
+  EXPECT_EQ(pipe.err.find("cases ("), std::string::npos) << pipe.err;
+}
+#endif
