@@ -37,7 +37,7 @@ if(SMELT_CHECK_CXX)
   add_test(NAME second_compiler COMMAND ${CMAKE_COMMAND} -DSOURCE_DIR=${PROJECT_SOURCE_DIR}
     -DWORK=${PROJECT_BINARY_DIR}/second-compiler -DCXX=${SMELT_CHECK_CXX_PATH}
     -DGENERATOR=${SMELT_CHECK_GENERATOR} -P ${PROJECT_SOURCE_DIR}/cmake/check_second_compiler.cmake)
-  # The longest test: COST starts it first.
+  # A long test: COST starts it early (after golden_compiled).
   set_tests_properties(second_compiler PROPERTIES TIMEOUT 1200 COST 10000)
 endif()
 

@@ -88,7 +88,7 @@ TEST_F(Tracer, ReadAfterWriteSeesTheNewValueThroughAliases) {
         Tensor v = x.view({2, 3});
         Tensor t = x;
         t.mul_(2);
-        return v.sum({1});  // the alias reads the written buffer
+        return v.sum(1);  // the alias reads the written buffer
       },
       x);
   ASSERT_EQ(g.mutations.size(), 1u);

@@ -236,7 +236,7 @@ TEST_F(Mutation, WriteThroughNarrowViewOfInput) {
   auto fn = [](const Tensor& x) {
     Tensor v = x.narrow(0, 1, 2);
     v.mul_(10);
-    return x.sum({1});
+    return x.sum(1);
   };
   Tensor x = randn({4, 3});
   Tensor xe = x.clone();

@@ -181,7 +181,7 @@ Workload minilm_workload(DType dt) {
              },
              B,
              "sentences"};
-  w.extra = [enc, B, T, dt] {
+  w.extra = [enc, dt] {  // B and T are constants: no capture
     // One encoder layer alone: its hidden state and key mask as arguments.
     auto layer = enc->model->encoder->layer->at<nn::BertLayerImpl>(0);
     Tensor h = randn({B, T, enc->model->config.hidden_size}).to(dt);
