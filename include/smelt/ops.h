@@ -25,6 +25,8 @@ Tensor empty(const Shape& size, TensorOptions opts = {});
 Tensor zeros(const Shape& size, TensorOptions opts = {});
 Tensor ones(const Shape& size, TensorOptions opts = {});
 /// dtype defaults to the value's kind (bool / int64 / float32) unless given.
+/// Error (as PyTorch) when `value` does not fit the dtype: full({2}, 200, int8),
+/// NaN or ±inf for an integer dtype, 70000.0 for float16.
 Tensor full(const Shape& size, const Scalar& value, TensorOptions opts = {});
 Tensor zeros_like(const Tensor& t);
 Tensor ones_like(const Tensor& t);
@@ -46,7 +48,8 @@ Tensor randn(const Shape& size, TensorOptions opts = {});
 Tensor randint(int64_t low, int64_t high, const Shape& size, TensorOptions opts = {});
 /// Seeds the global generator (a 64-bit Philox/mt19937 stream) for reproducible runs.
 void manual_seed(uint64_t seed);
-/// 0-dim tensor holding `value` (dtype from the value's kind unless given).
+/// 0-dim tensor holding `value` (dtype from the value's kind unless given);
+/// Error when `value` does not fit the dtype, as full().
 Tensor scalar_tensor(const Scalar& value, TensorOptions opts = {});
 /// Copies `values` into a new tensor of `shape` (numel must match).
 template <class T>
@@ -127,6 +130,7 @@ Tensor bitwise_or(const Tensor& a, const Tensor& b);
 Tensor bitwise_xor(const Tensor& a, const Tensor& b);
 /// condition ? a : b (condition must be bool), broadcast over all three.
 Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b);
+/// Number bounds must fit the result dtype (Error otherwise, as PyTorch: int8 x and 200).
 Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max);
 Tensor clamp(const Tensor& x, const std::optional<Tensor>& min, const std::optional<Tensor>& max);
 /// start + weight * (end - start).
@@ -134,6 +138,11 @@ Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight);
 Tensor lerp(const Tensor& start, const Tensor& end, const Scalar& weight);
 
 // Scalar overloads (the scalar is a "wrapped number", lowest promotion priority).
+// As PyTorch on the CPU, the number is first converted to the dtype the op
+// computes in (bfloat16 x == 3.14 compares with bfloat16(3.14); float16 x + 1e10
+// adds inf), except that mul and div read it as float32 for float16/bfloat16
+// tensors; pow's exponent and where's value must fit that dtype (Error for an
+// int8 tensor and 200). The op table's NumberRule says which rule an op follows.
 Tensor add(const Tensor& a, const Scalar& b, const Scalar& alpha = 1);
 Tensor sub(const Tensor& a, const Scalar& b, const Scalar& alpha = 1);
 Tensor mul(const Tensor& a, const Scalar& b);
@@ -263,6 +272,8 @@ std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);
 Tensor pad(const Tensor& x, const std::vector<int64_t>& pad, double value = 0.0);
 Tensor tril(const Tensor& x, int64_t diagonal = 0);
 Tensor triu(const Tensor& x, int64_t diagonal = 0);
+/// x with `value` where mask is true; Error when `value` does not fit x's dtype
+/// (as PyTorch: 200 or NaN for int8, 1e10 for float16; any number fits bool).
 Tensor masked_fill(const Tensor& x, const Tensor& mask, const Scalar& value);
 Tensor contiguous(const Tensor& x);
 Tensor clone(const Tensor& x);

@@ -6,6 +6,7 @@
 
 #include "backend/backend.h"
 #include "core/tensor_impl.h"
+#include "ops/numbers.h"
 #include "smelt/ops.h"
 
 namespace smelt {
@@ -54,7 +55,8 @@ Tensor full(const Shape& size, const Scalar& value, TensorOptions opts) {
   check_size("full", size);
   Tensor t =
       detail::make_empty(size, dtype_or(opts, scalar_default_dtype(value)), opts.device_, "full");
-  fill(t, value);
+  // PyTorch's fill converts with its overflow check: full({2}, 200, int8) raises.
+  fill(t, detail::checked_number_to_dtype(value, t.dtype(), "full"));
   return t;
 }
 
@@ -74,7 +76,7 @@ Tensor full_like(const Tensor& t, const Scalar& value) {
 Tensor scalar_tensor(const Scalar& value, TensorOptions opts) {
   Tensor t = detail::make_empty({}, dtype_or(opts, scalar_default_dtype(value)), opts.device_,
                                 "scalar_tensor");
-  fill(t, value);
+  fill(t, detail::checked_number_to_dtype(value, t.dtype(), "scalar_tensor"));
   return t;
 }
 

@@ -4,6 +4,7 @@
 // copy_ into self" (copy_ is the one write primitive, so compile()
 // functionalizes them all), and the operators with a number on either side.
 #include "core/tensor_impl.h"
+#include "ops/numbers.h"
 #include "ops/pointwise.h"
 #include "smelt/ops.h"
 
@@ -236,7 +237,8 @@ Tensor Tensor::log_softmax(int64_t d, std::optional<DType> t) const {
 
 // ---- in-place -------------------------------------------------------------------------
 Tensor& Tensor::fill_(const Scalar& v) const {
-  return assign(*this, "fill_", scalar_tensor(v, dtype()));
+  return assign(*this, "fill_",
+                scalar_tensor(detail::checked_number_to_dtype(v, dtype(), "fill_"), dtype()));
 }
 Tensor& Tensor::zero_() const { return assign(*this, "zero_", scalar_tensor(0, dtype())); }
 Tensor& Tensor::add_(const Tensor& o, const Scalar& a) const {

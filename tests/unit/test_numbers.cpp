@@ -110,6 +110,16 @@ TEST(Numbers, CheckedConversionsRaise) {
   EXPECT_EQ(vals(pow(num(100000), make({1}, {1}).to(DType::Int8)))[0], 100000 % 256 - 256);
 }
 
+TEST(Numbers, FillsCheckTheValue) {
+  expect_error_mentions([] { full({2}, Scalar(200), DType::Int8); }, "full: value 200");
+  expect_error_mentions([] { scalar_tensor(Scalar(kNaN), DType::Int32); }, "without overflow");
+  Tensor x = zeros({3}, DType::Float16);
+  expect_error_mentions([&] { x.fill_(Scalar(1e10)); }, "fill_");
+  EXPECT_EQ(vals(x.fill_(Scalar(kInf)))[0], kInf);
+  EXPECT_EQ(vals(full({1}, Scalar(3.14), DType::BFloat16))[0], 3.140625);
+  EXPECT_EQ(vals(full({1}, Scalar(-1), DType::UInt8))[0], 255);  // wraps, as PyTorch allows
+}
+
 TEST(Numbers, BoolToTheBoolPowers) {
   Tensor b = make({1, 0, 1, 0}, {4}).to(DType::Bool);
   Tensor t = pow(b, Scalar(true));

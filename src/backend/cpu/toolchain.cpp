@@ -110,8 +110,21 @@ std::string compiler() {
   return env && *env ? env : "g++";
 }
 
+/// The flags, audited for what they change in results (compiled must equal eager):
+/// -O3: only IEEE-preserving optimizations (no -ffast-math, -Ofast or
+///   -funsafe-math-optimizations: no reassociation, signed zeros and NaNs kept).
+/// -march=native: wider vectors and FMA instructions; FMA is kept out by
 /// -ffp-contract=off: no fused multiply-add the eager kernels do not do, so
-/// compiled pointwise code rounds exactly as eager.
+///   compiled pointwise code rounds exactly as eager.
+/// -fno-math-errno: libm calls have no side effect, so loops calling them
+///   vectorize (through libmvec where cpp_dialect.cpp declares a SIMD variant:
+///   exp, log, sin, tanh, erf... within 4 ulp of eager's libm, special values
+///   exact). It also lets GCC's vectorizer rewrite pow with a constant exponent
+///   (pow(x, 0.5) -> sqrt(x), wrong at -0.0 and -inf; pow(x, 2) -> x*x):
+///   scalar::pow hides its exponent from constant folding (scalar::opaque), and
+///   scalar::fmax/fmin avoid std::fmax, whose sign of a zero result is unspecified.
+/// -fopenmp: only the printed pragmas (no `omp simd`, which would allow
+///   reassociating reductions). -shared, -fPIC, -std=c++17, -w: no effect on values.
 const std::vector<std::string>& flag_list() {
   static const std::vector<std::string> f = {"-O3",
                                              "-march=native",

@@ -20,6 +20,10 @@ namespace smelt::compiler {
 /// the compiler vectorize the loops of the scalar functors that call them
 /// (glibc only declares them so under -ffast-math, which would break NaN and
 /// signed-zero semantics). Built with -fno-math-errno and linked with -lmvec.
+/// The one place compiled results may differ from eager's (scalar libm), by a
+/// few ulp: the functors calling these (and sigmoid, silu, gelu built on
+/// them); tests/compiler/test_special_values.cpp holds them to that bound. pow,
+/// atan2 and fmod have no declaration here: they stay scalar libm calls.
 static std::string vector_math_declarations() {
   std::string out = "extern \"C\" {\n";
   for (const char* f :
