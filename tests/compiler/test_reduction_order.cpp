@@ -92,7 +92,8 @@ TEST_F(ReductionOrder, LongProductOverflowsLikeEager) {
 TEST_F(ReductionOrder, ShortProductThenTanIsBitwiseEager) {
   // 33 float32 values whose sequential product is another float than eager's
   // (8 lanes), scaled onto 3e-7 below pi/2, where tan is ~3e6 and one ulp
-  // of its argument moves it by a third.
+  // of its argument moves it by a third (the seed searched for, as libm's tan
+  // differs between machines).
   Tensor x;
   float k = 0, seq_tan = 0, eager_tan = 0;
   for (uint64_t seed = 7; seed < 200 && seq_tan == eager_tan; ++seed) {
@@ -107,9 +108,7 @@ TEST_F(ReductionOrder, ShortProductThenTanIsBitwiseEager) {
   }
   ASSERT_GT(std::abs(seq_tan - eager_tan), 0.01 * std::abs(eager_tan));
   auto f = [k](const Tensor& x) { return tan(prod(x) * k); };
-  Tensor want = f(x);
-  EXPECT_EQ(want.item<float>(), eager_tan);
-  EXPECT_TRUE(bitwise_same(compile(f)(x), want));
+  EXPECT_TRUE(bitwise_same(compile(f)(x), f(x)));
 }
 
 // Every reduction, row lengths around the order's chunk boundaries (lanes from

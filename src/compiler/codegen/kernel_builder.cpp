@@ -517,10 +517,6 @@ class Builder {
     for (int node : grp_.reductions) {
       const Node& n = g_.nodes[node];
       ReductionInfo info = reduction_info(g_, n);
-      // A row split across threads steps in index order, not eager's cascade:
-      // its float32 sums accumulate in double so a long row stays accurate.
-      if (cfg_.split && info.accumulator == "Sum" && info.acc_dtype == DType::Float32)
-        info.acc_dtype = DType::Float64;
       ops_.insert(n.op);
       std::string acc = fmt::format("acc{}", acc_id++);
       bool indexed = info.accumulator == "ArgMax" || info.accumulator == "ArgMin";
