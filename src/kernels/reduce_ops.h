@@ -312,6 +312,40 @@ struct All {
 //    time; every kColumnChunk elements the partial goes into a Cascade; the
 //    result is the last partial combined with each level, lowest first.
 
+/// Eager reduces on several threads from this many elements (outputs times
+/// reduced elements; the CPU backend's parallel grain).
+inline constexpr int64_t kReduceParallelGrain = 32768;
+/// ColumnOrder: neighbouring outputs eager accumulates side by side (one task).
+inline constexpr int64_t kColumnBlock = 1024;
+
+/// Into how many stretches eager cuts each row (one thread each; the
+/// stretches' results combined in order): when a reduction in InnerOrder is
+/// large enough for threads and has fewer outputs than threads, every row is
+/// cut into up to nthreads / n_out stretches of at least 1024 elements.
+SMELT_HD int64_t inner_splits(int64_t n_out, int64_t n_red, int64_t nthreads) {
+  const int64_t work = n_out * (n_red > 1 ? n_red : 1);
+  if (nthreads <= 1 || work < kReduceParallelGrain || n_out >= nthreads) return 1;
+  const int64_t by_threads = (nthreads + n_out - 1) / n_out, by_length = n_red / 1024;
+  const int64_t p = by_threads < by_length ? by_threads : by_length;
+  return p > 1 ? p : 1;
+}
+/// The same for ColumnOrder, whose `tasks` are blocks of kColumnBlock
+/// neighbouring outputs: stretches of at least 64 elements.
+SMELT_HD int64_t column_splits(int64_t n_out, int64_t n_red, int64_t tasks,
+                                      int64_t nthreads) {
+  const int64_t work = n_out * (n_red > 1 ? n_red : 1);
+  if (nthreads <= 1 || work < kReduceParallelGrain || tasks >= nthreads) return 1;
+  const int64_t by_threads = (nthreads + tasks - 1) / tasks, by_length = n_red / 64;
+  const int64_t p = by_threads < by_length ? by_threads : by_length;
+  return p > 1 ? p : 1;
+}
+/// The first element of stretch c of `splits` equal stretches over n_red
+/// elements (stretch c is [stretch_begin(c), stretch_begin(c + 1))).
+SMELT_HD int64_t stretch_begin(int64_t c, int64_t splits, int64_t n_red) {
+  const int64_t len = (n_red + splits - 1) / splits;
+  return c * len < n_red ? c * len : n_red;
+}
+
 /// Independent lanes of a contiguous run (vectorizable: one SIMD register of floats).
 inline constexpr int kLanes = 8;
 /// Cascade depth and fan-out.
@@ -322,17 +356,29 @@ inline constexpr int64_t kColumnChunk = 128;
 
 /// Accumulators whose contiguous runs use lanes (cheap, commutative steps).
 template <class Op>
-struct is_lane_op : std::false_type {};
+struct is_lane_op {
+  static constexpr bool value = false;
+};
 template <class A>
-struct is_lane_op<Sum<A>> : std::true_type {};
+struct is_lane_op<Sum<A>> {
+  static constexpr bool value = true;
+};
 template <class A>
-struct is_lane_op<Prod<A>> : std::true_type {};
+struct is_lane_op<Prod<A>> {
+  static constexpr bool value = true;
+};
 template <class A>
-struct is_lane_op<Max<A>> : std::true_type {};
+struct is_lane_op<Max<A>> {
+  static constexpr bool value = true;
+};
 template <class A>
-struct is_lane_op<Min<A>> : std::true_type {};
+struct is_lane_op<Min<A>> {
+  static constexpr bool value = true;
+};
 template <class A>
-struct is_lane_op<Welford<A>> : std::true_type {};
+struct is_lane_op<Welford<A>> {
+  static constexpr bool value = true;
+};
 
 /// InnerOrder: elements per chunk (8 lanes x 16 for the lane ops, so float sums
 /// stay pairwise-accurate; longer for the others).
@@ -446,6 +492,17 @@ struct InnerOrder {
       }
     }
   }
+  /// Folds the elements [r0, r1) of a row whose runs are `run` elements long
+  /// (a stretch may begin and end inside a run).
+  template <bool kContiguous, class Get>
+  SMELT_HD void stretch(int64_t r0, int64_t r1, int64_t run, const Get& get) {
+    for (int64_t s = r0; s < r1;) {
+      int64_t e = (s / run + 1) * run;
+      if (e > r1) e = r1;
+      this->template run<kContiguous>(s, e - s, get);
+      s = e;
+    }
+  }
   SMELT_HD acc_t result() const {
     if (!cascaded) return part;
     Cascade<Op> c = cas;
@@ -473,6 +530,13 @@ struct ColumnOrder {
     cas.add(part);
     part = Op::init();
     rows = 0;
+  }
+  /// Steps the elements [r0, r1) (the same call as InnerOrder's; runs do not
+  /// matter here).
+  template <bool kContiguous, class Get>
+  SMELT_HD void stretch(int64_t r0, int64_t r1, int64_t run, const Get& get) {
+    (void)run;
+    for (int64_t r = r0; r < r1; ++r) step(get(r));
   }
   SMELT_HD acc_t result() const { return cas.result_after(part); }
 };

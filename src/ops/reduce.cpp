@@ -8,8 +8,9 @@
 //            all dims plus flatten=true); cumsum: {dim} ({} for a 0-dim input)
 //   keepdim  bool
 //   dtype    DType: the result dtype; reductions accumulate in
-//            reduce::acc_type of it (float for float16/bfloat16/float32, double
-//            for float64, int64 for integers; var/std/var_mean in double on CPU)
+//            reduce::accumulate_t (detail::accumulation): for sum, mean and
+//            prod acc_type of it (float for float16/bfloat16/float32, double
+//            for float64, int64 for integers); var/std/var_mean in double
 //   correction (double) for var / std / var_mean
 // std is its own node "std" (sqrt of the Welford variance), not sqrt(var(...)).
 // max(x) / min(x) over all elements record "amax" / "amin" over every dim.
@@ -93,6 +94,8 @@ DType sum_dtype(const Tensor& x, std::optional<DType> dtype) {
 
 /// x converted to `dt` for a kernel computing in `dt`; no copy when the kernel
 /// accumulates x's elements exactly already (same dtype, or integer -> int64).
+/// The compiler mirrors this (compiler/lower/loop_ir.cpp, reduction_info): a
+/// compiled row visits its elements in the copy's order where eager copies.
 Tensor kernel_input(const Tensor& x, DType dt) {
   if (x.dtype() == dt || (is_integral(x.dtype(), true) && dt == DType::Int64)) return x;
   Tensor c = detail::make_empty(x.sizes(), dt, x.device());

@@ -12,8 +12,10 @@
 #include <functional>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <set>
+#include <tuple>
 
 #include "core/tensor_impl.h"
 #include "ops/op_call.h"
@@ -50,6 +52,29 @@ double base_tol(DType t) {
 }
 
 bool is_half(DType t) { return t == DType::Float16 || t == DType::BFloat16; }
+
+/// How far library math (Precision::Transcendental) may round from eager's:
+/// generated code calls glibc's vector variants (<= 4 ulp) where eager calls
+/// the scalar ones; float16/bfloat16 results, computed in float, may round to
+/// the neighbouring half value.
+double lib_math_tol(DType t) {
+  switch (t) {
+    case DType::Float64:
+      return 1e-15;  // 4 ulp
+    case DType::Float32:
+      return 5e-7;  // 4 ulp
+    case DType::Float16:
+      return 2e-3;  // 2 ulp
+    case DType::BFloat16:
+      return 1.6e-2;  // 2 ulp
+    default:
+      return 0;
+  }
+}
+
+/// Largest relative spread a result may take from its inputs' deviations (see
+/// Gen::propagated_error); above it the step is not kept.
+constexpr double kMaxSpread = 1e-2;
 
 std::string scalar_str(const Scalar& s) {
   if (s.is_bool()) return s.to_int() ? "true" : "false";
@@ -763,6 +788,79 @@ struct Gen {
     return std::any_of(v.begin(), v.end(), [](double d) { return d == 0; });
   }
 
+  /// The spread step `s` may legitimately take from its inputs' deviations:
+  /// every floating input with a scale (one that compiled code may compute
+  /// differently) is multiplied by 1 +- its scale, element by element with
+  /// random signs (sums that cancel show it), and the step is run again in
+  /// float64 against its unperturbed float64 run. Returns the largest
+  /// |y' - y| / (1 + |y|), the form of the comparison's tolerance; nullopt when
+  /// the step is ill-conditioned on this data: a non-finite value appears or
+  /// vanishes, the spread passes kMaxSpread, or the result of a discontinuous
+  /// step changes (checked with every input scaled up and every input down).
+  std::optional<double> propagated_error(const Step& s, bool discontinuous) {
+    std::mt19937_64 noise(0x9e3779b97f4a7c15ull ^ vals.size());
+    auto runs = [&](int sign) {  // sign 0: random signs
+      std::vector<Tensor> base, pert;
+      size_t w = 0, i = 0;
+      bool any = false;
+      for (size_t pos = 0; pos < s.in.size() + s.wrapped.size(); ++pos) {
+        if (w < s.wrapped.size() && s.wrapped[w].first == pos) {
+          Tensor t = detail::wrapped_scalar(s.wrapped[w++].second);
+          base.push_back(t);
+          pert.push_back(t);
+          continue;
+        }
+        const int v = s.in.at(i++);
+        const Tensor& x = vals[v];
+        if (!is_floating(x.dtype()) || p.scale[v] <= 0 || x.numel() == 0) {
+          base.push_back(x);
+          pert.push_back(x);
+          continue;
+        }
+        any = true;
+        Tensor x64 = x.to(DType::Float64).contiguous();
+        std::vector<double> f(static_cast<size_t>(x.numel()));
+        for (auto& e : f) {
+          const int sg = sign != 0 ? sign : ((noise() & 1) ? 1 : -1);
+          e = 1 + sg * p.scale[v];
+        }
+        base.push_back(x64);
+        pert.push_back(x64 * from_vector<double>(f, x64.sizes()));
+      }
+      return std::make_tuple(any, base, pert);
+    };
+    double spread = 0;
+    for (int sign : discontinuous ? std::vector<int>{1, -1} : std::vector<int>{0}) {
+      auto [any, base, pert] = runs(sign);
+      if (!any) return 0.0;
+      Tensor y0, y1;
+      try {
+        y0 = detail::call_op(s.op, base, s.attrs).at(static_cast<size_t>(s.output));
+        y1 = detail::call_op(s.op, pert, s.attrs).at(static_cast<size_t>(s.output));
+      } catch (const Error&) {
+        return 0.0;  // the op takes no float64: nothing to measure
+      }
+      if (y0.sizes() != y1.sizes() || y0.numel() == 0) return 0.0;
+      const bool exact = discontinuous || !is_floating(y0.dtype());
+      auto a = as_doubles(y0), b = as_doubles(y1);
+      for (size_t k = 0; k < a.size(); ++k) {
+        const bool fa = std::isfinite(a[k]), fb = std::isfinite(b[k]);
+        if (fa != fb || std::isnan(a[k]) != std::isnan(b[k])) return std::nullopt;
+        if (!fa) {
+          if (!std::isnan(a[k]) && a[k] != b[k]) return std::nullopt;
+          continue;
+        }
+        if (exact) {
+          if (a[k] != b[k]) return std::nullopt;
+          continue;
+        }
+        spread = std::max(spread, std::abs(b[k] - a[k]) / (1 + std::abs(a[k])));
+      }
+    }
+    if (spread > kMaxSpread) return std::nullopt;
+    return spread;
+  }
+
   /// Tries to append one step; false when the candidate was rejected.
   bool try_step() {
     Step s;
@@ -850,11 +948,18 @@ struct Gen {
           (def->kind == detail::OpKind::Reduction && def->accumulator == detail::Accumulator::None))
         scale *= 2;
     }
-    // Library math (exp, sin, pow, ...) may round differently compiled (glibc's
-    // vector variants, <= 4 ulp) and eager: a tolerance of the dtype it is
-    // computed in, which stays with the value when it is cast to a wider dtype.
+    // Library math (exp, sin, pow, ...) may round differently compiled and
+    // eager: a tolerance of the dtype it is computed in, which stays with the
+    // value when it is cast to a wider dtype.
     if (def->precision == detail::Precision::Transcendental && is_floating(dt))
-      scale = std::max(scale, base_tol(dt));
+      scale = std::max(scale, lib_math_tol(dt));
+    // What the inputs' own deviations can do to the result (tan near a pole,
+    // the reciprocal of a sum that cancels, exp of a large value).
+    if (!moves) {
+      std::optional<double> spread = propagated_error(s, disc);
+      if (!spread) return false;
+      scale = std::max(scale, *spread);
+    }
     if (moves)
       for (int i : s.in) chalf = chalf || computed_half[i];
     else if (!cast && is_half(dt))

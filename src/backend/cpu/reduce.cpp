@@ -22,7 +22,7 @@ namespace {
 
 /// Outputs accumulated side by side by the outer schedule (one row of up to
 /// kBlock columns per reduced element: long contiguous reads).
-constexpr int64_t kBlock = 1024;
+constexpr int64_t kBlock = r::kColumnBlock;
 
 /// A heap array of accumulators (not std::vector: vector<bool> packs bits, so
 /// threads writing neighbouring elements would race).
@@ -151,7 +151,8 @@ void reduce_loop(const Tensor& x, const std::vector<int64_t>& dims, const Emit& 
   if (g.n_out == 0) return;
   const T* base = static_cast<const T*>(x.data_ptr());
   const int64_t nthreads = omp_get_max_threads();
-  const bool parallel = g.n_out * std::max<int64_t>(g.n_red, 1) >= kParallelGrain && nthreads > 1;
+  const bool parallel =
+      g.n_out * std::max<int64_t>(g.n_red, 1) >= r::kReduceParallelGrain && nthreads > 1;
   if (g.n_red == 0) {
     for (int64_t o = 0; o < g.n_out; ++o) emit(o, Op::init());
     return;
@@ -164,7 +165,7 @@ void reduce_loop(const Tensor& x, const std::vector<int64_t>& dims, const Emit& 
     const int64_t V = g.out_sizes[v], sv = g.out_in_strides[v], ov = g.out_out_strides[v];
     const int64_t nblk = (V + kBlock - 1) / kBlock;
     const int64_t n_rows = g.n_out / V;
-    const int64_t tasks = n_rows * nblk;
+    const int64_t tasks = n_rows * nblk;  // g.column_tasks()
     // Row r of the kept dims other than v: input / output offsets.
     Shape rs, ris, ros;
     for (size_t d = 0; d < g.out_sizes.size(); ++d) {
@@ -183,10 +184,8 @@ void reduce_loop(const Tensor& x, const std::vector<int64_t>& dims, const Emit& 
         out_off += i * ros[d];
       }
     };
-    int64_t P = 1;  // splits of the reduced range
-    if (parallel && tasks < nthreads)
-      P = std::max<int64_t>(1, std::min<int64_t>((nthreads + tasks - 1) / tasks, g.n_red / 64));
-    const int64_t rlen = (g.n_red + P - 1) / P;
+    // splits of the reduced range
+    const int64_t P = r::column_splits(g.n_out, g.n_red, tasks, nthreads);
     AccBuf<Acc> partial(P > 1 ? g.n_out * P : 0);
 #pragma omp parallel for schedule(static) if (parallel)
     for (int64_t t = 0; t < tasks * P; ++t) {
@@ -196,7 +195,8 @@ void reduce_loop(const Tensor& x, const std::vector<int64_t>& dims, const Emit& 
       row_offsets(row, in_off, out_off);
       const int64_t j0 = blk * kBlock, jn = std::min(kBlock, V - j0);
       AccBuf<Acc> res(jn);
-      const int64_t r0 = cidx * rlen, r1 = std::min(g.n_red, r0 + rlen);
+      const int64_t r0 = r::stretch_begin(cidx, P, g.n_red),
+                    r1 = r::stretch_begin(cidx + 1, P, g.n_red);
       accumulate_block<Op>(base + in_off + j0 * sv, g, sv, jn, r0, r1, res.data());
       for (int64_t j = 0; j < jn; ++j) {
         const int64_t o = out_off + (j0 + j) * ov;
@@ -218,16 +218,14 @@ void reduce_loop(const Tensor& x, const std::vector<int64_t>& dims, const Emit& 
   }
 
   // Inner schedule.
-  if (parallel && g.n_out < nthreads) {
+  if (const int64_t P = r::inner_splits(g.n_out, g.n_red, nthreads); P > 1) {
     // Few outputs, long reductions: per-thread partials merged with combine().
-    const int64_t P =
-        std::max<int64_t>(1, std::min<int64_t>((nthreads + g.n_out - 1) / g.n_out, g.n_red / 1024));
-    const int64_t rlen = (g.n_red + P - 1) / P;
     AccBuf<Acc> partial(g.n_out * P);
 #pragma omp parallel for schedule(static)
     for (int64_t t = 0; t < g.n_out * P; ++t) {
       const int64_t o = t / P, cidx = t % P;
-      const int64_t r0 = cidx * rlen, r1 = std::min(g.n_red, r0 + rlen);
+      const int64_t r0 = r::stretch_begin(cidx, P, g.n_red),
+                    r1 = r::stretch_begin(cidx + 1, P, g.n_red);
       partial[t] = accumulate_range<Op>(base + out_input_offset(g, o), g, r0, r1);
     }
     for (int64_t o = 0; o < g.n_out; ++o) {

@@ -92,19 +92,39 @@ void CppDialect::range_begin(const Range& r, const KernelConfig& c, CodeBuffer& 
 
 void CppDialect::split_reduce(const Stmt& s, const std::string& acc_type, const std::string& loop,
                               CodeBuffer& out) const {
-  out.line(fmt::format("std::vector<decltype({0})> {0}_part(omp_get_max_threads(), {1}::init());",
-                       s.name, acc_type));
-  out.line("#pragma omp parallel");
-  out.line("{");
+  // Eager's stretches where eager splits the row (reduce::inner_splits /
+  // column_splits of the same geometry and thread count: bitwise eager), else
+  // one per thread; each folded in the row's order, combined in order.
+  const bool column = s.order == AccOrder::Column;
+  const std::string n = s.name, rn = fmt::format("INT64_C({})", s.extent);
+  const std::string eager =
+      column
+          ? fmt::format("smelt::reduce::column_splits(INT64_C({}), {}, INT64_C({}), {}_threads)",
+                        s.rows, rn, s.tasks, n)
+          : fmt::format("smelt::reduce::inner_splits(INT64_C({}), {}, {}_threads)", s.rows, rn, n);
+  out.line(fmt::format("const int64_t {}_threads = omp_get_max_threads();", n));
+  out.line(fmt::format("const int64_t {0}_eager = {1};", n, eager));
+  out.line(fmt::format("const int64_t {0}_splits = {0}_eager > 1 ? {0}_eager : {0}_threads;", n));
+  out.line(fmt::format("std::vector<decltype({0})> {0}_part({0}_splits, {0});", n));
+  out.line(fmt::format("#pragma omp parallel for schedule(static) num_threads({}_splits)", n));
+  out.line(fmt::format("for (int64_t {0}_c = 0; {0}_c < {0}_splits; ++{0}_c) {{", n));
   out.indent();
-  out.line(fmt::format("auto {} = {}::init();", s.partial, acc_type));
+  out.line(fmt::format(
+      "const int64_t r_begin = smelt::reduce::stretch_begin({0}_c, {0}_splits, {1});", n, rn));
+  out.line(fmt::format(
+      "const int64_t r_end = smelt::reduce::stretch_begin({0}_c + 1, {0}_splits, {1});", n, rn));
+  out.line(fmt::format("smelt::reduce::{}Order<{}> {}(r_begin);", column ? "Column" : "Inner",
+                       acc_type, s.partial));
   std::istringstream in(loop);
   for (std::string l; std::getline(in, l);) out.line(l);
-  out.line(fmt::format("{}_part[omp_get_thread_num()] = {};", s.name, s.partial));
+  out.line(fmt::format("{0}_part[{0}_c] = {1}.result();", n, s.partial));
   out.dedent();
   out.line("}");
+  out.line(fmt::format("{0} = {0}_part[0];", n));
   out.line(
-      fmt::format("for (const auto& p : {0}_part) {0} = {1}::combine({0}, p);", s.name, acc_type));
+      fmt::format("for (int64_t {0}_c = 1; {0}_c < {0}_splits; ++{0}_c) {0} = {1}::combine({0}, "
+                  "{0}_part[{0}_c]);",
+                  n, acc_type));
 }
 
 std::string CppDialect::set_error_flag(int code) const {

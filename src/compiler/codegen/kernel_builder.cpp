@@ -121,12 +121,7 @@ class Builder {
   Stmt& open(Stmt s) {
     add(std::move(s));
     Stmt& opened = scopes_.back().out->back();
-    Stmt* body_owner = &opened;
-    if (opened.kind == Stmt::Kind::SplitReduce) {
-      opened.body.push_back(loop("r", rnumel_, RangeTag::Thread));
-      body_owner = &opened.body.back();
-    }
-    scopes_.push_back(Scope{&body_owner->body, {}});
+    scopes_.push_back(Scope{&opened.body, {}});
     return opened;
   }
   void close() { scopes_.pop_back(); }
@@ -522,26 +517,22 @@ class Builder {
     for (int node : grp_.reductions) {
       const Node& n = g_.nodes[node];
       ReductionInfo info = reduction_info(g_, n);
-      // A row split across threads steps in index order, not eager's cascade:
-      // its float32 sums accumulate in double so a long row stays accurate.
-      if (cfg_.split && info.accumulator == "Sum" && info.acc_dtype == DType::Float32)
-        info.acc_dtype = DType::Float64;
       ops_.insert(n.op);
       std::string acc = fmt::format("acc{}", acc_id++);
       bool indexed = info.accumulator == "ArgMax" || info.accumulator == "ArgMin";
-      // A row reduced on one CPU thread combines its elements in eager's order
-      // (ReductionOrder), so the result equals eager's bit for bit; a row split
-      // across threads, and the CUDA dialect, step in index order.
-      const AccOrder order = cfg_.split || cfg_.target != Target::Cpp ? AccOrder::Plain
-                             : info.order.column                      ? AccOrder::Column
-                                                                      : AccOrder::Inner;
-      const std::string target = order == AccOrder::Plain ? acc : acc + "_order";
+      // Rows are combined in eager's order (ReductionOrder: InnerOrder or
+      // ColumnOrder of reduce_ops.h), so a row reduced on one thread equals
+      // eager bit for bit; a split row is cut into eager's stretches when eager
+      // cuts it too. The CUDA dialect steps rows in index order (Plain).
+      const AccOrder order = info.order.column ? AccOrder::Column : AccOrder::Inner;
+      const bool plain = !cfg_.split && cfg_.target != Target::Cpp;
+      const std::string target = cfg_.split || plain ? acc : acc + "_order";
       Stmt init;
       init.kind = Stmt::Kind::AccInit;
       init.name = target;
       init.accumulator = info.accumulator;
       init.acc_dtype = info.acc_dtype;
-      init.order = order;
+      init.order = cfg_.split || plain ? AccOrder::Plain : order;
       add(init);
       // The element as the accumulator takes it: rounded to the element dtype,
       // then converted to the accumulate type (eager's rule).
@@ -549,54 +540,59 @@ class Builder {
         return convert(convert(std::move(x), n.inputs[0].dtype, info.elem_dtype), info.elem_dtype,
                        info.acc_dtype);
       };
-      auto step = [&](const std::string& name, ExprPtr x) {
-        Stmt st;
-        st.kind = Stmt::Kind::AccStep;
-        st.name = name;
-        st.accumulator = info.accumulator;
-        st.acc_dtype = info.acc_dtype;
-        st.indexed = indexed;
-        st.order = order;
-        st.value = element(std::move(x));
-        add(std::move(st));
-      };
-      bool prefill =
-          std::find(cfg_.prefill.begin(), cfg_.prefill.end(), node) != cfg_.prefill.end();
-      // The reduced dims walked in eager's visiting order (row-major in index order
-      // for Plain).
-      const Index visit =
-          order == AccOrder::Plain ? full : domain_index(s, grp_.rdims, o, r, info.order.dims);
-      // InnerOrder: the row as runs of info.order.run elements, run rc starting at
-      // rc * run; the element at `r` computed by `elem(at)`.
-      auto inner_runs = [&](const std::function<ExprPtr(const Index&)>& elem) {
-        // An empty row is one empty run (the element is still described: the
-        // kernel takes the arguments the schedule gives it).
-        const int64_t run = rnumel_ == 0 ? 0 : info.order.run;
-        const int64_t runs = rnumel_ == 0 ? 1 : rnumel_ / run;
-        if (runs > 1) open(loop("rc", runs, RangeTag::Serial));
+      // The reduced dims walked in eager's visiting order (index order when plain).
+      const Index visit = plain ? full : domain_index(s, grp_.rdims, o, r, info.order.dims);
+      // The elements [r0, r1) of the row folded into order struct `name`; the
+      // element at `r` is `elem(visit)`.
+      auto stretch = [&](const std::string& name, IndexExpr r0, IndexExpr r1,
+                         const std::function<ExprPtr(const Index&)>& elem) {
         Stmt rs;
         rs.kind = Stmt::Kind::AccRun;
-        rs.name = target;
+        rs.name = name;
         rs.acc_dtype = info.acc_dtype;
         rs.contiguous = info.order.contiguous;
-        rs.range = Range{"r", IndexExpr::constant(run), RangeTag::Serial};
-        rs.index = runs > 1 ? IndexExpr::var("rc", runs) * run : IndexExpr::constant(0);
+        rs.extent = std::max<int64_t>(1, info.order.run);
+        rs.index = std::move(r0);
+        rs.range = Range{"r", std::move(r1), RangeTag::Serial};
         Stmt& opened = open(rs);
         opened.value = element(elem(visit));
         close();
-        if (runs > 1) close();
       };
+      auto input = [&](const Index& at) { return value(n.inputs[0], at); };
+      bool prefill =
+          std::find(cfg_.prefill.begin(), cfg_.prefill.end(), node) != cfg_.prefill.end();
       if (cfg_.split) {
-        // One long row: split across threads, partials combined in thread order.
-        Stmt sr = init;
+        // One long row split across threads: eager's stretches (or one per
+        // thread where eager does not split), combined in order.
+        Stmt sr;
         sr.kind = Stmt::Kind::SplitReduce;
+        sr.name = acc;
         sr.partial = acc + "_local";
+        sr.accumulator = info.accumulator;
+        sr.acc_dtype = info.acc_dtype;
+        sr.order = order;
+        sr.extent = rnumel_;
+        sr.rows = info.outer;
+        sr.tasks = info.order.tasks;
         open(sr);
-        step(sr.partial, value(n.inputs[0], full));
+        const int64_t bound = std::max<int64_t>(1, rnumel_ + 1);
+        stretch(sr.partial, IndexExpr::var("r_begin", bound), IndexExpr::var("r_end", bound),
+                input);
+        close();
+      } else if (plain) {
+        open(loop("r", rnumel_, RangeTag::Serial));
+        Stmt st;
+        st.kind = Stmt::Kind::AccStep;
+        st.name = target;
+        st.accumulator = info.accumulator;
+        st.acc_dtype = info.acc_dtype;
+        st.indexed = indexed;
+        st.value = element(value(n.inputs[0], full));
+        add(std::move(st));
         close();
       } else if (prefill) {
         // Persistent row, computed element: the row in its own loop (which
-        // vectorizes), then the reduction over the stored row.
+        // vectorizes), stored in visiting order, then folded from the store.
         Stmt rb;
         rb.kind = Stmt::Kind::RowBuffer;
         rb.name = fmt::format("rowin{}", acc_id);
@@ -611,21 +607,12 @@ class Builder {
         rs.index = r;
         add(std::move(rs));
         close();
-        if (order == AccOrder::Inner) {
-          inner_runs([&](const Index&) { return row_load(rb.name, n.inputs[0].dtype); });
-        } else {
-          open(loop("r", rnumel_, RangeTag::Serial));
-          step(target, row_load(rb.name, n.inputs[0].dtype));
-          close();
-        }
-      } else if (order == AccOrder::Inner) {
-        inner_runs([&](const Index& at) { return value(n.inputs[0], at); });
+        stretch(target, IndexExpr::constant(0), IndexExpr::constant(rnumel_),
+                [&](const Index&) { return row_load(rb.name, n.inputs[0].dtype); });
       } else {
-        open(loop("r", rnumel_, RangeTag::Serial));
-        step(target, value(n.inputs[0], visit));
-        close();
+        stretch(target, IndexExpr::constant(0), IndexExpr::constant(rnumel_), input);
       }
-      if (order != AccOrder::Plain) {
+      if (!cfg_.split && !plain) {
         Stmt fin;
         fin.kind = Stmt::Kind::AccFinish;
         fin.name = acc;

@@ -80,8 +80,8 @@ struct Expr {
 /// How an accumulator combines a row (src/kernels/reduce_ops.h).
 enum class AccOrder {
   Plain,   // acc = step(acc, x) in index order (split rows, the CUDA dialect)
-  Inner,   // eager's InnerOrder: runs folded through reduce::InnerOrder (AccRun)
-  Column,  // eager's ColumnOrder: elements stepped through reduce::ColumnOrder
+  Inner,   // eager's InnerOrder: the row folded through reduce::InnerOrder (AccRun)
+  Column,  // eager's ColumnOrder: the row folded through reduce::ColumnOrder (AccRun)
 };
 
 struct Stmt {
@@ -95,14 +95,16 @@ struct Stmt {
     CheckIndex,   // the error flag is set to `code` when value is outside [0, extent)
     AccInit,      // accumulator `name` of reduce struct `accumulator` over acc_dtype,
                   // combined in `order` (Inner / Column: the order struct)
-    AccStep,      // Plain: name = step(name, value [, index]) (index: arg-reductions);
-                  // Column: name.step(value)
-    AccRun,       // Inner: name.run<contiguous>(index, extent, get), get(r) being
-                  // `body` (over range.var) then `value`: one run of the row
+    AccStep,      // Plain: name = step(name, value [, index]) (index: arg-reductions)
+    AccRun,       // order struct `name` folds the row's elements [index, range.extent)
+                  // (runs of `extent` elements): name.stretch<contiguous>(...,
+                  // get), get(range.var) being `body` then `value`
     AccFinish,    // name = the result of order struct `partial` (Inner / Column)
-    SplitReduce,  // body (a Loop over the row) runs split across threads, each
-                  // stepping its own partial accumulator `partial` (scratch),
-                  // then the partials are combined into `name` in thread order
+    SplitReduce,  // the row of `extent` elements cut into stretches, one thread
+                  // each (eager's, reduce::inner_splits / column_splits of `rows`
+                  // outputs and `tasks`; else one per thread): `body` (an AccRun
+                  // over [r_begin, r_end)) folds a stretch into order struct
+                  // `partial`; the stretches' results combined in order into `name`
   };
   Kind kind = Kind::Let;
   Range range;
@@ -116,8 +118,10 @@ struct Stmt {
   DType acc_dtype = DType::Float32;
   std::string partial;  // SplitReduce; AccFinish: the order struct
   bool indexed = false;
-  AccOrder order = AccOrder::Plain;  // AccInit, AccStep
-  bool contiguous = false;           // AccRun: the run is contiguous in eager's layout
+  AccOrder order = AccOrder::Plain;  // AccInit, SplitReduce
+  bool contiguous = false;           // AccRun: runs are contiguous in eager's layout
+  int64_t rows = 0;                  // SplitReduce: the reduction's outputs
+  int64_t tasks = 0;                 // SplitReduce, Column: eager's column tasks
   ExprPtr mask;                      // CheckZero, CheckIndex: checked only where this holds
   int code = 0;                      // CheckZero, CheckIndex: the op table's RuntimeCheck
 };

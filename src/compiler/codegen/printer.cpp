@@ -254,19 +254,16 @@ class Printer {
                                 acc_type(s.accumulator, s.acc_dtype), s.name));
         return;
       case Stmt::Kind::AccStep:
-        if (s.order == AccOrder::Column)
-          out_.line(fmt::format("{}.step({});", s.name, expr(*s.value)));
-        else
-          out_.line(fmt::format("{0} = {1}::step({0}, {2}{3});", s.name,
-                                acc_type(s.accumulator, s.acc_dtype), expr(*s.value),
-                                s.indexed ? ", r" : ""));
+        out_.line(fmt::format("{0} = {1}::step({0}, {2}{3});", s.name,
+                              acc_type(s.accumulator, s.acc_dtype), expr(*s.value),
+                              s.indexed ? ", r" : ""));
         return;
       case Stmt::Kind::AccRun:
-        // One run of the row: the element at index `r` is computed by a lambda
-        // the order struct calls (inlined: contiguous runs vectorize).
-        out_.line(fmt::format("{}.run<{}>({}, {}, [&]({} {}) -> {} {{", s.name,
+        // The element at index `r` is computed by a lambda the order struct
+        // calls (inlined: contiguous runs vectorize).
+        out_.line(fmt::format("{}.stretch<{}>({}, {}, {}, [&]({} {}) -> {} {{", s.name,
                               s.contiguous ? "true" : "false", s.index.str(), s.range.extent.str(),
-                              d_.index_type(k_.config.index_bits), s.range.var,
+                              s.extent, d_.index_type(k_.config.index_bits), s.range.var,
                               d_.value_type(s.acc_dtype)));
         out_.indent();
         body(s.body);

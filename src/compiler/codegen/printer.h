@@ -45,8 +45,9 @@ class Dialect {
   virtual void range_begin(const Range& r, const KernelConfig& c, CodeBuffer& out) const = 0;
   /// A barrier among the threads that share a range ("" where none is needed).
   virtual std::string barrier() const = 0;
-  /// Prints a row split across threads: `partial` accumulators of type `acc`
-  /// step over `loop`, then combine into `s.name` in a fixed order.
+  /// Prints a row split across threads (Stmt::SplitReduce): each stretch
+  /// [r_begin, r_end) folded by `loop` into its own order struct `s.partial`
+  /// over accumulator `acc_type`, the results combined into `s.name` in order.
   virtual void split_reduce(const Stmt& s, const std::string& acc_type, const std::string& loop,
                             CodeBuffer& out) const = 0;
   /// Statement that sets the kernel's error flag to `code` (a RuntimeCheck of
