@@ -4,7 +4,10 @@
 # - ctest second_compiler: another compiler (SMELT_CHECK_CXX, e.g. clang++)
 #   parses every source with warnings as errors (cmake/check_second_compiler.cmake);
 # - ctest install_consumer: a fresh install used by examples/consumer through
-#   find_package and pkg-config (cmake/check_install.cmake).
+#   find_package and pkg-config (cmake/check_install.cmake);
+# - ctest readme_examples: the README's code blocks are the examples/ files they
+#   quote (tools/readme_examples.py); ctest example_readme_*: those examples run
+#   from the repository root, as the README says, and check their results.
 
 file(GLOB_RECURSE SMELT_PUBLIC_HEADERS CONFIGURE_DEPENDS RELATIVE ${PROJECT_SOURCE_DIR}/include
      ${PROJECT_SOURCE_DIR}/include/smelt/*.h)
@@ -39,6 +42,17 @@ if(SMELT_CHECK_CXX)
     -DGENERATOR=${SMELT_CHECK_GENERATOR} -P ${PROJECT_SOURCE_DIR}/cmake/check_second_compiler.cmake)
   # A long test: COST starts it early (after golden_compiled).
   set_tests_properties(second_compiler PROPERTIES TIMEOUT 1200 COST 10000)
+endif()
+
+add_test(NAME readme_examples COMMAND python3 ${PROJECT_SOURCE_DIR}/tools/readme_examples.py
+  --check ${PROJECT_SOURCE_DIR}/README.md)
+if(SMELT_BUILD_EXAMPLES)
+  add_test(NAME example_readme_model COMMAND example_readme_model
+    ${SMELT_SHARED_DIR}/data/seed_mlp.safetensors WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+  add_test(NAME example_readme_function COMMAND example_readme_function
+    WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+  set_tests_properties(example_readme_model example_readme_function PROPERTIES
+    ENVIRONMENT "SMELT_CACHE_DIR=${PROJECT_BINARY_DIR}/test-kernel-cache")
 endif()
 
 if(SMELT_INSTALL AND SMELT_BUILD_CLI)

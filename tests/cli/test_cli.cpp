@@ -1,16 +1,20 @@
 // The `smelt` command-line tool as a user sees it: --help shows every default
 // and describes --device, errors are printed once with one "smelt" prefix,
 // `golden --filter` that matches nothing fails and says so, long commands
-// draw a progress line on stderr only when it is a terminal, and `bench`
-// explains its columns.
+// draw a progress line on stderr only when it is a terminal, `bench`
+// explains its columns, and `cache` reports and clears the kernel cache.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <pty.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -165,5 +169,41 @@ TEST(Cli, FuzzShowsProgressOnlyOnATerminal) {
   CliRun pipe = run_cli({"fuzz", "--cases", "3", "--seed", "3"});
   EXPECT_EQ(pipe.rc, 0);
   EXPECT_EQ(pipe.err.find("cases ("), std::string::npos) << pipe.err;
+}
+TEST(Cli, CacheShowsLocationSizeAndClears) {
+  char tmpl[] = "/tmp/smelt-cli-cache-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  auto write = [&](const std::string& name, size_t bytes) {
+    std::ofstream(dir + "/" + name) << std::string(bytes, 'x');
+  };
+  write("0123456789abcdef.cpp", 1000);
+  write("0123456789abcdef.so", 2000);
+  write("0123456789abcdef.meta", 48);
+  write("fedcba9876543210.so.tmp.12.34", 100);  // a temporary a crash left
+  write("notes.txt", 5);                        // not the cache's
+  ::mkdir((dir + "/models").c_str(), 0700);
+  const char* old = std::getenv("SMELT_CACHE_DIR");
+  const std::string saved = old ? old : "";
+  ::setenv("SMELT_CACHE_DIR", dir.c_str(), 1);
+  CliRun info = run_cli({"cache"});
+  CliRun clear = run_cli({"cache", "--clear"});
+  CliRun after = run_cli({"cache"});
+  if (old)
+    ::setenv("SMELT_CACHE_DIR", saved.c_str(), 1);
+  else
+    ::unsetenv("SMELT_CACHE_DIR");
+  EXPECT_EQ(info.rc, 0) << info.err;
+  EXPECT_EQ(info.out, "kernel cache: " + dir +
+                          " (from SMELT_CACHE_DIR)\n2 compiled kernel modules, 3.1 KiB in 4 "
+                          "files\nnothing is evicted; `smelt cache --clear` deletes them (rebuilt "
+                          "when needed)\n");
+  EXPECT_EQ(clear.rc, 0) << clear.err;
+  EXPECT_EQ(clear.out, "removed 4 files (3.1 KiB, 2 kernel modules) from " + dir + "\n");
+  EXPECT_NE(after.out.find("0 compiled kernel modules, 0 bytes in 0 files"), std::string::npos)
+      << after.out;
+  EXPECT_TRUE(std::filesystem::exists(dir + "/notes.txt")) << "only the cache's files go";
+  EXPECT_TRUE(std::filesystem::is_directory(dir + "/models"));
+  std::filesystem::remove_all(dir);
 }
 #endif

@@ -21,6 +21,13 @@ struct GoldenOptions {
 /// "N passed, M failed"; returns 0 only when none failed (golden.cpp).
 int cmd_golden(const GoldenOptions& opts);
 
+struct CacheOptions {
+  bool clear = false;  // delete the cached kernels
+};
+/// `smelt cache [--clear]`: the kernel cache's location, kernel count and size,
+/// or delete its kernels (cache_cmd.cpp).
+int cmd_cache(const CacheOptions& opts);
+
 /// `smelt demo`: the main job (demo.cpp).
 int cmd_demo(const std::string& shared_dir);
 

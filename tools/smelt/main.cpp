@@ -27,6 +27,10 @@ int main(int argc, char** argv) {
   g->add_flag("-v,--verbose", golden.verbose, "print passing cases too");
   g->footer("A progress line with counts and ETA is shown on stderr when it is a terminal.");
 
+  CacheOptions cache;
+  auto* c = app.add_subcommand("cache", "the kernel cache: location, size; --clear empties it");
+  c->add_flag("--clear", cache.clear, "delete the cached kernels (rebuilt when needed)");
+
   std::string shared_dir = SMELT_SHARED_DIR;
   auto* d = app.add_subcommand("demo", "the main job: benchmarks and the shared PyTorch models");
   d->add_option("--shared", shared_dir, "folder with golden/ and data/");
@@ -81,6 +85,7 @@ int main(int argc, char** argv) {
   try {
     if (app.got_subcommand("ops")) return cmd_ops();
     if (app.got_subcommand(g)) return cmd_golden(golden);
+    if (app.got_subcommand(c)) return cmd_cache(cache);
     if (app.got_subcommand(d)) return cmd_demo(shared_dir);
     if (app.got_subcommand(b)) {
       bench.round_intermediates = !no_round;
