@@ -232,3 +232,24 @@ TEST(ReductionAccumulation, GeometryVisitsByDecreasingStride) {
   EXPECT_EQ(m.run(), 24);
   EXPECT_TRUE(m.run_contiguous());
 }
+
+// A normalization over rows whose elements are all equal (a row of one element,
+// or a broadcast value) gives exactly 0 eagerly: the mean equals each element.
+// The compiled kernel recomputes its inlined producer (sigmoid) in each pass
+// over the row; every pass must compute it the same way, or the difference
+// (one ulp) is divided by sqrt(eps) (the fuzzer found 1.9e-5 against 0).
+TEST_F(ReductionOrder, NormalizationOfEqualElementsIsExactlyZero) {
+  for (int64_t rows : {1, 7, 64, 1000}) {
+    for (int64_t n : {1, 2, 3}) {
+      manual_seed(11 + rows);
+      Tensor x = randn({rows, 1});
+      auto f = [n](const Tensor& x) {
+        Tensor s = sigmoid(x * 1.7 - 0.3).expand({x.size(0), n});
+        return std::vector<Tensor>{layer_norm(s, {n}), s - s.mean({1}, true)};
+      };
+      auto want = f(x);
+      auto got = compile(f)(x);
+      expect_bitwise(got, want, "rows " + std::to_string(rows) + ", n " + std::to_string(n));
+    }
+  }
+}
