@@ -53,10 +53,11 @@ double base_tol(DType t) {
 
 bool is_half(DType t) { return t == DType::Float16 || t == DType::BFloat16; }
 
-/// How far library math (Precision::Transcendental) may round from eager's:
-/// generated code calls glibc's vector variants (<= 4 ulp) where eager calls
-/// the scalar ones; float16/bfloat16 results, computed in float, may round to
-/// the neighbouring half value.
+/// How far library math (Precision::Transcendental) may round from eager's.
+/// Generated and eager code call the same functions with the same bits
+/// (kernels/vector_math.h), so this is a margin only, kept for the steps whose
+/// inputs already deviate; float16/bfloat16 results may round to the
+/// neighbouring half value.
 double lib_math_tol(DType t) {
   switch (t) {
     case DType::Float64:

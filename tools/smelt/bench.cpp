@@ -149,13 +149,13 @@ std::vector<Workload> workloads(DType dt) {
   return w;
 }
 
-/// all-MiniLM-L6-v2 (fetched on first use) on a batch of 32 sequences of 128
-/// tokens ([CLS], random word pieces, [SEP]; no padding): encoder, mean
-/// pooling and normalization, as SentenceEncoder::forward. The report adds the
-/// kernels of one encoder layer compiled alone.
-Workload minilm_workload(DType dt) {
+/// all-MiniLM-L6-v2 (fetched on first use; or the model in `model_dir`) on a batch of 32 sequences
+/// of 128 tokens ([CLS], random word pieces, [SEP]; no padding): encoder, mean pooling and
+/// normalization, as SentenceEncoder::forward. The report adds the kernels of one encoder layer
+/// compiled alone.
+Workload minilm_workload(DType dt, const std::string& model_dir) {
   constexpr int64_t B = 32, T = 128;
-  auto enc = std::make_shared<nn::SentenceEncoder>(load_sentence_encoder(""));
+  auto enc = std::make_shared<nn::SentenceEncoder>(load_sentence_encoder(model_dir));
   enc->model->to(dt);
   manual_seed(0);
   Tensor ids = randint(1000, enc->model->config.vocab_size, {B, T});
@@ -222,7 +222,8 @@ Errors compare(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
 nlohmann::json bench_one(const std::string& name, const BenchOptions& opts) {
   const DType dt = dtype_from_name(opts.dtype);
   // The pretrained model is loaded only when asked for.
-  for (auto& w : name == "minilm" ? std::vector<Workload>{minilm_workload(dt)} : workloads(dt)) {
+  for (auto& w :
+       name == "minilm" ? std::vector<Workload>{minilm_workload(dt, opts.model)} : workloads(dt)) {
     if (w.name != name) continue;
     CompileOptions co;
     co.mode = opts.mode;

@@ -39,6 +39,7 @@ struct BenchOptions {
   bool json = false;
   int iters = 0;                    // 0 = automatic
   bool round_intermediates = true;  // CompileOptions::round_intermediates
+  std::string model;                // minilm: sentence-transformers folder ("" = fetched)
 };
 /// `smelt bench <workload>`: eager vs compiled; prints each row as it finishes (bench.cpp).
 int cmd_bench(const BenchOptions& opts);

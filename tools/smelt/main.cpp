@@ -47,6 +47,9 @@ int main(int argc, char** argv) {
   b->add_option("--mode", bench.mode, "compile mode: default|reduce-overhead|max-autotune");
   b->add_flag("--json", bench.json, "print one JSON object per workload");
   b->add_option("--iters", bench.iters, "timed iterations (0 = automatic)");
+  b->add_option("--model", bench.model,
+                "minilm: a sentence-transformers folder of the same architecture (default: "
+                "all-MiniLM-L6-v2, fetched on first use)");
   bool no_round = false;
   b->add_flag("--no-round-intermediates", no_round,
               "keep float16/bfloat16 intermediates in float32 inside kernels (faster, may drift "

@@ -116,10 +116,10 @@ std::string compiler() {
 /// -march=native: wider vectors and FMA instructions; FMA is kept out by
 /// -ffp-contract=off: no fused multiply-add the eager kernels do not do, so
 ///   compiled pointwise code rounds exactly as eager.
-/// -fno-math-errno: libm calls have no side effect, so loops calling them
-///   vectorize (through libmvec where cpp_dialect.cpp declares a SIMD variant:
-///   exp, log, sin, tanh, erf... within 4 ulp of eager's libm, special values
-///   exact). It also lets GCC's vectorizer rewrite pow with a constant exponent
+/// -fno-math-errno: libm calls have no side effect (exp, log, sin, tanh, erf...
+///   are SLEEF's through kernels/vector_math.h, vectorized and bitwise eager's
+///   on every path; the JIT links SMELT_SLEEF_LIBRARY, the library smelt was
+///   built with). It also lets GCC's vectorizer rewrite pow with a constant exponent
 ///   (pow(x, 0.5) -> sqrt(x), wrong at -0.0 and -inf; pow(x, 2) -> x*x):
 ///   scalar::pow hides its exponent from constant folding (scalar::opaque), and
 ///   scalar::fmax/fmin avoid std::fmax, whose sign of a zero result is unspecified.
@@ -206,7 +206,7 @@ std::shared_ptr<backend::Module> build_module(const std::string& source,
   auto compile = [](const std::string& source_path, const std::string& binary_path) {
     std::vector<std::string> argv = {compiler()};
     argv.insert(argv.end(), flag_list().begin(), flag_list().end());
-    argv.insert(argv.end(), {"-o", binary_path, source_path, "-lmvec"});
+    argv.insert(argv.end(), {"-o", binary_path, source_path, SMELT_SLEEF_LIBRARY});
     std::string cmd = fmt::format("{}", fmt::join(argv, " "));
     std::string out;
     int rc = run_command(argv, &out, compile_timeout());
