@@ -14,7 +14,15 @@
 
 #if !defined(__CUDA_ARCH__)
 #if defined(__x86_64__)
-#include <immintrin.h>
+// The vector types of the x86-64 vector function ABI, as GCC vector extensions
+// (the same registers as <immintrin.h>'s __m128/__m256/smelt_vm_f16, without its
+// parsing cost in every JIT translation unit).
+typedef float smelt_vm_f4 __attribute__((vector_size(16)));
+typedef float smelt_vm_f8 __attribute__((vector_size(32)));
+typedef float smelt_vm_f16 __attribute__((vector_size(64)));
+typedef double smelt_vm_d2 __attribute__((vector_size(16)));
+typedef double smelt_vm_d4 __attribute__((vector_size(32)));
+typedef double smelt_vm_d8 __attribute__((vector_size(64)));
 #endif
 
 #ifndef SMELT_VM_VISIBILITY
@@ -39,17 +47,17 @@
 // The float (f) and double functions of `name`, scalar and every vector width.
 // AVX2 (d) has no deterministic variant of its own: it takes AVX's (FMA would
 // round differently from the scalar code).
-#define SMELT_VM_DEFINE(name)                                                                \
-  SMELT_VM_SCALAR(name##f, float, Sleef_cinz_##name##f1_u10purec)                            \
-  SMELT_VM_SCALAR(name, double, Sleef_cinz_##name##d1_u10purec)                              \
-  SMELT_VM_VECTOR(name##f, b, 4, __m128, "sse2", Sleef_cinz_##name##f4_u10sse2)              \
-  SMELT_VM_VECTOR(name##f, c, 8, __m256, "avx", Sleef_cinz_##name##f8_u10avx)                \
-  SMELT_VM_VECTOR(name##f, d, 8, __m256, "avx2", Sleef_cinz_##name##f8_u10avx)               \
-  SMELT_VM_VECTOR(name##f, e, 16, __m512, "avx512f", Sleef_cinz_##name##f16_u10avx512fnofma) \
-  SMELT_VM_VECTOR(name, b, 2, __m128d, "sse2", Sleef_cinz_##name##d2_u10sse2)                \
-  SMELT_VM_VECTOR(name, c, 4, __m256d, "avx", Sleef_cinz_##name##d4_u10avx)                  \
-  SMELT_VM_VECTOR(name, d, 4, __m256d, "avx2", Sleef_cinz_##name##d4_u10avx)                 \
-  SMELT_VM_VECTOR(name, e, 8, __m512d, "avx512f", Sleef_cinz_##name##d8_u10avx512fnofma)
+#define SMELT_VM_DEFINE(name)                                                                      \
+  SMELT_VM_SCALAR(name##f, float, Sleef_cinz_##name##f1_u10purec)                                  \
+  SMELT_VM_SCALAR(name, double, Sleef_cinz_##name##d1_u10purec)                                    \
+  SMELT_VM_VECTOR(name##f, b, 4, smelt_vm_f4, "sse2", Sleef_cinz_##name##f4_u10sse2)               \
+  SMELT_VM_VECTOR(name##f, c, 8, smelt_vm_f8, "avx", Sleef_cinz_##name##f8_u10avx)                 \
+  SMELT_VM_VECTOR(name##f, d, 8, smelt_vm_f8, "avx2", Sleef_cinz_##name##f8_u10avx)                \
+  SMELT_VM_VECTOR(name##f, e, 16, smelt_vm_f16, "avx512f", Sleef_cinz_##name##f16_u10avx512fnofma) \
+  SMELT_VM_VECTOR(name, b, 2, smelt_vm_d2, "sse2", Sleef_cinz_##name##d2_u10sse2)                  \
+  SMELT_VM_VECTOR(name, c, 4, smelt_vm_d4, "avx", Sleef_cinz_##name##d4_u10avx)                    \
+  SMELT_VM_VECTOR(name, d, 4, smelt_vm_d4, "avx2", Sleef_cinz_##name##d4_u10avx)                   \
+  SMELT_VM_VECTOR(name, e, 8, smelt_vm_d8, "avx512f", Sleef_cinz_##name##d8_u10avx512fnofma)
 #else
 #define SMELT_VM_DEFINE(name)                                     \
   SMELT_VM_SCALAR(name##f, float, Sleef_cinz_##name##f1_u10purec) \

@@ -8,35 +8,18 @@
 #include <sstream>
 
 #include "compiler/codegen/printer.h"
+#include "kernels/embedded_source.h"
 #include "smelt/error.h"
-
-namespace smelt::detail {
-const std::map<std::string, std::string>& embedded_headers();
-}
 
 namespace smelt::compiler {
 
 std::string CppDialect::preamble() const {
-  static const std::string prelude = [] {
-    const auto& h = detail::embedded_headers();
-    std::string out =
-        "// smelt JIT translation unit\n#include <cmath>\n#include <cstdint>\n#include "
-        "<limits>\n#include <type_traits>\n#include <vector>\n#include <omp.h>\n"
-        "#define SMELT_VM_VISIBILITY \"hidden\"\n";
-    for (const char* name :
-         {"half.h", "vector_math.h", "vector_math_impl.h", "scalar_ops.h", "reduce_ops.h"}) {
-      auto it = h.find(name);
-      SMELT_INTERNAL_ASSERT(it != h.end(), "embedded header {} missing", name);
-      std::istringstream in(it->second);
-      std::string line;
-      out += fmt::format("// ---- {} (embedded) ----\n", name);
-      while (std::getline(in, line)) {
-        if (line.rfind("#include \"", 0) == 0 || line.rfind("#pragma once", 0) == 0) continue;
-        out += line + "\n";
-      }
-    }
-    return out;
-  }();
+  // The math functions' definitions (vector_math_impl.h) are not here: the
+  // toolchain links them, compiled once (backend/cpu/toolchain.cpp).
+  static const std::string prelude =
+      "// smelt JIT translation unit\n#include <cmath>\n#include <cstdint>\n#include "
+      "<limits>\n#include <type_traits>\n#include <vector>\n#include <omp.h>\n" +
+      kernels::embedded_source({"half.h", "vector_math.h", "scalar_ops.h", "reduce_ops.h"}, true);
   return prelude;
 }
 
