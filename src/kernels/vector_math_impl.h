@@ -36,9 +36,10 @@ typedef double smelt_vm_d8 __attribute__((vector_size(64)));
   }
 
 #if defined(__x86_64__)
+// A SLEEF vector function, declared once with the target it was built for.
+#define SMELT_VM_SLEEF(V, tgt, sleef) extern "C" __attribute__((target(tgt))) V sleef(V);
 // One SIMD variant: ISA letter, lanes, vector type, target, SLEEF function.
 #define SMELT_VM_VECTOR(name, isa, lanes, V, tgt, sleef)                                           \
-  extern "C" V sleef(V);                                                                           \
   extern "C" V smelt_vm_def_##name##_##isa(V) __asm__("_ZGV" #isa "N" #lanes "v_smelt_vm_" #name); \
   extern "C" __attribute__((visibility(SMELT_VM_VISIBILITY), target(tgt)))                         \
   V smelt_vm_def_##name##_##isa(V a) {                                                             \
@@ -50,6 +51,12 @@ typedef double smelt_vm_d8 __attribute__((vector_size(64)));
 #define SMELT_VM_DEFINE(name)                                                                      \
   SMELT_VM_SCALAR(name##f, float, Sleef_cinz_##name##f1_u10purec)                                  \
   SMELT_VM_SCALAR(name, double, Sleef_cinz_##name##d1_u10purec)                                    \
+  SMELT_VM_SLEEF(smelt_vm_f4, "sse2", Sleef_cinz_##name##f4_u10sse2)                               \
+  SMELT_VM_SLEEF(smelt_vm_f8, "avx", Sleef_cinz_##name##f8_u10avx)                                 \
+  SMELT_VM_SLEEF(smelt_vm_f16, "avx512f", Sleef_cinz_##name##f16_u10avx512fnofma)                  \
+  SMELT_VM_SLEEF(smelt_vm_d2, "sse2", Sleef_cinz_##name##d2_u10sse2)                               \
+  SMELT_VM_SLEEF(smelt_vm_d4, "avx", Sleef_cinz_##name##d4_u10avx)                                 \
+  SMELT_VM_SLEEF(smelt_vm_d8, "avx512f", Sleef_cinz_##name##d8_u10avx512fnofma)                    \
   SMELT_VM_VECTOR(name##f, b, 4, smelt_vm_f4, "sse2", Sleef_cinz_##name##f4_u10sse2)               \
   SMELT_VM_VECTOR(name##f, c, 8, smelt_vm_f8, "avx", Sleef_cinz_##name##f8_u10avx)                 \
   SMELT_VM_VECTOR(name##f, d, 8, smelt_vm_f8, "avx2", Sleef_cinz_##name##f8_u10avx)                \
@@ -78,5 +85,6 @@ SMELT_VM_DEFINE(erf)
 
 #undef SMELT_VM_DEFINE
 #undef SMELT_VM_VECTOR
+#undef SMELT_VM_SLEEF
 #undef SMELT_VM_SCALAR
 #endif
