@@ -245,7 +245,7 @@ TEST_F(ReductionOrder, NormalizationOfEqualElementsIsExactlyZero) {
       Tensor x = randn({rows, 1});
       auto f = [n](const Tensor& x) {
         Tensor s = sigmoid(x * 1.7 - 0.3).expand({x.size(0), n});
-        return std::vector<Tensor>{layer_norm(s, {n}), s - s.mean({1}, true)};
+        return std::vector<Tensor>{layer_norm(s, {n}), s - s.mean(1, true)};
       };
       auto want = f(x);
       auto got = compile(f)(x);
