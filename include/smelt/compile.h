@@ -77,7 +77,14 @@ struct CompileStats {
   int eager_calls = 0;   // calls that ran eagerly (breaks, limit, compiler missing)
   int kernels = 0;       // steps of the latest graph (kernels, GEMM calls, fallbacks)
   std::vector<std::string> kernel_names;  // of the latest graph
-  double last_compile_ms = 0;   // trace + passes + codegen + build/load of the latest graph
+  double last_compile_ms = 0;  // trace + passes + codegen + build/load of the latest graph
+  /// Where last_compile_ms went, by stage (ms): tracing the function, the graph
+  /// passes, lowering and fusion (the schedule), code generation (describing
+  /// and printing the kernels), the C++ compiler (0 on a disk-cache hit), and
+  /// loading (cache lookup, dlopen, the launch plan).
+  struct Phases {
+    double trace_ms = 0, passes_ms = 0, fuse_ms = 0, codegen_ms = 0, cxx_ms = 0, load_ms = 0;
+  } last_compile_phases;
   bool last_cache_hit = false;  // the latest build came from the disk cache
   std::string last_recompile_reason;
   /// Of the latest graph: primitive ops eager mode runs for it (one kernel

@@ -16,6 +16,7 @@
 #include "compiler/passes/passes.h"
 #include "compiler/runtime/executor.h"
 #include "compiler/runtime/kernel_cache.h"
+#include "compiler/runtime/units.h"
 #include "compiler/trace/tracer.h"
 #include "core/tensor_impl.h"
 
@@ -245,6 +246,13 @@ class CompiledState {
   Entry compile(const std::vector<Tensor>& args, const std::vector<nn::NamedTensor>& named,
                 const std::string& mode, const ErasedFn& fn) {
     auto t0 = std::chrono::steady_clock::now();
+    CompileStats::Phases ph;
+    auto lap = [last = t0]() mutable {
+      auto now = std::chrono::steady_clock::now();
+      double ms = std::chrono::duration<double, std::milli>(now - last).count();
+      last = now;
+      return ms;
+    };
     Entry e;
     e.guards.mode_key = mode;
     for (auto& a : args) e.guards.args.push_back(TensorGuard::of(a));
@@ -314,6 +322,7 @@ class CompiledState {
       return e;  // graph == null: eager for these guards
     }
     if (log_enabled("graph")) log_artifact("graph", "captured graph", captured.str());
+    ph.trace_ms = lap();
     // 2. passes
     PassOptions po{opts.dce, opts.cse, opts.decompose, opts.fold_constants};
     PassStats ps;
@@ -334,26 +343,31 @@ class CompiledState {
           stats.bytes_eager += prim.buffers[o].extent * itemsize(prim.buffers[o].dtype);
       }
     }
+    ph.passes_ms = lap();
     // 3-4. lowering and fusion
     CppDialect dialect;
-    Schedule s = schedule(g, FusionOptions{opts.fuse, opts.gemm_epilogue, opts.round_intermediates}, dialect.target());
+    Schedule s = schedule(g, FusionOptions{opts.fuse, opts.gemm_epilogue, opts.round_intermediates},
+                          dialect.target());
     if (log_enabled("fusion")) {
       std::string body;
       for (auto& d : s.decisions) body += "  " + d + "\n";
       log_artifact("fusion", "fusion decisions", body);
     }
+    ph.fuse_ms = lap();
     // 6. codegen
     generate_kernels(g, s, dialect);
     std::string kernels;
     for (auto& st : s.steps)
       if (st.kind == Step::Kind::Kernel) kernels += "\n" + st.source;
+    ph.codegen_ms = lap();
     std::shared_ptr<backend::Module> lib;
     backend::BuildInfo bi;
-    if (!kernels.empty()) {
-      e.source = dialect.preamble() + kernels;
+    std::vector<KernelUnit> units = split_units(s, dialect.preamble(), build_parallelism());
+    if (!units.empty()) {
+      for (auto& u : units) e.source += u.source;
       // 7. build and load
       try {
-        lib = backend::backend(Device()).build(e.source, kernel_cache(), &bi);
+        lib = build_units(units, backend::backend(Device()), kernel_cache(), &bi);
       } catch (const backend::ToolchainUnavailable& err) {
         if (opts.fullgraph) throw;
         std::fputs(
@@ -381,6 +395,9 @@ class CompiledState {
     }
     stats.last_compile_ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    ph.cxx_ms = bi.build_ms;
+    ph.load_ms = lap() - bi.build_ms;
+    stats.last_compile_phases = ph;
     if (log_enabled("output_code")) {
       log_artifact("output_code",
                    fmt::format("generated code ({}; source {}): kernels include the embedded "

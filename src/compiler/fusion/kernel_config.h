@@ -26,6 +26,13 @@ inline constexpr int64_t kJitParallelGrain = 32768;
 inline constexpr int64_t kPersistentRow = 8192;
 /// With fewer rows than this, each long row is split across threads instead.
 inline constexpr int64_t kSplitRowsBelow = 8;
+/// Most ops one kernel computes. The C++ compiler's time grows faster than
+/// linearly with the length of a function (g++ -O3: ~0.04 ms per statement up
+/// to a few hundred, ~0.2 ms each at 4,000 and more beyond), so a longer
+/// chain of inlined producers is cut: a buffer in it is materialized and the
+/// chain continues in another kernel, which costs one store and load per
+/// element every kMaxKernelOps ops.
+inline constexpr int64_t kMaxKernelOps = 256;
 
 struct KernelConfig {
   Target target = Target::Cpp;
@@ -65,6 +72,7 @@ struct KernelConfig {
 /// `materialized` says which buffers live in memory (the rest are computed
 /// inside the kernels that read them).
 KernelConfig choose_config(const Graph& g, const std::vector<bool>& materialized,
-                           const KernelGroup& group, Target target, bool round_intermediates = true);
+                           const KernelGroup& group, Target target,
+                           bool round_intermediates = true);
 
 }  // namespace smelt::compiler
