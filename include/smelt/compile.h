@@ -86,6 +86,9 @@ struct CompileStats {
     double trace_ms = 0, passes_ms = 0, fuse_ms = 0, codegen_ms = 0, cxx_ms = 0, load_ms = 0;
   } last_compile_phases;
   bool last_cache_hit = false;  // the latest build came from the disk cache
+  /// The latest graph's plan (schedule and kernel source) came from the disk
+  /// cache: lowering, fusion and code generation were skipped.
+  bool last_plan_cache_hit = false;
   std::string last_recompile_reason;
   /// Of the latest graph: primitive ops eager mode runs for it (one kernel
   /// each), and estimated bytes moved eagerly (every op reads its inputs and

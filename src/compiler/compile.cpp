@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <mutex>
+#include <optional>
 
 #include "compiler/codegen/generate.h"
 #include "compiler/codegen/printer.h"
@@ -16,6 +17,7 @@
 #include "compiler/passes/passes.h"
 #include "compiler/runtime/executor.h"
 #include "compiler/runtime/kernel_cache.h"
+#include "compiler/runtime/plan_cache.h"
 #include "compiler/runtime/units.h"
 #include "compiler/trace/tracer.h"
 #include "core/tensor_impl.h"
@@ -330,7 +332,10 @@ class CompiledState {
     if (log_enabled("graph")) log_artifact("graph", "after passes (" + ps.str() + ")", g.str());
     {
       // What eager mode runs: every primitive op of the decomposed graph.
-      Graph prim = run_passes(captured, PassOptions{false, false, true, false});
+      const bool composites = has_composites(captured);
+      Graph decomposed;
+      if (composites) decomposed = run_passes(captured, PassOptions{false, false, true, false});
+      const Graph& prim = composites ? decomposed : captured;
       stats.eager_ops = static_cast<int>(prim.nodes.size());
       stats.bytes_eager = 0;
       for (auto& n : prim.nodes) {
@@ -344,25 +349,40 @@ class CompiledState {
       }
     }
     ph.passes_ms = lap();
-    // 3-4. lowering and fusion
+    // 3-6. lowering, fusion and codegen, or the plan a compile of this graph stored
     CppDialect dialect;
-    Schedule s = schedule(g, FusionOptions{opts.fuse, opts.gemm_epilogue, opts.round_intermediates},
-                          dialect.target());
+    const FusionOptions fo{opts.fuse, opts.gemm_epilogue, opts.round_intermediates};
+    const std::string key =
+        plan_key(g, fmt::format("fuse={} gemm_epilogue={} round_intermediates={} target={}",
+                                fo.fuse, fo.gemm_epilogue, fo.round_intermediates, dialect.name()));
+    std::optional<CachedPlan> cached = load_plan(key, g);
+    Schedule s;
+    std::vector<KernelUnit> units;
+    stats.last_plan_cache_hit = cached.has_value();
+    if (cached) {
+      s = std::move(cached->schedule);
+      units = join_units(s, dialect.preamble(), cached->unit_kernels);
+      ph.fuse_ms = lap();
+    } else {
+      s = schedule(g, fo, dialect.target());
+      ph.fuse_ms = lap();
+      generate_kernels(g, s, dialect);
+      units = split_units(s, dialect.preamble(), build_parallelism());
+      ph.codegen_ms = lap();
+    }
     if (log_enabled("fusion")) {
       std::string body;
       for (auto& d : s.decisions) body += "  " + d + "\n";
-      log_artifact("fusion", "fusion decisions", body);
+      log_artifact(
+          "fusion",
+          cached ? "fusion decisions (of the plan loaded from the cache)" : "fusion decisions",
+          body);
     }
-    ph.fuse_ms = lap();
-    // 6. codegen
-    generate_kernels(g, s, dialect);
     std::string kernels;
     for (auto& st : s.steps)
       if (st.kind == Step::Kind::Kernel) kernels += "\n" + st.source;
-    ph.codegen_ms = lap();
     std::shared_ptr<backend::Module> lib;
     backend::BuildInfo bi;
-    std::vector<KernelUnit> units = split_units(s, dialect.preamble(), build_parallelism());
     if (!units.empty()) {
       for (auto& u : units) e.source += u.source;
       // 7. build and load
@@ -378,6 +398,7 @@ class CompiledState {
         return e;
       }
     }
+    if (!cached) store_plan(key, s, units);
     ++stats.compiles;
     e.graph = std::make_shared<CompiledGraph>(std::move(g), std::move(s), lib,
                                               opts.mode == "reduce-overhead");

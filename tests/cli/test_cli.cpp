@@ -181,6 +181,7 @@ TEST(Cli, CacheShowsLocationSizeAndClears) {
   write("0123456789abcdef.so", 2000);
   write("0123456789abcdef.meta", 48);
   write("fedcba9876543210.so.tmp.12.34", 100);  // a temporary a crash left
+  write("00000000ffffffff.plan", 200);          // a compiled plan (no kernel module)
   write("notes.txt", 5);                        // not the cache's
   ::mkdir((dir + "/models").c_str(), 0700);
   const char* old = std::getenv("SMELT_CACHE_DIR");
@@ -195,11 +196,11 @@ TEST(Cli, CacheShowsLocationSizeAndClears) {
     ::unsetenv("SMELT_CACHE_DIR");
   EXPECT_EQ(info.rc, 0) << info.err;
   EXPECT_EQ(info.out, "kernel cache: " + dir +
-                          " (from SMELT_CACHE_DIR)\n2 compiled kernel modules, 3.1 KiB in 4 "
+                          " (from SMELT_CACHE_DIR)\n2 compiled kernel modules, 3.3 KiB in 5 "
                           "files\nnothing is evicted; `smelt cache --clear` deletes them (rebuilt "
                           "when needed)\n");
   EXPECT_EQ(clear.rc, 0) << clear.err;
-  EXPECT_EQ(clear.out, "removed 4 files (3.1 KiB, 2 kernel modules) from " + dir + "\n");
+  EXPECT_EQ(clear.out, "removed 5 files (3.3 KiB, 2 kernel modules) from " + dir + "\n");
   EXPECT_NE(after.out.find("0 compiled kernel modules, 0 bytes in 0 files"), std::string::npos)
       << after.out;
   EXPECT_TRUE(std::filesystem::exists(dir + "/notes.txt")) << "only the cache's files go";

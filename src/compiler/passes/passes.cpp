@@ -209,13 +209,11 @@ class Replayer {
 
 }  // namespace
 
-namespace {
 bool has_composites(const Graph& g) {
   for (auto& n : g.nodes)
     if (detail::find_decomposition(n.op)) return true;
   return false;
 }
-}  // namespace
 
 Graph run_passes(const Graph& g, const PassOptions& opts, PassStats* stats) {
   PassStats local;

@@ -29,6 +29,9 @@ struct PassStats {
 /// Returns the graph after the enabled passes (the input is not modified).
 Graph run_passes(const Graph& g, const PassOptions& opts, PassStats* stats = nullptr);
 
+/// True when some node of `g` is a composite op that decomposition expands.
+bool has_composites(const Graph& g);
+
 /// Indices of the nodes whose results reach an output or a write-back.
 std::vector<bool> live_nodes(const Graph& g);
 

@@ -48,26 +48,40 @@ int build_parallelism() {
 }
 
 std::vector<KernelUnit> split_units(const Schedule& s, const std::string& preamble, int parallel) {
-  std::vector<const Step*> kernels;
   std::vector<int64_t> lines;
   int64_t total = 0;
   for (auto& st : s.steps)
     if (st.kind == Step::Kind::Kernel) {
-      kernels.push_back(&st);
       lines.push_back(count_lines(st.source));
       total += lines.back();
     }
-  if (kernels.empty()) return {};
+  if (lines.empty()) return {};
   const int64_t count = std::clamp<int64_t>(total / kUnitLines, 1, std::max(1, parallel));
-  std::vector<KernelUnit> units;
+  // Unit u takes the kernels that start within the u-th of `count` equal shares.
+  std::vector<size_t> per_unit;
   int64_t done = 0;
-  for (size_t k = 0; k < kernels.size(); ++k) {
-    // Unit u takes the kernels that start before u + 1 of `count` equal shares.
-    const int64_t unit = std::min<int64_t>(count - 1, done * count / total);
-    if (static_cast<int64_t>(units.size()) <= unit) units.push_back(KernelUnit{preamble, {}});
-    units.back().source += "\n" + kernels[k]->source;
-    units.back().kernels.push_back(kernels[k]->name);
-    done += lines[k];
+  for (int64_t l : lines) {
+    const size_t unit = static_cast<size_t>(std::min<int64_t>(count - 1, done * count / total));
+    if (per_unit.size() <= unit) per_unit.resize(unit + 1, 0);
+    ++per_unit[unit];
+    done += l;
+  }
+  std::erase(per_unit, size_t{0});
+  return join_units(s, preamble, per_unit);
+}
+
+std::vector<KernelUnit> join_units(const Schedule& s, const std::string& preamble,
+                                   const std::vector<size_t>& kernels_per_unit) {
+  std::vector<KernelUnit> units;
+  size_t unit = 0, taken = 0;
+  for (auto& st : s.steps) {
+    if (st.kind != Step::Kind::Kernel) continue;
+    while (unit < kernels_per_unit.size() && taken == kernels_per_unit[unit]) ++unit, taken = 0;
+    SMELT_INTERNAL_ASSERT(unit < kernels_per_unit.size(), "more kernels than the units hold");
+    if (units.size() <= unit) units.push_back(KernelUnit{preamble, {}});
+    units.back().source += "\n" + st.source;
+    units.back().kernels.push_back(st.name);
+    ++taken;
   }
   return units;
 }

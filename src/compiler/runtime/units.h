@@ -28,6 +28,12 @@ struct KernelUnit {
 /// length. No unit when `s` has no kernel.
 std::vector<KernelUnit> split_units(const Schedule& s, const std::string& preamble, int parallel);
 
+/// The kernel steps of `s` after `preamble`, the first kernels_per_unit[0]
+/// in the first unit, the next kernels_per_unit[1] in the second, and so on
+/// (split_units chooses the counts; a cached plan records them).
+std::vector<KernelUnit> join_units(const Schedule& s, const std::string& preamble,
+                                   const std::vector<size_t>& kernels_per_unit);
+
 /// How many units may build at once: the machine's hardware threads, at most 8.
 int build_parallelism();
 
