@@ -355,7 +355,7 @@ class CompiledState {
     const std::string key =
         plan_key(g, fmt::format("fuse={} gemm_epilogue={} round_intermediates={} target={}",
                                 fo.fuse, fo.gemm_epilogue, fo.round_intermediates, dialect.name()));
-    std::optional<CachedPlan> cached = load_plan(key, g);
+    std::optional<CachedPlan> cached = load_plan(key, g, log_enabled("fusion"));
     Schedule s;
     std::vector<KernelUnit> units;
     stats.last_plan_cache_hit = cached.has_value();
@@ -373,10 +373,7 @@ class CompiledState {
     if (log_enabled("fusion")) {
       std::string body;
       for (auto& d : s.decisions) body += "  " + d + "\n";
-      log_artifact(
-          "fusion",
-          cached ? "fusion decisions (of the plan loaded from the cache)" : "fusion decisions",
-          body);
+      log_artifact("fusion", "fusion decisions", body);
     }
     std::string kernels;
     for (auto& st : s.steps)

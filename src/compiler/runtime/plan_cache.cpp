@@ -154,7 +154,7 @@ std::string plan_key(const Graph& g, const std::string& options) {
   return fmt::format("{:016x}", h);
 }
 
-std::optional<CachedPlan> load_plan(const std::string& key, const Graph& g) {
+std::optional<CachedPlan> load_plan(const std::string& key, const Graph& g, bool with_decisions) {
   std::string text;
   try {
     std::ifstream f(plan_path(key), std::ios::binary);
@@ -185,9 +185,15 @@ std::optional<CachedPlan> load_plan(const std::string& key, const Graph& g) {
       p.schedule.steps.back().source.assign(text, at, n);
       at += n;
     }
-    p.schedule.decisions = {
-        "(the plan was loaded from the kernel cache; its fusion decisions are logged when it is "
-        "made: `smelt cache --clear` to see them)"};
+    // The fusion log, one decision per line.
+    const size_t log_bytes = j.at("decisions_bytes").get<size_t>();
+    if (at + log_bytes != text.size()) return std::nullopt;
+    for (size_t b = at, e; with_decisions && b < text.size(); b = e + 1) {
+      e = text.find('\n', b);
+      if (e == std::string::npos) e = text.size();
+      p.schedule.decisions.push_back(text.substr(b, e - b));
+    }
+    at += log_bytes;
     p.unit_kernels = j.at("unit_kernels").get<std::vector<size_t>>();
     size_t kernels = 0, in_units = 0;
     for (auto& st : p.schedule.steps) kernels += st.kind == Step::Kind::Kernel;
@@ -216,6 +222,9 @@ void store_plan(const std::string& key, const Schedule& s, const std::vector<Ker
     std::vector<size_t> per_unit;
     for (auto& u : units) per_unit.push_back(u.kernels.size());
     j["unit_kernels"] = per_unit;
+    std::string log;
+    for (size_t k = 0; k < s.decisions.size(); ++k) log += (k ? "\n" : "") + s.decisions[k];
+    j["decisions_bytes"] = log.size();
     const std::string header = j.dump();
     const std::string path = plan_path(key);
     const std::string tmp = fmt::format("{}.tmp.{}.{}", path, getpid(),
@@ -224,6 +233,7 @@ void store_plan(const std::string& key, const Schedule& s, const std::vector<Ker
       std::ofstream f(tmp, std::ios::binary);
       f << header.size() << '\n' << header;
       for (auto& st : s.steps) f << st.source;
+      f << log;
       if (!f) {
         std::remove(tmp.c_str());
         return;

@@ -12,10 +12,9 @@
 // rebuilt smelt never loads a plan an older scheduler or code generator made.
 // Plans live in the kernel cache's directory as <key>.plan: the length of a
 // JSON header on the first line, the header, then the kernels' source back to
-// back (read without unescaping). They are written under a temporary name and
-// renamed; one that cannot be read or does not fit the graph is ignored and
-// rewritten. The fusion decisions are logged when a plan is made, not stored:
-// the log of a loaded plan says so.
+// back and the fusion decisions one per line (read without unescaping). They
+// are written under a temporary name and renamed; one that cannot be read or
+// does not fit the graph is ignored and rewritten.
 #pragma once
 #include <optional>
 #include <string>
@@ -31,8 +30,7 @@ namespace smelt::compiler {
 std::string plan_key(const Graph& g, const std::string& options);
 
 struct CachedPlan {
-  /// Step::source filled; reads/writes in kernel argument order; one line in
-  /// `decisions` saying the plan was loaded.
+  /// Step::source filled; reads/writes in kernel argument order.
   Schedule schedule;
   /// Kernels per translation unit, in step order (see join_units).
   std::vector<size_t> unit_kernels;
@@ -40,7 +38,8 @@ struct CachedPlan {
 
 /// The plan stored under `key` for graph `g`, or nothing when there is none
 /// or it cannot be used (unreadable, or its buffers and nodes do not fit `g`).
-std::optional<CachedPlan> load_plan(const std::string& key, const Graph& g);
+/// Schedule::decisions (the fusion log) is read only when `with_decisions`.
+std::optional<CachedPlan> load_plan(const std::string& key, const Graph& g, bool with_decisions);
 
 /// Stores `s` and the units' kernel counts under `key`. Failures (a full
 /// disk) are ignored: the plan is only an optimization.
