@@ -326,10 +326,6 @@ class CompiledState {
     if (log_enabled("graph")) log_artifact("graph", "captured graph", captured.str());
     ph.trace_ms = lap();
     // 2. passes
-    PassOptions po{opts.dce, opts.cse, opts.decompose, opts.fold_constants};
-    PassStats ps;
-    Graph g = run_passes(captured, po, &ps);
-    if (log_enabled("graph")) log_artifact("graph", "after passes (" + ps.str() + ")", g.str());
     {
       // What eager mode runs: every primitive op of the decomposed graph.
       const bool composites = has_composites(captured);
@@ -348,6 +344,10 @@ class CompiledState {
           stats.bytes_eager += prim.buffers[o].extent * itemsize(prim.buffers[o].dtype);
       }
     }
+    PassOptions po{opts.dce, opts.cse, opts.decompose, opts.fold_constants};
+    PassStats ps;
+    Graph g = run_passes(std::move(captured), po, &ps);
+    if (log_enabled("graph")) log_artifact("graph", "after passes (" + ps.str() + ")", g.str());
     ph.passes_ms = lap();
     // 3-6. lowering, fusion and codegen, or the plan a compile of this graph stored
     CppDialect dialect;

@@ -14,6 +14,7 @@ namespace smelt::compiler {
 
 struct Graph;
 struct KernelGroup;
+struct GroupFootprint;
 
 /// The device a kernel is laid out for (the backend's code dialect).
 enum class Target { Cpp, Cuda };
@@ -68,11 +69,9 @@ struct KernelConfig {
   std::string str() const;
 };
 
-/// The heuristic: the config a kernel group gets on `target` (no autotuning).
-/// `materialized` says which buffers live in memory (the rest are computed
-/// inside the kernels that read them).
-KernelConfig choose_config(const Graph& g, const std::vector<bool>& materialized,
-                           const KernelGroup& group, Target target,
-                           bool round_intermediates = true);
+/// The heuristic: the config a kernel group gets on `target` (no autotuning),
+/// from what the group reads and computes (`fp`: legality.h's footprint()).
+KernelConfig choose_config(const Graph& g, const KernelGroup& group, const GroupFootprint& fp,
+                           Target target, bool round_intermediates = true);
 
 }  // namespace smelt::compiler

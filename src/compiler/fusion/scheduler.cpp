@@ -367,6 +367,9 @@ class Scheduler {
 
   /// A reduction result only its own kernel reads stays in a register.
   void drop_private_reduction_stores() {
+    bool reductions = false;
+    for (auto& st : s_.steps) reductions |= !st.group.reductions.empty();
+    if (!reductions) return;
     std::vector<bool> read_elsewhere(g_.buffers.size(), false);
     for (auto& st : s_.steps) {
       if (st.kind == Step::Kind::Kernel) {
@@ -418,7 +421,7 @@ class Scheduler {
         continue;
       }
       GroupFootprint fp = footprint(g_, s_.materialized, st.group);
-      st.config = choose_config(g_, s_.materialized, st.group, target_, opts_.round_intermediates);
+      st.config = choose_config(g_, st.group, fp, target_, opts_.round_intermediates);
       std::vector<std::string> ops = fp.ops;
       if (ops.size() > 6) ops.resize(6);
       std::string kind;

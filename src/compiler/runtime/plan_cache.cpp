@@ -10,7 +10,6 @@
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <thread>
 
 #include "compiler/runtime/kernel_cache.h"
@@ -157,11 +156,11 @@ std::string plan_key(const Graph& g, const std::string& options) {
 std::optional<CachedPlan> load_plan(const std::string& key, const Graph& g, bool with_decisions) {
   std::string text;
   try {
-    std::ifstream f(plan_path(key), std::ios::binary);
+    std::ifstream f(plan_path(key), std::ios::binary | std::ios::ate);
     if (!f) return std::nullopt;
-    std::stringstream ss;
-    ss << f.rdbuf();
-    text = ss.str();
+    text.resize(static_cast<size_t>(f.tellg()));
+    f.seekg(0);
+    if (!f.read(text.data(), static_cast<std::streamsize>(text.size()))) return std::nullopt;
   } catch (const backend::ToolchainUnavailable&) {
     return std::nullopt;  // no usable cache directory: the build says why
   }
