@@ -398,8 +398,8 @@ const char* bench_columns_help() {
          "                           result from eager\n"
          "  cold_ms                  first compile with an empty kernel cache (trace, passes,\n"
          "                           codegen, C++ build), in ms\n"
-         "  warm_ms                  a fresh compile whose kernels load from the disk cache, in "
-         "ms\n"
+         "  warm_ms                  a fresh compile (a new compiled object, same process) whose\n"
+         "                           plan and kernels load from the disk cache, in ms\n"
          "Below the table: items per second where a workload counts them (minilm: sentences/s),\n"
          "where each compile's time went (trace, passes, lower+fuse, codegen, the C++ compiler,\n"
          "load) and the kernels of each compiled workload.";
