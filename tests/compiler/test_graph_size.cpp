@@ -3,7 +3,8 @@
 // deep as the graph), equals eager bit for bit, is cut into kernels of at most
 // kMaxKernelOps ops whose source splits into translation units, and a second
 // compile loads its plan. The exact recount keeps shared producers from
-// cutting short chains; translation units keep every kernel whole and in order.
+// cutting short chains; a chain whose every value is returned is checked in
+// linear time; translation units keep every kernel whole and in order.
 #include <gtest/gtest.h>
 #include <pthread.h>
 
@@ -135,7 +136,8 @@ TEST_F(GraphSize, SharedProducersAreCountedOnce) {
 }
 
 TEST_F(GraphSize, WideGraphIsCutAndEqualsEager) {
-  // Many independent outputs of one input: horizontal fusion stops at the cap.
+  // Many independent outputs of one input: horizontal fusion stops at the cap
+  // on a kernel's stores.
   auto f = [](const Tensor& x) {
     std::vector<Tensor> out;
     for (int i = 0; i < 600; ++i) out.push_back(x * static_cast<double>(i) + 1.0);
@@ -146,8 +148,28 @@ TEST_F(GraphSize, WideGraphIsCutAndEqualsEager) {
   std::vector<Tensor> got = c(x), want = f(x);
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(same_bits(got[i], want[i])) << i;
-  EXPECT_GE(c.stats().kernels, 2) << "600 outputs of 2 ops each exceed one kernel's cap";
-  EXPECT_LE(c.stats().kernels, 6) << smelt_test::names(c);
+  // 600 outputs in kernels of kMaxKernelOutputs stores each.
+  const int64_t want_kernels = (600 + kMaxKernelOutputs - 1) / kMaxKernelOutputs;
+  EXPECT_EQ(c.stats().kernels, want_kernels) << smelt_test::names(c);
+}
+
+TEST_F(GraphSize, ChainReturningEveryValueEqualsEager) {
+  // Every value is a store its successor reads: kernels of kMaxKernelOutputs
+  // stores, each checked once (not through all the stores before it).
+  constexpr int kNodes = 1000;
+  auto f = [](const Tensor& y0, const Tensor& k) {
+    std::vector<Tensor> out;
+    Tensor y = y0;
+    for (int i = 0; i < kNodes; ++i) out.push_back(y = y + k);
+    return out;
+  };
+  Tensor y = randn({16}), k = randn({});
+  auto c = smelt::compile(f);
+  std::vector<Tensor> got = c(y, k), want = f(y, k);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) ASSERT_TRUE(same_bits(got[i], want[i])) << i;
+  EXPECT_EQ(c.stats().kernels, (kNodes + kMaxKernelOutputs - 1) / kMaxKernelOutputs)
+      << smelt_test::names(c);
 }
 
 TEST(Units, LongSourceSplitsIntoWholeKernelsInOrder) {

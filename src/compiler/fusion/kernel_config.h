@@ -34,6 +34,11 @@ inline constexpr int64_t kSplitRowsBelow = 8;
 /// chain continues in another kernel, which costs one store and load per
 /// element every kMaxKernelOps ops.
 inline constexpr int64_t kMaxKernelOps = 256;
+/// Most stores and reductions one kernel has (Inductor's max_fusion_size):
+/// the compiler's dependence analysis of a loop grows with the square of the
+/// memory references in it, and so does the legality check of a group whose
+/// stores read each other.
+inline constexpr int64_t kMaxKernelOutputs = 64;
 
 struct KernelConfig {
   Target target = Target::Cpp;

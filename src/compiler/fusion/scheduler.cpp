@@ -280,6 +280,13 @@ class Scheduler {
                             step_ops_[k] + ops_[i], kMaxKernelOps);
           continue;
         }
+        const size_t members = st.group.stores.size() + st.group.reductions.size();
+        if (static_cast<int64_t>(members) >= kMaxKernelOutputs) {
+          if (last_no.empty())
+            last_no = fmt::format("kernel {}: it has kMaxKernelOutputs = {} stores and reductions",
+                                  k, kMaxKernelOutputs);
+          continue;
+        }
         FusionDecision d = can_join(g_, s_.materialized, st.group, i);
         if (!d) {
           if (last_no.empty()) last_no = fmt::format("kernel {}: {}", k, d.reason);
