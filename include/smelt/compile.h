@@ -79,9 +79,11 @@ struct CompileStats {
   std::vector<std::string> kernel_names;  // of the latest graph
   double last_compile_ms = 0;  // trace + passes + codegen + build/load of the latest graph
   /// Where last_compile_ms went, by stage (ms): tracing the function, the graph
-  /// passes, lowering and fusion (the schedule), code generation (describing
-  /// and printing the kernels), the C++ compiler (0 on a disk-cache hit), and
-  /// loading (cache lookup, dlopen, the launch plan).
+  /// passes, lowering and fusion (the schedule; on a plan-cache hit, loading
+  /// the plan), code generation (describing and printing the kernels; 0 on a
+  /// plan-cache hit), the C++ compiler (the longest of the runs that build at
+  /// the same time; 0 on a disk-cache hit), and the rest (cache lookups,
+  /// dlopen, storing the plan, the launch plan).
   struct Phases {
     double trace_ms = 0, passes_ms = 0, fuse_ms = 0, codegen_ms = 0, cxx_ms = 0, load_ms = 0;
   } last_compile_phases;
