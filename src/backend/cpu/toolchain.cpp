@@ -4,6 +4,7 @@
 #include "backend/cpu/toolchain.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <poll.h>
 #include <spawn.h>
@@ -37,8 +38,10 @@ using backend::ToolchainUnavailable;
 /// captured; kills it after `timeout_s` seconds. Returns the exit status, 127
 /// when the program cannot be started, -1 when killed for the timeout.
 int run_command(const std::vector<std::string>& argv, std::string* output, int timeout_s) {
+  // Close-on-exec: a compiler started at the same time by another thread
+  // must not inherit this pipe (its read would then wait for that compiler).
   int fds[2];
-  if (::pipe(fds) != 0) return 127;
+  if (::pipe2(fds, O_CLOEXEC) != 0) return 127;
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_adddup2(&fa, fds[1], 1);

@@ -51,15 +51,14 @@ int index_bits_for(const Graph& g, const std::vector<int>& buffers, int64_t nume
 
 }  // namespace
 
-KernelConfig choose_config(const Graph& g, const std::vector<bool>& materialized,
-                           const KernelGroup& group, Target target, bool round_intermediates) {
+KernelConfig choose_config(const Graph& g, const KernelGroup& group, const GroupFootprint& fp,
+                           Target target, bool round_intermediates) {
   KernelConfig c;
   c.target = target;
   c.round_intermediates = round_intermediates;
   c.reduction = group.reduction;
   const Shape& s = group.shape;
   const int64_t n = detail::shape_numel(s);
-  GroupFootprint fp = footprint(g, materialized, group);
   std::vector<int> touched = fp.reads;
   for (int st : group.stores) touched.push_back(g.nodes[st].outputs[0]);
   // The CPU indexes with int64_t (loops over 64-bit counters vectorize as

@@ -14,6 +14,7 @@ namespace smelt::compiler {
 
 struct Graph;
 struct KernelGroup;
+struct GroupFootprint;
 
 /// The device a kernel is laid out for (the backend's code dialect).
 enum class Target { Cpp, Cuda };
@@ -26,6 +27,18 @@ inline constexpr int64_t kJitParallelGrain = 32768;
 inline constexpr int64_t kPersistentRow = 8192;
 /// With fewer rows than this, each long row is split across threads instead.
 inline constexpr int64_t kSplitRowsBelow = 8;
+/// Most ops one kernel computes. The C++ compiler's time grows faster than
+/// linearly with the length of a function (g++ -O3: ~0.04 ms per statement up
+/// to a few hundred, ~0.2 ms each at 4,000 and more beyond), so a longer
+/// chain of inlined producers is cut: a buffer in it is materialized and the
+/// chain continues in another kernel, which costs one store and load per
+/// element every kMaxKernelOps ops.
+inline constexpr int64_t kMaxKernelOps = 256;
+/// Most stores and reductions one kernel has (Inductor's max_fusion_size):
+/// the compiler's dependence analysis of a loop grows with the square of the
+/// memory references in it, and so does the legality check of a group whose
+/// stores read each other.
+inline constexpr int64_t kMaxKernelOutputs = 64;
 
 struct KernelConfig {
   Target target = Target::Cpp;
@@ -61,10 +74,9 @@ struct KernelConfig {
   std::string str() const;
 };
 
-/// The heuristic: the config a kernel group gets on `target` (no autotuning).
-/// `materialized` says which buffers live in memory (the rest are computed
-/// inside the kernels that read them).
-KernelConfig choose_config(const Graph& g, const std::vector<bool>& materialized,
-                           const KernelGroup& group, Target target, bool round_intermediates = true);
+/// The heuristic: the config a kernel group gets on `target` (no autotuning),
+/// from what the group reads and computes (`fp`: legality.h's footprint()).
+KernelConfig choose_config(const Graph& g, const KernelGroup& group, const GroupFootprint& fp,
+                           Target target, bool round_intermediates = true);
 
 }  // namespace smelt::compiler

@@ -97,8 +97,17 @@ struct Walk {
           continue;
         }
         if (computed_in(g, mat, grp, o.buf)) {
-          if (contains(grp.stores, b.producer)) stores_reached.insert(o.buf);
+          const bool store = contains(grp.stores, b.producer);
+          if (store) stores_reached.insert(o.buf);
           Index p = producer_index(b.sizes, o, at);
+          // Another store read where the kernel computes it, by a store: a
+          // value the kernel has, whose own reads were checked when it joined
+          // and are walked for it (footprint) — not walked again here, so a
+          // group whose stores read each other is checked in linear time.
+          if (store && b.producer != root &&
+              reader_pos == static_cast<int>(grp.reductions.size()) &&
+              p.vars == member_index(g, grp, b.producer).vars)
+            continue;
           if (visit_once(b.producer, p)) stack.emplace_back(b.producer, std::move(p));
           continue;
         }
