@@ -23,7 +23,8 @@
 // wraps around, two's complement, as in PyTorch); max / min and arg-reductions
 // compare in the input type (float for float16 / bfloat16); var / std /
 // var_mean accumulate in double for every floating input, as PyTorch's CPU
-// kernel does (cumsum of float32 likewise accumulates in double: acc_type on CPU).
+// kernel does; scans (cumsum) accumulate in PyTorch's CPU acc_type: as sums,
+// except that float32 accumulates in double.
 //
 // The order a row's elements are combined in decides a float result bit for
 // bit. The eager CPU kernels and the generated code reduce one row through the
@@ -331,8 +332,7 @@ SMELT_HD int64_t inner_splits(int64_t n_out, int64_t n_red, int64_t nthreads) {
 }
 /// The same for ColumnOrder, whose `tasks` are blocks of kColumnBlock
 /// neighbouring outputs: stretches of at least 64 elements.
-SMELT_HD int64_t column_splits(int64_t n_out, int64_t n_red, int64_t tasks,
-                                      int64_t nthreads) {
+SMELT_HD int64_t column_splits(int64_t n_out, int64_t n_red, int64_t tasks, int64_t nthreads) {
   const int64_t work = n_out * (n_red > 1 ? n_red : 1);
   if (nthreads <= 1 || work < kReduceParallelGrain || tasks >= nthreads) return 1;
   const int64_t by_threads = (nthreads + tasks - 1) / tasks, by_length = n_red / 64;
@@ -580,6 +580,9 @@ enum class AccRule {
   Compare,  // Max, Min, ArgMax, ArgMin: compare_type of the input dtype
   Welford,  // var, std, var_mean: double (PyTorch's CPU kernel)
   Bool,     // any, all: truthiness
+  Scan,     // cumsum: PyTorch's CPU acc_type (at::acc_type<T, /*is_cuda=*/false>) of the
+            // result dtype, the elements converted to the result dtype first: as Sum,
+            // but float accumulates in double
 };
 
 /// The accumulate type of rule R over elements of type T (for AccRule::Sum, T
@@ -600,6 +603,11 @@ struct accumulate<AccRule::Welford, T> {
 template <class T>
 struct accumulate<AccRule::Bool, T> {
   using type = bool;
+};
+template <class T>
+struct accumulate<AccRule::Scan, T> {
+  using type = typename std::conditional<std::is_same<T, float>::value, double,
+                                         typename acc_type<T>::type>::type;
 };
 template <AccRule R, class T>
 using accumulate_t = typename accumulate<R, T>::type;

@@ -58,13 +58,13 @@ std::string_view accumulator_name(Accumulator a) {
   return "?";
 }
 
-Accumulation accumulation(Accumulator a, DType in, DType out) {
+Accumulation accumulation(const OpDef& def, DType in, DType out) {
   using reduce::AccRule;
   AccRule rule = AccRule::Sum;
-  switch (a) {
+  switch (def.accumulator) {
     case Accumulator::Sum:
     case Accumulator::Prod:
-      rule = AccRule::Sum;
+      rule = def.scan ? AccRule::Scan : AccRule::Sum;
       break;
     case Accumulator::Max:
     case Accumulator::Min:
@@ -80,9 +80,9 @@ Accumulation accumulation(Accumulator a, DType in, DType out) {
       rule = AccRule::Bool;
       break;
     case Accumulator::None:
-      SMELT_INTERNAL_ASSERT(false, "accumulation: not a reduction accumulator");
+      SMELT_INTERNAL_ASSERT(false, "accumulation: '{}' has no accumulator", def.name);
   }
-  const DType element = rule == AccRule::Sum ? out : in;
+  const DType element = rule == AccRule::Sum || rule == AccRule::Scan ? out : in;
   const DType acc = SMELT_DISPATCH_ALL(element, "accumulation", [&] {
     switch (rule) {
       case AccRule::Sum:
@@ -91,6 +91,8 @@ Accumulation accumulation(Accumulator a, DType in, DType out) {
         return dtype_of<reduce::accumulate_t<AccRule::Compare, T>>::value;
       case AccRule::Welford:
         return dtype_of<reduce::accumulate_t<AccRule::Welford, T>>::value;
+      case AccRule::Scan:
+        return dtype_of<reduce::accumulate_t<AccRule::Scan, T>>::value;
       case AccRule::Bool:
         break;
     }
@@ -167,6 +169,7 @@ class Def {
   Def& transcendental() { return d_.precision = Precision::Transcendental, *this; }
   Def& accumulated() { return d_.precision = Precision::Accumulated, *this; }
   Def& not_differentiable() { return d_.differentiable = false, *this; }
+  Def& scan() { return d_.scan = true, *this; }
   operator OpDef() const { return d_; }  // NOLINT(google-explicit-constructor)
 
  private:
@@ -300,7 +303,7 @@ const std::vector<OpDef>& op_table() {
       reduction("logsumexp", A::None, {}).accumulated(),  // eager code over amax, exp, sum: no node
       reduction("any", A::Any, {"value"}).discontinuous().not_differentiable(),
       reduction("all", A::All, {"value"}).discontinuous().not_differentiable(),
-      reduction("cumsum", A::None, {}).accumulated(),  // runs its eager kernel
+      reduction("cumsum", A::Sum, {"value"}).scan().accumulated(),
       // ---- views ----
       Def("view", K::View),
       Def("reshape", K::View),

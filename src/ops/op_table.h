@@ -42,26 +42,28 @@ enum class DTypeRule {
 };
 
 /// A reduction's accumulator: the struct of that name in namespace smelt::reduce
-/// (src/kernels/reduce_ops.h). None: not a reduction, or one without a loop-level
-/// lowering (logsumexp is written over primitive ops and never recorded; cumsum runs
-/// its eager kernel).
+/// (src/kernels/reduce_ops.h); a scan (OpDef::scan) folds with it too. None: not a
+/// reduction, or one without a loop-level lowering (logsumexp is written over
+/// primitive ops and never recorded).
 enum class Accumulator { None, Sum, Prod, Max, Min, ArgMax, ArgMin, Welford, Any, All };
 /// "Sum", "Prod", "Max", "Min", "ArgMax", "ArgMin", "Welford", "Any", "All"; "" for None.
 std::string_view accumulator_name(Accumulator a);
 
-/// The dtypes a reduction with accumulator `a` works in, from input dtype `in`
-/// and result dtype `out` (the values, not the indices, of max/min):
+/// The dtypes reduction or scan `def` works in, from input dtype `in` and result
+/// dtype `out` (the values, not the indices, of max/min):
 ///   element  each input element is first converted (rounded) to it: for Sum
-///            and Prod (sum, mean, prod) the result dtype, as eager converts
-///            its input to the result dtype; else the input dtype;
+///            and Prod (sum, mean, prod, cumsum) the result dtype, as eager
+///            converts its input to the result dtype; else the input dtype;
 ///   acc      the accumulate type, reduce::accumulate_t (src/kernels/reduce_ops.h)
-///            of the element dtype: the rule the eager kernels are written with.
+///            of the element dtype: the rule the eager kernels are written with
+///            (AccRule::Scan for a scan: float32 accumulates in double).
 struct Accumulation {
   DType element;
   DType acc;
 };
-/// Raises an internal error for Accumulator::None.
-Accumulation accumulation(Accumulator a, DType in, DType out);
+struct OpDef;
+/// Raises an internal error when `def` has no accumulator.
+Accumulation accumulation(const OpDef& def, DType in, DType out);
 
 /// A check generated code makes at run time, where eager raises smelt::Error.
 enum class RuntimeCheck {
@@ -146,6 +148,10 @@ struct OpDef {
   Accumulator accumulator = Accumulator::None;
   /// Per output, what the accumulator finalizes to: "value", "index", "mean", "var", "std".
   std::vector<std::string_view> finals = {};
+  /// An inclusive scan along one dim (cumsum): the result has the input's shape,
+  /// its element k along the dim being the accumulator after elements 0..k, folded
+  /// in index order; it accumulates in reduce::AccRule::Scan's type.
+  bool scan = false;
   // ---- every op ----
   /// The result jumps as a function of real inputs (floor, sign, comparisons, remainder,
   /// argmax, float->integer casts, truthiness...), so a rounding-level difference in an

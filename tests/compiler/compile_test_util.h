@@ -117,6 +117,32 @@ inline ::testing::AssertionResult same(const Tensor& got, const Tensor& want) {
   return close(got, want, 0.0);
 }
 
+/// Compiled `got` bitwise equal to eager `want`: same shape and dtype, equal
+/// values with equal signs of zero, NaN equals NaN; integers compared exactly.
+inline ::testing::AssertionResult bitwise_same(const Tensor& got, const Tensor& want) {
+  if (got.sizes() != want.sizes() || got.dtype() != want.dtype())
+    return ::testing::AssertionFailure()
+           << "shape or dtype differs: " << ::testing::PrintToString(got.sizes()) << " "
+           << smelt::dtype_name(got.dtype()) << " vs " << ::testing::PrintToString(want.sizes())
+           << " " << smelt::dtype_name(want.dtype());
+  if (!smelt::is_floating(got.dtype())) {
+    auto a = got.to_vector<int64_t>(), b = want.to_vector<int64_t>();
+    for (size_t i = 0; i < a.size(); ++i)
+      if (a[i] != b[i])
+        return ::testing::AssertionFailure() << "element " << i << " of " << a.size()
+                                             << ": compiled " << a[i] << " eager " << b[i];
+    return ::testing::AssertionSuccess();
+  }
+  auto a = vals(got), b = vals(want);
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::isnan(a[i]) && std::isnan(b[i])) continue;
+    if (a[i] != b[i] || std::signbit(a[i]) != std::signbit(b[i]))
+      return ::testing::AssertionFailure()
+             << "element " << i << " of " << a.size() << ": compiled " << a[i] << " eager " << b[i];
+  }
+  return ::testing::AssertionSuccess();
+}
+
 /// The latest graph's step names joined with spaces (for failure messages).
 template <class C>
 std::string names(const C& compiled) {

@@ -18,25 +18,12 @@
 #include "ops/op_table.h"
 
 using namespace smelt;
+using smelt_test::bitwise_same;
 using smelt_test::make;
 
 namespace {
 
 class ReductionOrder : public smelt_test::CompilerTest {};
-
-/// Equal values and equal signs of zero; NaN equals NaN.
-::testing::AssertionResult bitwise_same(const Tensor& got, const Tensor& want) {
-  if (got.sizes() != want.sizes() || got.dtype() != want.dtype())
-    return ::testing::AssertionFailure() << "shape or dtype differs";
-  auto a = smelt_test::vals(got), b = smelt_test::vals(want);
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (std::isnan(a[i]) && std::isnan(b[i])) continue;
-    if (a[i] != b[i] || std::signbit(a[i]) != std::signbit(b[i]))
-      return ::testing::AssertionFailure()
-             << "element " << i << " of " << a.size() << ": compiled " << a[i] << " eager " << b[i];
-  }
-  return ::testing::AssertionSuccess();
-}
 
 /// Every floating reduction of `x` over `dims` (and over dim `d` for the ones
 /// taking a single dim).
@@ -195,22 +182,29 @@ TEST_F(ReductionOrder, SignedZerosAndNaNsFollowEagerOrder) {
 }
 
 // The accumulate types come from one rule (reduce_ops.h's accumulate_t),
-// through the op table: float32 sums accumulate in float at any length.
+// through the op table: float32 sums accumulate in float at any length, float32
+// scans (cumsum) in double, as PyTorch's CPU kernels do.
 TEST(ReductionAccumulation, OneRuleForEveryReduction) {
-  using detail::Accumulator;
-  auto acc = [](Accumulator a, DType in, DType out) { return detail::accumulation(a, in, out); };
-  EXPECT_EQ(acc(Accumulator::Sum, DType::Float32, DType::Float32).acc, DType::Float32);
-  EXPECT_EQ(acc(Accumulator::Sum, DType::BFloat16, DType::BFloat16).acc, DType::Float32);
-  EXPECT_EQ(acc(Accumulator::Sum, DType::Float16, DType::Float64).acc, DType::Float64);
-  EXPECT_EQ(acc(Accumulator::Sum, DType::Float32, DType::Float16).element, DType::Float16);
-  EXPECT_EQ(acc(Accumulator::Prod, DType::Int32, DType::Int64).acc, DType::Int64);
-  EXPECT_EQ(acc(Accumulator::Sum, DType::Bool, DType::Int64).acc, DType::Int64);
-  EXPECT_EQ(acc(Accumulator::Max, DType::Float16, DType::Float16).acc, DType::Float32);
-  EXPECT_EQ(acc(Accumulator::ArgMin, DType::Int16, DType::Int64).acc, DType::Int16);
-  EXPECT_EQ(acc(Accumulator::ArgMin, DType::Int16, DType::Int64).element, DType::Int16);
-  EXPECT_EQ(acc(Accumulator::Welford, DType::Float32, DType::Float32).acc, DType::Float64);
-  EXPECT_EQ(acc(Accumulator::Welford, DType::BFloat16, DType::BFloat16).acc, DType::Float64);
-  EXPECT_EQ(acc(Accumulator::Any, DType::Float32, DType::Bool).acc, DType::Bool);
+  auto acc = [](const char* op, DType in, DType out) {
+    return detail::accumulation(*detail::find_op(op), in, out);
+  };
+  EXPECT_EQ(acc("sum", DType::Float32, DType::Float32).acc, DType::Float32);
+  EXPECT_EQ(acc("sum", DType::BFloat16, DType::BFloat16).acc, DType::Float32);
+  EXPECT_EQ(acc("sum", DType::Float16, DType::Float64).acc, DType::Float64);
+  EXPECT_EQ(acc("sum", DType::Float32, DType::Float16).element, DType::Float16);
+  EXPECT_EQ(acc("prod", DType::Int32, DType::Int64).acc, DType::Int64);
+  EXPECT_EQ(acc("sum", DType::Bool, DType::Int64).acc, DType::Int64);
+  EXPECT_EQ(acc("amax", DType::Float16, DType::Float16).acc, DType::Float32);
+  EXPECT_EQ(acc("argmin", DType::Int16, DType::Int64).acc, DType::Int16);
+  EXPECT_EQ(acc("argmin", DType::Int16, DType::Int64).element, DType::Int16);
+  EXPECT_EQ(acc("var", DType::Float32, DType::Float32).acc, DType::Float64);
+  EXPECT_EQ(acc("var", DType::BFloat16, DType::BFloat16).acc, DType::Float64);
+  EXPECT_EQ(acc("any", DType::Float32, DType::Bool).acc, DType::Bool);
+  EXPECT_EQ(acc("cumsum", DType::Float32, DType::Float32).acc, DType::Float64);
+  EXPECT_EQ(acc("cumsum", DType::BFloat16, DType::BFloat16).acc, DType::Float32);
+  EXPECT_EQ(acc("cumsum", DType::Float16, DType::Float32).element, DType::Float32);
+  EXPECT_EQ(acc("cumsum", DType::Int32, DType::Int64).acc, DType::Int64);
+  EXPECT_EQ(acc("cumsum", DType::Float64, DType::Float64).acc, DType::Float64);
 }
 
 // The visiting order: reduced dims by decreasing stride, size-1 dims dropped,

@@ -944,7 +944,7 @@ struct Gen {
     if (red && (is_floating(dt) || is_floating(first.dtype()))) {
       ex = false;
       scale = std::max(scale, base_tol(dt)) * static_cast<double>(std::max<int64_t>(red_len, 1));
-      // products compound relative error; cumsum and logsumexp run outside the loop IR
+      // products compound relative error; logsumexp runs outside the loop IR
       if (def->accumulator == detail::Accumulator::Prod ||
           (def->kind == detail::OpKind::Reduction && def->accumulator == detail::Accumulator::None))
         scale *= 2;

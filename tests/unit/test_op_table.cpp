@@ -38,6 +38,7 @@ TEST(OpTable, NamesAreUniqueAndFieldsMatchTheKind) {
     }
     if (op.kind != OpKind::Reduction) {
       EXPECT_EQ(op.accumulator, Accumulator::None) << op.name;
+      EXPECT_FALSE(op.scan) << op.name;
     }
     // a reduction with an accumulator names what each output finalizes to
     EXPECT_EQ(op.accumulator == Accumulator::None, op.finals.empty()) << op.name;
@@ -53,7 +54,9 @@ TEST(OpTable, AccumulatorsNameTheReduceStructs) {
   EXPECT_EQ(detail::accumulator_name(detail::find_op("mean")->accumulator), "Sum");
   EXPECT_EQ(detail::accumulator_name(detail::find_op("var_mean")->accumulator), "Welford");
   EXPECT_EQ(detail::find_op("var_mean")->finals, (std::vector<std::string_view>{"var", "mean"}));
-  EXPECT_EQ(detail::find_op("cumsum")->accumulator, Accumulator::None);
+  EXPECT_EQ(detail::find_op("cumsum")->accumulator, Accumulator::Sum);
+  EXPECT_TRUE(detail::find_op("cumsum")->scan);
+  EXPECT_FALSE(detail::find_op("sum")->scan);
 }
 
 TEST(OpTable, RuntimeCheckOfIntegerDivisionDependsOnRoundingMode) {

@@ -1,6 +1,6 @@
 // `smelt ops`: every op of the op table, one line each: kind; for pointwise ops
 // arity, dtype rule, the scalar functor both eager and generated code call, the
-// runtime check and GEMM-epilogue activation; for reductions the accumulator and
+// runtime check and GEMM-epilogue activation; for reductions (and scans) the accumulator and
 // outputs; for all ops whether they are discontinuous, their precision class, how
 // a C++ number operand enters a pointwise op (NumberRule) and differentiability. Attribute variants
 // follow on "  attr=value:" lines.
@@ -54,8 +54,8 @@ int cmd_ops() {
   for (const auto& op : table) {
     std::string acc;
     if (op.accumulator != detail::Accumulator::None)
-      acc = fmt::format("{}({})", detail::accumulator_name(op.accumulator),
-                        fmt::join(op.finals, ","));
+      acc = fmt::format("{}{}({})", op.scan ? "scan " : "",
+                        detail::accumulator_name(op.accumulator), fmt::join(op.finals, ","));
     row(op.name, detail::op_kind_name(op.kind), op.arity > 0 ? std::to_string(op.arity) : "",
         rule_name(op.rule), op.functor, detail::runtime_check_name(op.check),
         epilogue_activation_name(op.epilogue), acc, op.discontinuous ? "yes" : "",

@@ -83,7 +83,9 @@ class Builder {
     d.name = name;
     d.config = cfg_;
     scopes_.push_back(Scope{&d.body, {}});
-    if (grp_.reduction)
+    if (grp_.scan)
+      scan_kernel();
+    else if (grp_.reduction)
       reduction_kernel();
     else
       pointwise_kernel();
@@ -661,6 +663,76 @@ class Builder {
         store(g_.nodes[node].outputs[0], node_value(node, full), flat_index(full));
       close();
     }
+    close();
+  }
+
+  /// Scans (cumsum): each row walks the scanned dim in index order, as eager
+  /// does, carrying one accumulator per scan (reduce_ops.h, in the scan's
+  /// accumulate type); at each step every scan folds its element, then its
+  /// result there is stored (where materialized) and read by the later scans
+  /// and the pointwise consumers, which run in the same step.
+  void scan_kernel() {
+    const Shape& s = grp_.shape;
+    Shape kept;
+    for (size_t k = 0; k < s.size(); ++k)
+      if (std::find(grp_.rdims.begin(), grp_.rdims.end(), static_cast<int64_t>(k)) ==
+          grp_.rdims.end())
+        kept.push_back(s[k]);
+    const int64_t outer = detail::shape_numel(kept);
+    rnumel_ = grp_.rdims.empty() ? 1 : s[grp_.rdims[0]];
+    IndexExpr o = IndexExpr::var("o", std::max<int64_t>(1, outer));
+    IndexExpr r = IndexExpr::var("r", std::max<int64_t>(1, rnumel_));
+    const Index at = domain_index(s, grp_.rdims, o, r);
+    const IndexExpr out_index = flat_index(at);
+    open(loop("o", outer, cfg_.parallel ? RangeTag::Parallel : RangeTag::Serial));
+    std::vector<ReductionInfo> infos;
+    for (size_t k = 0; k < grp_.reductions.size(); ++k) {
+      infos.push_back(reduction_info(g_, g_.nodes[grp_.reductions[k]]));
+      if (grp_.rdims.empty()) continue;  // a 0-dim input: no accumulator (below)
+      Stmt init;
+      init.kind = Stmt::Kind::AccInit;
+      init.name = fmt::format("acc{}", k);
+      init.accumulator = infos[k].accumulator;
+      init.acc_dtype = infos[k].acc_dtype;
+      add(std::move(init));
+    }
+    open(loop("r", rnumel_, RangeTag::Serial));
+    for (size_t k = 0; k < grp_.reductions.size(); ++k) {
+      const Node& n = g_.nodes[grp_.reductions[k]];
+      const ReductionInfo& info = infos[k];
+      ops_.insert(n.op);
+      // The element rounded to the element dtype, then converted to the
+      // accumulate type (eager's rule).
+      ExprPtr x = convert(convert(value(n.inputs[0], at), n.inputs[0].dtype, info.elem_dtype),
+                          info.elem_dtype, info.acc_dtype);
+      ExprPtr acc;
+      if (grp_.rdims.empty()) {
+        // A 0-dim input: eager copies the element (no addition to the identity).
+        acc = x;
+      } else {
+        Stmt st;
+        st.kind = Stmt::Kind::AccStep;
+        st.name = fmt::format("acc{}", k);
+        st.accumulator = info.accumulator;
+        st.acc_dtype = info.acc_dtype;
+        st.value = std::move(x);
+        add(std::move(st));
+        Expr e;
+        e.kind = Expr::Kind::AccValue;
+        e.name = fmt::format("acc{}", k);
+        e.field = "finalize";
+        e.accumulator = info.accumulator;
+        e.acc_dtype = e.dtype = info.acc_dtype;
+        acc = make(std::move(e));
+      }
+      const int ob = n.outputs[0];
+      const DType od = g_.buffers[ob].dtype;
+      ExprPtr v = emit(convert(std::move(acc), info.acc_dtype, od), od);
+      row_values_[ob] = v;
+      if (mat_[ob]) store(ob, v, out_index);
+    }
+    for (int node : grp_.stores) store(g_.nodes[node].outputs[0], node_value(node, at), out_index);
+    close();
     close();
   }
 

@@ -14,11 +14,11 @@ namespace smelt::compiler {
 const char* target_name(Target t) { return t == Target::Cuda ? "cuda" : "cpp"; }
 
 bool KernelConfig::operator==(const KernelConfig& o) const {
-  return target == o.target && reduction == o.reduction && tile_rows == o.tile_rows &&
-         parallel == o.parallel && split == o.split && persistent == o.persistent &&
-         prefill == o.prefill && round_intermediates == o.round_intermediates &&
-         index_bits == o.index_bits && block_size == o.block_size &&
-         items_per_thread == o.items_per_thread;
+  return target == o.target && reduction == o.reduction && scan == o.scan &&
+         tile_rows == o.tile_rows && parallel == o.parallel && split == o.split &&
+         persistent == o.persistent && prefill == o.prefill &&
+         round_intermediates == o.round_intermediates && index_bits == o.index_bits &&
+         block_size == o.block_size && items_per_thread == o.items_per_thread;
 }
 
 size_t KernelConfig::hash() const {
@@ -27,7 +27,8 @@ size_t KernelConfig::hash() const {
 }
 
 std::string KernelConfig::str() const {
-  std::string s = fmt::format("{} {}", target_name(target), reduction ? "reduction" : "pointwise");
+  std::string s = fmt::format("{} {}", target_name(target),
+                              scan ? "scan" : (reduction ? "reduction" : "pointwise"));
   if (tile_rows) s += " tile_rows";
   if (parallel) s += " parallel";
   if (split) s += " split";
@@ -80,6 +81,19 @@ KernelConfig choose_config(const Graph& g, const KernelGroup& group, const Group
   int64_t rn = 1;
   for (auto d : group.rdims) rn *= s[d];
   const int64_t outer = rn > 0 ? n / rn : 0;
+  if (group.scan) {
+    // A row's steps depend on each other: rows spread over threads, never
+    // split (CUDA: one thread per row, a grid-stride loop over rows).
+    c.scan = true;
+    if (target == Target::Cuda) {
+      c.parallel = true;
+      c.block_size = 256;
+      c.items_per_thread = 1;
+      return c;
+    }
+    c.parallel = outer > 1 && n >= kJitParallelGrain;
+    return c;
+  }
   c.split = outer < kSplitRowsBelow && rn >= kJitParallelGrain;
   c.parallel = !c.split && outer > 1 && outer * rn >= kJitParallelGrain;
   c.persistent = rn <= kPersistentRow;

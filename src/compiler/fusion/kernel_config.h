@@ -43,6 +43,9 @@ inline constexpr int64_t kMaxKernelOutputs = 64;
 struct KernelConfig {
   Target target = Target::Cpp;
   bool reduction = false;
+  /// Reduction: the group's reductions are scans (KernelGroup::scan); each row
+  /// is walked in index order on one thread (no split, no row buffers).
+  bool scan = false;
   /// Pointwise: iterate rows x columns (loads broadcast along rows stay
   /// contiguous in the inner loop) instead of one flat range.
   bool tile_rows = false;

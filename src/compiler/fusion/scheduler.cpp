@@ -272,7 +272,9 @@ class Scheduler {
       std::string best_why, last_no;
       for (int k = static_cast<int>(s_.steps.size()) - 1; k >= 0 && k >= first; --k) {
         Step& st = s_.steps[k];
-        if (st.kind != Step::Kind::Kernel || (fresh.reduction && !st.group.reduction)) continue;
+        if (st.kind != Step::Kind::Kernel ||
+            (fresh.reduction && (!st.group.reduction || fresh.scan != st.group.scan)))
+          continue;
         if (step_ops_[k] + ops_[i] > kMaxKernelOps) {
           if (last_no.empty())
             last_no =
@@ -298,7 +300,8 @@ class Scheduler {
       }
       if (best >= 0) {
         Step& st = s_.steps[best];
-        if (n.outputs.size() && classify(n) == LoopKind::Reduction)
+        if (n.outputs.size() &&
+            (classify(n) == LoopKind::Reduction || classify(n) == LoopKind::Scan))
           st.group.reductions.push_back(i);
         else
           st.group.stores.push_back(i);
@@ -354,9 +357,10 @@ class Scheduler {
       return;
     }
     KernelGroup grp;
-    if (k == LoopKind::Reduction) {
+    if (k == LoopKind::Reduction || k == LoopKind::Scan) {
       ReductionInfo info = reduction_info(g_, n);
       grp.reduction = true;
+      grp.scan = k == LoopKind::Scan;
       grp.shape = info.in_sizes;
       grp.rdims = info.dims;
       grp.reductions.push_back(i);
@@ -433,6 +437,7 @@ class Scheduler {
       if (ops.size() > 6) ops.resize(6);
       std::string kind;
       if (st.group.reduction) {
+        // Scans take the looped reduction's prefix, as Inductor names them.
         kind = st.config.persistent ? "per" : "red";
       } else {
         // Horizontal: several outputs none of which reads another.
