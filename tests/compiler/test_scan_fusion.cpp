@@ -45,7 +45,7 @@ TEST_F(ScanFusion, CumsumOfPointwiseThenPointwiseIsOneKernel) {
   auto f = compile(fn);
   EXPECT_TRUE(bitwise_same(f(x), fn(x)));
   EXPECT_EQ(f.stats().kernels, 1) << names(f);
-  EXPECT_EQ(f.stats().kernel_names.at(0), "cpp_red_fused_cumsum_exp_mul_0");
+  EXPECT_EQ(f.stats().kernel_names.at(0), "cpp_per_fused_cumsum_exp_mul_0");
   EXPECT_EQ(count_prefix(f, "fallback_"), 0) << names(f);
   // The scan's config says so; each row is folded in order, float32 in double.
   EXPECT_NE(f.generated_code().find("cpp scan"), std::string::npos) << f.generated_code();
@@ -113,6 +113,36 @@ TEST_F(ScanFusion, LargeInputsRunRowsInParallelAndStayBitwise) {
   EXPECT_TRUE(bitwise_same(got[1], want[1]));
   EXPECT_EQ(f.stats().kernels, 2) << names(f);
   EXPECT_NE(f.generated_code().find("cpp scan parallel"), std::string::npos);
+}
+
+// The layout follows the scanned dim: rows along inner positions are scanned
+// side by side (lanes, the inner loop contiguous), a row that fits is computed,
+// scanned and consumed in three loops (persistent), a long row in one; every
+// layout adds each row in eager's order.
+TEST_F(ScanFusion, LayoutsFollowTheScannedDimAndStayBitwise) {
+  struct Case {
+    Shape shape;
+    int64_t dim;
+    const char* config;  // part of the kernel's config line
+    const char* prefix;
+  };
+  const std::vector<Case> cases = {
+      {{40, 96}, 0, "cpp scan lanes=96 idx64", "cpp_red_"},
+      {{512, 4096}, 0, "cpp scan parallel lanes=256 idx64", "cpp_red_"},  // 16 groups of rows
+      {{3, 1031}, 0, "cpp scan persistent prefill", "cpp_per_"},          // 1031 is prime: no lanes
+      {{64, 700}, 1, "cpp scan parallel persistent prefill", "cpp_per_"},
+      {{2, 9000}, 1, "cpp scan idx64", "cpp_red_"},  // longer than a persistent row
+  };
+  for (const Case& c : cases) {
+    Tensor x = randn(c.shape) * 10;
+    auto fn = [d = c.dim](const Tensor& x) { return cumsum(tanh(x), d) * x; };
+    auto f = compile(fn);
+    EXPECT_TRUE(bitwise_same(f(x), fn(x))) << ::testing::PrintToString(c.shape) << " dim " << c.dim;
+    EXPECT_NE(f.generated_code().find(c.config), std::string::npos) << c.config << "\n"
+                                                                    << f.generated_code();
+    EXPECT_EQ(f.stats().kernels, 1) << names(f);
+    EXPECT_EQ(count_prefix(f, c.prefix), 1) << names(f);
+  }
 }
 
 TEST_F(ScanFusion, EmptyLengthOneAndZeroDim) {

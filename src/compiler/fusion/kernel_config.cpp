@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <functional>
 
 #include "compiler/fusion/legality.h"
@@ -15,8 +16,8 @@ const char* target_name(Target t) { return t == Target::Cuda ? "cuda" : "cpp"; }
 
 bool KernelConfig::operator==(const KernelConfig& o) const {
   return target == o.target && reduction == o.reduction && scan == o.scan &&
-         tile_rows == o.tile_rows && parallel == o.parallel && split == o.split &&
-         persistent == o.persistent && prefill == o.prefill &&
+         scan_lanes == o.scan_lanes && tile_rows == o.tile_rows && parallel == o.parallel &&
+         split == o.split && persistent == o.persistent && prefill == o.prefill &&
          round_intermediates == o.round_intermediates && index_bits == o.index_bits &&
          block_size == o.block_size && items_per_thread == o.items_per_thread;
 }
@@ -34,6 +35,7 @@ std::string KernelConfig::str() const {
   if (split) s += " split";
   if (persistent) s += " persistent";
   if (!prefill.empty()) s += fmt::format(" prefill={}", fmt::join(prefill, ","));
+  if (scan_lanes) s += fmt::format(" lanes={}", scan_lanes);
   if (!round_intermediates) s += " no_rounding";
   s += fmt::format(" idx{}", index_bits);
   if (block_size) s += fmt::format(" block={}x{}", block_size, items_per_thread);
@@ -91,7 +93,23 @@ KernelConfig choose_config(const Graph& g, const KernelGroup& group, const Group
       c.items_per_thread = 1;
       return c;
     }
-    c.parallel = outer > 1 && n >= kJitParallelGrain;
+    // Rows along inner positions are scanned side by side: the largest count
+    // of them up to kScanLanes that divides the inner positions (a large scan
+    // keeps about 16 groups of rows or more for the threads).
+    int64_t inner = 1;
+    if (!group.rdims.empty())
+      for (size_t k = static_cast<size_t>(group.rdims[0]) + 1; k < s.size(); ++k) inner *= s[k];
+    const int64_t most =
+        n >= kJitParallelGrain ? std::clamp<int64_t>(outer / 16, 64, kScanLanes) : kScanLanes;
+    int64_t lanes = std::min(inner, most);
+    while (lanes > 1 && inner % lanes != 0) --lanes;
+    c.scan_lanes = lanes > 1 ? lanes : 0;
+    c.parallel = outer / std::max<int64_t>(1, c.scan_lanes) > 1 && n >= kJitParallelGrain;
+    // One scan along rows that fit: its computed element and its consumers
+    // get loops of their own over the row, which vectorize (row buffers).
+    c.persistent = !c.scan_lanes && group.reductions.size() == 1 && rn <= kPersistentRow &&
+                   (fp.computed_element[0] || !group.stores.empty());
+    if (c.persistent && fp.computed_element[0]) c.prefill.push_back(group.reductions[0]);
     return c;
   }
   c.split = outer < kSplitRowsBelow && rn >= kJitParallelGrain;

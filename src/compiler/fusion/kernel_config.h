@@ -39,13 +39,20 @@ inline constexpr int64_t kMaxKernelOps = 256;
 /// memory references in it, and so does the legality check of a group whose
 /// stores read each other.
 inline constexpr int64_t kMaxKernelOutputs = 64;
+/// Most rows a scan kernel scans together (KernelConfig::scan_lanes).
+inline constexpr int64_t kScanLanes = 1024;
 
 struct KernelConfig {
   Target target = Target::Cpp;
   bool reduction = false;
   /// Reduction: the group's reductions are scans (KernelGroup::scan); each row
-  /// is walked in index order on one thread (no split, no row buffers).
+  /// is walked in index order on one thread (never split).
   bool scan = false;
+  /// Scan over a dim that has inner positions (not the innermost): this many
+  /// rows (consecutive inner positions) are scanned together, one accumulator
+  /// each, the inner loop running over them (contiguous, it vectorizes);
+  /// 0: one row at a time.
+  int64_t scan_lanes = 0;
   /// Pointwise: iterate rows x columns (loads broadcast along rows stay
   /// contiguous in the inner loop) instead of one flat range.
   bool tile_rows = false;
@@ -55,7 +62,9 @@ struct KernelConfig {
   /// accumulator in a scratch buffer, combined in thread order (deterministic).
   bool split = false;
   /// Reduction: the row fits; values that several loops over the row need are
-  /// kept in row buffers instead of being recomputed.
+  /// kept in row buffers instead of being recomputed. Scan: one scan whose
+  /// row fits, its computed element (prefill) and its consumers each in a loop
+  /// of their own around the serial one.
   bool persistent = false;
   /// Reduction nodes whose element is computed (not a plain load): in a
   /// persistent kernel the row is computed in its own loop first, which
