@@ -146,8 +146,9 @@ TEST_F(ScanFusion, LayoutsFollowTheScannedDimAndStayBitwise) {
 }
 
 TEST_F(ScanFusion, EmptyLengthOneAndZeroDim) {
-  const std::vector<std::pair<Shape, int64_t>> cases = {
-      {{0, 5}, 1}, {{0, 5}, 0}, {{3, 0}, 1}, {{3, 0}, 0}, {{1, 5}, 0}, {{5, 1}, 1}, {{1}, 0}};
+  const std::vector<std::pair<Shape, int64_t>> cases = {{{0, 5}, 1}, {{0, 5}, 0}, {{3, 0}, 1},
+                                                        {{3, 0}, 0}, {{1, 5}, 0}, {{5, 1}, 1},
+                                                        {{1}, 0},    {{}, 0}};
   for (auto& [shape, d] : cases) {
     Tensor x = randn(shape);
     auto fn = [d = d](const Tensor& x) { return cumsum(x + 1, d) * 2; };

@@ -107,7 +107,8 @@ KernelConfig choose_config(const Graph& g, const KernelGroup& group, const Group
     c.parallel = outer / std::max<int64_t>(1, c.scan_lanes) > 1 && n >= kJitParallelGrain;
     // One scan along rows that fit: its computed element and its consumers
     // get loops of their own over the row, which vectorize (row buffers).
-    c.persistent = !c.scan_lanes && group.reductions.size() == 1 && rn <= kPersistentRow &&
+    c.persistent = !c.scan_lanes && group.reductions.size() == 1 && !group.rdims.empty() &&
+                   rn > 0 && rn <= kPersistentRow &&
                    (fp.computed_element[0] || !group.stores.empty());
     if (c.persistent && fp.computed_element[0]) c.prefill.push_back(group.reductions[0]);
     return c;
