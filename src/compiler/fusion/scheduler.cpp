@@ -166,7 +166,8 @@ class Scheduler {
         }
         s_.materialized[o] = m;
       }
-      if (k == LoopKind::Pointwise || k == LoopKind::Reduction) count_ops(static_cast<int>(i));
+      if (k == LoopKind::Pointwise || k == LoopKind::Reduction || k == LoopKind::Scan)
+        count_ops(static_cast<int>(i));
     }
     for (auto& [node, st] : extern_steps_) {
       for (int e : st.epilogue) s_.materialized[g_.nodes[e].outputs[0]] = false;
