@@ -298,6 +298,12 @@ class Backend {
   /// out (contiguous, index's shape) [.., i_dim, ..] = x[.., index[..], ..]
   /// (index int64 or int32, values in range).
   virtual void gather(const Tensor& out, const Tensor& x, int64_t dim, const Tensor& index) = 0;
+  /// out (contiguous) [.., index[..], ..] += src[.., i_dim, ..] for every element of
+  /// index (dim `dim`; src read through its strides, of out's dtype; index int64 or
+  /// int32 of src's rank with sizes <= src's, values in range). Repeated indices add
+  /// up, in index order.
+  virtual void scatter_add(const Tensor& out, int64_t dim, const Tensor& index,
+                           const Tensor& src) = 0;
   /// out (contiguous) rows index[j] along dim 0 = src rows j (src contiguous,
   /// [index.numel(), out.sizes()[1:]...], same dtype; index int64, in range).
   virtual void index_copy(const Tensor& out, const Tensor& index, const Tensor& src) = 0;

@@ -138,6 +138,10 @@ class CpuBackend final : public backend::Backend {
   void gather(const Tensor& out, const Tensor& x, int64_t dim, const Tensor& index) override {
     cpu::gather(out, x, dim, index);
   }
+  void scatter_add(const Tensor& out, int64_t dim, const Tensor& index,
+                   const Tensor& src) override {
+    cpu::scatter_add(out, dim, index, src);
+  }
   void index_copy(const Tensor& out, const Tensor& index, const Tensor& src) override {
     cpu::index_copy(out, index, src);
   }
