@@ -265,12 +265,13 @@ std::vector<Tensor> OpNode::apply(std::vector<Tensor>&& grads) {
     if (has_saved_input_[i]) inputs[i] = saved_inputs_[i].unpack(*this);
   for (size_t i = 0; i < outputs.size(); ++i)
     if (has_saved_output_[i]) outputs[i] = saved_outputs_[i].unpack(*this);
-  // Several outputs with some gradients missing: zeros stand in (GradContext's promise).
-  for (uint32_t i = 0; i < grads.size(); ++i)
-    if (!grads[i].defined()) {
-      const InputMetadata& m = input_metadata(i);
+  // Several outputs with some gradients missing: zeros stand in (GradContext's
+  // promise; integer outputs such as max's indices never get a gradient).
+  for (uint32_t i = 0; i < grads.size(); ++i) {
+    const InputMetadata& m = input_metadata(i);
+    if (!grads[i].defined() && is_floating(m.dtype))
       grads[i] = zeros(m.sizes, TensorOptions(m.dtype).device(m.device));
-    }
+  }
   std::vector<bool> needs(next_edges_.size());
   for (size_t i = 0; i < needs.size(); ++i) needs[i] = next_edges_[i].is_valid();
   const detail::GradContext ctx{inputs, outputs, input_meta_, attrs_, grads, needs};
