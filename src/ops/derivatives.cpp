@@ -142,9 +142,15 @@ Grads pow_backward(const GradContext& c) {
   const Tensor& b = c.in(1);
   Grads r(2);
   if (c.needs(0)) {
-    // FunctionsManual pow_backward_self: 0 where the exponent is 0 (no 0 * inf).
-    Tensor d = mul(g, mul(b, pow(a, sub(b, Scalar(1.0)))));
-    r[0] = where((b == 0.0), Scalar(0.0), d);
+    // FunctionsManual pow_backward_self: 0 where the exponent is 0 (no 0 * inf). A
+    // number exponent stays a number (b - 1 of two numbers would round to float32).
+    if (b.is_wrapped_number()) {
+      const double e = b.item<double>();
+      r[0] = e == 0.0 ? zeros_like(g) : mul(g, pow(a, Scalar(e - 1.0)) * e);
+    } else {
+      Tensor d = mul(g, mul(b, pow(a, sub(b, Scalar(1.0)))));
+      r[0] = where((b == 0.0), Scalar(0.0), d);
+    }
   }
   if (c.needs(1)) {
     // pow_backward_exponent: 0 where the base is 0 and the exponent >= 0.

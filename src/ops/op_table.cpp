@@ -443,7 +443,10 @@ const std::vector<OpDef>& op_table() {
           .grad(
               [](C c) -> Grads {
                 const Tensor& w = c.in(2);
-                return {c.grad() * (1.0 - w), c.grad() * w,
+                // A number weight stays a number (1 - w of two numbers would round to float32).
+                Tensor start = w.is_wrapped_number() ? c.grad() * (1.0 - w.item<double>())
+                                                     : c.grad() * (1.0 - w);
+                return {start, c.grad() * w,
                         c.needs(2) ? c.grad() * (c.in(1) - c.in(0)) : Tensor()};
               },
               kIn),

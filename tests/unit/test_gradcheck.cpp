@@ -290,6 +290,9 @@ std::vector<Case> cases() {
   cs.push_back({"pow", "pow_number", {rn(S, 47)}, one([](const std::vector<Tensor>& in) {
                   return pow(in[0], 3.0);
                 })});
+  cs.push_back({"pow", "pow_fraction", {pos(S, 171)}, one([](const std::vector<Tensor>& in) {
+                  return pow(in[0], 0.3);
+                })});
   binary(
       "maximum", [](const Tensor& a, const Tensor& b) { return maximum(a, b); }, rn(A, 48),
       rn(B, 49));
