@@ -328,6 +328,10 @@ std::vector<Case> cases() {
                 "lerp",
                 {rn(S, 68), rn(S, 69), rnd({4}, 0, 1, 70)},
                 one([](const std::vector<Tensor>& in) { return lerp(in[0], in[1], in[2]); })});
+  cs.push_back(
+      {"lerp", "lerp_number", {rn(S, 172), rn(S, 173)}, one([](const std::vector<Tensor>& in) {
+         return lerp(in[0], in[1], 0.3);
+       })});
   // ---- reductions ----
   const Shape R{3, 4, 5};
   unary(
