@@ -262,6 +262,12 @@ Tensor slice(const Tensor& x, int64_t dim, std::optional<int64_t> start, std::op
 Tensor select(const Tensor& x, int64_t dim, int64_t index);
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
+/// A copy of `self` with src's elements added at index along `dim`:
+/// out[.., index[i..], ..] += src[i..] for every element of index (torch.scatter_add;
+/// repeated indices add up). index int64/int32 of self's rank, with index.size(d) <=
+/// src.size(d) for every d and <= self.size(d) for d != dim; src of self's dtype;
+/// every index in [0, self.size(dim)). Error otherwise.
+Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src);
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
 std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);

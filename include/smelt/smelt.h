@@ -1,6 +1,7 @@
-// smelt/smelt.h — everything: tensors, ops, nn modules (BERT and sentence
+// smelt/smelt.h — everything: tensors, ops, autograd, nn modules (BERT and sentence
 // embeddings included), tokenizers, safetensors I/O, compile.
 #pragma once
+#include "smelt/autograd.h"
 #include "smelt/compile.h"
 #include "smelt/io.h"
 #include "smelt/nn.h"

@@ -21,6 +21,7 @@
 #include "compiler/runtime/units.h"
 #include "compiler/trace/tracer.h"
 #include "core/tensor_impl.h"
+#include "smelt/autograd.h"
 
 namespace smelt {
 
@@ -92,6 +93,9 @@ struct Guards {
   /// address is reused by a new one cannot pass for it).
   std::vector<uint64_t> param_storage;
   std::string mode_key;
+  /// Grad mode when traced: a graph traced under NoGradGuard is not reused with
+  /// grad mode on (a tensor captured by the function may require grad).
+  bool grad_enabled = true;
 
   /// "" when `args`/`params` pass, else the first failed guard.
   std::string check(const std::vector<Tensor>& a, const std::vector<nn::NamedTensor>& p,
@@ -125,6 +129,9 @@ struct Guards {
                            TensorGuard::of(t).str());
     }
     if (mode != mode_key) return "a module switched between train() and eval()";
+    if (GradMode::is_enabled() != grad_enabled)
+      return fmt::format("grad mode changed: the graph was traced with grad mode {}",
+                         grad_enabled ? "on" : "off (NoGradGuard)");
     return "";
   }
   std::string str() const {
@@ -135,6 +142,7 @@ struct Guards {
       s += fmt::format("  {}: this very tensor, {}\n", param_labels[i], param_meta[i].str());
     if (!mode_key.empty())
       s += fmt::format("  module training flags (T = train, E = eval, per module): {}\n", mode_key);
+    s += fmt::format("  grad mode: {}\n", grad_enabled ? "on" : "off");
     return s;
   }
 };
@@ -184,6 +192,16 @@ class CompiledState {
     std::vector<nn::NamedTensor> named = params_fn ? params_fn() : std::vector<nn::NamedTensor>{};
     std::string mode = mode_fn ? mode_fn() : "";
     if (eager_only) return eager(args, fn);
+    if (auto br = autograd_break(args, named)) {
+      // Not an entry: the same call under NoGradGuard compiles.
+      ++stats.graph_breaks;
+      stats.last_graph_break = br->what();
+      if (opts.fullgraph) throw Error(fullgraph_message(*br));
+      if (log_enabled("graph_breaks"))
+        log_artifact("graph_breaks", "graph break, running eagerly",
+                     fmt::format("graph break at {}; this call runs eagerly", br->what()));
+      return eager(args, fn);
+    }
     std::vector<Tensor> params;
     params.reserve(named.size());
     for (auto& p : named) params.push_back(p.tensor);
@@ -215,6 +233,25 @@ class CompiledState {
     Entry& last = entries.back();
     if (!last.graph) return eager(args, fn);
     return run(*last.graph, args, params);
+  }
+
+  /// Grad mode is on and an argument or parameter requires grad: the compiled code
+  /// records no autograd history (compiled training is future work), so the call
+  /// runs eagerly, with autograd.
+  static std::optional<GraphBreak> autograd_break(const std::vector<Tensor>& args,
+                                                  const std::vector<nn::NamedTensor>& named) {
+    if (!GradMode::is_enabled()) return std::nullopt;
+    std::string what;
+    for (size_t i = 0; i < args.size() && what.empty(); ++i)
+      if (args[i].requires_grad()) what = fmt::format("argument {}", i);
+    for (size_t i = 0; i < named.size() && what.empty(); ++i)
+      if (named[i].tensor.requires_grad()) what = param_label(named[i]);
+    if (what.empty()) return std::nullopt;
+    return GraphBreak("autograd",
+                      what +
+                          " requires grad and grad mode is on; smelt::compile does not "
+                          "capture autograd yet, so the call runs eagerly with autograd",
+                      "run inference under smelt::NoGradGuard (module parameters require grad)");
   }
 
   std::vector<Tensor> eager(const std::vector<Tensor>& args, const ErasedFn& fn) {
@@ -257,6 +294,7 @@ class CompiledState {
     };
     Entry e;
     e.guards.mode_key = mode;
+    e.guards.grad_enabled = GradMode::is_enabled();
     for (auto& a : args) e.guards.args.push_back(TensorGuard::of(a));
     e.guards.aliases = alias_pattern(args);
     std::vector<Tensor> params;

@@ -15,6 +15,7 @@
 
 #include "ops/decompose.h"
 #include "ops/pointwise.h"
+#include "smelt/autograd.h"
 #include "smelt/ops.h"
 
 namespace smelt::detail {
@@ -124,6 +125,8 @@ std::vector<Tensor> batch_norm_decomp(const std::vector<Tensor>& in, const Attrs
     const int64_t n = C > 0 ? x.numel() / C : 0;
     // Running stats are updated in place: running = (1 - momentum) * running + momentum * stat,
     // with the unbiased (n - 1) variance, as PyTorch.
+    // Not part of the differentiated computation (PyTorch updates them outside autograd).
+    NoGradGuard no_grad;
     if (rm.defined()) rm.copy_(add(mul(rm, Scalar(1.0 - momentum)), mul(mu, Scalar(momentum))));
     if (rv.defined() && n > 1) {
       Tensor unbiased = mul(var, Scalar(static_cast<double>(n) / static_cast<double>(n - 1)));

@@ -419,6 +419,9 @@ const std::map<std::string, Entry>& table() {
         [](const Args& a) -> Outs { return {index_select(a.at(0), a.i64("dim"), a.at(1))}; });
     add("gather", 2, 2, {"dim"},
         [](const Args& a) -> Outs { return {gather(a.at(0), a.i64("dim"), a.at(1))}; });
+    add("scatter_add", 3, 3, {"dim"}, [](const Args& a) -> Outs {
+      return {scatter_add(a.at(0), a.i64("dim"), a.at(1), a.at(2))};
+    });
     add("cat", 1, kMany, {"dim"},
         [](const Args& a) -> Outs { return {cat(a.all(), a.i64("dim", 0))}; });
     add("stack", 1, kMany, {"dim"},

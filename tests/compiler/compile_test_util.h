@@ -19,6 +19,7 @@
 #include "compiler/fusion/scheduler.h"
 #include "compiler/passes/passes.h"
 #include "compiler/trace/tracer.h"
+#include "smelt/autograd.h"
 #include "smelt/compile.h"
 #include "smelt/ops.h"
 #include "test_util.h"
@@ -70,10 +71,13 @@ class ScopedEnv {
   std::optional<std::string> old_;
 };
 
-/// Fixture: private kernel cache, no logs, reproducible random inputs.
+/// Fixture: private kernel cache, no logs, reproducible random inputs, grad mode
+/// off (these tests compile inference: module parameters require grad, and a
+/// compiled call that would need autograd runs eagerly instead).
 class CompilerTest : public ::testing::Test {
  protected:
   void SetUp() override {
+    no_grad_ = std::make_unique<smelt::NoGradGuard>();
     cache_ = std::make_unique<ScopedEnv>("SMELT_CACHE_DIR", suite_cache_dir());
     logs_ = std::make_unique<ScopedEnv>("SMELT_LOGS", std::nullopt);
     cxx_ = std::make_unique<ScopedEnv>("SMELT_CXX", std::nullopt);
@@ -83,10 +87,12 @@ class CompilerTest : public ::testing::Test {
     cxx_.reset();
     logs_.reset();
     cache_.reset();
+    no_grad_.reset();
   }
 
  private:
   std::unique_ptr<ScopedEnv> cache_, logs_, cxx_;
+  std::unique_ptr<smelt::NoGradGuard> no_grad_;
 };
 
 /// Same shape and dtype, and every element within `tol` (absolute + relative);

@@ -19,7 +19,9 @@ TEST(OpTable, NamesAreUniqueAndFieldsMatchTheKind) {
   for (const auto& op : detail::op_table()) {
     EXPECT_TRUE(names.insert(op.name).second) << op.name;
     EXPECT_EQ(detail::find_op(op.name), &op);
-    EXPECT_EQ(op.derivative, nullptr) << op.name;  // filled by the training issue
+    // A differentiable op has a derivative (or names the ops it is differentiated
+    // through); the others have none.
+    EXPECT_EQ(op.differentiable, op.derivative != nullptr || !op.derivative_via.empty()) << op.name;
     if (op.kind == OpKind::Pointwise) {
       EXPECT_GE(op.arity, 1) << op.name;
       EXPECT_FALSE(op.functor.empty()) << op.name;

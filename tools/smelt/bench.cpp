@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "smelt/autograd.h"
 #include "smelt/compile.h"
 #include "smelt/nn.h"
 #include "smelt/ops.h"
@@ -406,6 +407,7 @@ const char* bench_columns_help() {
 }
 
 int cmd_bench(const BenchOptions& opts) {
+  NoGradGuard no_grad;  // the workloads are inference (module parameters require grad)
   SMELT_CHECK(opts.device == "cpu",
               "smelt bench: device '{}' is not available in this build (the CUDA backend is not "
               "implemented yet); use --device cpu",

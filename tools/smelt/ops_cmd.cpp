@@ -2,8 +2,10 @@
 // arity, dtype rule, the scalar functor both eager and generated code call, the
 // runtime check and GEMM-epilogue activation; for reductions (and scans) the accumulator and
 // outputs; for all ops whether they are discontinuous, their precision class, how
-// a C++ number operand enters a pointwise op (NumberRule) and differentiability. Attribute variants
-// follow on "  attr=value:" lines.
+// a C++ number operand enters a pointwise op (NumberRule) and their derivative
+// ("formula": its own, in the op table; "via X": through the ops X its eager
+// code records; "none": not differentiable). Attribute variants follow on
+// "  attr=value:" lines.
 #include <cstdio>
 #include <string>
 
@@ -33,6 +35,13 @@ const char* rule_name(detail::DTypeRule r) {
   }
   return "?";
 }
+
+std::string derivative_desc(const detail::OpDef& op) {
+  if (!op.differentiable) return "none";
+  if (op.derivative) return "formula";
+  if (!op.derivative_via.empty()) return fmt::format("via {}", op.derivative_via);
+  return "MISSING";
+}
 }  // namespace
 
 int cmd_ops() {
@@ -50,7 +59,7 @@ int cmd_ops() {
     std::printf("%s\n", line.c_str());
   };
   row("op", "kind", "arity", "dtype rule", "functor", "runtime check", "epilogue",
-      "accumulator/outputs", "disc.", "precision", "numbers", "diff.");
+      "accumulator/outputs", "disc.", "precision", "numbers", "derivative");
   for (const auto& op : table) {
     std::string acc;
     if (op.accumulator != detail::Accumulator::None)
@@ -61,7 +70,7 @@ int cmd_ops() {
         epilogue_activation_name(op.epilogue), acc, op.discontinuous ? "yes" : "",
         detail::precision_name(op.precision),
         op.kind == detail::OpKind::Pointwise ? detail::number_rule_name(op.numbers) : "",
-        op.differentiable ? "yes" : "no");
+        derivative_desc(op));
     for (const auto& v : op.variants)
       row(fmt::format("  {}={}", v.attr, v.value), "", "", "", v.functor,
           detail::runtime_check_name(v.check), epilogue_activation_name(v.epilogue), "",
