@@ -1,4 +1,4 @@
-// smelt/smelt.h — everything: tensors, ops, autograd, nn modules (BERT and sentence
+// smelt/smelt.h — everything: tensors, ops, autograd, optimizers, nn modules (BERT and sentence
 // embeddings included), tokenizers, safetensors I/O, compile.
 #pragma once
 #include "smelt/autograd.h"
@@ -8,5 +8,6 @@
 #include "smelt/nn/bert.h"
 #include "smelt/nn/sentence_encoder.h"
 #include "smelt/ops.h"
+#include "smelt/optim.h"
 #include "smelt/tensor.h"
 #include "smelt/text/wordpiece.h"

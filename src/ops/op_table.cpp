@@ -525,6 +525,8 @@ const std::vector<OpDef>& op_table() {
       Def("rms_norm", K::Composite).accumulated().grad(rms_norm_backward, kIn),
       Def("batch_norm", K::Composite).accumulated().grad_via("decomposition"),
       Def("cross_entropy", K::Composite).accumulated().grad_via("decomposition"),
+      Def("nll_loss", K::Composite).accumulated().grad_via("decomposition"),
+      Def("binary_cross_entropy_with_logits", K::Composite).accumulated().grad_via("decomposition"),
       Def("mse_loss", K::Composite).accumulated().grad(mse_loss_backward, kIn),
       Def("scaled_dot_product_attention", K::Composite).accumulated().grad_via("decomposition"),
       // ---- random ----

@@ -557,6 +557,19 @@ std::vector<Case> cases() {
                 one([](const std::vector<Tensor>& in) {
                   return cross_entropy(in[0], in[1], -100, "sum");
                 })});
+  cs.push_back({"nll_loss",
+                "nll_loss",
+                {rn({4, 5}, 174), idx({1, -100, 4, 0}, {4}), pos({5}, 175)},
+                one([](const std::vector<Tensor>& in) {
+                  return nll_loss(in[0], in[1], in[2], -100, "mean");
+                }),
+                {true, false, false}});
+  cs.push_back({"binary_cross_entropy_with_logits",
+                "bce_with_logits",
+                {rn(S, 176), rnd(S, 0, 1, 177), pos({4}, 178), pos({4}, 179)},
+                one([](const std::vector<Tensor>& in) {
+                  return binary_cross_entropy_with_logits(in[0], in[1], in[2], "mean", in[3]);
+                })});
   binary(
       "mse_loss", [](const Tensor& a, const Tensor& b) { return mse_loss(a, b); }, rn(S, 153),
       rn(S, 154));
