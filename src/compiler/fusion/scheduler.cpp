@@ -271,23 +271,17 @@ class Scheduler {
     if (opts_.fuse) {
       int best = -1, best_score = -1;
       std::string best_why, last_no;
-      for (int k = static_cast<int>(s_.steps.size()) - 1; k >= 0 && k >= first; --k) {
+      // Only kernels that are not full: the candidates stay few however many
+      // kernels the graph has.
+      for (auto it = open_.rbegin(); it != open_.rend() && *it >= first; ++it) {
+        const int k = *it;
         Step& st = s_.steps[k];
-        if (st.kind != Step::Kind::Kernel ||
-            (fresh.reduction && (!st.group.reduction || fresh.scan != st.group.scan)))
-          continue;
+        if (fresh.reduction && (!st.group.reduction || fresh.scan != st.group.scan)) continue;
         if (step_ops_[k] + ops_[i] > kMaxKernelOps) {
           if (last_no.empty())
             last_no =
                 fmt::format("kernel {}: it would compute {} ops, more than kMaxKernelOps = {}", k,
                             step_ops_[k] + ops_[i], kMaxKernelOps);
-          continue;
-        }
-        const size_t members = st.group.stores.size() + st.group.reductions.size();
-        if (static_cast<int64_t>(members) >= kMaxKernelOutputs) {
-          if (last_no.empty())
-            last_no = fmt::format("kernel {}: it has kMaxKernelOutputs = {} stores and reductions",
-                                  k, kMaxKernelOutputs);
           continue;
         }
         FusionDecision d = can_join(g_, s_.materialized, st.group, i);
@@ -308,9 +302,15 @@ class Scheduler {
           st.group.stores.push_back(i);
         for (int o : n.outputs) writer_step_[o] = best;
         step_ops_[best] += ops_[i];
+        if (full(best)) open_.erase(best), full_.insert(best);
         log(fmt::format("fuse {} (%{}) into kernel {}: {}", n.op, n.outputs[0], best, best_why));
         return;
       }
+      if (last_no.empty() && !full_.empty() && *full_.rbegin() >= first)
+        last_no = fmt::format(
+            "kernel {}: it is full (kMaxKernelOps = {} ops or kMaxKernelOutputs = {} stores and "
+            "reductions)",
+            *full_.rbegin(), kMaxKernelOps, kMaxKernelOutputs);
       if (!s_.steps.empty())
         log(fmt::format(
             "new kernel for {} (%{}): {}", n.op, n.outputs[0],
@@ -322,7 +322,17 @@ class Scheduler {
     s_.steps.push_back(std::move(st));
     step_ops_.resize(s_.steps.size(), 0);
     step_ops_.back() = ops_[i];
-    for (int o : n.outputs) writer_step_[o] = static_cast<int>(s_.steps.size()) - 1;
+    const int k = static_cast<int>(s_.steps.size()) - 1;
+    (full(k) ? full_ : open_).insert(k);
+    for (int o : n.outputs) writer_step_[o] = k;
+  }
+
+  /// A kernel that takes no more members: kMaxKernelOps ops, or
+  /// kMaxKernelOutputs stores and reductions.
+  bool full(int k) const {
+    const KernelGroup& grp = s_.steps[k].group;
+    return step_ops_[k] >= kMaxKernelOps ||
+           static_cast<int64_t>(grp.stores.size() + grp.reductions.size()) >= kMaxKernelOutputs;
   }
 
   bool shares_reads(int node, const KernelGroup& grp) const {
@@ -469,6 +479,7 @@ class Scheduler {
   std::map<int, Step> extern_steps_;
   std::vector<int64_t> ops_;       // per node: ops a kernel computes for it (count_ops)
   std::vector<int64_t> step_ops_;  // per step: ops its kernel computes (0 for non-kernels)
+  std::set<int> open_, full_;      // kernel steps that take more members, and those that do not
   std::vector<uint64_t> visit_;    // per node: the walk (stamp_) that last visited it
   uint64_t stamp_ = 0;
 };
