@@ -6,6 +6,8 @@
 
 #include <cmath>
 #include <numbers>
+#include <string_view>
+#include <unordered_map>
 
 #include "core/dtype_dispatch.h"
 #include "kernels/reduce_ops.h"
@@ -569,9 +571,14 @@ const Tensor& GradContext::out(size_t i) const {
 }
 
 const OpDef* find_op(std::string_view name) {
-  for (const auto& op : op_table())
-    if (op.name == name) return &op;
-  return nullptr;
+  // Every eager call looks its op up: a hash index over the table, built once.
+  static const std::unordered_map<std::string_view, const OpDef*> index = [] {
+    std::unordered_map<std::string_view, const OpDef*> m;
+    for (const auto& op : op_table()) m.emplace(op.name, &op);
+    return m;
+  }();
+  auto it = index.find(name);
+  return it == index.end() ? nullptr : it->second;
 }
 
 const OpVariant* find_variant(const OpDef& def, const Attrs& attrs) {
