@@ -170,6 +170,13 @@ struct Gemm {
   double alpha = 1.0;
 };
 
+/// The element strides of one batch dim of a batched GEMM's operands (0 where
+/// the operand is broadcast along it): A, B, C and the epilogue's residual.
+struct GemmBatchDim {
+  int64_t size = 1;
+  int64_t a = 0, b = 0, c = 0, residual = 0;
+};
+
 // ---------------------------------------------------------- eager kernels --
 
 /// Plain reductions over `dims` (see Backend::reduce).
@@ -342,5 +349,15 @@ Backend& backend_for(DeviceType type);
 
 /// The backend of `device`.
 inline Backend& backend(Device device) { return backend_for(device.type); }
+
+/// Runs C[i] = epilogue(A[i] @ B[i]) over every index i of the batch dims
+/// `dims` (outermost first), whose strides need not combine into one:
+/// attention's [batch, heads] products read Q, K and V through permuted views.
+/// `g` is the product at index 0 (its batch and batch strides are ignored).
+/// The innermost dims whose strides combine (for A, B, C and the residual)
+/// become one batched Backend::gemm call, the outer ones a loop of such calls,
+/// as ATen folds batch dims; when B is shared and A's and C's batches stack
+/// into tall matrices, the whole batch is one (batch * m) x k product.
+void gemm_over_batch(Backend& be, Gemm g, const std::vector<GemmBatchDim>& dims, Stream stream);
 
 }  // namespace smelt::backend

@@ -148,7 +148,6 @@ void run_matmul(const Graph& g, const Step& st, const std::vector<void*>& ptr, b
   const int64_t m = a.sizes[a.sizes.size() - 2], k = a.sizes.back(), nn = b.sizes.back();
   Shape abatch(a.sizes.begin(), a.sizes.end() - 2), bbatch(b.sizes.begin(), b.sizes.end() - 2);
   Shape batch = broadcast_shapes(abatch, bbatch, "matmul");
-  const int64_t nb = detail::shape_numel(batch);
   backend::Gemm gm;
   gm.dtype = dt;
   gm.n = nn;
@@ -166,48 +165,25 @@ void run_matmul(const Graph& g, const Step& st, const std::vector<void*>& ptr, b
     ep.residual_row_stride = out.sizes.empty() ? 1 : out.sizes.back();
     ep.residual_col_stride = 1;
   }
-  char* c = static_cast<char*>(ptr[out.id]);
   const size_t isz = itemsize(dt);
-  // Fast path: B has no batch dims and A's batch and row dims merge into one.
-  bool b_shared = true;
-  for (size_t d = 0; d < bbatch.size(); ++d)
-    if (bbatch[d] != 1) b_shared = false;
-  bool a_merge = true;
-  int64_t expect = a.strides[a.sizes.size() - 2];
-  for (int64_t d = static_cast<int64_t>(abatch.size()) - 1; d >= 0; --d) {
-    expect *= (d + 1 == static_cast<int64_t>(abatch.size())) ? m : abatch[d + 1];
-    if (abatch[d] != 1 && a.strides[d] != expect) a_merge = false;
-  }
-  if (b_shared && a_merge && detail::shape_numel(abatch) == nb) {
-    gm.m = nb * m;
-    gm.a = {static_cast<char*>(ptr[a.buf]) + a.offset * isz, 0, a.strides[a.sizes.size() - 2],
-            a.strides.back()};
-    gm.b = {static_cast<char*>(ptr[b.buf]) + b.offset * isz, 0, b.strides[b.sizes.size() - 2],
-            b.strides.back()};
-    gm.c = c;
-    be.gemm(gm, stream);
-    return;
-  }
   gm.m = m;
-  const void* residual = ep.residual;
-  Shape bcs = detail::contiguous_strides(batch);
-  for (int64_t bi = 0; bi < nb; ++bi) {
-    int64_t aoff = a.offset, boff = b.offset;
-    for (size_t d = 0; d < batch.size(); ++d) {
-      int64_t idx = (bi / bcs[d]) % batch[d];
-      int64_t ad = static_cast<int64_t>(d) - static_cast<int64_t>(batch.size() - abatch.size());
-      int64_t bd = static_cast<int64_t>(d) - static_cast<int64_t>(batch.size() - bbatch.size());
-      if (ad >= 0 && abatch[ad] != 1) aoff += idx * a.strides[ad];
-      if (bd >= 0 && bbatch[bd] != 1) boff += idx * b.strides[bd];
-    }
-    gm.a = {static_cast<char*>(ptr[a.buf]) + aoff * isz, 0, a.strides[a.sizes.size() - 2],
-            a.strides.back()};
-    gm.b = {static_cast<char*>(ptr[b.buf]) + boff * isz, 0, b.strides[b.sizes.size() - 2],
-            b.strides.back()};
-    gm.c = c + bi * m * nn * isz;
-    if (residual) ep.residual = static_cast<const char*>(residual) + bi * m * nn * isz;
-    be.gemm(gm, stream);
+  gm.a = {static_cast<char*>(ptr[a.buf]) + a.offset * isz, 0, a.strides[a.sizes.size() - 2],
+          a.strides.back()};
+  gm.b = {static_cast<char*>(ptr[b.buf]) + b.offset * isz, 0, b.strides[b.sizes.size() - 2],
+          b.strides.back()};
+  gm.c = ptr[out.id];
+  // Batch dims: A's and B's strides (0 where broadcast); C and the residual
+  // are contiguous m x n matrices in batch order.
+  const Shape cs = detail::contiguous_strides(batch);
+  std::vector<backend::GemmBatchDim> dims(batch.size());
+  for (size_t d = 0; d < batch.size(); ++d) {
+    const int64_t ad = static_cast<int64_t>(d) - static_cast<int64_t>(batch.size() - abatch.size());
+    const int64_t bd = static_cast<int64_t>(d) - static_cast<int64_t>(batch.size() - bbatch.size());
+    const int64_t cstr = cs[d] * m * nn;
+    dims[d] = {batch[d], ad >= 0 && abatch[ad] != 1 ? a.strides[ad] : 0,
+               bd >= 0 && bbatch[bd] != 1 ? b.strides[bd] : 0, cstr, ep.residual ? cstr : 0};
   }
+  backend::gemm_over_batch(be, gm, dims, stream);
 }
 
 /// Runs eagerly, even inside a trace (a fallback step computes real values).
