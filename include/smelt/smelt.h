@@ -1,7 +1,8 @@
 // smelt/smelt.h — everything: tensors, ops, nn modules (BERT and sentence
-// embeddings included), tokenizers, safetensors I/O, compile.
+// embeddings included), tokenizers, safetensors I/O, compile, CUDA devices.
 #pragma once
 #include "smelt/compile.h"
+#include "smelt/cuda.h"
 #include "smelt/io.h"
 #include "smelt/nn.h"
 #include "smelt/nn/bert.h"

@@ -99,8 +99,16 @@ class Tensor {
   Tensor contiguous() const;
   Tensor clone() const;
   Tensor to(DType t) const;
+  /// A copy on device `d` (this tensor itself when it is there already).
+  /// From a GPU to the CPU the host waits for the copy; from the CPU to a GPU
+  /// the copy is queued (the source may be reused at once).
   Tensor to(Device d) const;
   Tensor to(Device d, DType t) const;
+  /// to(cpu) and to(the current CUDA device) (Error without CUDA or a GPU).
+  Tensor cpu() const;
+  Tensor cuda() const;
+  bool is_cuda() const { return device().is_cuda(); }
+  bool is_cpu() const { return device().is_cpu(); }
 
   // ---- views (share storage) ------------------------------------------------
   Tensor view(const Shape& shape) const;

@@ -77,15 +77,17 @@ Tensor make_empty(const Shape& sizes, DType dtype, Device device, const char* op
   impl->device = device;
   try {
     impl->storage = Storage::allocate(static_cast<size_t>(bytes), device);
-  } catch (const OutOfMemoryError&) {
+  } catch (const OutOfMemoryError& e) {
+    // A device allocator's own message (what it holds, what the device has free) follows.
     throw OutOfMemoryError(fmt::format(
         "{}: out of memory allocating a {} tensor of shape {} ({}) on {}; free tensors that are "
         "no longer needed, or use a smaller shape (e.g. a smaller batch) or a smaller dtype "
-        "(float16, bfloat16)",
+        "(float16, bfloat16){}",
         op     ? op
         : g_op ? g_op
                : "empty",
-        dtype_name(dtype), shape_str(sizes), bytes_str(bytes), device.str()));
+        dtype_name(dtype), shape_str(sizes), bytes_str(bytes), device.str(),
+        device.is_cpu() ? "" : fmt::format(" ({})", e.what())));
   }
   return Tensor(std::move(impl));
 }

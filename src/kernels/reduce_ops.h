@@ -331,8 +331,7 @@ SMELT_HD int64_t inner_splits(int64_t n_out, int64_t n_red, int64_t nthreads) {
 }
 /// The same for ColumnOrder, whose `tasks` are blocks of kColumnBlock
 /// neighbouring outputs: stretches of at least 64 elements.
-SMELT_HD int64_t column_splits(int64_t n_out, int64_t n_red, int64_t tasks,
-                                      int64_t nthreads) {
+SMELT_HD int64_t column_splits(int64_t n_out, int64_t n_red, int64_t tasks, int64_t nthreads) {
   const int64_t work = n_out * (n_red > 1 ? n_red : 1);
   if (nthreads <= 1 || work < kReduceParallelGrain || tasks >= nthreads) return 1;
   const int64_t by_threads = (nthreads + tasks - 1) / tasks, by_length = n_red / 64;
@@ -556,6 +555,14 @@ struct acc_type<Half> {
 template <>
 struct acc_type<BFloat16> {
   using type = float;
+};
+
+/// cumsum's accumulate type: PyTorch's CPU acc_type, i.e. acc_type above
+/// except that float32 accumulates in double.
+template <class T>
+struct cumsum_acc_type {
+  using type = typename std::conditional<std::is_same<T, float>::value, double,
+                                         typename acc_type<T>::type>::type;
 };
 
 /// The type max/min compare in: T itself (exact), float for Half / BFloat16.

@@ -124,6 +124,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
         backend::Backend& be = backend::backend(a.device());
         const backend::Stream stream = be.current_stream(a.device());
         backend::Gemm g;
+        g.device = a.device();
         g.dtype = a.dtype();
         g.m = m;
         g.n = n;

@@ -98,6 +98,27 @@ DType output_dtype(const std::string& op, DType dtype) {
   return dtype;
 }
 
+Device common_device(const char* op, const std::vector<Tensor>& tensors) {
+  // The device of the first tensor that is not a CPU scalar (wrapped numbers
+  // and 0-dim CPU tensors go with tensors of any device, as in PyTorch).
+  auto cpu_scalar = [](const Tensor& t) { return t.device().is_cpu() && t.dim() == 0; };
+  Device dev;
+  bool found = false;
+  for (auto& t : tensors) {
+    if (!t.defined() || cpu_scalar(t)) continue;
+    if (!found) {
+      dev = t.device();
+      found = true;
+    }
+    SMELT_CHECK(t.device() == dev,
+                "{}: Expected all tensors to be on the same device, but found at least two "
+                "devices, {} and {}; move them with .to(device) (a 0-dim CPU tensor may go with "
+                "tensors of any device)",
+                op, dev.str(), t.device().str());
+  }
+  return dev;
+}
+
 Shape broadcast_all(const std::vector<Tensor>& tensors, const char* op) {
   Shape s;
   bool first = true;
@@ -157,13 +178,7 @@ Tensor launch(const Launch& l, const std::vector<Tensor>& operands) {
   // compute dtype, or checked for overflow), before eager or traced use.
   const std::vector<Tensor> inputs = convert_numbers(l.op, l.record, l.dtype, operands);
   Shape shape = broadcast_all(inputs, l.op);
-  Device dev = inputs[0].device();
-  for (auto& t : inputs) {
-    if (t.is_wrapped_number()) continue;
-    if (inputs[0].is_wrapped_number()) dev = t.device();
-    SMELT_CHECK(t.device() == dev, "{}: expected all tensors on the same device, got {} and {}",
-                l.op, dev.str(), t.device().str());
-  }
+  const Device dev = common_device(l.op, inputs);
   Attrs attrs;
   attrs.set("dtype", l.dtype);
   for (auto& [k, v] : l.attrs.items) attrs.set(k, v);

@@ -9,7 +9,10 @@
 namespace smelt::detail::pw {
 
 /// Raises the ZeroDivisionError PyTorch raises for integer division by zero
-/// (called by the eager kernel before it writes anything).
+/// (called by the eager kernel before it writes anything). It reads the
+/// divisor's values on the host: on a GPU, an integer div (with a rounding
+/// mode), remainder or fmod therefore waits for the divisor to be computed (a
+/// synchronization PyTorch's CUDA kernels avoid by returning garbage instead).
 void check_int_divisor(const char* op, const Tensor& divisor, DType dtype);
 
 struct Launch {

@@ -1,6 +1,6 @@
 // `smelt golden <manifest.json>`: runs every case of a golden manifest (format in
-// shared/golden/README.md) through detail::call_op and compares with what PyTorch
-// returned or raised.
+// shared/golden/README.md) through detail::call_op, on the CPU or (--device cuda)
+// on a GPU, and compares with what PyTorch (on the CPU) returned or raised.
 #include <cstdio>
 #include <exception>
 #include <fstream>
@@ -130,7 +130,8 @@ struct CaseResult {
   std::string reason;
 };
 
-CaseResult run_case(const json& c, const std::map<std::string, Tensor>& tensors, bool compiled) {
+CaseResult run_case(const json& c, const std::map<std::string, Tensor>& tensors, bool compiled,
+                    Device device) {
   const std::string op = c.at("op").get<std::string>();
   // ---- inputs ----
   std::vector<Tensor> inputs;
@@ -142,7 +143,7 @@ CaseResult run_case(const json& c, const std::map<std::string, Tensor>& tensors,
     const std::string key = in.at("key").get<std::string>();
     auto it = tensors.find(key);
     if (it == tensors.end()) return {false, fmt::format("tensor '{}' missing from the file", key)};
-    Tensor x = it->second;
+    Tensor x = it->second.to(device);
     if (dtype_name(x.dtype()) != in.at("dtype").get<std::string>() ||
         x.sizes() != in.at("shape").get<Shape>())
       return {false, fmt::format("tensor '{}' in the file is {} {}, manifest says {} {}", key,
@@ -252,12 +253,14 @@ int cmd_golden(const GoldenOptions& opts) {
               "smelt golden: no case of {} has an id containing '{}' (--filter matches part of a "
               "case id, e.g. 'softmax'; run with -v and no --filter to list them)",
               opts.manifest, opts.filter);
+  const Device device(opts.device);
+  if (device.is_cuda()) (void)zeros({1}, TensorOptions().device(device));  // Error without a GPU
   std::vector<CaseResult> results(cases.size());
   std::atomic<int64_t> done{0}, failed_so_far{0};
   auto run_one = [&](size_t i) {
     CaseResult r;
     try {
-      r = run_case(*cases[i], tensors, opts.compiled);
+      r = run_case(*cases[i], tensors, opts.compiled, device);
     } catch (const std::exception& e) {
       r = {false, fmt::format("malformed case or harness error: {}", e.what())};
     } catch (...) {
@@ -276,7 +279,9 @@ int cmd_golden(const GoldenOptions& opts) {
       for (size_t i = next++; i < cases.size(); i = next++) run_one(i);
     });
   {
-    Progress progress(opts.compiled ? "smelt golden --compiled" : "smelt golden",
+    Progress progress(opts.compiled     ? "smelt golden --compiled"
+                      : device.is_cpu() ? "smelt golden"
+                                        : "smelt golden --device " + opts.device,
                       static_cast<int64_t>(cases.size()));
     while (progress.active() && done.load() < static_cast<int64_t>(cases.size())) {
       progress.update(done.load(), failed_so_far.load());

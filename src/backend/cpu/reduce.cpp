@@ -376,11 +376,9 @@ void anyall_kernel(const Tensor& x, const std::vector<int64_t>& dims, const Tens
 }
 
 namespace {
-/// cumsum's accumulate type: PyTorch's CPU acc_type, i.e. reduce_ops.h's
-/// acc_type except that float32 accumulates in double.
+/// cumsum's accumulate type (reduce_ops.h).
 template <class D>
-using cum_acc_t =
-    std::conditional_t<std::is_same_v<D, float>, double, typename r::acc_type<D>::type>;
+using cum_acc_t = typename r::cumsum_acc_type<D>::type;
 
 template <class T, class D>
 void cumsum_typed(const Tensor& x, int64_t dim, const Tensor& out) {

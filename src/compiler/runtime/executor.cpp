@@ -131,7 +131,7 @@ Tensor view_over(void* base, const Operand& o) {
 
 /// C = A @ B (+ epilogue) for a matmul node whose operands are windows of buffers.
 void run_matmul(const Graph& g, const Step& st, const std::vector<void*>& ptr, backend::Backend& be,
-                backend::Stream stream) {
+                Device device, backend::Stream stream) {
   const Node& n = g.nodes[st.node];
   Operand a = n.inputs[0], b = n.inputs[1];
   const Buffer& out = g.buffers[st.writes[0]];
@@ -150,6 +150,7 @@ void run_matmul(const Graph& g, const Step& st, const std::vector<void*>& ptr, b
   Shape batch = broadcast_shapes(abatch, bbatch, "matmul");
   const int64_t nb = detail::shape_numel(batch);
   backend::Gemm gm;
+  gm.device = device;
   gm.dtype = dt;
   gm.n = nn;
   gm.k = k;
@@ -350,7 +351,7 @@ std::vector<Tensor> CompiledGraph::run(const std::vector<Tensor>& args,
         break;
       }
       case Step::Kind::Extern:
-        run_matmul(g_, st, ptr, be, stream);
+        run_matmul(g_, st, ptr, be, device_, stream);
         break;
       case Step::Kind::Fallback:
         check_errors();
