@@ -360,6 +360,28 @@ class Backend {
   /// out (contiguous) rows index[j] along dim 0 = src rows j (src contiguous,
   /// [index.numel(), out.sizes()[1:]...], same dtype; index int64, in range).
   virtual void index_copy(const Tensor& out, const Tensor& index, const Tensor& src) = 0;
+  // ---- fused kernels of composite ops (optional) ----
+  // A composite op is defined once, by its decomposition (ops/decompositions.cpp);
+  // run eagerly, the decomposition may hand a whole op to one of these kernels,
+  // which compute the same formula with the same scalar functors in one pass
+  // over memory (sums reassociated). They return false where the backend has
+  // none (the CPU) or the arguments fall outside what it handles; the
+  // decomposition then runs op by op.
+
+  /// softmax (log_softmax when `log`) of contiguous floating x over its last
+  /// dim into out (fresh, x's shape and dtype): in opmath, shifted = x - max,
+  /// exp(shifted) / sum (log: shifted - log(sum)), rounded once.
+  virtual bool fused_softmax(const Tensor& x, bool log, const Tensor& out) { return false; }
+  /// layer_norm of contiguous floating x over its last n elements into out
+  /// (fresh, x's shape and dtype), as the decomposition: mean and biased
+  /// variance accumulated in double and rounded to opmath, then
+  /// (x - mean) * rsqrt(var + eps) [* weight] [+ bias] in opmath, rounded once;
+  /// weight / bias contiguous [n] of x's dtype, or undefined.
+  virtual bool fused_layer_norm(const Tensor& x, int64_t n, const Tensor& weight,
+                                const Tensor& bias, double eps, const Tensor& out) {
+    return false;
+  }
+
   /// Zeroes, in every trailing matrix of out (contiguous), the elements above
   /// (lower = true: j - i > diagonal) or below (j - i < diagonal) the diagonal.
   virtual void triangle_zero(const Tensor& out, int64_t diagonal, bool lower) = 0;

@@ -179,7 +179,7 @@ TEST(Cuda, StreamsAndEvents) {
 TEST(Cuda, SameDeviceRuleWithTheCpuScalarException) {
   SMELT_SKIP_WITHOUT_CUDA();
   Tensor g = gpu({1, 2, 3}, {3});
-  Tensor c = from_vector<double>({1, 1, 1}, {3});
+  Tensor c = from_vector<double>({1, 1, 1}, {3}, TensorOptions(float32));
   expect_error_mentions([&] { add(g, c); }, "Expected all tensors to be on the same device");
   expect_error_mentions([&] { matmul(g.view({1, 3}), c.view({3, 1})); }, "different devices");
   expect_error_mentions([&] { index_select(g, 0, from_vector<int64_t>({0}, {1})); },

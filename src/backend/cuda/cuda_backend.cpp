@@ -293,6 +293,22 @@ class CudaBackend final : public backend::Backend {
     impl::cumsum(x, dim, out);
   }
 
+  bool fused_softmax(const Tensor& x, bool log, const Tensor& out) override {
+    DeviceGuard guard(x.device().index);
+    const int64_t n = x.size(-1);
+    launch_softmax(x.data_ptr(), out.data_ptr(), x.dtype(), x.numel() / n, n, log, stream_for(x));
+    return true;
+  }
+  bool fused_layer_norm(const Tensor& x, int64_t n, const Tensor& weight, const Tensor& bias,
+                        double eps, const Tensor& out) override {
+    if (n <= 0) return false;
+    DeviceGuard guard(x.device().index);
+    launch_layer_norm(x.data_ptr(), out.data_ptr(), x.dtype(), x.numel() / n, n,
+                      weight.defined() ? weight.data_ptr() : nullptr,
+                      bias.defined() ? bias.data_ptr() : nullptr, eps, stream_for(x));
+    return true;
+  }
+
   void index_select(const Tensor& out, const Tensor& x, int64_t dim, const Tensor& index) override {
     if (out.numel() == 0) return;
     DeviceGuard guard(out.device().index);

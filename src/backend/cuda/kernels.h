@@ -182,3 +182,18 @@ void launch_matrix_copy(void* dst, int64_t dbs, int64_t drs, int64_t dcs, MatArg
                         int64_t rows, int64_t cols, int elem, cudaStream_t stream);
 
 }  // namespace smelt::cuda::impl
+
+namespace smelt::cuda::impl {
+
+// ---- norm.cu ----
+
+/// softmax / log_softmax over the last dim: `rows` rows of `n` contiguous
+/// elements of `dtype` (Backend::fused_softmax).
+void launch_softmax(const void* x, void* out, DType dtype, int64_t rows, int64_t n, bool log,
+                    cudaStream_t stream);
+/// layer_norm over rows of n contiguous elements; weight / bias [n] or null
+/// (Backend::fused_layer_norm).
+void launch_layer_norm(const void* x, void* out, DType dtype, int64_t rows, int64_t n,
+                       const void* weight, const void* bias, double eps, cudaStream_t stream);
+
+}  // namespace smelt::cuda::impl

@@ -52,6 +52,27 @@ __device__ __forceinline__ typename Op::acc_t group_reduce(typename Op::acc_t a,
   return a;
 }
 
+/// Combines one partial per thread of a 1-D block of `threads` threads (a
+/// multiple of 32, at most 1024) and returns the block's result to every
+/// thread. `scratch` holds 32 accumulators of shared memory; every thread of
+/// the block must call it.
+template <class Op>
+__device__ __forceinline__ typename Op::acc_t block_allreduce(typename Op::acc_t a,
+                                                              typename Op::acc_t* scratch) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  a = group_reduce<Op>(a, 32);
+  if (lane == 0) scratch[warp] = a;
+  __syncthreads();
+  if (warp == 0) {
+    a = group_reduce<Op>(lane < warps ? scratch[lane] : Op::init(), 32);
+    if (lane == 0) scratch[0] = a;
+  }
+  __syncthreads();
+  a = scratch[0];
+  __syncthreads();  // scratch may be reused right after
+  return a;
+}
+
 /// Element offset of output o's first input element.
 __device__ __forceinline__ int64_t out_offset(const ReduceArgs& a, int64_t o) {
   int64_t off = 0;
