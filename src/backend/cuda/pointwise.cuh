@@ -141,10 +141,13 @@ inline constexpr int vec_width_v = 16 / static_cast<int>(sizeof(S)) > 0
                                        ? 16 / static_cast<int>(sizeof(S))
                                        : 1;
 /// Vectors each thread handles (loads issued before any compute).
-inline constexpr int kUnroll = 2;
+inline constexpr int kUnroll = 1;
+/// Threads per block of contig_kernel (PyTorch's vectorized elementwise
+/// configuration: 128 threads, one 16-byte vector per thread and operand).
+inline constexpr int kContigThreads = 128;
 
 template <class F, int N, int E, class S, class O, class C>
-__global__ void __launch_bounds__(kBlockThreads) contig_kernel(const ContigParams<N, S, O, C> p) {
+__global__ void __launch_bounds__(kContigThreads) contig_kernel(const ContigParams<N, S, O, C> p) {
   constexpr int VEC = vec_width_v<S>;
   constexpr int64_t kPer = static_cast<int64_t>(VEC) * kUnroll;
   const int64_t base = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * kPer;
@@ -223,8 +226,8 @@ bool try_contig(const PointwiseArgs& a) {
     }
   }
   for (int e = 0; e < 3; ++e) p.extra[e] = e < E ? host_value_as<C>(a.extra[e]) : C();
-  const unsigned grid = grid_for(g.numel, static_cast<int64_t>(kBlockThreads) * VEC * kUnroll);
-  contig_kernel<F, N, E, S, O, C><<<grid, kBlockThreads, 0, a.stream>>>(p);
+  const unsigned grid = grid_for(g.numel, static_cast<int64_t>(kContigThreads) * VEC * kUnroll);
+  contig_kernel<F, N, E, S, O, C><<<grid, kContigThreads, 0, a.stream>>>(p);
   SMELT_CUDA_CHECK_LAUNCH();
   return true;
 }
