@@ -16,7 +16,11 @@
 //    them in order.
 // Float sums are therefore reassociated (tree order), which rounds
 // differently from the CPU's order; integer results, max/min and the first
-// index of argmax/argmin (NaN winning) are exact.
+// index of argmax/argmin (NaN winning) are exact. Welford's combine of
+// partials holding infinities is order-dependent too: a mean over +-inf and
+// finite values can come out NaN on one device and +-inf on the other (the
+// CPU's one-element-at-a-time Welford gives NaN where the exact mean is
+// infinite).
 #pragma once
 #include <algorithm>
 
