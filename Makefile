@@ -6,7 +6,7 @@ JOBS ?= $(shell nproc)
 CMAKE_ARGS ?=
 DEB_PACKAGES := cmake g++ make ccache libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev \
                 libdnnl-dev libfmt-dev nlohmann-json3-dev libcli11-dev libomp-dev \
-                libicu-dev python3-pip
+                libicu-dev libsleef-dev python3-pip
 # Only `make test` needs these: the second-compiler check (Clang, under Ninja)
 # and the check of the installed package (pkg-config).
 TEST_DEB_PACKAGES := clang ninja-build pkg-config

@@ -2,6 +2,7 @@
 // quickly. `./build/smelt_benchmarks`; `smelt bench` has the full-size table.
 #include <benchmark/benchmark.h>
 
+#include "smelt/autograd.h"
 #include "smelt/compile.h"
 #include "smelt/nn.h"
 #include "smelt/ops.h"
@@ -48,6 +49,7 @@ void BM_MlpEager(benchmark::State& st) {
   auto model = nn::Sequential(nn::Linear(1024, 1024), nn::GELU(), nn::Linear(1024, 512), nn::GELU(),
                               nn::Linear(512, 10));
   Tensor x = randn({st.range(0), 1024});
+  NoGradGuard no_grad;  // inference (the parameters require grad)
   for (auto _ : st) benchmark::DoNotOptimize(model(x).data_ptr());
 }
 void BM_MlpCompiled(benchmark::State& st) {
@@ -55,6 +57,7 @@ void BM_MlpCompiled(benchmark::State& st) {
   auto model = nn::Sequential(nn::Linear(1024, 1024), nn::GELU(), nn::Linear(1024, 512), nn::GELU(),
                               nn::Linear(512, 10));
   Tensor x = randn({st.range(0), 1024});
+  NoGradGuard no_grad;  // compiled inference (the parameters require grad)
   auto f = compile(model);
   f(x);
   for (auto _ : st) benchmark::DoNotOptimize(f(x).data_ptr());

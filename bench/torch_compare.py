@@ -70,12 +70,31 @@ def time_ms(fn, iters, sync):
     return statistics.median(times)
 
 
+def write_random_weights(folder, torch):
+    """model.safetensors of the architecture in folder/config.json, random (seed 0):
+    for hosts that cannot fetch the weights. Speed does not depend on them, and
+    `smelt bench minilm --model folder` loads the same file."""
+    from safetensors.torch import save_file
+    from transformers import BertConfig, BertModel
+
+    torch.manual_seed(0)
+    config = BertConfig.from_json_file(os.path.join(folder, "config.json"))
+    model = BertModel(config)
+    state = {k: v.contiguous() for k, v in model.state_dict().items()}
+    # The published checkpoint also holds this buffer; the loaders expect it.
+    state["embeddings.position_ids"] = torch.arange(config.max_position_embeddings).unsqueeze(0)
+    save_file(state, os.path.join(folder, "model.safetensors"))
+
+
 def bench_minilm(args, torch):
     from sentence_transformers import SentenceTransformer
 
     B, T = 32, 128
     dtype = getattr(torch, args.dtype)
-    model = SentenceTransformer(model_dir(), device=args.device)
+    folder = args.model or model_dir()
+    if args.random_weights and not os.path.exists(os.path.join(folder, "model.safetensors")):
+        write_random_weights(folder, torch)
+    model = SentenceTransformer(folder, device=args.device)
     model.eval()
     model.to(dtype)
     vocab = model.tokenizer.vocab_size
@@ -240,6 +259,10 @@ def main():
     p.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16"])
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--iters", type=int, default=0, help="timed iterations (0 = automatic)")
+    p.add_argument("--model", default="", help="minilm: a sentence-transformers folder "
+                   "(default: all-MiniLM-L6-v2 through tools/fetch_model.py)")
+    p.add_argument("--random-weights", action="store_true",
+                   help="minilm: write random weights into --model's folder when it has none")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--smelt-json", default="",
                    help="eager-cuda: smelt_benchmarks' JSON output to print beside PyTorch's")

@@ -51,7 +51,9 @@ if(SMELT_BUILD_EXAMPLES)
     ${SMELT_SHARED_DIR}/data/seed_mlp.safetensors WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
   add_test(NAME example_readme_function COMMAND example_readme_function
     WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
-  set_tests_properties(example_readme_model example_readme_function PROPERTIES
+  add_test(NAME example_readme_autograd COMMAND example_readme_autograd
+    WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+  set_tests_properties(example_readme_model example_readme_function example_readme_autograd PROPERTIES
     ENVIRONMENT "SMELT_CACHE_DIR=${PROJECT_BINARY_DIR}/test-kernel-cache")
 endif()
 

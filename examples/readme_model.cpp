@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   auto skipped = model->load(path, /*strict=*/false);
   for (auto& key : skipped.unexpected_keys) std::cout << "not in the model: " << key << "\n";
 
+  smelt::NoGradGuard no_grad;  // inference: the parameters require grad, record no graph
   auto file = smelt::load_safetensors(path);
   smelt::Tensor x = file.at("input");  // [256, 1024]
   smelt::Tensor y = model(x);          // eager: one kernel per op

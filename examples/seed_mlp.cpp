@@ -24,6 +24,7 @@ int main() {
   auto model = nn::Sequential(nn::Linear(1024, 1024), nn::GELU(), nn::Linear(1024, 512), nn::GELU(),
                               nn::Linear(512, 10));
   smelt::Tensor x = smelt::randn({256, 1024});
+  smelt::NoGradGuard no_grad;  // inference: record no autograd graph
 
   smelt::Tensor y = model(x);  // eager
   double eager = best_ms([&] { y = model(x); });

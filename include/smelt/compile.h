@@ -77,8 +77,20 @@ struct CompileStats {
   int eager_calls = 0;   // calls that ran eagerly (breaks, limit, compiler missing)
   int kernels = 0;       // steps of the latest graph (kernels, GEMM calls, fallbacks)
   std::vector<std::string> kernel_names;  // of the latest graph
-  double last_compile_ms = 0;   // trace + passes + codegen + build/load of the latest graph
+  double last_compile_ms = 0;  // trace + passes + codegen + build/load of the latest graph
+  /// Where last_compile_ms went, by stage (ms): tracing the function, the graph
+  /// passes, lowering and fusion (the schedule; on a plan-cache hit, loading
+  /// the plan), code generation (describing and printing the kernels; 0 on a
+  /// plan-cache hit), the C++ compiler (the longest of the runs that build at
+  /// the same time; 0 on a disk-cache hit), and the rest (cache lookups,
+  /// dlopen, storing the plan, the launch plan).
+  struct Phases {
+    double trace_ms = 0, passes_ms = 0, fuse_ms = 0, codegen_ms = 0, cxx_ms = 0, load_ms = 0;
+  } last_compile_phases;
   bool last_cache_hit = false;  // the latest build came from the disk cache
+  /// The latest graph's plan (schedule and kernel source) came from the disk
+  /// cache: lowering, fusion and code generation were skipped.
+  bool last_plan_cache_hit = false;
   std::string last_recompile_reason;
   /// Of the latest graph: primitive ops eager mode runs for it (one kernel
   /// each), and estimated bytes moved eagerly (every op reads its inputs and

@@ -262,6 +262,12 @@ Tensor slice(const Tensor& x, int64_t dim, std::optional<int64_t> start, std::op
 Tensor select(const Tensor& x, int64_t dim, int64_t index);
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
+/// A copy of `self` with src's elements added at index along `dim`:
+/// out[.., index[i..], ..] += src[i..] for every element of index (torch.scatter_add;
+/// repeated indices add up). index int64/int32 of self's rank, with index.size(d) <=
+/// src.size(d) for every d and <= self.size(d) for d != dim; src of self's dtype;
+/// every index in [0, self.size(dim)). Error otherwise.
+Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src);
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
 std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);
@@ -310,6 +316,22 @@ Tensor embedding(const Tensor& weight, const Tensor& indices);
 /// input [N, C] (or [C]) logits, target [N] class indices; reduction "mean" | "sum" | "none".
 Tensor cross_entropy(const Tensor& input, const Tensor& target, int64_t ignore_index = -100,
                      const std::string& reduction = "mean", double label_smoothing = 0.0);
+/// Negative log-likelihood of class-index targets given log-probabilities (as
+/// torch.nn.functional.nll_loss): input [C], [N, C] or [N, C, d1, ...], target
+/// int64 of the batch shape, each in [0, C) or ignore_index (ignored: loss 0, and
+/// left out of the mean); weight [C] scales each class (the mean divides by the
+/// summed weights of the counted targets). reduction "mean" | "sum" | "none".
+Tensor nll_loss(const Tensor& input, const Tensor& target,
+                const std::optional<Tensor>& weight = std::nullopt, int64_t ignore_index = -100,
+                const std::string& reduction = "mean");
+/// Binary cross-entropy of logits (torch.nn.functional.binary_cross_entropy_with_logits):
+/// (1 - t) x - w_p log sigmoid(x), with w_p = 1 + (pos_weight - 1) t, times weight;
+/// computed stably for large |x|. target of input's shape, floating; weight and
+/// pos_weight broadcast to it. reduction "mean" | "sum" | "none".
+Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
+                                        const std::optional<Tensor>& weight = std::nullopt,
+                                        const std::string& reduction = "mean",
+                                        const std::optional<Tensor>& pos_weight = std::nullopt);
 Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& reduction = "mean");
 /// softmax(q k^T * scale + mask) v; q [..., L, E], k [..., S, E], v [..., S, Ev];
 /// attn_mask bool (true = keep) or float (added); scale defaults to 1/sqrt(E).

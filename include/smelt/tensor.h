@@ -8,12 +8,14 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <iosfwd>
 #include <memory>
 #include <optional>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -27,13 +29,19 @@ namespace smelt {
 using Shape = std::vector<int64_t>;
 struct TensorImpl;
 class Storage;
+namespace autograd {
+class Node;
+}  // namespace autograd
 
-/// dtype + device for factories: `smelt::zeros({2, 3}, smelt::TensorOptions().dtype(int64))`
-/// or simply `smelt::zeros({2, 3}, smelt::int64)`.
+/// dtype + device (+ requires_grad) for factories:
+/// `smelt::zeros({2, 3}, smelt::TensorOptions().dtype(int64))` or simply
+/// `smelt::zeros({2, 3}, smelt::int64)`; `TensorOptions().requires_grad(true)` makes
+/// the new tensor a leaf that requires grad (floating dtypes only, else Error).
 struct TensorOptions {
   DType dtype_ = DType::Float32;
   Device device_ = Device();
   bool has_dtype = false;
+  bool requires_grad_ = false;
   TensorOptions() = default;
   TensorOptions(DType t) : dtype_(t), has_dtype(true) {}
   TensorOptions(Device d) : device_(d) {}
@@ -46,6 +54,11 @@ struct TensorOptions {
   TensorOptions device(Device d) const {
     TensorOptions o = *this;
     o.device_ = d;
+    return o;
+  }
+  TensorOptions requires_grad(bool r = true) const {
+    TensorOptions o = *this;
+    o.requires_grad_ = r;
     return o;
   }
 };
@@ -363,6 +376,60 @@ class Tensor {
   Tensor& operator&=(const Tensor& other) const { return bitwise_and_(other); }
   Tensor& operator|=(const Tensor& other) const { return bitwise_or_(other); }
   Tensor& operator^=(const Tensor& other) const { return bitwise_xor_(other); }
+
+  // ---- autograd (smelt/autograd.h describes the semantics) -------------------
+  /// True for a leaf made to require grad and for any result of an op recorded
+  /// from one (and for a view made in grad mode of a tensor that requires grad).
+  bool requires_grad() const;
+  /// Makes this leaf require grad (or stop requiring it). Error for a non-floating
+  /// dtype ("only Tensors of floating point dtype can require gradients") and, with
+  /// false, for a non-leaf (use detach()). Returns *this.
+  const Tensor& requires_grad_(bool requires_grad = true) const;
+  /// The gradient accumulated by backward() (leaves, and tensors that
+  /// retain_grad()); undefined before the first backward or after it was reset.
+  const Tensor& grad() const;
+  /// The .grad handle itself, to reset it (`x.mutable_grad() = Tensor()`) or set it.
+  Tensor& mutable_grad() const;
+  /// The backward node that produced this tensor; null for leaves and for tensors
+  /// that do not require grad.
+  std::shared_ptr<autograd::Node> grad_fn() const;
+  /// True when grad_fn() is null (PyTorch: every tensor that does not require
+  /// grad is a leaf too).
+  bool is_leaf() const;
+  /// Which output of grad_fn() this tensor is.
+  uint32_t output_nr() const;
+  /// The version counter of this tensor's memory (bumped by every in-place write).
+  uint32_t _version() const;
+  /// True for a view of another tensor's memory (slice, transpose, view, expand...).
+  bool is_view() const;
+  /// Accumulates d(this)/d(leaf) into every leaf's .grad() (autograd::backward
+  /// with this one tensor). `gradient` may be left undefined for a one-element
+  /// tensor (then 1); otherwise it must have this tensor's shape.
+  void backward(const Tensor& gradient = Tensor(), std::optional<bool> retain_graph = std::nullopt,
+                bool create_graph = false, const std::vector<Tensor>& inputs = {}) const;
+  /// A tensor sharing this one's memory (and version counter) with no history:
+  /// it does not require grad.
+  Tensor detach() const;
+  /// Detaches this tensor in place (Error for a view that requires grad).
+  const Tensor& detach_() const;
+  /// Makes backward() fill grad() for this non-leaf too (a no-op on leaves).
+  void retain_grad() const;
+  bool retains_grad() const;
+  /// Registers a hook called with this tensor's gradient each time one is computed,
+  /// before it is accumulated or passed on; a hook returning a defined Tensor
+  /// replaces the gradient (same shape). Returns a handle for remove_hook. Error on
+  /// a tensor that does not require grad.
+  unsigned register_hook(std::function<Tensor(const Tensor&)> hook) const;
+  /// A hook that only looks at the gradient.
+  template <class F>
+  requires std::is_void_v<std::invoke_result_t<F&, const Tensor&>>
+  unsigned register_hook(F hook) const {
+    return register_hook(std::function<Tensor(const Tensor&)>([hook](const Tensor& g) mutable {
+      hook(g);
+      return Tensor();
+    }));
+  }
+  void remove_hook(unsigned handle) const;
 
   /// PyTorch-style printing: "tensor([[1., 2.],\n        [3., 4.]])".
   std::string str() const;

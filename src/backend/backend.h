@@ -20,7 +20,8 @@
 //  * GEMM with a fused epilogue (bias, activation, residual add);
 //  * the eager kernels the ops call, one call per op (never per element):
 //    copy/cast, fill and factory fills, random fills, pointwise functors by
-//    name, reductions, cumsum, arg-reductions, indexing.
+//    name, reductions, cumsum, arg-reductions, indexing, and the multi-tensor
+//    optimizer steps (one call per tensor group).
 //
 // Every pointer a backend receives is device memory of its own device type.
 #pragma once
@@ -32,6 +33,7 @@
 #include <vector>
 
 #include "core/allocator.h"
+#include "kernels/optim_ops.h"
 #include "smelt/device.h"
 #include "smelt/dtype.h"
 #include "smelt/error.h"
@@ -357,6 +359,12 @@ class Backend {
   /// out (contiguous, index's shape) [.., i_dim, ..] = x[.., index[..], ..]
   /// (index int64 or int32, values in range).
   virtual void gather(const Tensor& out, const Tensor& x, int64_t dim, const Tensor& index) = 0;
+  /// out (contiguous) [.., index[..], ..] += src[.., i_dim, ..] for every element of
+  /// index (dim `dim`; src read through its strides, of out's dtype; index int64 or
+  /// int32 of src's rank with sizes <= src's, values in range). Repeated indices add
+  /// up, in index order.
+  virtual void scatter_add(const Tensor& out, int64_t dim, const Tensor& index,
+                           const Tensor& src) = 0;
   /// out (contiguous) rows index[j] along dim 0 = src rows j (src contiguous,
   /// [index.numel(), out.sizes()[1:]...], same dtype; index int64, in range).
   virtual void index_copy(const Tensor& out, const Tensor& index, const Tensor& src) = 0;
@@ -385,6 +393,25 @@ class Backend {
   /// Zeroes, in every trailing matrix of out (contiguous), the elements above
   /// (lower = true: j - i > diagonal) or below (j - i < diagonal) the diagonal.
   virtual void triangle_zero(const Tensor& out, int64_t diagonal, bool lower) = 0;
+
+  // ---- multi-tensor optimizer steps (PyTorch's foreach path: one kernel per group) ----
+  // Every list holds one tensor per parameter; all tensors of a call are
+  // contiguous, of one floating dtype, and tensor i of every list has the size of
+  // params[i]. Each element is updated in place by the functor of
+  // kernels/optim_ops.h, computing in float (float64 for float64).
+
+  /// optim_ops::sgd over params[i], grads[i] and, when hyper.momentum != 0,
+  /// momentum_buffers[i] (else empty).
+  virtual void sgd_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                        const std::vector<Tensor>& momentum_buffers,
+                        const optim_ops::SgdHyper& hyper) = 0;
+  /// optim_ops::adam with hyper[i] for tensor i (step counts may differ);
+  /// max_exp_avg_sqs is empty unless amsgrad.
+  virtual void adam_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                         const std::vector<Tensor>& exp_avgs,
+                         const std::vector<Tensor>& exp_avg_sqs,
+                         const std::vector<Tensor>& max_exp_avg_sqs,
+                         const std::vector<optim_ops::AdamHyper>& hyper) = 0;
 };
 
 /// Installs `b` (not owned, lives for the process) as the backend of its type.

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <mutex>
+#include <optional>
 
 #include "compiler/codegen/generate.h"
 #include "compiler/codegen/printer.h"
@@ -16,8 +17,11 @@
 #include "compiler/passes/passes.h"
 #include "compiler/runtime/executor.h"
 #include "compiler/runtime/kernel_cache.h"
+#include "compiler/runtime/plan_cache.h"
+#include "compiler/runtime/units.h"
 #include "compiler/trace/tracer.h"
 #include "core/tensor_impl.h"
+#include "smelt/autograd.h"
 
 namespace smelt {
 
@@ -89,6 +93,9 @@ struct Guards {
   /// address is reused by a new one cannot pass for it).
   std::vector<uint64_t> param_storage;
   std::string mode_key;
+  /// Grad mode when traced: a graph traced under NoGradGuard is not reused with
+  /// grad mode on (a tensor captured by the function may require grad).
+  bool grad_enabled = true;
 
   /// "" when `args`/`params` pass, else the first failed guard.
   std::string check(const std::vector<Tensor>& a, const std::vector<nn::NamedTensor>& p,
@@ -122,6 +129,9 @@ struct Guards {
                            TensorGuard::of(t).str());
     }
     if (mode != mode_key) return "a module switched between train() and eval()";
+    if (GradMode::is_enabled() != grad_enabled)
+      return fmt::format("grad mode changed: the graph was traced with grad mode {}",
+                         grad_enabled ? "on" : "off (NoGradGuard)");
     return "";
   }
   std::string str() const {
@@ -132,6 +142,7 @@ struct Guards {
       s += fmt::format("  {}: this very tensor, {}\n", param_labels[i], param_meta[i].str());
     if (!mode_key.empty())
       s += fmt::format("  module training flags (T = train, E = eval, per module): {}\n", mode_key);
+    s += fmt::format("  grad mode: {}\n", grad_enabled ? "on" : "off");
     return s;
   }
 };
@@ -181,6 +192,16 @@ class CompiledState {
     std::vector<nn::NamedTensor> named = params_fn ? params_fn() : std::vector<nn::NamedTensor>{};
     std::string mode = mode_fn ? mode_fn() : "";
     if (eager_only) return eager(args, fn);
+    if (auto br = autograd_break(args, named)) {
+      // Not an entry: the same call under NoGradGuard compiles.
+      ++stats.graph_breaks;
+      stats.last_graph_break = br->what();
+      if (opts.fullgraph) throw Error(fullgraph_message(*br));
+      if (log_enabled("graph_breaks"))
+        log_artifact("graph_breaks", "graph break, running eagerly",
+                     fmt::format("graph break at {}; this call runs eagerly", br->what()));
+      return eager(args, fn);
+    }
     std::vector<Tensor> params;
     params.reserve(named.size());
     for (auto& p : named) params.push_back(p.tensor);
@@ -214,6 +235,25 @@ class CompiledState {
     return run(*last.graph, args, params);
   }
 
+  /// Grad mode is on and an argument or parameter requires grad: the compiled code
+  /// records no autograd history (compiled training is future work), so the call
+  /// runs eagerly, with autograd.
+  static std::optional<GraphBreak> autograd_break(const std::vector<Tensor>& args,
+                                                  const std::vector<nn::NamedTensor>& named) {
+    if (!GradMode::is_enabled()) return std::nullopt;
+    std::string what;
+    for (size_t i = 0; i < args.size() && what.empty(); ++i)
+      if (args[i].requires_grad()) what = fmt::format("argument {}", i);
+    for (size_t i = 0; i < named.size() && what.empty(); ++i)
+      if (named[i].tensor.requires_grad()) what = param_label(named[i]);
+    if (what.empty()) return std::nullopt;
+    return GraphBreak("autograd",
+                      what +
+                          " requires grad and grad mode is on; smelt::compile does not "
+                          "capture autograd yet, so the call runs eagerly with autograd",
+                      "run inference under smelt::NoGradGuard (module parameters require grad)");
+  }
+
   std::vector<Tensor> eager(const std::vector<Tensor>& args, const ErasedFn& fn) {
     ++stats.eager_calls;
     compiler::TraceScope none(nullptr);
@@ -245,8 +285,16 @@ class CompiledState {
   Entry compile(const std::vector<Tensor>& args, const std::vector<nn::NamedTensor>& named,
                 const std::string& mode, const ErasedFn& fn) {
     auto t0 = std::chrono::steady_clock::now();
+    CompileStats::Phases ph;
+    auto lap = [last = t0]() mutable {
+      auto now = std::chrono::steady_clock::now();
+      double ms = std::chrono::duration<double, std::milli>(now - last).count();
+      last = now;
+      return ms;
+    };
     Entry e;
     e.guards.mode_key = mode;
+    e.guards.grad_enabled = GradMode::is_enabled();
     for (auto& a : args) e.guards.args.push_back(TensorGuard::of(a));
     e.guards.aliases = alias_pattern(args);
     std::vector<Tensor> params;
@@ -314,14 +362,14 @@ class CompiledState {
       return e;  // graph == null: eager for these guards
     }
     if (log_enabled("graph")) log_artifact("graph", "captured graph", captured.str());
+    ph.trace_ms = lap();
     // 2. passes
-    PassOptions po{opts.dce, opts.cse, opts.decompose, opts.fold_constants};
-    PassStats ps;
-    Graph g = run_passes(captured, po, &ps);
-    if (log_enabled("graph")) log_artifact("graph", "after passes (" + ps.str() + ")", g.str());
     {
       // What eager mode runs: every primitive op of the decomposed graph.
-      Graph prim = run_passes(captured, PassOptions{false, false, true, false});
+      const bool composites = has_composites(captured);
+      Graph decomposed;
+      if (composites) decomposed = run_passes(captured, PassOptions{false, false, true, false});
+      const Graph& prim = composites ? decomposed : captured;
       stats.eager_ops = static_cast<int>(prim.nodes.size());
       stats.bytes_eager = 0;
       for (auto& n : prim.nodes) {
@@ -334,26 +382,47 @@ class CompiledState {
           stats.bytes_eager += prim.buffers[o].extent * itemsize(prim.buffers[o].dtype);
       }
     }
-    // 3-4. lowering and fusion
+    PassOptions po{opts.dce, opts.cse, opts.decompose, opts.fold_constants};
+    PassStats ps;
+    Graph g = run_passes(std::move(captured), po, &ps);
+    if (log_enabled("graph")) log_artifact("graph", "after passes (" + ps.str() + ")", g.str());
+    ph.passes_ms = lap();
+    // 3-6. lowering, fusion and codegen, or the plan a compile of this graph stored
     CppDialect dialect;
-    Schedule s = schedule(g, FusionOptions{opts.fuse, opts.gemm_epilogue, opts.round_intermediates}, dialect.target());
+    const FusionOptions fo{opts.fuse, opts.gemm_epilogue, opts.round_intermediates};
+    const std::string key =
+        plan_key(g, fmt::format("fuse={} gemm_epilogue={} round_intermediates={} target={}",
+                                fo.fuse, fo.gemm_epilogue, fo.round_intermediates, dialect.name()));
+    std::optional<CachedPlan> cached = load_plan(key, g, log_enabled("fusion"));
+    Schedule s;
+    std::vector<KernelUnit> units;
+    stats.last_plan_cache_hit = cached.has_value();
+    if (cached) {
+      s = std::move(cached->schedule);
+      units = join_units(s, dialect.preamble(), cached->unit_kernels);
+      ph.fuse_ms = lap();
+    } else {
+      s = schedule(g, fo, dialect.target());
+      ph.fuse_ms = lap();
+      generate_kernels(g, s, dialect);
+      units = split_units(s, dialect.preamble(), build_parallelism());
+      ph.codegen_ms = lap();
+    }
     if (log_enabled("fusion")) {
       std::string body;
       for (auto& d : s.decisions) body += "  " + d + "\n";
       log_artifact("fusion", "fusion decisions", body);
     }
-    // 6. codegen
-    generate_kernels(g, s, dialect);
     std::string kernels;
     for (auto& st : s.steps)
       if (st.kind == Step::Kind::Kernel) kernels += "\n" + st.source;
     std::shared_ptr<backend::Module> lib;
     backend::BuildInfo bi;
-    if (!kernels.empty()) {
-      e.source = dialect.preamble() + kernels;
+    if (!units.empty()) {
+      for (auto& u : units) e.source += u.source;
       // 7. build and load
       try {
-        lib = backend::backend(Device()).build(e.source, kernel_cache(), &bi);
+        lib = build_units(units, backend::backend(Device()), kernel_cache(), &bi);
       } catch (const backend::ToolchainUnavailable& err) {
         if (opts.fullgraph) throw;
         std::fputs(
@@ -364,6 +433,7 @@ class CompiledState {
         return e;
       }
     }
+    if (!cached) store_plan(key, s, units);
     ++stats.compiles;
     e.graph = std::make_shared<CompiledGraph>(std::move(g), std::move(s), lib,
                                               opts.mode == "reduce-overhead");
@@ -381,6 +451,9 @@ class CompiledState {
     }
     stats.last_compile_ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    ph.cxx_ms = bi.build_ms;
+    ph.load_ms = lap() - bi.build_ms;
+    stats.last_compile_phases = ph;
     if (log_enabled("output_code")) {
       log_artifact("output_code",
                    fmt::format("generated code ({}; source {}): kernels include the embedded "

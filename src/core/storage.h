@@ -54,6 +54,14 @@ class Storage {
   /// or swaps a real storage into/out of tracing (compile() does this for parameters).
   void set_trace(std::shared_ptr<detail::TraceValue> v) { trace_ = std::move(v); }
 
+  /// PyTorch's version counter (`tensor._version`): every in-place write into
+  /// this memory (copy_, the in-place ops, a compiled graph writing back into an
+  /// argument) bumps it. It lives here because views and detach() share it with
+  /// their base, as they share the memory. Autograd records it when it saves a
+  /// tensor for backward and refuses to use the tensor once it has moved on.
+  uint32_t version() const { return version_; }
+  void bump_version() { ++version_; }
+
  private:
   Storage();
   uint64_t serial_ = 0;
@@ -62,6 +70,7 @@ class Storage {
   Device device_;
   std::function<void(void*)> deleter_;
   std::shared_ptr<detail::TraceValue> trace_;
+  uint32_t version_ = 0;
 };
 
 }  // namespace smelt

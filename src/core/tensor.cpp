@@ -5,6 +5,7 @@
 #include <ostream>
 
 #include "core/tensor_impl.h"
+#include "smelt/autograd.h"
 
 namespace smelt {
 
@@ -40,6 +41,8 @@ Tensor make_view(const Tensor& base, Shape sizes, Shape strides, int64_t offset)
   impl->offset = offset;
   impl->dtype = base.dtype();
   impl->device = base.device();
+  impl->view_base = base.impl()->view_base ? base.impl()->view_base : base.impl_ptr();
+  impl->view_no_grad = !GradMode::is_enabled();
   return Tensor(std::move(impl));
 }
 

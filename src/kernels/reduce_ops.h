@@ -23,7 +23,8 @@
 // wraps around, two's complement, as in PyTorch); max / min and arg-reductions
 // compare in the input type (float for float16 / bfloat16); var / std /
 // var_mean accumulate in double for every floating input, as PyTorch's CPU
-// kernel does (cumsum of float32 likewise accumulates in double: acc_type on CPU).
+// kernel does; scans (cumsum) accumulate in PyTorch's CPU acc_type: as sums,
+// except that float32 accumulates in double.
 //
 // The order a row's elements are combined in decides a float result bit for
 // bit. The eager CPU kernels and the generated code reduce one row through the
@@ -557,14 +558,6 @@ struct acc_type<BFloat16> {
   using type = float;
 };
 
-/// cumsum's accumulate type: PyTorch's CPU acc_type, i.e. acc_type above
-/// except that float32 accumulates in double.
-template <class T>
-struct cumsum_acc_type {
-  using type = typename std::conditional<std::is_same<T, float>::value, double,
-                                         typename acc_type<T>::type>::type;
-};
-
 /// The type max/min compare in: T itself (exact), float for Half / BFloat16.
 template <class T>
 struct compare_type {
@@ -587,6 +580,9 @@ enum class AccRule {
   Compare,  // Max, Min, ArgMax, ArgMin: compare_type of the input dtype
   Welford,  // var, std, var_mean: double (PyTorch's CPU kernel)
   Bool,     // any, all: truthiness
+  Scan,     // cumsum: PyTorch's CPU acc_type (at::acc_type<T, /*is_cuda=*/false>) of the
+            // result dtype, the elements converted to the result dtype first: as Sum,
+            // but float accumulates in double
 };
 
 /// The accumulate type of rule R over elements of type T (for AccRule::Sum, T
@@ -607,6 +603,11 @@ struct accumulate<AccRule::Welford, T> {
 template <class T>
 struct accumulate<AccRule::Bool, T> {
   using type = bool;
+};
+template <class T>
+struct accumulate<AccRule::Scan, T> {
+  using type = typename std::conditional<std::is_same<T, float>::value, double,
+                                         typename acc_type<T>::type>::type;
 };
 template <AccRule R, class T>
 using accumulate_t = typename accumulate<R, T>::type;

@@ -1,6 +1,7 @@
 // smelt/kernels/scalar_ops.h — the scalar math of every pointwise op, written once.
 // Included by the eager CPU kernels and embedded verbatim into JIT-generated code,
-// so it includes only <cmath>, <cstdint>, <limits>, <type_traits> and smelt/half.h.
+// so it includes only <cmath>, <cstdint>, <limits>, <type_traits>, smelt/half.h and
+// vector_math.h (exp, log, sin, tanh, erf... through one implementation on every path).
 //
 // Convention: smelt::scalar::<functor><C>(operands..., extras...), where C is the
 // op's compute type (opmath_type of its "dtype" attr: float for float16/bfloat16,
@@ -17,6 +18,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "kernels/vector_math.h"
 #include "smelt/half.h"
 
 namespace smelt {
@@ -157,27 +159,27 @@ SMELT_HD T sign(T a) {
 }
 template <class T>
 SMELT_HD T exp(T a) {
-  return std::exp(a);
+  return vmath::exp(a);
 }
 template <class T>
 SMELT_HD T exp2(T a) {
-  return std::exp2(a);
+  return vmath::exp2(a);
 }
 template <class T>
 SMELT_HD T expm1(T a) {
-  return std::expm1(a);
+  return vmath::expm1(a);
 }
 template <class T>
 SMELT_HD T log(T a) {
-  return std::log(a);
+  return vmath::log(a);
 }
 template <class T>
 SMELT_HD T log2(T a) {
-  return std::log2(a);
+  return vmath::log2(a);
 }
 template <class T>
 SMELT_HD T log1p(T a) {
-  return std::log1p(a);
+  return vmath::log1p(a);
 }
 template <class T>
 SMELT_HD T sqrt(T a) {
@@ -193,28 +195,28 @@ SMELT_HD T reciprocal(T a) {
 }
 template <class T>
 SMELT_HD T sin(T a) {
-  return std::sin(a);
+  return vmath::sin(a);
 }
 template <class T>
 SMELT_HD T cos(T a) {
-  return std::cos(a);
+  return vmath::cos(a);
 }
 template <class T>
 SMELT_HD T tan(T a) {
-  return std::tan(a);
+  return vmath::tan(a);
 }
 template <class T>
 SMELT_HD T tanh(T a) {
-  return std::tanh(a);
+  return vmath::tanh(a);
 }
 template <class T>
 SMELT_HD T erf(T a) {
-  return std::erf(a);
+  return vmath::erf(a);
 }
 /// 1 / (1 + exp(-x)).
 template <class T>
 SMELT_HD T sigmoid(T a) {
-  return T(1) / (T(1) + std::exp(-a));
+  return T(1) / (T(1) + vmath::exp(-a));
 }
 /// max(x, 0); NaN and -0.0 pass through (as PyTorch's clamp_min(x, 0)).
 template <class T>
@@ -229,7 +231,7 @@ SMELT_HD T gelu(T a) {
   if constexpr (std::is_same_v<T, float>) {
     if (a == std::numeric_limits<T>::infinity()) return std::numeric_limits<T>::quiet_NaN();
   }
-  return a * T(0.5) * (T(1) + std::erf(a * kAlpha));
+  return a * T(0.5) * (T(1) + vmath::erf(a * kAlpha));
 }
 /// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (Hendrycks & Gimpel 2016).
 template <class T>
@@ -237,12 +239,12 @@ SMELT_HD T gelu_tanh(T a) {
   const T kBeta = static_cast<T>(0.79788456080286535588);  // sqrt(2/pi)
   const T kKappa = static_cast<T>(0.044715);
   T inner = kBeta * (a + kKappa * a * a * a);
-  return T(0.5) * a * (T(1) + std::tanh(inner));
+  return T(0.5) * a * (T(1) + vmath::tanh(inner));
 }
 /// x * sigmoid(x) = x / (1 + exp(-x)).
 template <class T>
 SMELT_HD T silu(T a) {
-  return a / (T(1) + std::exp(-a));
+  return a / (T(1) + vmath::exp(-a));
 }
 template <class T>
 SMELT_HD T floor(T a) {

@@ -1,9 +1,12 @@
-// nn::init: in-place initializers drawing from the global generator.
+// nn::init: in-place initializers drawing from the global generator. Like
+// PyTorch's (torch.no_grad inside), they write with grad mode off, so they
+// may initialize parameters, which are leaves that require grad.
 #include "smelt/nn/init.h"
 
 #include <cmath>
 
 #include "core/tensor_impl.h"
+#include "smelt/autograd.h"
 #include "smelt/ops.h"
 
 namespace smelt::nn::init {
@@ -26,6 +29,7 @@ Tensor& fill_from(Tensor& t, Tensor draw, F f) {
   Tensor c = draw.contiguous();
   double* p = c.data_ptr<double>();
   for (int64_t i = 0, n = c.numel(); i < n; ++i) p[i] = f(p[i]);
+  NoGradGuard no_grad;
   t.copy_(c);
   return t;
 }
@@ -38,7 +42,10 @@ Tensor& uniform_(Tensor& t, double low, double high) {
   check_floating(t, "uniform_");
   SMELT_CHECK(low <= high, "uniform_: expects low <= high, got low={} high={}", low, high);
   if (t.numel() == 0) return t;
-  if (skip_random_init) return t.zero_();
+  if (skip_random_init) {
+    NoGradGuard no_grad;
+    return t.zero_();
+  }
   return fill_from(t, rand(t.sizes(), DType::Float64),
                    [&](double u) { return low + (high - low) * u; });
 }
@@ -47,12 +54,16 @@ Tensor& normal_(Tensor& t, double mean, double std) {
   check_floating(t, "normal_");
   SMELT_CHECK(std >= 0, "normal_: expects std >= 0.0, got std={}", std);
   if (t.numel() == 0) return t;
-  if (skip_random_init) return t.zero_();
+  if (skip_random_init) {
+    NoGradGuard no_grad;
+    return t.zero_();
+  }
   return fill_from(t, randn(t.sizes(), DType::Float64), [&](double z) { return mean + std * z; });
 }
 
 Tensor& constant_(Tensor& t, double value) {
   SMELT_CHECK(t.defined(), "constant_: undefined tensor");
+  NoGradGuard no_grad;
   t.fill_(value);
   return t;
 }

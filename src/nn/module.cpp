@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "core/tensor_impl.h"
+#include "smelt/autograd.h"
 #include "smelt/io.h"
 #include "smelt/nn/module.h"
 
@@ -26,11 +27,18 @@ std::string key_list(const std::vector<std::string>& keys) {
   return s;
 }
 
-// Replaces t's metadata and storage with those of `src` (a fresh tensor), so
-// every handle to t's TensorImpl sees the change.
-void assign_impl(const Tensor& t, const Tensor& src) {
+// Replaces t's metadata and storage with those of `src` (a fresh tensor, made
+// under NoGradGuard), so every handle to t's TensorImpl sees the change. t stays
+// a leaf that requires grad if it was one; its .grad is converted alike.
+void assign_impl(const Tensor& t, const Tensor& src, DType dtype) {
   if (src.is_same(t)) return;
+  const bool requires_grad = t.requires_grad();
+  Tensor grad = t.grad();
   *t.impl() = *src.impl();
+  t.impl()->autograd = nullptr;
+  t.impl()->view_base = nullptr;
+  if (requires_grad) t.requires_grad_(true);
+  if (grad.defined()) t.mutable_grad() = grad.to(src.device()).to(dtype);
 }
 }  // namespace
 
@@ -75,6 +83,9 @@ Tensor& Module::add_tensor(const std::string& name, Tensor* slot, Tensor value, 
   } else {
     slot = &owned_.emplace_back();
   }
+  // A parameter is a leaf that requires grad (floating dtypes), as nn.Parameter.
+  if (!buffer && value.grad_fn()) value = value.detach();
+  if (!buffer && is_floating(value.dtype())) value.requires_grad_(true);
   *slot = std::move(value);
   (buffer ? buffers_ : parameters_).emplace_back(name, slot);
   return *slot;
@@ -245,21 +256,23 @@ Module& Module::to(DType dtype) {
               "individual tensors with Tensor::to for other dtypes",
               name_, dtype_name(dtype));
   // Convert everything first, then assign, so an error leaves the module untouched.
+  NoGradGuard no_grad;
   auto all = named_parameters_and_buffers();
   std::vector<std::pair<Tensor, Tensor>> updates;
   for (auto& nt : all)
     if (is_floating(nt.tensor.dtype()) && nt.tensor.dtype() != dtype)
       updates.emplace_back(nt.tensor, nt.tensor.to(dtype));
-  for (auto& [t, c] : updates) assign_impl(t, c);
+  for (auto& [t, c] : updates) assign_impl(t, c, dtype);
   return *this;
 }
 
 Module& Module::to(Device device) {
+  NoGradGuard no_grad;
   auto all = named_parameters_and_buffers();
   std::vector<std::pair<Tensor, Tensor>> updates;
   for (auto& nt : all)
     if (nt.tensor.device() != device) updates.emplace_back(nt.tensor, nt.tensor.to(device));
-  for (auto& [t, c] : updates) assign_impl(t, c);
+  for (auto& [t, c] : updates) assign_impl(t, c, c.dtype());
   return *this;
 }
 
@@ -307,7 +320,9 @@ LoadStateDictResult Module::load_state_dict(const StateDict& state, bool strict)
                 "unexpected keys [{}]; pass strict=false to load a partial state dict",
                 name_, key_list(result.missing_keys), key_list(result.unexpected_keys));
   }
-  // 2. Copy into the existing tensors (identity preserved).
+  // 2. Copy into the existing tensors (identity preserved), outside autograd as
+  // PyTorch does (parameters are leaves that require grad).
+  NoGradGuard no_grad;
   for (auto& nt : mine) {
     auto it = state.find(nt.name);
     if (it == state.end() || it->second.is_same(nt.tensor)) continue;

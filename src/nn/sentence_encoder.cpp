@@ -13,6 +13,7 @@
 #include <numeric>
 
 #include "core/tensor_impl.h"
+#include "smelt/autograd.h"
 #include "smelt/ops.h"
 
 namespace smelt::nn {
@@ -183,6 +184,7 @@ std::tuple<Tensor, Tensor> SentenceEncoder::forward(const text::BatchEncoding& b
 Tensor SentenceEncoder::encode(const std::vector<std::string>& sentences, int64_t batch_size) {
   SMELT_CHECK(batch_size >= 1, "SentenceEncoder::encode: batch_size must be >= 1, got {}",
               batch_size);
+  NoGradGuard no_grad;  // inference, as sentence-transformers' encode
   const auto n = static_cast<int64_t>(sentences.size());
   if (n == 0)
     return empty({0, model->config.hidden_size}, model->embeddings->layer_norm->weight.dtype());

@@ -23,8 +23,10 @@ const Decomposition* find_decomposition(const std::string& op);
 /// Runs composite op `op`: while tracing, records a single node `op` whose
 /// outputs have the metadata `outs` (the compiler's decompose pass expands it
 /// later, so graphs show the op the user called); otherwise runs the
-/// decomposition eagerly and returns its results. Internal error if `op` has no
-/// decomposition.
+/// decomposition eagerly and returns its results. Under autograd, a composite
+/// whose op-table entry has a derivative records one node (the decomposition
+/// runs with grad mode off); the others record their primitives. Internal error
+/// if `op` has no decomposition.
 std::vector<Tensor> run_composite(const std::string& op, const std::vector<Tensor>& inputs,
                                   const Attrs& attrs, const std::vector<OutMeta>& outs);
 

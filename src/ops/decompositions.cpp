@@ -19,6 +19,7 @@
 #include "core/tensor_impl.h"
 #include "ops/decompose.h"
 #include "ops/pointwise.h"
+#include "smelt/autograd.h"
 #include "smelt/ops.h"
 
 namespace smelt::detail {
@@ -149,6 +150,8 @@ std::vector<Tensor> batch_norm_decomp(const std::vector<Tensor>& in, const Attrs
     const int64_t n = C > 0 ? x.numel() / C : 0;
     // Running stats are updated in place: running = (1 - momentum) * running + momentum * stat,
     // with the unbiased (n - 1) variance, as PyTorch.
+    // Not part of the differentiated computation (PyTorch updates them outside autograd).
+    NoGradGuard no_grad;
     if (rm.defined()) rm.copy_(add(mul(rm, Scalar(1.0 - momentum)), mul(mu, Scalar(momentum))));
     if (rv.defined() && n > 1) {
       Tensor unbiased = mul(var, Scalar(static_cast<double>(n) / static_cast<double>(n - 1)));
@@ -162,6 +165,27 @@ std::vector<Tensor> batch_norm_decomp(const std::vector<Tensor>& in, const Attrs
   if (w.defined()) y = mul(y, w.reshape(bshape));
   if (b.defined()) y = add(y, b.reshape(bshape));
   return {cast(y, x.dtype())};
+}
+
+/// -logp[target] along `cdim` for each batch element, 0 where the target is
+/// ignore_index; `keep` marks the counted targets, `safe` is target with the
+/// ignored ones replaced by class 0.
+struct PickedNll {
+  Tensor nll, keep, safe;
+};
+PickedNll picked_nll(const Tensor& logp, const Tensor& target, int64_t ignore_index, int64_t cdim) {
+  Tensor keep = ne(target, wrap_scalar(Scalar(ignore_index)));
+  Tensor safe = where(keep, target, Scalar(int64_t{0}));
+  Tensor picked = gather(logp, cdim, unsqueeze(safe, cdim)).squeeze(cdim);
+  return {where(keep, neg(picked), Scalar(0.0)), keep, safe};
+}
+
+/// The mean, sum or none reduction of per-element losses (mean: the sum divided by
+/// `count`, or mean() when `count` is undefined).
+Tensor reduce_loss(const Tensor& loss, const std::string& reduction, const Tensor& count) {
+  if (reduction == "none") return loss;
+  if (reduction == "sum") return sum(loss);
+  return count.defined() ? div(sum(loss), count) : mean(loss);
 }
 
 std::vector<Tensor> cross_entropy_decomp(const std::vector<Tensor>& in, const Attrs& attrs) {
@@ -181,10 +205,7 @@ std::vector<Tensor> cross_entropy_decomp(const std::vector<Tensor>& in, const At
     if (reduction == "sum") return {sum(loss)};
     return {div(sum(loss), Scalar(static_cast<double>(C > 0 ? input.numel() / C : 0)))};
   }
-  Tensor keep = ne(target, wrap_scalar(Scalar(ignore_index)));
-  Tensor safe = where(keep, target, Scalar(int64_t{0}));
-  Tensor picked = gather(logp, cdim, unsqueeze(safe, cdim)).squeeze(cdim);
-  Tensor nll = where(keep, neg(picked), Scalar(0.0));
+  auto [nll, keep, safe] = picked_nll(logp, target, ignore_index, cdim);
   Tensor smooth;
   if (ls > 0) smooth = where(keep, neg(sum(logp, {cdim})), Scalar(0.0));
   auto combine = [&](const Tensor& a, const Tensor& s) {
@@ -195,6 +216,35 @@ std::vector<Tensor> cross_entropy_decomp(const std::vector<Tensor>& in, const At
   // mean over the targets that are not ignored (NaN when all are, as PyTorch).
   Tensor count = to_dtype(sum(keep), input.dtype());
   return {combine(div(sum(nll), count), ls > 0 ? div(sum(smooth), count) : Tensor())};
+}
+
+std::vector<Tensor> nll_loss_decomp(const std::vector<Tensor>& in, const Attrs& attrs) {
+  const Tensor& input = in[0];
+  const int64_t cdim = input.dim() == 1 ? 0 : 1;
+  auto [nll, keep, safe] = picked_nll(input, in[1], attrs.as<int64_t>("ignore_index"), cdim);
+  const std::string& reduction = attrs.as<std::string>("reduction");
+  if (!attrs.as<bool>("has_weight"))
+    return {reduce_loss(nll, reduction, to_dtype(sum(keep), input.dtype()))};
+  // Each target weighted by its class's weight (0 where ignored); the mean divides
+  // by the summed weights.
+  Tensor w = reshape(index_select(in[2], 0, reshape(safe, {-1})), safe.sizes());
+  w = where(keep, w, Scalar(0.0));
+  return {reduce_loss(mul(nll, w), reduction, sum(w))};
+}
+
+std::vector<Tensor> bce_with_logits_decomp(const std::vector<Tensor>& in, const Attrs& attrs) {
+  // PyTorch's binary_cross_entropy_with_logits: (1 - t) x - w_p log_sigmoid(x), with
+  // log_sigmoid(x) = min(x, 0) - log1p(exp(-|x|)) (stable for any x).
+  const Tensor& x = in[0];
+  const Tensor& t = in[1];
+  OptionalInputs opt{in, attrs, 2};
+  Tensor w = opt.take("has_weight"), pos_weight = opt.take("has_pos_weight");
+  Tensor log_sig = sub(minimum(x, wrap_scalar(Scalar(0.0))), log1p(exp(neg(abs(x)))));
+  if (pos_weight.defined())
+    log_sig = mul(log_sig, add(mul(sub(pos_weight, Scalar(1.0)), t), Scalar(1.0)));
+  Tensor loss = sub(mul(sub(wrap_scalar(Scalar(1.0)), t), x), log_sig);
+  if (w.defined()) loss = mul(loss, w);
+  return {reduce_loss(loss, attrs.as<std::string>("reduction"), Tensor())};
 }
 
 std::vector<Tensor> mse_loss_decomp(const std::vector<Tensor>& in, const Attrs& attrs) {
@@ -240,6 +290,8 @@ const Decomposition* find_decomposition(const std::string& op) {
       {"rms_norm", rms_norm_decomp},
       {"batch_norm", batch_norm_decomp},
       {"cross_entropy", cross_entropy_decomp},
+      {"nll_loss", nll_loss_decomp},
+      {"binary_cross_entropy_with_logits", bce_with_logits_decomp},
       {"mse_loss", mse_loss_decomp},
       {"scaled_dot_product_attention", sdpa_decomp},
   };

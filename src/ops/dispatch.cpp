@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "ops/op_table.h"
+#include "smelt/autograd.h"
 
 namespace smelt::detail {
 
@@ -59,6 +60,53 @@ std::string Attrs::str() const {
   return s;
 }
 
+namespace {
+GradRecorder* g_grad_recorder = nullptr;
+
+/// Tracing an op whose input requires grad while grad mode is on: the compiled
+/// graph would lose the gradient, so the call runs eagerly (with autograd).
+[[noreturn]] void throw_autograd_break(const std::string& op) {
+  throw GraphBreak(op,
+                   "an input requires grad and grad mode is on; smelt::compile does not "
+                   "capture autograd yet, so this call runs eagerly with autograd",
+                   "run inference under smelt::NoGradGuard, or keep the function's inputs and "
+                   "parameters from requiring grad");
+}
+}  // namespace
+
+GradRecorder* grad_recorder() { return g_grad_recorder; }
+void set_grad_recorder(GradRecorder* r) { g_grad_recorder = r; }
+
+bool grad_needed(const Tensor& t) {
+  return t.defined() && impl_requires_grad(t.impl()) && GradMode::is_enabled();
+}
+
+bool grad_needed(const std::vector<Tensor>& inputs) {
+  bool any = false;
+  for (auto& t : inputs) any |= t.defined() && impl_requires_grad(t.impl());
+  return any && GradMode::is_enabled();
+}
+
+std::vector<Tensor> run_differentiable(const std::string& op, const std::vector<Tensor>& inputs,
+                                       const Attrs& attrs,
+                                       const std::function<std::vector<Tensor>()>& compute) {
+  if (!grad_needed(inputs)) return compute();
+  if (any_tracer(inputs)) throw_autograd_break(op);
+  std::vector<Tensor> outs;
+  {
+    NoGradGuard no_grad;
+    outs = compute();
+  }
+  // An output that is an input itself (a no-op case) becomes a view of it, so
+  // that recording gives the output a history without touching the input's.
+  for (auto& o : outs)
+    for (const auto& in : inputs)
+      if (o.defined() && o.is_same(in))
+        o = make_view(o, o.sizes(), o.strides(), o.storage_offset());
+  grad_recorder()->record(op, inputs, attrs, outs);
+  return outs;
+}
+
 TraceContext* trace_context() { return g_trace; }
 TraceContext* set_trace_context(TraceContext* ctx) {
   TraceContext* prev = g_trace;
@@ -108,13 +156,24 @@ std::vector<Tensor> run_op(const std::string& op, const std::vector<Tensor>& inp
                            const Kernel& kernel) {
   if (!outs.empty()) check_devices(op, inputs, outs[0].device);
   TraceContext* ctx = trace_context();
-  if (any_tracer(inputs) || (ctx && ctx->captures(inputs)))
+  const bool grad = grad_needed(inputs);
+  if (any_tracer(inputs) || (ctx && ctx->captures(inputs))) {
+    if (grad) throw_autograd_break(op);
     return require_trace(op).record(op, inputs, attrs, outs);
+  }
   OpScope scope(op.c_str());  // names the op if an allocation runs out of memory
   std::vector<Tensor> results;
   results.reserve(outs.size());
   for (auto& m : outs) results.push_back(make_empty(m.sizes, m.dtype, m.device));
-  kernel(results);
+  if (!grad) {
+    kernel(results);
+    return results;
+  }
+  {
+    NoGradGuard no_grad;  // a kernel written over other ops records nothing of its own
+    kernel(results);
+  }
+  grad_recorder()->record(op, inputs, attrs, results);
   return results;
 }
 
@@ -125,11 +184,16 @@ Tensor run_op1(const std::string& op, const std::vector<Tensor>& inputs, const A
 
 void run_copy(const Tensor& dst, const Tensor& src, const std::function<void()>& eager_copy) {
   TraceContext* ctx = trace_context();
+  const bool grad = grad_needed(dst) || grad_needed(src);
   if (is_tracer(dst) || is_tracer(src) || (ctx && ctx->captures({dst, src}))) {
+    if (grad) throw_autograd_break("copy_");
     require_trace("copy_").record_copy(dst, src);
     return;
   }
+  if (grad) grad_recorder()->before_write(dst, src);
   eager_copy();
+  dst.storage()->bump_version();
+  if (grad) grad_recorder()->after_write(dst, src);
 }
 
 void note_random(const std::string& op) {

@@ -63,6 +63,48 @@ TraceContext* trace_context();
 /// Installs `ctx` for this thread (nullptr to stop); returns the previous one.
 TraceContext* set_trace_context(TraceContext* ctx);
 
+/// Implemented by src/autograd (a layer above ops): how ops record history.
+/// Autograd installs it before any tensor can require grad, so ops reach it
+/// only when grad_needed() holds.
+class GradRecorder {
+ public:
+  virtual ~GradRecorder() = default;
+  /// Records op `op` (an op-table name) over `inputs` with `attrs`, which produced
+  /// `outputs`: a backward node with the op's derivative, or, for an op that is
+  /// not differentiable, outputs marked as such.
+  virtual void record(const std::string& op, const std::vector<Tensor>& inputs, const Attrs& attrs,
+                      const std::vector<Tensor>& outputs) = 0;
+  /// Before an in-place write of `src` into `dst` (copy_, which every in-place op
+  /// ends in): raises for a leaf that requires grad (or a view of one).
+  virtual void before_write(const Tensor& dst, const Tensor& src) = 0;
+  /// After it (the version already bumped): `dst` (or its base) takes the write
+  /// into its history.
+  virtual void after_write(const Tensor& dst, const Tensor& src) = 0;
+};
+GradRecorder* grad_recorder();
+void set_grad_recorder(GradRecorder* r);
+
+/// True when an op over `inputs` must record history: grad mode is on and an
+/// input requires grad. The whole cost of autograd for inference.
+bool grad_needed(const std::vector<Tensor>& inputs);
+bool grad_needed(const Tensor& input);
+
+/// Runs `compute` (ops whose derivative is their own table entry but whose
+/// eager code is written over other ops: composites, logsumexp): when
+/// grad_needed(inputs) it runs with grad mode off and one node of `op` is
+/// recorded over inputs -> results; otherwise it simply runs.
+std::vector<Tensor> run_differentiable(const std::string& op, const std::vector<Tensor>& inputs,
+                                       const Attrs& attrs,
+                                       const std::function<std::vector<Tensor>()>& compute);
+
+/// Records view op `op` (an op-table name) that made `out` from `x`, with the
+/// attrs `make_attrs()` returns (built only when history is recorded); returns `out`.
+template <class F>
+Tensor record_view(const char* op, const Tensor& x, Tensor out, F&& make_attrs) {
+  if (grad_needed(x)) grad_recorder()->record(op, {x}, make_attrs(), {out});
+  return out;
+}
+
 inline bool is_tracer(const Tensor& t) { return t.defined() && t.is_tracer(); }
 bool any_tracer(const std::vector<Tensor>& ts);
 

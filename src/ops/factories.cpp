@@ -30,25 +30,32 @@ void fill(const Tensor& t, const Scalar& v) {
   if (t.numel() > 0) backend::backend(t.device()).fill(t, v);
 }
 
+/// `t`, made a leaf that requires grad when the options ask for it.
+Tensor leaf(const Tensor& t, const TensorOptions& o) {
+  if (o.requires_grad_) t.requires_grad_(true);
+  return t;
+}
+
 }  // namespace
 
 Tensor empty(const Shape& size, TensorOptions opts) {
   check_size("empty", size);
-  return detail::make_empty(size, dtype_or(opts, default_dtype()), opts.device_, "empty");
+  return leaf(detail::make_empty(size, dtype_or(opts, default_dtype()), opts.device_, "empty"),
+              opts);
 }
 
 Tensor zeros(const Shape& size, TensorOptions opts) {
   check_size("zeros", size);
   Tensor t = detail::make_empty(size, dtype_or(opts, default_dtype()), opts.device_, "zeros");
   fill(t, 0);
-  return t;
+  return leaf(t, opts);
 }
 
 Tensor ones(const Shape& size, TensorOptions opts) {
   check_size("ones", size);
   Tensor t = detail::make_empty(size, dtype_or(opts, default_dtype()), opts.device_, "ones");
   fill(t, 1);
-  return t;
+  return leaf(t, opts);
 }
 
 Tensor full(const Shape& size, const Scalar& value, TensorOptions opts) {
@@ -57,7 +64,7 @@ Tensor full(const Shape& size, const Scalar& value, TensorOptions opts) {
       detail::make_empty(size, dtype_or(opts, scalar_default_dtype(value)), opts.device_, "full");
   // PyTorch's fill converts with its overflow check: full({2}, 200, int8) raises.
   fill(t, detail::checked_number_to_dtype(value, t.dtype(), "full"));
-  return t;
+  return leaf(t, opts);
 }
 
 Tensor zeros_like(const Tensor& t) {
@@ -77,7 +84,7 @@ Tensor scalar_tensor(const Scalar& value, TensorOptions opts) {
   Tensor t = detail::make_empty({}, dtype_or(opts, scalar_default_dtype(value)), opts.device_,
                                 "scalar_tensor");
   fill(t, detail::checked_number_to_dtype(value, t.dtype(), "scalar_tensor"));
-  return t;
+  return leaf(t, opts);
 }
 
 // ---- arange / linspace / eye ------------------------------------------------
@@ -111,29 +118,25 @@ Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, Tensor
   }
   Tensor t = detail::make_empty({n}, dt, opts.device_, "arange");
   if (n > 0) backend::backend(t.device()).arange(t, start, step);
-  return t;
+  return leaf(t, opts);
 }
 
 Tensor linspace(double start, double end, int64_t steps, TensorOptions opts) {
   SMELT_CHECK(steps >= 0, "linspace: number of steps must be non-negative, got {}", steps);
   const DType dt = dtype_or(opts, default_dtype());
   Tensor t = detail::make_empty({steps}, dt, opts.device_, "linspace");
-  if (steps == 0) return t;
-  if (steps == 1) {  // PyTorch fills with start
-    fill(t, start);
-    return t;
-  }
-  backend::backend(t.device()).linspace(t, start, end);
-  return t;
+  if (steps == 1) fill(t, start);  // PyTorch fills with start
+  if (steps > 1) backend::backend(t.device()).linspace(t, start, end);
+  return leaf(t, opts);
 }
 
 Tensor eye(int64_t n, std::optional<int64_t> m_opt, TensorOptions opts) {
   const int64_t m = m_opt.value_or(n);
   SMELT_CHECK(n >= 0 && m >= 0, "eye: n and m must be non-negative, got n={} m={}", n, m);
-  Tensor t = zeros({n, m}, opts);
+  Tensor t = zeros({n, m}, opts.requires_grad(false));
   // The diagonal: a strided view stepping one row and one column at a time.
   fill(detail::make_view(t, {std::min(n, m)}, {m + 1}, 0), 1);
-  return t;
+  return leaf(t, opts);
 }
 
 // ---- from_vector / from_blob -------------------------------------------------
@@ -154,7 +157,8 @@ Tensor from_vector(const std::vector<T>& values, const Shape& shape, TensorOptio
     backend::backend(c.device()).copy(c, t);
     t = c;
   }
-  return t.to(opts.device_);  // the values are host memory: made on the CPU, then moved
+  // The values are host memory: made on the CPU, then moved (and made a leaf there).
+  return leaf(t.to(opts.device_), opts);
 }
 
 template Tensor from_vector<float>(const std::vector<float>&, const Shape&, TensorOptions);

@@ -1,5 +1,6 @@
 // Data-movement ops that compute a new tensor (not views): index_select,
-// gather, cat, stack, pad, tril, triu, masked_fill, and Tensor::index_put_.
+// gather, scatter_add, cat, stack, pad, tril, triu, masked_fill, and
+// Tensor::index_put_.
 // Each runs through detail::run_op1 so that smelt::compile can trace it; index
 // values are validated before anything is written; the kernels are the
 // backend's (copy, fill, index_select, gather, index_copy, triangle_zero).
@@ -121,6 +122,49 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   return detail::run_op1("gather", {x, index}, {{"dim", d}}, {index.sizes(), x.dtype(), x.device()},
                          [&](const std::vector<Tensor>& outs) {
                            backend::backend(x.device()).gather(outs[0], x, d, index);
+                         });
+}
+
+Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
+  SMELT_CHECK(self.defined() && index.defined() && src.defined(),
+              "scatter_add: undefined tensor argument");
+  check_index_dtype("scatter_add", index);
+  SMELT_CHECK(src.dtype() == self.dtype(),
+              "scatter_add: Expected self.dtype to be equal to src.dtype (got {} and {}); convert "
+              "src with .to(...)",
+              dtype_name(self.dtype()), dtype_name(src.dtype()));
+  SMELT_CHECK(self.device() == src.device() && self.device() == index.device(),
+              "scatter_add: self, index and src must be on the same device");
+  const int64_t nd = self.dim();
+  const int64_t d = wrap_dim(dim, nd, "scatter_add");
+  SMELT_CHECK(index.numel() == 0 ||
+                  (index.dim() == std::max<int64_t>(nd, 1) && src.dim() == index.dim()) ||
+                  (nd == 0 && index.dim() == 0 && src.dim() == 0),
+              "scatter_add: Index tensor must have the same number of dimensions as self and src "
+              "(self {}, index {}, src {})",
+              shape_str(self.sizes()), shape_str(index.sizes()), shape_str(src.sizes()));
+  if (index.numel() > 0 && nd > 0) {
+    for (int64_t i = 0; i < nd; ++i) {
+      SMELT_CHECK(index.sizes()[i] <= src.sizes()[i],
+                  "scatter_add: Expected index {} to be smaller than src {} at every dimension",
+                  shape_str(index.sizes()), shape_str(src.sizes()));
+      SMELT_CHECK(i == d || index.sizes()[i] <= self.sizes()[i],
+                  "scatter_add: Expected index {} to be smaller than self {} apart from "
+                  "dimension {}",
+                  shape_str(index.sizes()), shape_str(self.sizes()), d);
+    }
+  }
+  const int64_t size = nd == 0 ? 1 : self.sizes()[d];
+  for (int64_t v : read_indices(index))
+    SMELT_CHECK(v >= 0 && v < size,
+                "scatter_add: index {} is out of bounds for dimension {} with size {}", v, d, size);
+  return detail::run_op1("scatter_add", {self, index, src}, {{"dim", d}},
+                         {self.sizes(), self.dtype(), self.device()},
+                         [&](const std::vector<Tensor>& outs) {
+                           backend::Backend& be = backend::backend(self.device());
+                           if (outs[0].numel() == 0) return;
+                           be.copy(outs[0], self);
+                           be.scatter_add(outs[0], d, index, src);
                          });
 }
 

@@ -1,6 +1,7 @@
 // Neural-network functional ops: input validation and output metadata. The
 // composite ops (linear, softmax, log_softmax, layer_norm, rms_norm,
-// batch_norm, cross_entropy, mse_loss, scaled_dot_product_attention) compute
+// batch_norm, cross_entropy, nll_loss, binary_cross_entropy_with_logits,
+// mse_loss, scaled_dot_product_attention) compute
 // through their one decomposition (src/ops/decompositions.cpp) via
 // run_composite; embedding is a movement op with its own kernel; dropout draws
 // from the global generator (a graph break under tracing).
@@ -107,6 +108,37 @@ void check_normalized(const char* op, const Tensor& x, const Shape& ns,
     SMELT_CHECK(w.device() == x.device(), "{}: {} is on {} but input is on {}", op, name,
                 w.device().str(), x.device().str());
   }
+}
+
+/// The batch shape of class-score input [C], [N, C] or [N, C, d1, ...] (input's
+/// shape without its class dim), after checking that the input has a class dim.
+Shape class_batch(const char* op, const Tensor& input) {
+  SMELT_CHECK(input.dim() >= 1,
+              "{}: input must be [C], [N, C] or [N, C, d1, ...] class scores, got a 0-dim tensor",
+              op);
+  Shape batch = input.sizes();
+  batch.erase(batch.begin() + (input.dim() == 1 ? 0 : 1));
+  return batch;
+}
+
+/// Class-index targets of `input` (int64, the batch shape, each in [0, C) or
+/// ignore_index; values checked eagerly).
+void check_class_targets(const char* op, const Tensor& input, const Tensor& target,
+                         int64_t ignore_index) {
+  const Shape batch = class_batch(op, input);
+  const int64_t C = input.size(input.dim() == 1 ? 0 : 1);
+  SMELT_CHECK(target.dtype() == DType::Int64,
+              "{}: class-index targets must be int64, got {} (shape {}); convert them with "
+              ".to(smelt::int64)",
+              op, D(target), S(target));
+  SMELT_CHECK(target.sizes() == batch, "{}: input of shape {} expects a target of shape {}, got {}",
+              op, S(input), S(batch), S(target));
+  if (target.is_tracer()) return;
+  for (int64_t t : target.to_vector<int64_t>())
+    SMELT_CHECK(t == ignore_index || (t >= 0 && t < C),
+                "{}: target {} is out of bounds for {} classes (input shape {}); targets must be "
+                "in [0, {}) or equal ignore_index ({})",
+                op, t, C, S(input), C, ignore_index);
 }
 
 double finfo_eps(DType t) {
@@ -308,13 +340,7 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, int64_t ignore_i
   SMELT_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0,
               "cross_entropy: label_smoothing must be between 0.0 and 1.0, got {}",
               label_smoothing);
-  SMELT_CHECK(input.dim() >= 1,
-              "cross_entropy: input must be [C], [N, C] or [N, C, d1, ...] logits, got a 0-dim "
-              "tensor");
-  const int64_t cdim = input.dim() == 1 ? 0 : 1;
-  const int64_t C = input.size(cdim);
-  Shape batch = input.sizes();
-  batch.erase(batch.begin() + cdim);
+  const Shape batch = class_batch(op, input);
   const bool probs = is_floating(target.dtype());
   if (probs) {
     SMELT_CHECK(target.sizes() == input.sizes(),
@@ -324,26 +350,71 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, int64_t ignore_i
                 "cross_entropy: probability target dtype {} differs from input dtype {}", D(target),
                 D(input));
   } else {
-    SMELT_CHECK(target.dtype() == DType::Int64,
-                "cross_entropy: class-index targets must be int64, got {} (shape {}); convert "
-                "them with .to(smelt::int64), or pass floating class probabilities",
-                D(target), S(target));
-    SMELT_CHECK(target.sizes() == batch,
-                "cross_entropy: input of shape {} expects a target of shape {}, got {}", S(input),
-                S(batch), S(target));
-    if (!target.is_tracer()) {
-      for (int64_t t : target.to_vector<int64_t>())
-        SMELT_CHECK(t == ignore_index || (t >= 0 && t < C),
-                    "cross_entropy: target {} is out of bounds for {} classes (input shape {}); "
-                    "targets must be in [0, {}) or equal ignore_index ({})",
-                    t, C, S(input), C, ignore_index);
-    }
+    check_class_targets(op, input, target, ignore_index);
   }
   const Shape out = reduction == "none" ? batch : Shape{};
   Attrs attrs{{"ignore_index", ignore_index},
               {"reduction", reduction},
               {"label_smoothing", label_smoothing}};
   return composite1(op, {input, target}, attrs, {out, input.dtype(), input.device()});
+}
+
+Tensor nll_loss(const Tensor& input, const Tensor& target, const std::optional<Tensor>& weight,
+                int64_t ignore_index, const std::string& reduction) {
+  const char* op = "nll_loss";
+  check_defined(op, input, "input");
+  check_defined(op, target, "target");
+  check_floating(op, input, "input");
+  check_reduction(op, reduction);
+  check_class_targets(op, input, target, ignore_index);
+  std::vector<Tensor> inputs{input, target};
+  if (weight) {
+    const int64_t C = input.size(input.dim() == 1 ? 0 : 1);
+    check_defined(op, *weight, "weight");
+    SMELT_CHECK(weight->dim() == 1 && weight->size(0) == C && weight->dtype() == input.dtype(),
+                "nll_loss: weight must be a [{}] tensor of the input's dtype {} (one weight per "
+                "class), got {} {}",
+                C, D(input), D(*weight), S(*weight));
+    inputs.push_back(*weight);
+  }
+  const Shape out = reduction == "none" ? class_batch(op, input) : Shape{};
+  Attrs attrs{
+      {"ignore_index", ignore_index}, {"reduction", reduction}, {"has_weight", weight.has_value()}};
+  return composite1(op, inputs, attrs, {out, input.dtype(), input.device()});
+}
+
+Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
+                                        const std::optional<Tensor>& weight,
+                                        const std::string& reduction,
+                                        const std::optional<Tensor>& pos_weight) {
+  const char* op = "binary_cross_entropy_with_logits";
+  check_defined(op, input, "input");
+  check_defined(op, target, "target");
+  check_floating(op, input, "input");
+  check_floating(op, target, "target");
+  check_reduction(op, reduction);
+  SMELT_CHECK(target.sizes() == input.sizes(),
+              "binary_cross_entropy_with_logits: Target size ({}) must be the same as input size "
+              "({})",
+              S(target), S(input));
+  std::vector<Tensor> inputs{input, target};
+  for (auto [t, name] : {std::pair{&weight, "weight"}, std::pair{&pos_weight, "pos_weight"}}) {
+    if (!t->has_value()) continue;
+    const Tensor& w = **t;
+    check_defined(op, w, name);
+    check_floating(op, w, name);
+    SMELT_CHECK(broadcasts_to(w.sizes(), input.sizes()),
+                "binary_cross_entropy_with_logits: {} of shape {} does not broadcast to the "
+                "input's shape {}",
+                name, S(w), S(input));
+    inputs.push_back(w);
+  }
+  const DType dt = promote_types(input.dtype(), target.dtype());
+  const Shape out = reduction == "none" ? input.sizes() : Shape{};
+  Attrs attrs{{"reduction", reduction},
+              {"has_weight", weight.has_value()},
+              {"has_pos_weight", pos_weight.has_value()}};
+  return composite1(op, inputs, attrs, {out, dt, input.device()});
 }
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& reduction) {

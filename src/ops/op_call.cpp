@@ -419,6 +419,9 @@ const std::map<std::string, Entry>& table() {
         [](const Args& a) -> Outs { return {index_select(a.at(0), a.i64("dim"), a.at(1))}; });
     add("gather", 2, 2, {"dim"},
         [](const Args& a) -> Outs { return {gather(a.at(0), a.i64("dim"), a.at(1))}; });
+    add("scatter_add", 3, 3, {"dim"}, [](const Args& a) -> Outs {
+      return {scatter_add(a.at(0), a.i64("dim"), a.at(1), a.at(2))};
+    });
     add("cat", 1, kMany, {"dim"},
         [](const Args& a) -> Outs { return {cat(a.all(), a.i64("dim", 0))}; });
     add("stack", 1, kMany, {"dim"},
@@ -484,6 +487,16 @@ const std::map<std::string, Entry>& table() {
           return {cross_entropy(a.at(0), a.at(1), a.i64("ignore_index", -100),
                                 a.str("reduction", "mean"), a.f64("label_smoothing", 0.0))};
         });
+    add("nll_loss", 2, 3, {"ignore_index", "reduction"}, [](const Args& a) -> Outs {
+      auto opt = a.optional_tensors(2, {"weight"});
+      return {nll_loss(a.at(0), a.at(1), opt[0], a.i64("ignore_index", -100),
+                       a.str("reduction", "mean"))};
+    });
+    add("binary_cross_entropy_with_logits", 2, 4, {"reduction"}, [](const Args& a) -> Outs {
+      auto opt = a.optional_tensors(2, {"weight", "pos_weight"});
+      return {binary_cross_entropy_with_logits(a.at(0), a.at(1), opt[0], a.str("reduction", "mean"),
+                                               opt[1])};
+    });
     add("mse_loss", 2, 2, {"reduction"}, [](const Args& a) -> Outs {
       return {mse_loss(a.at(0), a.at(1), a.str("reduction", "mean"))};
     });

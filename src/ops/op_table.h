@@ -8,15 +8,15 @@
 // Every other per-op list (lowering, codegen checks, epilogue fusion, the
 // fuzzer's op set, golden tolerances) is derived from here. `smelt ops` prints it.
 #pragma once
+#include <cstdint>
 #include <string_view>
 #include <vector>
 
 #include "kernels/gemm_epilogue.h"
+#include "ops/dispatch.h"
 #include "smelt/tensor.h"
 
 namespace smelt::detail {
-
-struct Attrs;
 
 enum class OpKind {
   Pointwise,  // elementwise over broadcast inputs
@@ -42,26 +42,28 @@ enum class DTypeRule {
 };
 
 /// A reduction's accumulator: the struct of that name in namespace smelt::reduce
-/// (src/kernels/reduce_ops.h). None: not a reduction, or one without a loop-level
-/// lowering (logsumexp is written over primitive ops and never recorded; cumsum runs
-/// its eager kernel).
+/// (src/kernels/reduce_ops.h); a scan (OpDef::scan) folds with it too. None: not a
+/// reduction, or one without a loop-level lowering (logsumexp is written over
+/// primitive ops and never recorded).
 enum class Accumulator { None, Sum, Prod, Max, Min, ArgMax, ArgMin, Welford, Any, All };
 /// "Sum", "Prod", "Max", "Min", "ArgMax", "ArgMin", "Welford", "Any", "All"; "" for None.
 std::string_view accumulator_name(Accumulator a);
 
-/// The dtypes a reduction with accumulator `a` works in, from input dtype `in`
-/// and result dtype `out` (the values, not the indices, of max/min):
+/// The dtypes reduction or scan `def` works in, from input dtype `in` and result
+/// dtype `out` (the values, not the indices, of max/min):
 ///   element  each input element is first converted (rounded) to it: for Sum
-///            and Prod (sum, mean, prod) the result dtype, as eager converts
-///            its input to the result dtype; else the input dtype;
+///            and Prod (sum, mean, prod, cumsum) the result dtype, as eager
+///            converts its input to the result dtype; else the input dtype;
 ///   acc      the accumulate type, reduce::accumulate_t (src/kernels/reduce_ops.h)
-///            of the element dtype: the rule the eager kernels are written with.
+///            of the element dtype: the rule the eager kernels are written with
+///            (AccRule::Scan for a scan: float32 accumulates in double).
 struct Accumulation {
   DType element;
   DType acc;
 };
-/// Raises an internal error for Accumulator::None.
-Accumulation accumulation(Accumulator a, DType in, DType out);
+struct OpDef;
+/// Raises an internal error when `def` has no accumulator.
+Accumulation accumulation(const OpDef& def, DType in, DType out);
 
 /// A check generated code makes at run time, where eager raises smelt::Error.
 enum class RuntimeCheck {
@@ -106,15 +108,44 @@ enum class Precision {
 };
 std::string_view precision_name(Precision p);
 
-/// Backward formula of one op: the gradient of each input (an undefined Tensor where
-/// the input gets none) from the op's inputs, its outputs, its attrs and the gradient
-/// of each output (undefined where it is zero). To be written with the public ops, so
-/// that it runs eagerly and records graph nodes while tracing (as PyTorch's
-/// derivatives.yaml formulas under AOTAutograd). Null for every op today: the training
-/// issue fills these slots.
-using DerivativeFn = std::vector<Tensor> (*)(const std::vector<Tensor>& inputs,
-                                             const std::vector<Tensor>& outputs, const Attrs& attrs,
-                                             const std::vector<Tensor>& grad_outputs);
+/// What a derivative formula sees: one backward call of one recorded op.
+struct GradContext {
+  /// The op's inputs, in its recorded order (absent optional inputs left out);
+  /// defined only where the op's entry saves them (OpDef::save_inputs).
+  const std::vector<Tensor>& inputs;
+  /// The op's outputs; defined only where the entry saves them (save_outputs).
+  const std::vector<Tensor>& outputs;
+  /// Shape, dtype and device of every input (saved or not).
+  const std::vector<OutMeta>& input_meta;
+  const Attrs& attrs;
+  /// The gradient of each output; when the op has several outputs and some got
+  /// no gradient, zeros stand in for those (a formula never sees an undefined one).
+  const std::vector<Tensor>& grad_outputs;
+  /// Which inputs need a gradient (a formula may skip the others).
+  const std::vector<bool>& needs_input_grad;
+
+  /// Saved input / output i (internal error if the entry does not save it).
+  const Tensor& in(size_t i) const;
+  const Tensor& out(size_t i = 0) const;
+  const Tensor& grad(size_t i = 0) const { return grad_outputs.at(i); }
+  bool needs(size_t i) const { return i < needs_input_grad.size() && needs_input_grad[i]; }
+  const Shape& in_sizes(size_t i) const { return input_meta.at(i).sizes; }
+};
+
+/// Backward formula of one op (PyTorch's derivatives.yaml entry): the gradient of
+/// each input (an undefined Tensor where it gets none, or needs none) from a
+/// GradContext. Written with the public ops, so it runs eagerly, records graph
+/// nodes again under create_graph (higher-order gradients) and can be traced by
+/// the compiler like any forward graph. A returned gradient may have the op's
+/// broadcast shape or compute dtype: autograd sums it to the input's shape and
+/// converts it to the input's dtype (PyTorch's sum_to / validate_outputs).
+using DerivativeFn = std::vector<Tensor> (*)(const GradContext& c);
+
+/// Bit i set: input (or output) i is saved for backward (a derivative reads its values).
+using SaveMask = uint32_t;
+constexpr SaveMask kSaveNone = 0;
+constexpr SaveMask kSaveAll = ~SaveMask{0};
+constexpr SaveMask save_bit(int i) { return SaveMask{1} << i; }
 
 /// A pointwise op computed differently when its string attribute `attr` equals
 /// `value` (gelu approximate="tanh", div rounding_mode="floor"); the fields below
@@ -146,6 +177,10 @@ struct OpDef {
   Accumulator accumulator = Accumulator::None;
   /// Per output, what the accumulator finalizes to: "value", "index", "mean", "var", "std".
   std::vector<std::string_view> finals = {};
+  /// An inclusive scan along one dim (cumsum): the result has the input's shape,
+  /// its element k along the dim being the accumulator after elements 0..k, folded
+  /// in index order; it accumulates in reduce::AccRule::Scan's type.
+  bool scan = false;
   // ---- every op ----
   /// The result jumps as a function of real inputs (floor, sign, comparisons, remainder,
   /// argmax, float->integer casts, truthiness...), so a rounding-level difference in an
@@ -154,15 +189,25 @@ struct OpDef {
   /// exact inputs and are not marked.
   bool discontinuous = false;
   Precision precision = Precision::Exact;
-  /// False when no input gets a gradient: bool/integer results (comparisons, logical
-  /// and bitwise ops, isnan, argmax, any), results that do not depend on the inputs'
-  /// values (factories, random draws, fill_). Ops with an almost-everywhere-zero
-  /// derivative (floor, sign, round) are differentiable, as in PyTorch.
   /// Movement ops: the compiler lowers it into loop IR as an index map
   /// (src/compiler/lower/movement.cpp), so it fuses like a pointwise op.
   bool index_map = false;
+  /// False when no input gets a gradient: bool/integer results (comparisons, logical
+  /// and bitwise ops, isnan, argmax, any), results that do not depend on the inputs'
+  /// values (factories, random draws, fill_). Ops with an almost-everywhere-zero
+  /// derivative (floor, sign, round) are differentiable, as in PyTorch. The outputs
+  /// of a non-differentiable op never require grad.
   bool differentiable = true;
-  DerivativeFn derivative = nullptr;  // the training issue fills it; null today
+  /// The backward formula (see DerivativeFn); with `save_inputs` / `save_outputs`,
+  /// the inputs and outputs it reads (saved when the op is recorded, checked
+  /// against in-place writes when used).
+  DerivativeFn derivative = nullptr;
+  SaveMask save_inputs = kSaveNone;
+  SaveMask save_outputs = kSaveNone;
+  /// For a differentiable op without a formula of its own: what autograd records
+  /// instead, because the op's eager code is written over other recorded ops
+  /// ("narrow" for split, "decomposition" for cross_entropy, "the engine" for copy_).
+  std::string_view derivative_via = {};
 };
 
 const std::vector<OpDef>& op_table();

@@ -59,7 +59,9 @@ Tensor rand(const Shape& size, TensorOptions opts) {
   DType dt = float_dtype("rand", opts);
   backend::RandomFill r;
   r.kind = backend::RandomFill::Kind::Uniform;
-  return fill_random(detail::make_empty(size, dt, opts.device_, "rand"), r);
+  Tensor t = fill_random(detail::make_empty(size, dt, opts.device_, "rand"), r);
+  if (opts.requires_grad_) t.requires_grad_(true);
+  return t;
 }
 
 Tensor randn(const Shape& size, TensorOptions opts) {
@@ -68,7 +70,9 @@ Tensor randn(const Shape& size, TensorOptions opts) {
   DType dt = float_dtype("randn", opts);
   backend::RandomFill r;
   r.kind = backend::RandomFill::Kind::Normal;
-  return fill_random(detail::make_empty(size, dt, opts.device_, "randn"), r);
+  Tensor t = fill_random(detail::make_empty(size, dt, opts.device_, "randn"), r);
+  if (opts.requires_grad_) t.requires_grad_(true);
+  return t;
 }
 
 Tensor randint(int64_t low, int64_t high, const Shape& size, TensorOptions opts) {
@@ -84,7 +88,9 @@ Tensor randint(int64_t low, int64_t high, const Shape& size, TensorOptions opts)
   r.low = low;
   // high - low may overflow int64; the range fits in uint64.
   r.range = static_cast<uint64_t>(high) - static_cast<uint64_t>(low);
-  return fill_random(detail::make_empty(size, dt, opts.device_, "randint"), r);
+  Tensor t = fill_random(detail::make_empty(size, dt, opts.device_, "randint"), r);
+  if (opts.requires_grad_) t.requires_grad_(true);
+  return t;
 }
 
 namespace detail {

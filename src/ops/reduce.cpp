@@ -204,6 +204,10 @@ Tensor any_all(const char* op, const Tensor& x, const std::vector<int64_t>& dim,
                          });
 }
 
+/// logsumexp over `dims` (resolved from the user's `dim`), written over amax, exp and sum.
+Tensor logsumexp_impl(const Tensor& x, const std::vector<int64_t>& dim,
+                      const std::vector<int64_t>& dims, bool keepdim);
+
 }  // namespace
 
 Tensor sum(const Tensor& x, const std::vector<int64_t>& dim, bool keepdim,
@@ -295,6 +299,15 @@ std::tuple<Tensor, Tensor> var_mean(const Tensor& x, const std::vector<int64_t>&
 
 Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& dim, bool keepdim) {
   std::vector<int64_t> dims = reduce_dims("logsumexp", x, dim);
+  // One autograd node of its own (the ops below run with grad mode off then).
+  return detail::run_differentiable(
+      "logsumexp", {x}, Attrs{{"dim", dims}, {"keepdim", keepdim}},
+      [&] { return std::vector<Tensor>{logsumexp_impl(x, dim, dims, keepdim)}; })[0];
+}
+
+namespace {
+Tensor logsumexp_impl(const Tensor& x, const std::vector<int64_t>& dim,
+                      const std::vector<int64_t>& dims, bool keepdim) {
   Tensor xf = is_floating(x.dtype()) ? x : to_dtype(x, DType::Float32);
   if (xf.numel() == 0) {
     // No maximum to subtract; reducing an empty dim gives log(0) = -inf.
@@ -312,6 +325,7 @@ Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& dim, bool keepdim)
   Tensor mk = (keepdim || dims.empty()) ? m : squeeze(m, dims);
   return add(log(s), mk);
 }
+}  // namespace
 
 Tensor any(const Tensor& x, const std::vector<int64_t>& dim, bool keepdim) {
   return any_all("any", x, dim, keepdim, true);

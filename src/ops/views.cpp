@@ -1,12 +1,14 @@
 // View ops: each builds a TensorImpl over the same storage with
 // detail::make_view (never run_op), so views work unchanged while tracing and
-// writes through a view are seen by its base. Semantics follow PyTorch
+// writes through a view are seen by its base. Under autograd each records its
+// backward node through detail::record_view (derivative in the op table). Semantics follow PyTorch
 // (aten/src/ATen/native/TensorShape.cpp; computeStride from
 // aten/src/ATen/TensorUtils.cpp).
 #include <algorithm>
 #include <optional>
 
 #include "core/tensor_impl.h"
+#include "ops/dispatch.h"
 #include "smelt/ops.h"
 
 namespace smelt {
@@ -94,6 +96,9 @@ void check_defined(const Tensor& x, const char* op) {
   SMELT_CHECK(x.defined(), "{}: the input tensor is undefined", op);
 }
 
+/// The attrs of a view whose derivative needs only the input's shape.
+detail::Attrs no_attrs() { return {}; }
+
 }  // namespace
 
 Tensor view(const Tensor& x, const Shape& shape) {
@@ -105,16 +110,21 @@ Tensor view(const Tensor& x, const Shape& shape) {
               "one dimension spans across two contiguous subspaces): input shape {} strides {}, "
               "requested shape {}. Use .reshape(...) instead.",
               shape_str(x.sizes()), shape_str(x.strides()), shape_str(shape));
-  return make_view(x, std::move(sizes), std::move(*strides), x.storage_offset());
+  return detail::record_view(
+      "view", x, make_view(x, std::move(sizes), std::move(*strides), x.storage_offset()), no_attrs);
 }
 
 Tensor reshape(const Tensor& x, const Shape& shape) {
   check_defined(x, "reshape");
   Shape sizes = infer_size("reshape", shape, x.numel());
   if (auto strides = compute_stride(x.sizes(), x.strides(), sizes))
-    return make_view(x, std::move(sizes), std::move(*strides), x.storage_offset());
+    return detail::record_view(
+        "reshape", x, make_view(x, std::move(sizes), std::move(*strides), x.storage_offset()),
+        no_attrs);
   Tensor c = x.contiguous();
-  return make_view(c, sizes, detail::contiguous_strides(sizes), c.storage_offset());
+  return detail::record_view(
+      "reshape", c, make_view(c, sizes, detail::contiguous_strides(sizes), c.storage_offset()),
+      no_attrs);
 }
 
 Tensor permute(const Tensor& x, const std::vector<int64_t>& dims) {
@@ -134,7 +144,12 @@ Tensor permute(const Tensor& x, const std::vector<int64_t>& dims) {
     sizes[i] = x.sizes()[d];
     strides[i] = x.strides()[d];
   }
-  return make_view(x, std::move(sizes), std::move(strides), x.storage_offset());
+  return detail::record_view(
+      "permute", x, make_view(x, std::move(sizes), std::move(strides), x.storage_offset()), [&] {
+        std::vector<int64_t> wrapped(nd);
+        for (int64_t i = 0; i < nd; ++i) wrapped[i] = wrap_dim(dims[i], nd, "permute");
+        return detail::Attrs{{"dims", wrapped}};
+      });
 }
 
 Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1) {
@@ -146,7 +161,10 @@ Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1) {
     std::swap(sizes[a], sizes[b]);
     std::swap(strides[a], strides[b]);
   }
-  return make_view(x, std::move(sizes), std::move(strides), x.storage_offset());
+  return detail::record_view(
+      "transpose", x, make_view(x, std::move(sizes), std::move(strides), x.storage_offset()), [&] {
+        return detail::Attrs{{"dim0", a}, {"dim1", b}};
+      });
 }
 
 Tensor t(const Tensor& x) {
@@ -155,8 +173,9 @@ Tensor t(const Tensor& x) {
               "t: t() expects a tensor with <= 2 dimensions, but self is {}D (shape {}); use "
               "transpose(dim0, dim1) or permute",
               x.dim(), shape_str(x.sizes()));
-  return x.dim() < 2 ? make_view(x, x.sizes(), x.strides(), x.storage_offset())
-                     : transpose(x, 0, 1);
+  if (x.dim() == 2) return transpose(x, 0, 1);
+  return detail::record_view("t", x, make_view(x, x.sizes(), x.strides(), x.storage_offset()),
+                             no_attrs);
 }
 
 Tensor squeeze(const Tensor& x, std::optional<std::vector<int64_t>> dim) {
@@ -177,7 +196,9 @@ Tensor squeeze(const Tensor& x, std::optional<std::vector<int64_t>> dim) {
     sizes.push_back(x.sizes()[d]);
     strides.push_back(x.strides()[d]);
   }
-  return make_view(x, std::move(sizes), std::move(strides), x.storage_offset());
+  return detail::record_view("squeeze", x,
+                             make_view(x, std::move(sizes), std::move(strides), x.storage_offset()),
+                             no_attrs);
 }
 
 Tensor unsqueeze(const Tensor& x, int64_t dim) {
@@ -188,7 +209,9 @@ Tensor unsqueeze(const Tensor& x, int64_t dim) {
   int64_t st = d >= nd ? 1 : sizes[d] * strides[d];
   sizes.insert(sizes.begin() + d, 1);
   strides.insert(strides.begin() + d, st);
-  return make_view(x, std::move(sizes), std::move(strides), x.storage_offset());
+  return detail::record_view("unsqueeze", x,
+                             make_view(x, std::move(sizes), std::move(strides), x.storage_offset()),
+                             no_attrs);
 }
 
 Tensor expand(const Tensor& x, const Shape& size) {
@@ -227,7 +250,9 @@ Tensor expand(const Tensor& x, const Shape& size) {
       strides[i] = 0;
     }
   }
-  return make_view(x, std::move(sizes), std::move(strides), x.storage_offset());
+  return detail::record_view("expand", x,
+                             make_view(x, std::move(sizes), std::move(strides), x.storage_offset()),
+                             no_attrs);
 }
 
 Tensor broadcast_to(const Tensor& x, const Shape& size) { return expand(x, size); }
@@ -241,7 +266,9 @@ Tensor flatten(const Tensor& x, int64_t start_dim, int64_t end_dim) {
               "({})",
               start_dim, end_dim);
   if (nd == 0) return reshape(x, {1});
-  if (s == e) return make_view(x, x.sizes(), x.strides(), x.storage_offset());
+  if (s == e)
+    return detail::record_view("flatten", x,
+                               make_view(x, x.sizes(), x.strides(), x.storage_offset()), no_attrs);
   Shape shape(x.sizes().begin(), x.sizes().begin() + s);
   int64_t n = 1;
   for (int64_t d = s; d <= e; ++d) n *= x.sizes()[d];
@@ -285,7 +312,12 @@ Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
               start, length, size, d, shape_str(x.sizes()));
   Shape sizes = x.sizes();
   sizes[d] = length;
-  return make_view(x, std::move(sizes), x.strides(), x.storage_offset() + start * x.strides()[d]);
+  return detail::record_view(
+      "narrow", x,
+      make_view(x, std::move(sizes), x.strides(), x.storage_offset() + start * x.strides()[d]),
+      [&] {
+        return detail::Attrs{{"dim", d}, {"start", start}};
+      });
 }
 
 Tensor slice(const Tensor& x, int64_t dim, std::optional<int64_t> start_opt,
@@ -303,8 +335,12 @@ Tensor slice(const Tensor& x, int64_t dim, std::optional<int64_t> start_opt,
   Shape sizes = x.sizes(), strides = x.strides();
   sizes[d] = (end - start + step - 1) / step;
   strides[d] *= step;
-  return make_view(x, std::move(sizes), std::move(strides),
-                   x.storage_offset() + start * x.strides()[d]);
+  return detail::record_view("slice", x,
+                             make_view(x, std::move(sizes), std::move(strides),
+                                       x.storage_offset() + start * x.strides()[d]),
+                             [&] {
+                               return detail::Attrs{{"dim", d}, {"start", start}, {"step", step}};
+                             });
 }
 
 Tensor select(const Tensor& x, int64_t dim, int64_t index) {
@@ -319,8 +355,12 @@ Tensor select(const Tensor& x, int64_t dim, int64_t index) {
   Shape sizes = x.sizes(), strides = x.strides();
   sizes.erase(sizes.begin() + d);
   strides.erase(strides.begin() + d);
-  return make_view(x, std::move(sizes), std::move(strides),
-                   x.storage_offset() + index * x.strides()[d]);
+  return detail::record_view("select", x,
+                             make_view(x, std::move(sizes), std::move(strides),
+                                       x.storage_offset() + index * x.strides()[d]),
+                             [&] {
+                               return detail::Attrs{{"dim", d}, {"index", index}};
+                             });
 }
 
 std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {

@@ -2,7 +2,8 @@
 // and describes --device, errors are printed once with one "smelt" prefix,
 // `golden --filter` that matches nothing fails and says so, long commands
 // draw a progress line on stderr only when it is a terminal, `bench`
-// explains its columns, and `cache` reports and clears the kernel cache.
+// explains its columns and splits compile times by phase, and `cache` reports
+// and clears the kernel cache.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
@@ -114,7 +115,7 @@ TEST(Cli, ErrorsArePrefixedOnce) {
   EXPECT_EQ(w.rc, 2);
   EXPECT_EQ(w.err,
             "smelt bench: unknown workload 'no_such_workload'; use pointwise, softmax, layernorm, "
-            "mlp, horizontal, minilm or all\n");
+            "mlp, horizontal, chain, minilm or all\n");
   CliRun d = run_cli({"bench", "softmax", "--dtype", "int32"});
   EXPECT_EQ(d.err, "smelt bench: --dtype must be a floating dtype, got int32\n");
   // A library error gets the one prefix.
@@ -124,6 +125,19 @@ TEST(Cli, ErrorsArePrefixedOnce) {
             "int32, int64, float16, bfloat16, float32, float64\n");
   CliRun g = run_cli({"golden", "/nonexistent/golden.json"});
   EXPECT_EQ(g.err, "smelt golden: cannot open manifest '/nonexistent/golden.json'\n");
+}
+
+TEST(Cli, BenchChainSplitsItsCompileTime) {
+  // 600 adds: three kernels of at most 256 ops; the compile time by phase.
+  CliRun r = run_cli({"bench", "chain", "--nodes", "600", "--iters", "1"});
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("chain       cold compile: trace "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("chain       warm compile: trace "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(", C++ compiler 0.0, load "), std::string::npos) << "warm: no compiler run";
+  EXPECT_NE(r.out.find("kernels: cpp_poi_fused_add_0, cpp_poi_fused_add_1, cpp_poi_fused_add_2\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find(" 0.00e+00  0.00e+00 "), std::string::npos) << "equal to eager\n" << r.out;
 }
 
 TEST(Cli, GoldenFilterMatchingNothingFails) {
@@ -181,6 +195,7 @@ TEST(Cli, CacheShowsLocationSizeAndClears) {
   write("0123456789abcdef.so", 2000);
   write("0123456789abcdef.meta", 48);
   write("fedcba9876543210.so.tmp.12.34", 100);  // a temporary a crash left
+  write("00000000ffffffff.plan", 200);          // a compiled plan (no kernel module)
   write("notes.txt", 5);                        // not the cache's
   ::mkdir((dir + "/models").c_str(), 0700);
   const char* old = std::getenv("SMELT_CACHE_DIR");
@@ -195,11 +210,11 @@ TEST(Cli, CacheShowsLocationSizeAndClears) {
     ::unsetenv("SMELT_CACHE_DIR");
   EXPECT_EQ(info.rc, 0) << info.err;
   EXPECT_EQ(info.out, "kernel cache: " + dir +
-                          " (from SMELT_CACHE_DIR)\n2 compiled kernel modules, 3.1 KiB in 4 "
+                          " (from SMELT_CACHE_DIR)\n2 compiled kernel modules, 3.3 KiB in 5 "
                           "files\nnothing is evicted; `smelt cache --clear` deletes them (rebuilt "
                           "when needed)\n");
   EXPECT_EQ(clear.rc, 0) << clear.err;
-  EXPECT_EQ(clear.out, "removed 4 files (3.1 KiB, 2 kernel modules) from " + dir + "\n");
+  EXPECT_EQ(clear.out, "removed 5 files (3.3 KiB, 2 kernel modules) from " + dir + "\n");
   EXPECT_NE(after.out.find("0 compiled kernel modules, 0 bytes in 0 files"), std::string::npos)
       << after.out;
   EXPECT_TRUE(std::filesystem::exists(dir + "/notes.txt")) << "only the cache's files go";

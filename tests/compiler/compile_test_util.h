@@ -19,6 +19,7 @@
 #include "compiler/fusion/scheduler.h"
 #include "compiler/passes/passes.h"
 #include "compiler/trace/tracer.h"
+#include "smelt/autograd.h"
 #include "smelt/compile.h"
 #include "smelt/ops.h"
 #include "test_util.h"
@@ -70,10 +71,13 @@ class ScopedEnv {
   std::optional<std::string> old_;
 };
 
-/// Fixture: private kernel cache, no logs, reproducible random inputs.
+/// Fixture: private kernel cache, no logs, reproducible random inputs, grad mode
+/// off (these tests compile inference: module parameters require grad, and a
+/// compiled call that would need autograd runs eagerly instead).
 class CompilerTest : public ::testing::Test {
  protected:
   void SetUp() override {
+    no_grad_ = std::make_unique<smelt::NoGradGuard>();
     cache_ = std::make_unique<ScopedEnv>("SMELT_CACHE_DIR", suite_cache_dir());
     logs_ = std::make_unique<ScopedEnv>("SMELT_LOGS", std::nullopt);
     cxx_ = std::make_unique<ScopedEnv>("SMELT_CXX", std::nullopt);
@@ -83,10 +87,12 @@ class CompilerTest : public ::testing::Test {
     cxx_.reset();
     logs_.reset();
     cache_.reset();
+    no_grad_.reset();
   }
 
  private:
   std::unique_ptr<ScopedEnv> cache_, logs_, cxx_;
+  std::unique_ptr<smelt::NoGradGuard> no_grad_;
 };
 
 /// Same shape and dtype, and every element within `tol` (absolute + relative);
@@ -115,6 +121,32 @@ inline ::testing::AssertionResult close(const Tensor& got, const Tensor& want, d
 /// Bit-for-bit equality of the values (as float64), NaN == NaN.
 inline ::testing::AssertionResult same(const Tensor& got, const Tensor& want) {
   return close(got, want, 0.0);
+}
+
+/// Compiled `got` bitwise equal to eager `want`: same shape and dtype, equal
+/// values with equal signs of zero, NaN equals NaN; integers compared exactly.
+inline ::testing::AssertionResult bitwise_same(const Tensor& got, const Tensor& want) {
+  if (got.sizes() != want.sizes() || got.dtype() != want.dtype())
+    return ::testing::AssertionFailure()
+           << "shape or dtype differs: " << ::testing::PrintToString(got.sizes()) << " "
+           << smelt::dtype_name(got.dtype()) << " vs " << ::testing::PrintToString(want.sizes())
+           << " " << smelt::dtype_name(want.dtype());
+  if (!smelt::is_floating(got.dtype())) {
+    auto a = got.to_vector<int64_t>(), b = want.to_vector<int64_t>();
+    for (size_t i = 0; i < a.size(); ++i)
+      if (a[i] != b[i])
+        return ::testing::AssertionFailure() << "element " << i << " of " << a.size()
+                                             << ": compiled " << a[i] << " eager " << b[i];
+    return ::testing::AssertionSuccess();
+  }
+  auto a = vals(got), b = vals(want);
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::isnan(a[i]) && std::isnan(b[i])) continue;
+    if (a[i] != b[i] || std::signbit(a[i]) != std::signbit(b[i]))
+      return ::testing::AssertionFailure()
+             << "element " << i << " of " << a.size() << ": compiled " << a[i] << " eager " << b[i];
+  }
+  return ::testing::AssertionSuccess();
 }
 
 /// The latest graph's step names joined with spaces (for failure messages).

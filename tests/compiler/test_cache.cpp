@@ -62,7 +62,8 @@ TEST_F(Cache, WarmCacheMakesNoCompilerRun) {
   int before = compiler_invocations();
   auto f1 = compile(cache_fn);
   EXPECT_TRUE(close(f1(x, y), cache_fn(x, y), 1e-6));
-  EXPECT_EQ(compiler_invocations(), before + 1);
+  // The kernel library, and the math object it links (once per cache).
+  EXPECT_EQ(compiler_invocations(), before + 2);
   EXPECT_FALSE(f1.stats().last_cache_hit);
 
   int warm = compiler_invocations();
@@ -82,7 +83,25 @@ TEST_F(Cache, DirectoryIsCreatedPrivate) {
   EXPECT_TRUE(close(f(x, y), cache_fn(x, y), 1e-6));
   EXPECT_EQ(smelt_test::mode_of(d), 0700);
   EXPECT_EQ(files_with_suffix(d, ".so").size(), 1u);
-  EXPECT_EQ(files_with_suffix(d, ".cpp").size(), 1u);
+  EXPECT_EQ(files_with_suffix(d, ".o").size(), 1u);  // the math functions, linked into it
+  EXPECT_EQ(files_with_suffix(d, ".cpp").size(), 2u);
+}
+
+// Every kernel library links the math object built once per cache: a second,
+// different function costs one compiler run, not two.
+TEST_F(Cache, MathObjectIsBuiltOncePerCache) {
+  std::string d = fresh("mathobj");
+  ScopedEnv dir("SMELT_CACHE_DIR", d);
+  Tensor x = randn({40}), y = randn({40});
+  int before = compiler_invocations();
+  auto f1 = compile(cache_fn);
+  f1(x, y);
+  auto g = [](const Tensor& x) { return exp(x) * 0.40625; };  // a source of its own
+  auto f2 = compile(g);
+  EXPECT_TRUE(same(f2(x), g(x)));
+  EXPECT_EQ(compiler_invocations(), before + 3);
+  EXPECT_EQ(files_with_suffix(d, ".o").size(), 1u);
+  EXPECT_EQ(files_with_suffix(d, ".so").size(), 2u);
 }
 
 TEST_F(Cache, MissingParentsAreCreated) {
@@ -175,7 +194,7 @@ TEST_F(Cache, CompilerWithoutOutputFallsBackToEager) {
   EXPECT_TRUE(same(r, cache_fn(x, y)));
   EXPECT_EQ(f.stats().eager_calls, 1);
   EXPECT_NE(err.find("smelt::compile warning: smelt::compile: the C++ compiler '/bin/true' exited "
-                     "successfully but wrote no shared object"),
+                     "successfully but wrote no output"),
             std::string::npos)
       << err;
   EXPECT_NE(err.find("this function runs eagerly"), std::string::npos) << err;

@@ -83,6 +83,20 @@ TEST_F(CudaCodegen, PointwiseKernelPrintsThroughTheSamePath) {
   EXPECT_FALSE(has(st.source, "#pragma omp")) << st.source;
 }
 
+// A scan prints through the same statements: one thread per row (grid-stride
+// over rows), the scanned dim walked in order (a parallel CUDA scan is later work).
+TEST_F(CudaCodegen, ScanKernelWalksEachRowOnOneThread) {
+  Tensor x = randn({64, 100});
+  Schedule s = cuda_schedule(trace_graph([](const Tensor& x) { return cumsum(exp(x), 1) * 2; }, x));
+  ASSERT_EQ(s.steps.size(), 1u);
+  const Step& st = s.steps[0];
+  EXPECT_EQ(st.name, "cuda_red_fused_cumsum_exp_mul_0");
+  EXPECT_TRUE(st.config.scan);
+  EXPECT_TRUE(has(st.source, "blockIdx.x")) << st.source;
+  EXPECT_TRUE(has(st.source, "int32_t r = 0; r < 100; ++r")) << st.source;
+  EXPECT_TRUE(has(st.source, "smelt::reduce::Sum<double>::step")) << st.source;
+}
+
 TEST_F(CudaCodegen, NvrtcCompilesGeneratedKernels) {
 #ifndef SMELT_TEST_NVRTC
   GTEST_SKIP() << "skipped: NVRTC (CUDA toolkit) not found at configure time";
@@ -107,7 +121,8 @@ TEST_F(CudaCodegen, NvrtcCompilesGeneratedKernels) {
   Tensor i = arange(0, 40).to(DType::Int32), j = arange(1, 41).to(DType::Int32);
   add(cuda_schedule(
       trace_graph([](const Tensor& i, const Tensor& j) { return remainder(i, j) + i; }, i, j)));
-  ASSERT_EQ(names.size(), 3u);
+  add(cuda_schedule(trace_graph([](const Tensor& x) { return cumsum(exp(x), 0) * 2; }, x)));
+  ASSERT_EQ(names.size(), 4u);
   EXPECT_TRUE(has(source, "atomicExch(smelt_error, 1)"));
   std::string ptx = nvrtc_ptx(source);
   for (auto& n : names) EXPECT_TRUE(has(ptx, ".entry " + n)) << n;

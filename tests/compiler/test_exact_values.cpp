@@ -12,25 +12,12 @@
 #include "compiler/compile_test_util.h"
 
 using namespace smelt;
+using smelt_test::bitwise_same;
 using smelt_test::make;
 
 namespace {
 
 class ExactValues : public smelt_test::CompilerTest {};
-
-/// Equal values and equal signs of zero; NaN equals NaN.
-::testing::AssertionResult bitwise_same(const Tensor& got, const Tensor& want) {
-  if (got.sizes() != want.sizes() || got.dtype() != want.dtype())
-    return ::testing::AssertionFailure() << "shape or dtype differs";
-  auto a = smelt_test::vals(got), b = smelt_test::vals(want);
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (std::isnan(a[i]) && std::isnan(b[i])) continue;
-    if (a[i] != b[i] || std::signbit(a[i]) != std::signbit(b[i]))
-      return ::testing::AssertionFailure()
-             << "element " << i << ": compiled " << a[i] << " eager " << b[i];
-  }
-  return ::testing::AssertionSuccess();
-}
 
 const double kInf = std::numeric_limits<double>::infinity();
 

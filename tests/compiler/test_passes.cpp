@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "compiler/compile_test_util.h"
+#include "fuzz/fuzz.h"
 
 using namespace smelt;
 using namespace smelt::compiler;
@@ -227,4 +228,56 @@ TEST_F(Passes, WriteBacksSurvivePasses) {
   EXPECT_EQ(p.buffers[p.mutations[0].first].kind, BufferKind::Input);
   EXPECT_EQ(count_op(p, "mul"), 1) << p.str();
   EXPECT_EQ(count_op(p, "add"), 1) << p.str();
+}
+
+namespace {
+/// The graph of fuzz program `p` (a tracer for each of its inputs).
+Graph trace_program(const smelt::fuzz::Program& p) {
+  GraphBuilder gb;
+  std::vector<Tensor> real = smelt::fuzz::make_inputs(p), tracers;
+  for (size_t i = 0; i < real.size(); ++i)
+    tracers.push_back(gb.add_input(real[i], static_cast<int>(i)));
+  std::vector<Tensor> outs;
+  {
+    TraceScope scope(&gb);
+    outs = smelt::fuzz::interpret(p, tracers);
+  }
+  gb.finish(outs);
+  gb.restore_params();
+  return std::move(gb.graph);
+}
+}  // namespace
+
+TEST_F(Passes, UnchangedGraphIsWhatTheReplayWouldBuild) {
+  // A graph no pass changes is kept as it is: it must be the replay's graph
+  // buffer for buffer (same hash), for every combination of passes.
+  Tensor captured = randn({4});
+  std::vector<Graph> graphs;
+  Tensor x = randn({4});
+  graphs.push_back(trace_graph([](const Tensor& x) { return sigmoid(x * 2 + 1); }, x));
+  graphs.push_back(trace_graph(  // a constant the function creates, one it captures
+      [&](const Tensor& x) { return x * smelt::ones({4}) + captured; }, x));
+  graphs.push_back(trace_graph(  // the same value twice, both returned (never merged)
+      [](const Tensor& x) { return std::make_tuple(x + 1, x + 1); }, x));
+  graphs.push_back(trace_graph(  // repeated, dead, composite
+      [](const Tensor& x) {
+        Tensor unused = exp(x);
+        return softmax(x + 1, 0) * (x + 1);
+      },
+      x));
+  for (int i = 0; i < 150; ++i) graphs.push_back(trace_program(smelt::fuzz::generate(77, i)));
+  int kept = 0;
+  for (size_t k = 0; k < graphs.size(); ++k) {
+    for (int mask = 0; mask < 16; ++mask) {
+      PassOptions keep{(mask & 1) != 0, (mask & 2) != 0, (mask & 4) != 0, (mask & 8) != 0};
+      PassOptions replay = keep;
+      replay.keep_unchanged = false;
+      Graph a = run_passes(graphs[k], keep), b = run_passes(graphs[k], replay);
+      ASSERT_EQ(a.hash(), b.hash()) << "graph " << k << ", passes mask " << mask << "\nkept:\n"
+                                    << a.str() << "replayed:\n"
+                                    << b.str();
+      kept += a.hash() == graphs[k].hash();
+    }
+  }
+  EXPECT_GT(kept, 500) << "most fuzz graphs have nothing for the passes to do";
 }

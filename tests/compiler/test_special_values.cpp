@@ -1,13 +1,10 @@
 // Every pointwise op of the op table, compiled against eager on special values
 // (±0, ±inf, NaN, subnormals, the largest finite values; the extremes of every
 // integer dtype) in grids of 256 elements, so that generated loops vectorize.
-// Bit for bit (NaN equals NaN, the sign of zero counts), except where generated
-// code may call glibc's vector math library (libmvec) and eager calls libm: the
-// functors that call exp, exp2, expm1, log, log2, log1p, sin, cos, tan, tanh or
-// erf (cpp_dialect.cpp declares their SIMD variants). glibc documents libmvec's
-// functions to within 4 ulp of the exact result, libm's within a few ulp, so
-// there the finite results may differ by a few ulp (see kLibmvecUlps), while
-// NaN, infinities and zeros must still match exactly.
+// Bit for bit (NaN equals NaN, the sign of zero counts), every op: the functors
+// calling exp, exp2, expm1, log, log2, log1p, sin, cos, tan, tanh or erf too,
+// whose vectorized calls in generated code and scalar calls in eager kernels
+// give the same bits (kernels/vector_math.h).
 // Also: the float -> integer conversion of every dtype pair against PyTorch's
 // (x86-64 CPU) results, and pow with a constant exponent (compiled pow(x, 0.5)
 // was sqrt: -0.0 at -0.0 and NaN at -inf).
@@ -32,19 +29,6 @@ namespace {
 class SpecialValues : public smelt_test::CompilerTest {};
 
 constexpr int64_t kN = 256;  // elements of every operand: vectorized loops, no tail only
-
-/// Functors calling a libm function that generated code may vectorize through
-/// libmvec (the list of cpp_dialect.cpp's vector_math_declarations, and the
-/// functors built on them).
-const std::set<std::string> kLibmvecOps = {"exp",   "exp2",    "expm1", "log", "log2",
-                                           "log1p", "sin",     "cos",   "tan", "tanh",
-                                           "erf",   "sigmoid", "silu",  "gelu"};
-
-/// Differences allowed there: 4 ulps for the libmvec function (glibc: "maximum
-/// error of 4 ulps") plus the roundings of the few operations a functor does
-/// after it, in ulps of the result or, where the functor cancels (gelu(x) =
-/// x/2 (1 + erf(x/sqrt 2)) for x < 0), as many ulps of 1 times |x|.
-constexpr int64_t kLibmvecUlps = 8;
 
 const std::vector<DType> kAllDtypes = {
     DType::Float32, DType::Float64, DType::Float16, DType::BFloat16, DType::UInt8,
@@ -283,10 +267,8 @@ TEST_F(SpecialValues, EveryPointwiseOpCompiledEqualsEager) {
     std::vector<Tensor> got = compiled(xyzc[0], xyzc[1], xyzc[2], xyzc[3]);
     ASSERT_EQ(got.size(), want.size());
     EXPECT_EQ(compiled.stats().eager_calls, 0);
-    for (size_t i = 0; i < ok.size(); ++i) {
-      const bool libmvec = kLibmvecOps.count(ok[i]->op) && is_floating(want[i].dtype());
-      EXPECT_TRUE(matches(got[i], want[i], libmvec ? kLibmvecUlps : 0, xyzc[0])) << ok[i]->label;
-    }
+    for (size_t i = 0; i < ok.size(); ++i)
+      EXPECT_TRUE(matches(got[i], want[i], 0, xyzc[0])) << ok[i]->label;
   }
 }
 

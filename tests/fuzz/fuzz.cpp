@@ -53,10 +53,11 @@ double base_tol(DType t) {
 
 bool is_half(DType t) { return t == DType::Float16 || t == DType::BFloat16; }
 
-/// How far library math (Precision::Transcendental) may round from eager's:
-/// generated code calls glibc's vector variants (<= 4 ulp) where eager calls
-/// the scalar ones; float16/bfloat16 results, computed in float, may round to
-/// the neighbouring half value.
+/// How far library math (Precision::Transcendental) may round from eager's.
+/// Generated and eager code call the same functions with the same bits
+/// (kernels/vector_math.h), so this is a margin only, kept for the steps whose
+/// inputs already deviate; float16/bfloat16 results may round to the
+/// neighbouring half value.
 double lib_math_tol(DType t) {
   switch (t) {
     case DType::Float64:
@@ -943,7 +944,7 @@ struct Gen {
     if (red && (is_floating(dt) || is_floating(first.dtype()))) {
       ex = false;
       scale = std::max(scale, base_tol(dt)) * static_cast<double>(std::max<int64_t>(red_len, 1));
-      // products compound relative error; cumsum and logsumexp run outside the loop IR
+      // products compound relative error; logsumexp runs outside the loop IR
       if (def->accumulator == detail::Accumulator::Prod ||
           (def->kind == detail::OpKind::Reduction && def->accumulator == detail::Accumulator::None))
         scale *= 2;

@@ -28,7 +28,7 @@
 //    follows the dtype it was computed in, not the dtype it ends in (a float32
 //    exp cast to float64 keeps float32's tolerance): library math
 //    (Precision::Transcendental: exp, sin, pow, ...) gets its dtype's
-//    tolerance, since generated code calls glibc's vector variants (<= 4 ulp);
+//    tolerance as a margin (generated code calls the same functions: same bits);
 //    floating reductions (Precision::Accumulated: sum, mean, var, softmax,
 //    matmul, ...) multiply it by their length, since a row split across
 //    threads (eager or compiled) or a GEMM sums in another order; chained

@@ -149,8 +149,8 @@ TEST(Fuzz, DrawsTheOpTablesPointwiseOpsAndReductions) {
 }
 
 // The fuzzer's case 1300 (seed 5303113): silu in float32 then cast to float64.
-// Compiled silu (glibc's vector exp) and eager silu differ by a float32 ulp;
-// the cast value keeps float32's tolerance, not float64's.
+// (Compiled silu then called glibc's vector exp and differed from eager by a
+// float32 ulp.) The cast value keeps float32's tolerance, not float64's.
 TEST(Fuzz, ToleranceFollowsTheDtypeAValueWasComputedIn) {
   fuzz::InputSpec in;
   in.sizes = {4096};
@@ -173,10 +173,10 @@ TEST(Fuzz, ToleranceFollowsTheDtypeAValueWasComputedIn) {
 }
 
 // The fuzzer's case 1854 (seed 5303113): exp then tan over 8619 float32
-// values. Compiled exp differs from eager's by ulps, and tan near its poles
-// turns that into 1e-5 and more. The generator measures what its inputs'
-// deviations can do to each step: tan of this exp is not kept; sin of it is,
-// with a tolerance that covers the spread.
+// values. (Compiled exp then differed from eager's by ulps.) tan near its
+// poles turns any deviation of its input into 1e-5 and more. The generator measures what its
+// inputs' deviations can do to each step: tan of this exp is not kept; sin of it is, with a
+// tolerance that covers the spread.
 TEST(Fuzz, InputDeviationsPropagateThroughEachStep) {
   fuzz::InputSpec in;
   in.sizes = {8619};

@@ -114,6 +114,7 @@ TEST(MiniLM, EagerOneSentenceAtATime) {
 }
 
 TEST(MiniLMCompiled, BatchedAndOneSentenceAtATime) {
+  NoGradGuard no_grad;  // compiled inference (module parameters require grad)
   const auto& r = refs();
   nn::SentenceEncoder enc = encoder();  // shares the model
   enc.set_compiled(true);

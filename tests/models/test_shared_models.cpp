@@ -156,6 +156,7 @@ TEST(SharedModelsCuda, Gpt2BlockMatchesPyTorch) {
 // ---- the same models through smelt::compile ----------------------------------
 
 TEST(SharedModelsCompiled, SeedMlpMatchesPyTorch) {
+  NoGradGuard no_grad;  // compiled inference (module parameters require grad)
   auto data = models::SharedData::load(kShared, "seed_mlp");
   auto model = models::load_seed_mlp(data);
   auto compiled = smelt::compile(model);
@@ -168,6 +169,7 @@ TEST(SharedModelsCompiled, SeedMlpMatchesPyTorch) {
 }
 
 TEST(SharedModelsCompiled, DigitsMlpSamePredictions) {
+  NoGradGuard no_grad;  // compiled inference (module parameters require grad)
   auto data = models::SharedData::load(kShared, "digits_mlp");
   auto model = models::load_digits_mlp(data);
   model->eval();
@@ -187,6 +189,7 @@ TEST(SharedModelsCompiled, DigitsMlpSamePredictions) {
 }
 
 TEST(SharedModelsCompiled, Gpt2BlockMatchesPyTorch) {
+  NoGradGuard no_grad;  // compiled inference (module parameters require grad)
   auto data = models::SharedData::load(kShared, "gpt2_block");
   auto block = models::load_gpt2_block(data);
   block->eval();

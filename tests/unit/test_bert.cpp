@@ -36,6 +36,7 @@ nn::BertConfig tiny_config() {
 nn::BertModel tiny_bert(uint64_t seed = 0) {
   manual_seed(seed);
   nn::BertModel m(tiny_config());
+  NoGradGuard no_grad;  // parameters are leaves that require grad
   for (auto& p : m->parameters()) p.copy_(randn(p.sizes()) * 0.5);
   return m;
 }
@@ -101,6 +102,7 @@ TEST(Bert, MeanPoolingAndNormalize) {
 }
 
 TEST(Bert, CompiledEqualsEagerWithAttentionFused) {
+  NoGradGuard no_grad;  // compiled inference (module parameters require grad)
   auto m = tiny_bert(1);
   Tensor ids = from_vector<int64_t>({2, 7, 9, 11, 3, 0, 2, 5, 3, 0, 0, 0}, {2, 6});
   Tensor mask = from_vector<int64_t>({1, 1, 1, 1, 1, 0, 1, 1, 1, 0, 0, 0}, {2, 6});
@@ -133,6 +135,7 @@ TEST(Bert, CompiledEqualsEagerWithAttentionFused) {
 }
 
 TEST(Bert, SentenceEncoderEagerAndCompiled) {
+  NoGradGuard no_grad;  // compiled inference (module parameters require grad)
   nn::SentenceEncoder enc(
       tiny_bert(2), text::WordPieceTokenizer::from_json(smelt_test::tokenizer_json().dump()), 20);
   const std::vector<std::string> s = {"a man is eating.", "hello world", "", "naive cafe",

@@ -19,7 +19,9 @@ TEST(OpTable, NamesAreUniqueAndFieldsMatchTheKind) {
   for (const auto& op : detail::op_table()) {
     EXPECT_TRUE(names.insert(op.name).second) << op.name;
     EXPECT_EQ(detail::find_op(op.name), &op);
-    EXPECT_EQ(op.derivative, nullptr) << op.name;  // filled by the training issue
+    // A differentiable op has a derivative (or names the ops it is differentiated
+    // through); the others have none.
+    EXPECT_EQ(op.differentiable, op.derivative != nullptr || !op.derivative_via.empty()) << op.name;
     if (op.kind == OpKind::Pointwise) {
       EXPECT_GE(op.arity, 1) << op.name;
       EXPECT_FALSE(op.functor.empty()) << op.name;
@@ -38,6 +40,7 @@ TEST(OpTable, NamesAreUniqueAndFieldsMatchTheKind) {
     }
     if (op.kind != OpKind::Reduction) {
       EXPECT_EQ(op.accumulator, Accumulator::None) << op.name;
+      EXPECT_FALSE(op.scan) << op.name;
     }
     // a reduction with an accumulator names what each output finalizes to
     EXPECT_EQ(op.accumulator == Accumulator::None, op.finals.empty()) << op.name;
@@ -53,7 +56,9 @@ TEST(OpTable, AccumulatorsNameTheReduceStructs) {
   EXPECT_EQ(detail::accumulator_name(detail::find_op("mean")->accumulator), "Sum");
   EXPECT_EQ(detail::accumulator_name(detail::find_op("var_mean")->accumulator), "Welford");
   EXPECT_EQ(detail::find_op("var_mean")->finals, (std::vector<std::string_view>{"var", "mean"}));
-  EXPECT_EQ(detail::find_op("cumsum")->accumulator, Accumulator::None);
+  EXPECT_EQ(detail::find_op("cumsum")->accumulator, Accumulator::Sum);
+  EXPECT_TRUE(detail::find_op("cumsum")->scan);
+  EXPECT_FALSE(detail::find_op("sum")->scan);
 }
 
 TEST(OpTable, RuntimeCheckOfIntegerDivisionDependsOnRoundingMode) {

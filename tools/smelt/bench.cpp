@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "smelt/autograd.h"
 #include "smelt/compile.h"
 #include "smelt/nn.h"
 #include "smelt/ops.h"
@@ -149,13 +150,13 @@ std::vector<Workload> workloads(DType dt) {
   return w;
 }
 
-/// all-MiniLM-L6-v2 (fetched on first use) on a batch of 32 sequences of 128
-/// tokens ([CLS], random word pieces, [SEP]; no padding): encoder, mean
-/// pooling and normalization, as SentenceEncoder::forward. The report adds the
-/// kernels of one encoder layer compiled alone.
-Workload minilm_workload(DType dt) {
+/// all-MiniLM-L6-v2 (fetched on first use; or the model in `model_dir`) on a batch of 32 sequences
+/// of 128 tokens ([CLS], random word pieces, [SEP]; no padding): encoder, mean pooling and
+/// normalization, as SentenceEncoder::forward. The report adds the kernels of one encoder layer
+/// compiled alone.
+Workload minilm_workload(DType dt, const std::string& model_dir) {
   constexpr int64_t B = 32, T = 128;
-  auto enc = std::make_shared<nn::SentenceEncoder>(load_sentence_encoder(""));
+  auto enc = std::make_shared<nn::SentenceEncoder>(load_sentence_encoder(model_dir));
   enc->model->to(dt);
   manual_seed(0);
   Tensor ids = randint(1000, enc->model->config.vocab_size, {B, T});
@@ -198,6 +199,35 @@ Workload minilm_workload(DType dt) {
   return w;
 }
 
+/// `nodes` adds y = y + k of a 0-dim k to a float32 [16] y: a graph of that
+/// many nodes, for the compile time of long chains (each add rounds, so the
+/// compiled result must equal eager's bit for bit).
+Workload chain_workload(DType dt, int64_t nodes) {
+  manual_seed(0);
+  Tensor y = randn({16}).to(dt), k = randn({}).to(dt);
+  auto f = [nodes](const Tensor& y0, const Tensor& k) {
+    Tensor y = y0;
+    for (int64_t i = 0; i < nodes; ++i) y = y + k;
+    return y;
+  };
+  return {"chain",
+          fmt::format("y = y + k, {} times (y [16], k 0-dim)", nodes),
+          {y, k},
+          [f](const std::vector<Tensor>& in) { return std::vector<Tensor>{f(in[0], in[1])}; },
+          [f](CompileOptions o) -> CompiledFn {
+            auto c = std::make_shared<decltype(smelt::compile(f, o))>(smelt::compile(f, o));
+            return {[c](const std::vector<Tensor>& in) {
+                      return std::vector<Tensor>{(*c)(in[0], in[1])};
+                    },
+                    [c] { return c->stats(); }};
+          }};
+}
+
+nlohmann::json phases_json(const CompileStats::Phases& p) {
+  return {{"trace_ms", p.trace_ms},     {"passes_ms", p.passes_ms}, {"fuse_ms", p.fuse_ms},
+          {"codegen_ms", p.codegen_ms}, {"cxx_ms", p.cxx_ms},       {"load_ms", p.load_ms}};
+}
+
 struct Errors {
   double abs = 0, rel = 0;
 };
@@ -222,15 +252,20 @@ Errors compare(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
 nlohmann::json bench_one(const std::string& name, const BenchOptions& opts) {
   const DType dt = dtype_from_name(opts.dtype);
   // The pretrained model is loaded only when asked for.
-  for (auto& w : name == "minilm" ? std::vector<Workload>{minilm_workload(dt)} : workloads(dt)) {
+  for (auto& w : name == "minilm"  ? std::vector<Workload>{minilm_workload(dt, opts.model)}
+                 : name == "chain" ? std::vector<Workload>{chain_workload(dt, opts.nodes)}
+                                   : workloads(dt)) {
     if (w.name != name) continue;
     CompileOptions co;
     co.mode = opts.mode;
     co.round_intermediates = opts.round_intermediates;
-    // Cold compile: an empty, private kernel cache.
-    std::string dir = fmt::format("{}/smelt-bench-{}-{}",
-                                  std::filesystem::temp_directory_path().string(), getpid(), name);
-    std::filesystem::remove_all(dir);
+    // Cold compile: an empty, private kernel cache (or the one asked for, kept).
+    const bool keep = !opts.cache_dir.empty();
+    std::string dir =
+        keep ? opts.cache_dir
+             : fmt::format("{}/smelt-bench-{}-{}", std::filesystem::temp_directory_path().string(),
+                           getpid(), name);
+    if (!keep) std::filesystem::remove_all(dir);
     const char* old = std::getenv("SMELT_CACHE_DIR");
     std::string saved = old ? old : "";
     setenv("SMELT_CACHE_DIR", dir.c_str(), 1);
@@ -238,6 +273,8 @@ nlohmann::json bench_one(const std::string& name, const BenchOptions& opts) {
     CompiledFn cold = w.compiled(co);
     std::vector<Tensor> got = cold.call(w.inputs);
     double cold_ms = cold.stats().last_compile_ms;
+    CompileStats::Phases cold_phases = cold.stats().last_compile_phases;
+    bool cold_hit = cold.stats().last_cache_hit;
     CompiledFn warm = w.compiled(co);
     warm.call(w.inputs);
     CompileStats st = warm.stats();
@@ -246,7 +283,7 @@ nlohmann::json bench_one(const std::string& name, const BenchOptions& opts) {
       setenv("SMELT_CACHE_DIR", saved.c_str(), 1);
     else
       unsetenv("SMELT_CACHE_DIR");
-    std::filesystem::remove_all(dir);
+    if (!keep) std::filesystem::remove_all(dir);
     std::vector<Tensor> want = w.eager(w.inputs);
     Errors err = compare(want, got);
     double eager_ms = time_ms([&] { w.eager(w.inputs); }, opts.iters);
@@ -265,6 +302,9 @@ nlohmann::json bench_one(const std::string& name, const BenchOptions& opts) {
     j["compile_ms_cold"] = cold_ms;
     j["compile_ms_warm"] = warm_ms;
     j["warm_cache_hit"] = st.last_cache_hit;
+    j["cold_cache_hit"] = cold_hit;
+    j["compile_phases_cold"] = phases_json(cold_phases);
+    j["compile_phases_warm"] = phases_json(st.last_compile_phases);
     j["eager_kernels"] = st.eager_ops;
     j["compiled_kernels"] = st.kernels;
     j["bytes_eager"] = st.bytes_eager;
@@ -321,6 +361,21 @@ void print_kernels(const std::vector<nlohmann::json>& rows) {
                     .c_str());
     }
   }
+  for (auto& j : rows)
+    for (const char* which : {"cold", "warm"}) {
+      const auto& p = j[fmt::format("compile_phases_{}", which)];
+      std::puts(
+          fmt::format("  {:<11} {} compile{}: trace {:.1f}, passes {:.1f}, lower+fuse {:.1f}, "
+                      "codegen {:.1f}, C++ compiler {:.1f}, load {:.1f} ms",
+                      j["workload"].get<std::string>(), which,
+                      std::string(which) == "cold" && j["cold_cache_hit"].get<bool>()
+                          ? " (the kernels were in the cache)"
+                          : "",
+                      p["trace_ms"].get<double>(), p["passes_ms"].get<double>(),
+                      p["fuse_ms"].get<double>(), p["codegen_ms"].get<double>(),
+                      p["cxx_ms"].get<double>(), p["load_ms"].get<double>())
+              .c_str());
+    }
   for (auto& j : rows) {
     std::string names;
     for (auto& n : j["kernel_names"]) names += (names.empty() ? "" : ", ") + n.get<std::string>();
@@ -344,13 +399,15 @@ const char* bench_columns_help() {
          "                           result from eager\n"
          "  cold_ms                  first compile with an empty kernel cache (trace, passes,\n"
          "                           codegen, C++ build), in ms\n"
-         "  warm_ms                  a fresh compile whose kernels load from the disk cache, in "
-         "ms\n"
-         "Below the table: items per second where a workload counts them (minilm: sentences/s)\n"
-         "and the kernels of each compiled workload.";
+         "  warm_ms                  a fresh compile (a new compiled object, same process) whose\n"
+         "                           plan and kernels load from the disk cache, in ms\n"
+         "Below the table: items per second where a workload counts them (minilm: sentences/s),\n"
+         "where each compile's time went (trace, passes, lower+fuse, codegen, the C++ compiler,\n"
+         "load) and the kernels of each compiled workload.";
 }
 
 int cmd_bench(const BenchOptions& opts) {
+  NoGradGuard no_grad;  // the workloads are inference (module parameters require grad)
   SMELT_CHECK(opts.device == "cpu",
               "smelt bench: device '{}' is not available in this build (the CUDA backend is not "
               "implemented yet); use --device cpu",
@@ -360,11 +417,11 @@ int cmd_bench(const BenchOptions& opts) {
   std::vector<std::string> names = {opts.workload};
   if (opts.workload == "all") names = kWorkloads;  // every one but minilm
   for (auto& n : names)                            // refuse a bad name before minutes of work
-    SMELT_CHECK(
-        n == "minilm" || std::find(kWorkloads.begin(), kWorkloads.end(), n) != kWorkloads.end(),
-        "smelt bench: unknown workload '{}'; use pointwise, softmax, layernorm, mlp, "
-        "horizontal, minilm or all",
-        n);
+    SMELT_CHECK(n == "minilm" || n == "chain" ||
+                    std::find(kWorkloads.begin(), kWorkloads.end(), n) != kWorkloads.end(),
+                "smelt bench: unknown workload '{}'; use pointwise, softmax, layernorm, mlp, "
+                "horizontal, chain, minilm or all",
+                n);
   std::vector<nlohmann::json> rows;
   if (!opts.json) print_header();
   for (auto& n : names) {

@@ -1,7 +1,8 @@
 // `smelt cache [--clear]`: where smelt::compile keeps its kernels, how many
 // there are and the space they take; --clear deletes them (each is rebuilt the
 // next time a function needs it). Only the cache's own files are touched:
-// <16 hex digits>.cpp/.so/.meta and leftover temporaries of them.
+// <16 hex digits>.cpp/.so/.meta, compiled plans <16 hex digits>.plan
+// (runtime/plan_cache.h) and leftover temporaries of them.
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -21,7 +22,7 @@ namespace smelt::cli {
 int cmd_cache(const CacheOptions& opts) {
   namespace fs = std::filesystem;
   const std::string dir = compiler::cache_dir();
-  static const std::regex entry(R"([0-9a-f]{16}\.(cpp|so|meta)(\.tmp\..*)?)");
+  static const std::regex entry(R"([0-9a-f]{16}\.(cpp|so|meta|plan)(\.tmp\..*)?)");
   std::set<std::string> kernels;
   int64_t bytes = 0, files = 0;
   std::vector<fs::path> mine;
@@ -29,7 +30,7 @@ int cmd_cache(const CacheOptions& opts) {
     const std::string name = e.path().filename().string();
     if (!e.is_regular_file() || !std::regex_match(name, entry)) continue;
     mine.push_back(e.path());
-    kernels.insert(name.substr(0, 16));
+    if (name.find(".plan") == std::string::npos) kernels.insert(name.substr(0, 16));
     bytes += static_cast<int64_t>(e.file_size());
     ++files;
   }

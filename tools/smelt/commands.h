@@ -33,13 +33,20 @@ int cmd_cache(const CacheOptions& opts);
 int cmd_demo(const std::string& shared_dir);
 
 struct BenchOptions {
-  std::string workload;  // pointwise | softmax | layernorm | mlp | horizontal | minilm | all
+  std::string
+      workload;  // pointwise | softmax | layernorm | mlp | horizontal | chain | minilm | all
   std::string device = "cpu";
   std::string dtype = "float32";
   std::string mode = "default";
   bool json = false;
   int iters = 0;                    // 0 = automatic
   bool round_intermediates = true;  // CompileOptions::round_intermediates
+  std::string model;                // minilm: sentence-transformers folder ("" = fetched)
+  int64_t nodes = 40000;            // chain: number of adds
+  /// The kernel cache to compile into, kept afterwards ("" = a fresh private
+  /// one, removed after the row): a second run with the same folder measures
+  /// a warm compile in a fresh process.
+  std::string cache_dir;
 };
 /// `smelt bench <workload>`: eager vs compiled; prints each row as it finishes (bench.cpp).
 int cmd_bench(const BenchOptions& opts);

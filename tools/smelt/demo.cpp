@@ -15,6 +15,7 @@
 #include "commands.h"
 #include "core/tensor_impl.h"
 #include "nn/models.h"
+#include "smelt/autograd.h"
 #include "smelt/compile.h"
 #include "smelt/smelt.h"
 
@@ -275,6 +276,7 @@ bool section_sentence_embeddings() {
 }  // namespace
 
 int cmd_demo(const std::string& shared_dir) {
+  NoGradGuard no_grad;  // inference (module parameters require grad)
   SMELT_CHECK(std::filesystem::is_directory(shared_dir + "/data") &&
                   std::filesystem::is_directory(shared_dir + "/golden"),
               "smelt demo: the PyTorch reference data is not at {} (expected data/ and golden/ "

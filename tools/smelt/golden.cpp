@@ -1,6 +1,9 @@
 // `smelt golden <manifest.json>`: runs every case of a golden manifest (format in
 // shared/golden/README.md) through detail::call_op, on the CPU or (--device cuda)
-// on a GPU, and compares with what PyTorch (on the CPU) returned or raised.
+// on a GPU, and compares with what PyTorch (on the CPU) returned or raised. A
+// gradient manifest (cases with "grads", grad_golden.json) also runs autograd: the
+// gradients with respect to the stored input tensors, for the case's upstream
+// gradients, against PyTorch autograd's.
 #include <cstdio>
 #include <exception>
 #include <fstream>
@@ -18,6 +21,7 @@
 #include "golden_compare.h"
 #include "ops/op_call.h"
 #include "progress.h"
+#include "smelt/autograd.h"
 #include "smelt/compile.h"
 #include "smelt/io.h"
 #include "smelt/ops.h"
@@ -130,11 +134,14 @@ struct CaseResult {
   std::string reason;
 };
 
-CaseResult run_case(const json& c, const std::map<std::string, Tensor>& tensors, bool compiled,
-                    Device device) {
-  const std::string op = c.at("op").get<std::string>();
-  // ---- inputs ----
-  std::vector<Tensor> inputs;
+/// The case's positional inputs: wrapped numbers, or stored tensors with their view
+/// applied. Each stored tensor whose index is in `leaves` is first copied into a
+/// leaf that requires grad (returned in `leaf_of`, by input index), as the
+/// gradient cases differentiate with respect to the stored tensor. An error
+/// message, or "". Stored tensors are moved to `device` first.
+std::string load_inputs(const json& c, const std::map<std::string, Tensor>& tensors,
+                        const std::set<size_t>& leaves, Device device, std::vector<Tensor>& inputs,
+                        std::map<size_t, Tensor>& leaf_of) {
   for (const json& in : c.at("inputs")) {
     if (in.contains("scalar")) {
       inputs.push_back(detail::wrapped_scalar(json_scalar(in.at("scalar"))));
@@ -142,22 +149,83 @@ CaseResult run_case(const json& c, const std::map<std::string, Tensor>& tensors,
     }
     const std::string key = in.at("key").get<std::string>();
     auto it = tensors.find(key);
-    if (it == tensors.end()) return {false, fmt::format("tensor '{}' missing from the file", key)};
+    if (it == tensors.end()) return fmt::format("tensor '{}' missing from the file", key);
     Tensor x = it->second.to(device);
     if (dtype_name(x.dtype()) != in.at("dtype").get<std::string>() ||
         x.sizes() != in.at("shape").get<Shape>())
-      return {false, fmt::format("tensor '{}' in the file is {} {}, manifest says {} {}", key,
-                                 dtype_name(x.dtype()), detail::shape_str(x.sizes()),
-                                 in.at("dtype").get<std::string>(), in.at("shape").dump())};
+      return fmt::format("tensor '{}' in the file is {} {}, manifest says {} {}", key,
+                         dtype_name(x.dtype()), detail::shape_str(x.sizes()),
+                         in.at("dtype").get<std::string>(), in.at("shape").dump());
+    if (leaves.count(inputs.size())) {
+      x = x.clone().requires_grad_(true);
+      leaf_of[inputs.size()] = x;
+    }
     if (in.contains("view") && in.at("view").is_string()) {
       try {
         x = apply_view(x, in.at("view").get<std::string>());
       } catch (const std::exception& e) {
-        return {false, fmt::format("cannot apply input view: {}", e.what())};
+        return fmt::format("cannot apply input view: {}", e.what());
       }
     }
     inputs.push_back(x);
   }
+  return "";
+}
+
+/// The gradient part of a case of grad_golden.json: `out` are the op's outputs,
+/// `leaf_of` the leaves made for its differentiable inputs (on `device`, where the
+/// upstream gradients are moved).
+CaseResult check_grads(const json& c, const std::map<std::string, Tensor>& tensors,
+                       const std::string& op, const std::vector<Tensor>& out,
+                       const std::map<size_t, Tensor>& leaf_of, Device device) {
+  auto tensor_of = [&](const json& ref) -> Tensor {
+    auto it = tensors.find(ref.at("key").get<std::string>());
+    SMELT_CHECK(it != tensors.end(), "golden: tensor '{}' missing from the file",
+                ref.at("key").get<std::string>());
+    return it->second;
+  };
+  std::vector<Tensor> roots, upstream, leaves;
+  const json& gouts = c.at("grad_outputs");
+  for (size_t i = 0; i < gouts.size() && i < out.size(); ++i) {
+    if (gouts[i].is_null()) continue;
+    roots.push_back(out[i]);
+    upstream.push_back(tensor_of(gouts[i]).to(device));
+  }
+  std::vector<const json*> wanted;
+  for (const json& g : c.at("grads")) {
+    if (g.at("key").is_null()) continue;
+    leaves.push_back(leaf_of.at(g.at("input").get<size_t>()));
+    wanted.push_back(&g);
+  }
+  std::vector<Tensor> got;
+  try {
+    got = autograd::grad(roots, leaves, upstream, std::nullopt, false, /*allow_unused=*/true);
+  } catch (const std::exception& e) {
+    return {false, fmt::format("backward raised: {}", e.what())};
+  }
+  for (size_t i = 0; i < wanted.size(); ++i) {
+    const size_t input = wanted[i]->at("input").get<size_t>();
+    if (!got[i].defined()) return {false, fmt::format("no gradient for input {}", input)};
+    const Tensor want = tensor_of(*wanted[i]);
+    std::string why = compare_tensors(got[i], want, golden_tolerance(op, want.dtype()));
+    if (!why.empty()) return {false, fmt::format("gradient of input {}: {}", input, why)};
+  }
+  return {true, ""};
+}
+
+CaseResult run_case(const json& c, const std::map<std::string, Tensor>& tensors, bool compiled,
+                    Device device) {
+  const std::string op = c.at("op").get<std::string>();
+  // ---- inputs (leaves that require grad for the inputs a gradient case differentiates) ----
+  const bool grads = c.contains("grads");
+  std::set<size_t> leaves;
+  if (grads)
+    for (const json& g : c.at("grads"))
+      if (!g.at("key").is_null()) leaves.insert(g.at("input").get<size_t>());
+  std::vector<Tensor> inputs;
+  std::map<size_t, Tensor> leaf_of;
+  if (std::string why = load_inputs(c, tensors, leaves, device, inputs, leaf_of); !why.empty())
+    return {false, why};
   detail::Attrs attrs = json_attrs(op, c.value("kwargs", json::object()), inputs.size());
 
   // The case's computation, as a function of its tensor inputs (smelt::compile can wrap it).
@@ -222,6 +290,7 @@ CaseResult run_case(const json& c, const std::map<std::string, Tensor>& tensors,
     }
     if (!why.empty()) return {false, out.size() > 1 ? fmt::format("output {}: {}", i, why) : why};
   }
+  if (grads) return check_grads(c, tensors, op, out, leaf_of, device);
   return {true, ""};
 }
 
@@ -244,6 +313,11 @@ int cmd_golden(const GoldenOptions& opts) {
   const std::map<std::string, Tensor> tensors = load_safetensors(base + ".safetensors");
 
   std::vector<const json*> cases;
+  for (const json& c : manifest["cases"])
+    SMELT_CHECK(!(opts.compiled && c.contains("grads")),
+                "smelt golden: '{}' holds gradient cases, which run eagerly (smelt::compile does "
+                "not capture autograd yet); drop --compiled",
+                opts.manifest);
   for (const json& c : manifest["cases"]) {
     std::string id = c.value("id", std::string("?"));
     if (!opts.filter.empty() && id.find(opts.filter) == std::string::npos) continue;

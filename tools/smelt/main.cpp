@@ -41,7 +41,8 @@ int main(int argc, char** argv) {
   BenchOptions bench;
   auto* b = app.add_subcommand("bench", "eager vs compiled on a workload");
   b->add_option("workload", bench.workload,
-                "pointwise|softmax|layernorm|mlp|horizontal|minilm|all (all: every one but minilm)")
+                "pointwise|softmax|layernorm|mlp|horizontal|chain|minilm|all (all: every one but "
+                "chain and minilm)")
       ->required();
   b->add_option("--device", bench.device,
                 "device the workload runs on: cpu (the only one in this build; CUDA is not "
@@ -50,6 +51,15 @@ int main(int argc, char** argv) {
   b->add_option("--mode", bench.mode, "compile mode: default|reduce-overhead|max-autotune");
   b->add_flag("--json", bench.json, "print one JSON object per workload");
   b->add_option("--iters", bench.iters, "timed iterations (0 = automatic)");
+  b->add_option("--model", bench.model,
+                "minilm: a sentence-transformers folder of the same architecture (default: "
+                "all-MiniLM-L6-v2, fetched on first use)");
+  b->add_option("--nodes", bench.nodes,
+                "chain: the number of adds y = y + k (a graph of that many nodes)")
+      ->check(CLI::Range(int64_t{1}, int64_t{10000000}));
+  b->add_option("--cache-dir", bench.cache_dir,
+                "compile into this kernel cache and keep it (default: a fresh private cache, "
+                "removed afterwards); run twice to time a warm compile in a fresh process");
   bool no_round = false;
   b->add_flag("--no-round-intermediates", no_round,
               "keep float16/bfloat16 intermediates in float32 inside kernels (faster, may drift "

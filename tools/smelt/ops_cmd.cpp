@@ -1,9 +1,11 @@
 // `smelt ops`: every op of the op table, one line each: kind; for pointwise ops
 // arity, dtype rule, the scalar functor both eager and generated code call, the
-// runtime check and GEMM-epilogue activation; for reductions the accumulator and
+// runtime check and GEMM-epilogue activation; for reductions (and scans) the accumulator and
 // outputs; for all ops whether they are discontinuous, their precision class, how
-// a C++ number operand enters a pointwise op (NumberRule) and differentiability. Attribute variants
-// follow on "  attr=value:" lines.
+// a C++ number operand enters a pointwise op (NumberRule) and their derivative
+// ("formula": its own, in the op table; "via X": through the ops X its eager
+// code records; "none": not differentiable). Attribute variants follow on
+// "  attr=value:" lines.
 #include <cstdio>
 #include <string>
 
@@ -33,6 +35,13 @@ const char* rule_name(detail::DTypeRule r) {
   }
   return "?";
 }
+
+std::string derivative_desc(const detail::OpDef& op) {
+  if (!op.differentiable) return "none";
+  if (op.derivative) return "formula";
+  if (!op.derivative_via.empty()) return fmt::format("via {}", op.derivative_via);
+  return "MISSING";
+}
 }  // namespace
 
 int cmd_ops() {
@@ -50,18 +59,18 @@ int cmd_ops() {
     std::printf("%s\n", line.c_str());
   };
   row("op", "kind", "arity", "dtype rule", "functor", "runtime check", "epilogue",
-      "accumulator/outputs", "disc.", "precision", "numbers", "diff.");
+      "accumulator/outputs", "disc.", "precision", "numbers", "derivative");
   for (const auto& op : table) {
     std::string acc;
     if (op.accumulator != detail::Accumulator::None)
-      acc = fmt::format("{}({})", detail::accumulator_name(op.accumulator),
-                        fmt::join(op.finals, ","));
+      acc = fmt::format("{}{}({})", op.scan ? "scan " : "",
+                        detail::accumulator_name(op.accumulator), fmt::join(op.finals, ","));
     row(op.name, detail::op_kind_name(op.kind), op.arity > 0 ? std::to_string(op.arity) : "",
         rule_name(op.rule), op.functor, detail::runtime_check_name(op.check),
         epilogue_activation_name(op.epilogue), acc, op.discontinuous ? "yes" : "",
         detail::precision_name(op.precision),
         op.kind == detail::OpKind::Pointwise ? detail::number_rule_name(op.numbers) : "",
-        op.differentiable ? "yes" : "no");
+        derivative_desc(op));
     for (const auto& v : op.variants)
       row(fmt::format("  {}={}", v.attr, v.value), "", "", "", v.functor,
           detail::runtime_check_name(v.check), epilogue_activation_name(v.epilogue), "",

@@ -78,6 +78,11 @@ class Module {
   //
   // Every `name` must be non-empty, contain no '.', and be unused in this
   // module; Error otherwise. The initial value must be a defined tensor.
+  //
+  // A parameter is a leaf that requires grad (a floating one; as nn.Parameter):
+  // register_parameter detaches a value that has a history and calls
+  // requires_grad_(). Buffers never require grad. Run inference under
+  // smelt::NoGradGuard to record no graph (and to run smelt::compile'd code).
 
   /// Slot form (what built-in modules use): stores `value` into `slot` and
   /// registers `slot` itself; returns `slot`. `slot` MUST be a data member of

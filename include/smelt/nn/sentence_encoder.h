@@ -47,6 +47,7 @@ class SentenceEncoder {
   /// for sentence i. As sentence-transformers, sentences are sorted by length
   /// and run in batches of `batch_size`, each padded to its longest sentence
   /// (truncated to max_seq_length tokens). An empty list gives [0, hidden].
+  /// Runs with grad mode off (inference; no graph is recorded).
   Tensor encode(const std::vector<std::string>& sentences, int64_t batch_size = 32);
 
   /// (last_hidden_state [B, T, hidden], embeddings [B, hidden]) of a

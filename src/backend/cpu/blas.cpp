@@ -405,6 +405,13 @@ void gemm_strided_batched(DType dtype, int64_t batch, int64_t m, int64_t n, int6
                           int64_t ccs, double alpha, double beta) {
   check_dtype(dtype, "matmul");
   if (batch <= 0 || m <= 0 || n <= 0) return;
+  // Batched float32 products (attention's) run as one oneDNN primitive,
+  // threaded over the batch: one cblas call per matrix pays OpenBLAS's thread
+  // start-up for every small matrix.
+  if (dtype == DType::Float32 && batch > 1 && k > 0 && alpha == 1.0 && beta == 0.0 &&
+      dnnl_fused_f32(batch, m, n, k, a, b, static_cast<float*>(c), cbs, crs, ccs, GemmEpilogue{},
+                     EpilogueActivation::None))
+    return;
   SMELT_DISPATCH_ALL(dtype, "matmul", [&] {
     if constexpr (!std::is_same_v<T, bool>) {
       T* cp = static_cast<T*>(c);

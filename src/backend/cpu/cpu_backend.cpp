@@ -13,6 +13,7 @@
 #include "backend/cpu/fill.h"
 #include "backend/cpu/index.h"
 #include "backend/cpu/loops.h"
+#include "backend/cpu/optim.h"
 #include "backend/cpu/pointwise.h"
 #include "backend/cpu/reduce.h"
 #include "backend/cpu/toolchain.h"
@@ -143,11 +144,27 @@ class CpuBackend final : public backend::Backend {
   void gather(const Tensor& out, const Tensor& x, int64_t dim, const Tensor& index) override {
     cpu::gather(out, x, dim, index);
   }
+  void scatter_add(const Tensor& out, int64_t dim, const Tensor& index,
+                   const Tensor& src) override {
+    cpu::scatter_add(out, dim, index, src);
+  }
   void index_copy(const Tensor& out, const Tensor& index, const Tensor& src) override {
     cpu::index_copy(out, index, src);
   }
   void triangle_zero(const Tensor& out, int64_t diagonal, bool lower) override {
     cpu::triangle_zero(out, diagonal, lower);
+  }
+
+  void sgd_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                const std::vector<Tensor>& momentum_buffers,
+                const optim_ops::SgdHyper& hyper) override {
+    cpu::sgd_step(params, grads, momentum_buffers, hyper);
+  }
+  void adam_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                 const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
+                 const std::vector<Tensor>& max_exp_avg_sqs,
+                 const std::vector<optim_ops::AdamHyper>& hyper) override {
+    cpu::adam_step(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, hyper);
   }
 
  private:

@@ -2,6 +2,7 @@
 #include "backend/cpu/index.h"
 
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "backend/cpu/loops.h"
@@ -97,6 +98,44 @@ void gather(const Tensor& out, const Tensor& x, int64_t dim, const Tensor& index
           break;
         }
         if (k != dim) base -= (is[k] - 1) * xst[k];
+        pos[k] = 0;
+      }
+    }
+  });
+}
+
+void scatter_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) {
+  const int64_t n = index.numel();
+  if (n == 0) return;
+  const std::vector<int64_t> idx = index_values(index);
+  const Shape& is = index.sizes();
+  const int64_t ind = static_cast<int64_t>(is.size());
+  SMELT_DISPATCH_ALL(out.dtype(), "scatter_add", [&] {
+    const T* from = static_cast<const T*>(src.data_ptr());
+    T* dst = static_cast<T*>(out.data_ptr());
+    auto add_to = [](T& d, T v) {
+      if constexpr (std::is_same_v<T, bool>) {
+        d = d || v;
+      } else {
+        d = static_cast<T>(d + v);
+      }
+    };
+    if (ind == 0) {  // a 0-dim out, index and src
+      add_to(dst[0], from[0]);
+      return;
+    }
+    const Shape& ost = out.strides();
+    const Shape& sst = src.strides();
+    std::vector<int64_t> pos(ind, 0);
+    int64_t obase = 0, sbase = 0;  // offsets of pos in out (without dim `dim`) and in src
+    for (int64_t i = 0; i < n; ++i) {
+      add_to(dst[obase + idx[i] * ost[dim]], from[sbase + pos[dim] * sst[dim]]);
+      for (int64_t k = ind - 1; k >= 0; --k) {  // odometer increment
+        if (++pos[k] < is[k]) {
+          if (k != dim) obase += ost[k], sbase += sst[k];
+          break;
+        }
+        if (k != dim) obase -= (is[k] - 1) * ost[k], sbase -= (is[k] - 1) * sst[k];
         pos[k] = 0;
       }
     }

@@ -376,13 +376,12 @@ void anyall_kernel(const Tensor& x, const std::vector<int64_t>& dims, const Tens
 }
 
 namespace {
-/// cumsum's accumulate type (reduce_ops.h).
-template <class D>
-using cum_acc_t = typename r::cumsum_acc_type<D>::type;
-
+/// Each line folded in index order through reduce::Sum in the scan's
+/// accumulate type (reduce_ops.h, AccRule::Scan: float32 in double); compiled
+/// scan kernels (compiler/codegen/kernel_builder.cpp) do the same.
 template <class T, class D>
 void cumsum_typed(const Tensor& x, int64_t dim, const Tensor& out) {
-  using A = cum_acc_t<D>;
+  using A = r::accumulate_t<r::AccRule::Scan, D>;
   const Shape& sizes = x.sizes();
   const int64_t nd = x.dim();
   const int64_t numel = x.numel();
@@ -416,9 +415,9 @@ void cumsum_typed(const Tensor& x, int64_t dim, const Tensor& out) {
       io += i * lis[d];
       oo += i * los[d];
     }
-    A acc = A(0);
+    A acc = r::Sum<A>::init();
     for (int64_t k = 0; k < L; ++k) {
-      acc = r::wrap_add(acc, r::to_acc<A>(xp[io + k * sx]));
+      acc = r::Sum<A>::step(acc, r::to_acc<A>(xp[io + k * sx]));
       op[oo + k * so] = from_acc<D>(acc);
     }
   }

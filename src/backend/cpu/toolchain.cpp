@@ -4,6 +4,7 @@
 #include "backend/cpu/toolchain.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <poll.h>
 #include <spawn.h>
@@ -22,6 +23,7 @@
 #include <mutex>
 #include <vector>
 
+#include "kernels/embedded_source.h"
 #include "smelt/error.h"
 
 extern "C" char** environ;
@@ -36,8 +38,10 @@ using backend::ToolchainUnavailable;
 /// captured; kills it after `timeout_s` seconds. Returns the exit status, 127
 /// when the program cannot be started, -1 when killed for the timeout.
 int run_command(const std::vector<std::string>& argv, std::string* output, int timeout_s) {
+  // Close-on-exec: a compiler started at the same time by another thread
+  // must not inherit this pipe (its read would then wait for that compiler).
   int fds[2];
-  if (::pipe(fds) != 0) return 127;
+  if (::pipe2(fds, O_CLOEXEC) != 0) return 127;
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
@@ -116,10 +120,10 @@ std::string compiler() {
 /// -march=native: wider vectors and FMA instructions; FMA is kept out by
 /// -ffp-contract=off: no fused multiply-add the eager kernels do not do, so
 ///   compiled pointwise code rounds exactly as eager.
-/// -fno-math-errno: libm calls have no side effect, so loops calling them
-///   vectorize (through libmvec where cpp_dialect.cpp declares a SIMD variant:
-///   exp, log, sin, tanh, erf... within 4 ulp of eager's libm, special values
-///   exact). It also lets GCC's vectorizer rewrite pow with a constant exponent
+/// -fno-math-errno: libm calls have no side effect (exp, log, sin, tanh, erf...
+///   are SLEEF's through kernels/vector_math.h, vectorized and bitwise eager's
+///   on every path; the JIT links SMELT_SLEEF_LIBRARY, the library smelt was
+///   built with). It also lets GCC's vectorizer rewrite pow with a constant exponent
 ///   (pow(x, 0.5) -> sqrt(x), wrong at -0.0 and -inf; pow(x, 2) -> x*x):
 ///   scalar::pow hides its exponent from constant folding (scalar::opaque), and
 ///   scalar::fmax/fmin avoid std::fmax, whose sign of a zero result is unspecified.
@@ -194,6 +198,69 @@ class CpuModule final : public backend::Module {
   std::string path_;
 };
 
+/// Runs the compiler with the audited flags (and `extra`: "-c", libraries) on
+/// `source_path`, writing `binary_path`; raises as ModuleCache::CompileFn says.
+void run_compiler(const std::string& source_path, const std::string& binary_path,
+                  const std::vector<std::string>& extra) {
+  std::vector<std::string> argv = {compiler()};
+  argv.insert(argv.end(), flag_list().begin(), flag_list().end());
+  argv.insert(argv.end(), {"-o", binary_path, source_path});
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  std::string cmd = fmt::format("{}", fmt::join(argv, " "));
+  std::string out;
+  int rc = run_command(argv, &out, compile_timeout());
+  if (rc == 0) {
+    struct stat st {};
+    if (::stat(binary_path.c_str(), &st) == 0 && st.st_size > 0) return;
+    std::remove(binary_path.c_str());
+    throw ToolchainUnavailable(fmt::format(
+        "smelt::compile: the C++ compiler '{}' exited successfully but wrote no output; "
+        "set SMELT_CXX to a working C++ compiler (g++ or clang++)\n  command: {}",
+        compiler(), cmd));
+  }
+  if (rc == 127 || rc < 0)
+    throw ToolchainUnavailable(fmt::format(
+        "smelt::compile: the C++ compiler {} (after {} s; SMELT_COMPILE_TIMEOUT sets the "
+        "limit)\n  command: {}",
+        rc < 0 ? "timed out" : "could not be started", compile_timeout(), cmd));
+  throw Error(
+      fmt::format("smelt::compile: building generated code failed (exit {})\n  command: {}\n"
+                  "  source: {}\n{}",
+                  rc, cmd, source_path, out));
+}
+
+/// An object file in the cache (linked into kernel libraries, never loaded).
+class ObjectFile final : public backend::Module {
+ public:
+  explicit ObjectFile(std::string path) : path_(std::move(path)) {}
+  backend::KernelHandle function(const std::string& name) const override {
+    SMELT_INTERNAL_ASSERT(false, "{} is an object file; it has no kernel {}", path_, name);
+    return {};
+  }
+  const std::string& path() const override { return path_; }
+
+ private:
+  std::string path_;
+};
+
+/// The object file of the math functions every kernel library links
+/// (kernels/vector_math_impl.h: SLEEF's functions under the vector ABI names
+/// the vectorizer calls), built once per toolchain and kept in the kernel
+/// cache like a kernel: defining them in every kernel's translation unit cost
+/// each compile about 0.1 s (0.6 s with <immintrin.h>).
+std::string math_object(backend::ModuleCache& cache, const std::string& fingerprint) {
+  static const std::string source =
+      "// smelt JIT math support\n#define SMELT_VM_VISIBILITY \"hidden\"\n" +
+      kernels::embedded_source({"half.h", "vector_math.h", "vector_math_impl.h"}, true);
+  auto compile = [](const std::string& source_path, const std::string& binary_path) {
+    run_compiler(source_path, binary_path, {"-c"});
+  };
+  auto load = [](const std::string& binary_path, std::string*) -> std::shared_ptr<backend::Module> {
+    return std::make_shared<ObjectFile>(binary_path);
+  };
+  return cache.get_or_build(source, fingerprint, ".cpp", ".o", compile, load, nullptr)->path();
+}
+
 }  // namespace
 
 std::shared_ptr<backend::Module> build_module(const std::string& source,
@@ -203,31 +270,9 @@ std::shared_ptr<backend::Module> build_module(const std::string& source,
   // cache moved out of this file, so existing cache entries stay valid).
   compile_timeout();  // an invalid SMELT_COMPILE_TIMEOUT is an error even on a cache hit
   const std::string fingerprint = flags() + compiler() + "|" + compiler_version() + cpu_isa();
-  auto compile = [](const std::string& source_path, const std::string& binary_path) {
-    std::vector<std::string> argv = {compiler()};
-    argv.insert(argv.end(), flag_list().begin(), flag_list().end());
-    argv.insert(argv.end(), {"-o", binary_path, source_path, "-lmvec"});
-    std::string cmd = fmt::format("{}", fmt::join(argv, " "));
-    std::string out;
-    int rc = run_command(argv, &out, compile_timeout());
-    if (rc == 0) {
-      struct stat st {};
-      if (::stat(binary_path.c_str(), &st) == 0 && st.st_size > 0) return;
-      std::remove(binary_path.c_str());
-      throw ToolchainUnavailable(fmt::format(
-          "smelt::compile: the C++ compiler '{}' exited successfully but wrote no shared object; "
-          "set SMELT_CXX to a working C++ compiler (g++ or clang++)\n  command: {}",
-          compiler(), cmd));
-    }
-    if (rc == 127 || rc < 0)
-      throw ToolchainUnavailable(fmt::format(
-          "smelt::compile: the C++ compiler {} (after {} s; SMELT_COMPILE_TIMEOUT sets the "
-          "limit)\n  command: {}",
-          rc < 0 ? "timed out" : "could not be started", compile_timeout(), cmd));
-    throw Error(
-        fmt::format("smelt::compile: building generated code failed (exit {})\n  command: {}\n"
-                    "  source: {}\n{}",
-                    rc, cmd, source_path, out));
+  auto compile = [&cache, &fingerprint](const std::string& source_path,
+                                        const std::string& binary_path) {
+    run_compiler(source_path, binary_path, {math_object(cache, fingerprint), SMELT_SLEEF_LIBRARY});
   };
   auto load = [](const std::string& binary_path,
                  std::string* why) -> std::shared_ptr<backend::Module> {

@@ -1,5 +1,5 @@
 // The CUDA cumsum: an inclusive prefix sum along one dim, accumulating in
-// reduce::cumsum_acc_type of the output dtype (double for float32, as the
+// reduce::accumulate_t<AccRule::Scan> of the output dtype (double for float32, as the
 // CPU). Short lines (<= 64 elements) take one thread each and add in order,
 // exactly as the CPU; longer lines take one block each, which scans chunks of
 // kThreads * kItems elements (each thread its kItems in order, then a warp-
@@ -118,7 +118,7 @@ void launch_cumsum(const ScanArgs& a) {
     using T = typename decltype(xtag)::type;
     auto go = [&](auto dtag) {
       using D = typename decltype(dtag)::type;
-      using A = typename r::cumsum_acc_type<D>::type;
+      using A = r::accumulate_t<r::AccRule::Scan, D>;
       if (a.len <= kShortLine) {
         short_scan_kernel<T, D, A><<<grid_for(a.lines, kThreads), kThreads, 0, a.stream>>>(a);
       } else {

@@ -1,59 +1,25 @@
 // The C++ dialect of the kernel printer: extern "C" entry points over one
-// argument array, OpenMP loops, per-thread partials for split rows, libmvec
-// declarations so libm calls vectorize (see printer.h).
+// argument array, OpenMP loops, per-thread partials for split rows, and the
+// embedded scalar functors with their math functions (kernels/vector_math.h:
+// SLEEF's, vectorizable and bitwise the eager kernels'). See printer.h.
 #include <fmt/format.h>
 
 #include <map>
 #include <sstream>
 
 #include "compiler/codegen/printer.h"
+#include "kernels/embedded_source.h"
 #include "smelt/error.h"
-
-namespace smelt::detail {
-const std::map<std::string, std::string>& embedded_headers();
-}
 
 namespace smelt::compiler {
 
-/// glibc's vector math library (libmvec) has SIMD variants of these libm
-/// functions (<= 4 ulp, IEEE special cases kept). Declaring them `simd` lets
-/// the compiler vectorize the loops of the scalar functors that call them
-/// (glibc only declares them so under -ffast-math, which would break NaN and
-/// signed-zero semantics). Built with -fno-math-errno and linked with -lmvec.
-/// The one place compiled results may differ from eager's (scalar libm), by a
-/// few ulp: the functors calling these (and sigmoid, silu, gelu built on
-/// them); tests/compiler/test_special_values.cpp holds them to that bound. pow,
-/// atan2 and fmod have no declaration here: they stay scalar libm calls.
-static std::string vector_math_declarations() {
-  std::string out = "extern \"C\" {\n";
-  for (const char* f :
-       {"exp", "exp2", "expm1", "log", "log2", "log1p", "sin", "cos", "tan", "tanh", "erf"}) {
-    out += fmt::format("__attribute__((simd(\"notinbranch\"))) double {}(double) noexcept;\n", f);
-    out += fmt::format("__attribute__((simd(\"notinbranch\"))) float {}f(float) noexcept;\n", f);
-  }
-  return out + "}\n";
-}
-
 std::string CppDialect::preamble() const {
-  static const std::string prelude = [] {
-    const auto& h = detail::embedded_headers();
-    std::string out =
-        "// smelt JIT translation unit\n#include <cmath>\n#include <cstdint>\n#include "
-        "<limits>\n#include <type_traits>\n#include <vector>\n#include <omp.h>\n" +
-        vector_math_declarations();
-    for (const char* name : {"half.h", "scalar_ops.h", "reduce_ops.h"}) {
-      auto it = h.find(name);
-      SMELT_INTERNAL_ASSERT(it != h.end(), "embedded header {} missing", name);
-      std::istringstream in(it->second);
-      std::string line;
-      out += fmt::format("// ---- {} (embedded) ----\n", name);
-      while (std::getline(in, line)) {
-        if (line.rfind("#include \"", 0) == 0 || line.rfind("#pragma once", 0) == 0) continue;
-        out += line + "\n";
-      }
-    }
-    return out;
-  }();
+  // The math functions' definitions (vector_math_impl.h) are not here: the
+  // toolchain links them, compiled once (backend/cpu/toolchain.cpp).
+  static const std::string prelude =
+      "// smelt JIT translation unit\n#include <cmath>\n#include <cstdint>\n#include "
+      "<limits>\n#include <type_traits>\n#include <vector>\n#include <omp.h>\n" +
+      kernels::embedded_source({"half.h", "vector_math.h", "scalar_ops.h", "reduce_ops.h"}, true);
   return prelude;
 }
 

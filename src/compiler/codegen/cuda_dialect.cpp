@@ -3,14 +3,10 @@
 
 #include <fmt/format.h>
 
-#include <map>
 #include <sstream>
 
+#include "kernels/embedded_source.h"
 #include "smelt/error.h"
-
-namespace smelt::detail {
-const std::map<std::string, std::string>& embedded_headers();
-}
 
 namespace smelt::compiler {
 
@@ -70,22 +66,9 @@ SMELT_MATH2(copysign)
 }  // namespace
 
 std::string CudaDialect::preamble() const {
-  static const std::string prelude = [] {
-    const auto& h = detail::embedded_headers();
-    std::string out = kDevicePrelude;
-    for (const char* name : {"half.h", "scalar_ops.h", "reduce_ops.h"}) {
-      auto it = h.find(name);
-      SMELT_INTERNAL_ASSERT(it != h.end(), "embedded header {} missing", name);
-      std::istringstream in(it->second);
-      std::string line;
-      out += fmt::format("// ---- {} (embedded) ----\n", name);
-      while (std::getline(in, line)) {
-        if (line.rfind("#include ", 0) == 0 || line.rfind("#pragma once", 0) == 0) continue;
-        out += line + "\n";
-      }
-    }
-    return out;
-  }();
+  static const std::string prelude =
+      kDevicePrelude +
+      kernels::embedded_source({"half.h", "vector_math.h", "scalar_ops.h", "reduce_ops.h"}, false);
   return prelude;
 }
 

@@ -83,7 +83,9 @@ class Builder {
     d.name = name;
     d.config = cfg_;
     scopes_.push_back(Scope{&d.body, {}});
-    if (grp_.reduction)
+    if (grp_.scan)
+      scan_kernel();
+    else if (grp_.reduction)
       reduction_kernel();
     else
       pointwise_kernel();
@@ -167,7 +169,7 @@ class Builder {
         k = fmt::format("K{}>{}(", dtype_name(e.from), dtype_name(e.dtype));
         break;
       case Expr::Kind::AccValue:
-        return fmt::format("A{}.{}", e.name, e.field);
+        return fmt::format("A{}{}.{}", e.name, e.lane ? "[" + e.index.str() + "]" : "", e.field);
     }
     for (auto& o : e.operands) k += key_of(*o) + ",";
     return k + ")";
@@ -662,6 +664,142 @@ class Builder {
       close();
     }
     close();
+  }
+
+  /// Scans (cumsum): each row walks the scanned dim in index order, as eager
+  /// does, carrying one accumulator per scan (reduce_ops.h, in the scan's
+  /// accumulate type); at each step every scan folds its element, then its
+  /// result there is stored (where materialized) and read by the later scans
+  /// and the pointwise consumers, which run in the same step. With lanes
+  /// (KernelConfig::scan_lanes), a step runs over that many rows at once: the
+  /// consecutive inner positions after the scanned dim, each its own
+  /// accumulator, in the inner loop.
+  void scan_kernel() {
+    const Shape& s = grp_.shape;
+    SMELT_INTERNAL_ASSERT(grp_.rdims.size() == 1 || (grp_.rdims.empty() && s.empty()),
+                          "a scan kernel scans one dim");
+    // [before, L, after]: rows are (before, after) positions, taken `lanes` at a time.
+    const size_t d = grp_.rdims.empty() ? 0 : static_cast<size_t>(grp_.rdims[0]);
+    const Shape before(s.begin(), s.begin() + static_cast<int64_t>(d));
+    const Shape after(s.empty() ? s.end() : s.begin() + static_cast<int64_t>(d) + 1, s.end());
+    const int64_t length = s.empty() ? 1 : s[d];
+    const int64_t inner = detail::shape_numel(after);
+    const int64_t lanes = std::max<int64_t>(1, cfg_.scan_lanes);
+    const int64_t chunks = inner / lanes;
+    const int64_t rows = detail::shape_numel(before) * chunks;
+    rnumel_ = length;
+    const IndexExpr o = IndexExpr::var("o", std::max<int64_t>(1, rows));
+    const IndexExpr r = IndexExpr::var("r", std::max<int64_t>(1, length));
+    const IndexExpr q = IndexExpr::var("q", lanes);
+    const Index row = unflatten({detail::shape_numel(before), chunks}, o);
+    const IndexExpr pos = row.vars[1] * lanes + q;  // the inner position
+    Index at{s, unflatten(before, row.vars[0]).vars, std::nullopt};
+    if (!s.empty()) at.vars.push_back(r);
+    for (auto& v : unflatten(after, pos).vars) at.vars.push_back(v);
+    at.flat = row.vars[0] * (length * inner) + r * inner + pos;
+    open(loop("o", rows, cfg_.parallel ? RangeTag::Parallel : RangeTag::Serial));
+    std::vector<ReductionInfo> infos;
+    for (size_t k = 0; k < grp_.reductions.size(); ++k) {
+      infos.push_back(reduction_info(g_, g_.nodes[grp_.reductions[k]]));
+      if (s.empty()) continue;  // a 0-dim input: no accumulator (below)
+      Stmt init;
+      init.kind = Stmt::Kind::AccInit;
+      init.name = fmt::format("acc{}", k);
+      init.accumulator = infos[k].accumulator;
+      init.acc_dtype = infos[k].acc_dtype;
+      init.extent = lanes > 1 ? lanes : 0;
+      add(std::move(init));
+    }
+    // Scan k folds element `x` (a value of its input) and gives its result there.
+    auto step = [&](size_t k, ExprPtr x) {
+      const Node& n = g_.nodes[grp_.reductions[k]];
+      const ReductionInfo& info = infos[k];
+      ops_.insert(n.op);
+      // Rounded to the element dtype, then converted to the accumulate type (eager's rule).
+      x = convert(convert(std::move(x), n.inputs[0].dtype, info.elem_dtype), info.elem_dtype,
+                  info.acc_dtype);
+      ExprPtr acc = x;  // a 0-dim input: eager copies the element (no addition to the identity)
+      if (!s.empty()) {
+        Stmt st;
+        st.kind = Stmt::Kind::AccStep;
+        st.name = fmt::format("acc{}", k);
+        st.accumulator = info.accumulator;
+        st.acc_dtype = info.acc_dtype;
+        st.lane = lanes > 1;
+        st.index = q;
+        st.value = std::move(x);
+        add(std::move(st));
+        Expr e;
+        e.kind = Expr::Kind::AccValue;
+        e.name = fmt::format("acc{}", k);
+        e.field = "finalize";
+        e.accumulator = info.accumulator;
+        e.acc_dtype = e.dtype = info.acc_dtype;
+        e.lane = lanes > 1;
+        e.index = q;
+        acc = make(std::move(e));
+      }
+      const DType od = g_.buffers[n.outputs[0]].dtype;
+      return emit(convert(std::move(acc), info.acc_dtype, od), od);
+    };
+    // The scans' results where materialized, then the pointwise consumers.
+    auto store_results = [&] {
+      for (size_t k = 0; k < grp_.reductions.size(); ++k) {
+        const int ob = g_.nodes[grp_.reductions[k]].outputs[0];
+        if (mat_[ob]) store(ob, row_values_.at(ob), *at.flat);
+      }
+      for (int node : grp_.stores) store(g_.nodes[node].outputs[0], node_value(node, at), *at.flat);
+    };
+    if (cfg_.persistent) {
+      // One scan over a row that fits: its element computed in a loop of its
+      // own (which vectorizes), the scan alone in the serial loop, and what
+      // reads its results in a loop after it (which vectorizes too).
+      SMELT_INTERNAL_ASSERT(grp_.reductions.size() == 1 && lanes == 1,
+                            "a persistent scan kernel holds one scan, one row at a time");
+      const Node& n = g_.nodes[grp_.reductions[0]];
+      const int ob = n.outputs[0];
+      const DType in = n.inputs[0].dtype, od = g_.buffers[ob].dtype;
+      const bool prefill = std::find(cfg_.prefill.begin(), cfg_.prefill.end(),
+                                     grp_.reductions[0]) != cfg_.prefill.end();
+      auto row_buffer = [&](const std::string& name, DType t) {
+        Stmt rb;
+        rb.kind = Stmt::Kind::RowBuffer;
+        rb.name = name;
+        rb.dtype = t;
+        rb.extent = length;
+        add(std::move(rb));
+      };
+      auto row_store = [&](const std::string& name, ExprPtr v) {
+        Stmt rs;
+        rs.kind = Stmt::Kind::RowStore;
+        rs.name = name;
+        rs.value = std::move(v);
+        rs.index = r;
+        add(std::move(rs));
+      };
+      if (prefill) {
+        row_buffer("rowin0", in);
+        open(loop("r", length, RangeTag::Vector));
+        row_store("rowin0", value(n.inputs[0], at));
+        close();
+      }
+      row_buffer("rowscan0", od);
+      open(loop("r", length, RangeTag::Serial));
+      row_store("rowscan0", step(0, prefill ? row_load("rowin0", in) : value(n.inputs[0], at)));
+      close();
+      open(loop("r", length, RangeTag::Vector));
+      row_values_[ob] = emit(row_load("rowscan0", od), od);
+      store_results();
+    } else {
+      open(loop("r", length, RangeTag::Serial));
+      if (lanes > 1) open(loop("q", lanes, RangeTag::Vector));
+      for (size_t k = 0; k < grp_.reductions.size(); ++k) {
+        const Node& n = g_.nodes[grp_.reductions[k]];
+        row_values_[n.outputs[0]] = step(k, value(n.inputs[0], at));
+      }
+      store_results();
+    }
+    while (scopes_.size() > 1) close();
   }
 
   // ---- persistent rows -----------------------------------------------------

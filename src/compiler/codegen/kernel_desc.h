@@ -55,7 +55,8 @@ struct Expr {
     Call,      // smelt::scalar::<name><compute>(operands...)
     Convert,   // operands[0] from `from` to dtype (rounds through float16/bfloat16 storage)
     Cast,      // operands[0] from `from` to the value type of dtype, no rounding (to opmath)
-    AccValue,  // accumulator `name`, result `field` (finalize, value, index, mean, var, std)
+    AccValue,  // accumulator `name` (lane `index` when `lane`), result `field`
+               // (finalize, value, index, mean, var, std)
     Select,    // operands[0] ? operands[1] : operands[2]
     InBounds,  // true where lo <= e < hi for every (e, lo, hi) of `guard`
     Clamp,     // operands[0] as an int64 index clamped into [0, number)
@@ -75,6 +76,8 @@ struct Expr {
   ExprPtr mask;
   /// InBounds: the conjunction of lo <= e < hi.
   std::vector<std::tuple<IndexExpr, int64_t, int64_t>> guard;
+  /// AccValue: the accumulator is lane `index` of an array of them.
+  bool lane = false;
 };
 
 /// How an accumulator combines a row (src/kernels/reduce_ops.h).
@@ -94,8 +97,11 @@ struct Stmt {
     CheckZero,    // the error flag is set to `code` when value == 0 (integer division)
     CheckIndex,   // the error flag is set to `code` when value is outside [0, extent)
     AccInit,      // accumulator `name` of reduce struct `accumulator` over acc_dtype,
-                  // combined in `order` (Inner / Column: the order struct)
-    AccStep,      // Plain: name = step(name, value [, index]) (index: arg-reductions)
+                  // combined in `order` (Inner / Column: the order struct); Plain
+                  // with `extent` > 0: an array of `extent` of them (lanes: one per
+                  // inner position of a scan)
+    AccStep,      // Plain: name = step(name, value [, index]) (index: arg-reductions);
+                  // with `lane`: the accumulator name[index]
     AccRun,       // order struct `name` folds the row's elements [index, range.extent)
                   // (runs of `extent` elements): name.stretch<contiguous>(...,
                   // get), get(range.var) being `body` then `value`
@@ -124,6 +130,7 @@ struct Stmt {
   int64_t tasks = 0;                 // SplitReduce, Column: eager's column tasks
   ExprPtr mask;                      // CheckZero, CheckIndex: checked only where this holds
   int code = 0;                      // CheckZero, CheckIndex: the op table's RuntimeCheck
+  bool lane = false;                 // AccStep: the accumulator is lane `index` of an array
 };
 
 struct KernelDesc {

@@ -192,6 +192,10 @@ class Printer {
         return convert_value(expr(*e.operands[0]), e.from, e.dtype);
       case Expr::Kind::AccValue: {
         std::string ty = acc_type(e.accumulator, e.acc_dtype);
+        if (e.lane) {
+          SMELT_INTERNAL_ASSERT(e.field == "finalize", "lane accumulator result '{}'", e.field);
+          return fmt::format("{}::finalize({}[{}])", ty, e.name, e.index.str());
+        }
         if (e.field == "finalize") return fmt::format("{}::finalize({})", ty, e.name);
         if (e.field == "value" || e.field == "index") return e.name + "." + e.field;
         if (e.field == "sum_mean")
@@ -245,19 +249,28 @@ class Printer {
                               s.extent, d_.set_error_flag(s.code)));
         return;
       case Stmt::Kind::AccInit:
-        if (s.order == AccOrder::Plain)
+        if (s.order == AccOrder::Plain && s.extent > 0) {
+          const std::string ty = acc_type(s.accumulator, s.acc_dtype);
+          out_.line(fmt::format("alignas(64) {}::acc_t {}[{}];", ty, s.name, s.extent));
+          out_.line(
+              fmt::format("for ({0} {1}_k = 0; {1}_k < {2}; ++{1}_k) {1}[{1}_k] = {3}::init();",
+                          d_.index_type(k_.config.index_bits), s.name, s.extent, ty));
+        } else if (s.order == AccOrder::Plain) {
           out_.line(
               fmt::format("auto {} = {}::init();", s.name, acc_type(s.accumulator, s.acc_dtype)));
-        else
+        } else {
           out_.line(fmt::format("smelt::reduce::{}Order<{}> {};",
                                 s.order == AccOrder::Inner ? "Inner" : "Column",
                                 acc_type(s.accumulator, s.acc_dtype), s.name));
+        }
         return;
-      case Stmt::Kind::AccStep:
-        out_.line(fmt::format("{0} = {1}::step({0}, {2}{3});", s.name,
+      case Stmt::Kind::AccStep: {
+        const std::string acc = s.lane ? fmt::format("{}[{}]", s.name, s.index.str()) : s.name;
+        out_.line(fmt::format("{0} = {1}::step({0}, {2}{3});", acc,
                               acc_type(s.accumulator, s.acc_dtype), expr(*s.value),
                               s.indexed ? ", r" : ""));
         return;
+      }
       case Stmt::Kind::AccRun:
         // The element at index `r` is computed by a lambda the order struct
         // calls (inlined: contiguous runs vectorize).

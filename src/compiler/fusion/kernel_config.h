@@ -14,6 +14,7 @@ namespace smelt::compiler {
 
 struct Graph;
 struct KernelGroup;
+struct GroupFootprint;
 
 /// The device a kernel is laid out for (the backend's code dialect).
 enum class Target { Cpp, Cuda };
@@ -26,10 +27,32 @@ inline constexpr int64_t kJitParallelGrain = 32768;
 inline constexpr int64_t kPersistentRow = 8192;
 /// With fewer rows than this, each long row is split across threads instead.
 inline constexpr int64_t kSplitRowsBelow = 8;
+/// Most ops one kernel computes. The C++ compiler's time grows faster than
+/// linearly with the length of a function (g++ -O3: ~0.04 ms per statement up
+/// to a few hundred, ~0.2 ms each at 4,000 and more beyond), so a longer
+/// chain of inlined producers is cut: a buffer in it is materialized and the
+/// chain continues in another kernel, which costs one store and load per
+/// element every kMaxKernelOps ops.
+inline constexpr int64_t kMaxKernelOps = 256;
+/// Most stores and reductions one kernel has (Inductor's max_fusion_size):
+/// the compiler's dependence analysis of a loop grows with the square of the
+/// memory references in it, and so does the legality check of a group whose
+/// stores read each other.
+inline constexpr int64_t kMaxKernelOutputs = 64;
+/// Most rows a scan kernel scans together (KernelConfig::scan_lanes).
+inline constexpr int64_t kScanLanes = 1024;
 
 struct KernelConfig {
   Target target = Target::Cpp;
   bool reduction = false;
+  /// Reduction: the group's reductions are scans (KernelGroup::scan); each row
+  /// is walked in index order on one thread (never split).
+  bool scan = false;
+  /// Scan over a dim that has inner positions (not the innermost): this many
+  /// rows (consecutive inner positions) are scanned together, one accumulator
+  /// each, the inner loop running over them (contiguous, it vectorizes);
+  /// 0: one row at a time.
+  int64_t scan_lanes = 0;
   /// Pointwise: iterate rows x columns (loads broadcast along rows stay
   /// contiguous in the inner loop) instead of one flat range.
   bool tile_rows = false;
@@ -39,7 +62,9 @@ struct KernelConfig {
   /// accumulator in a scratch buffer, combined in thread order (deterministic).
   bool split = false;
   /// Reduction: the row fits; values that several loops over the row need are
-  /// kept in row buffers instead of being recomputed.
+  /// kept in row buffers instead of being recomputed. Scan: one scan whose
+  /// row fits, its computed element (prefill) and its consumers each in a loop
+  /// of their own around the serial one.
   bool persistent = false;
   /// Reduction nodes whose element is computed (not a plain load): in a
   /// persistent kernel the row is computed in its own loop first, which
@@ -61,10 +86,9 @@ struct KernelConfig {
   std::string str() const;
 };
 
-/// The heuristic: the config a kernel group gets on `target` (no autotuning).
-/// `materialized` says which buffers live in memory (the rest are computed
-/// inside the kernels that read them).
-KernelConfig choose_config(const Graph& g, const std::vector<bool>& materialized,
-                           const KernelGroup& group, Target target, bool round_intermediates = true);
+/// The heuristic: the config a kernel group gets on `target` (no autotuning),
+/// from what the group reads and computes (`fp`: legality.h's footprint()).
+KernelConfig choose_config(const Graph& g, const KernelGroup& group, const GroupFootprint& fp,
+                           Target target, bool round_intermediates = true);
 
 }  // namespace smelt::compiler

@@ -31,6 +31,20 @@ int position(const std::vector<int>& v, int x) {
   return it == v.end() ? -1 : static_cast<int>(it - v.begin());
 }
 
+int64_t kept_numel(const KernelGroup& grp) {
+  int64_t outer = 1;
+  for (size_t k = 0; k < grp.shape.size(); ++k)
+    if (std::find(grp.rdims.begin(), grp.rdims.end(), static_cast<int64_t>(k)) == grp.rdims.end())
+      outer *= grp.shape[k];
+  return outer;
+}
+
+int64_t reduced_numel(const KernelGroup& grp) {
+  int64_t rn = 1;
+  for (auto d : grp.rdims) rn *= grp.shape[d];
+  return rn;
+}
+
 /// Walks the values node `root` computes at `at`, through every inlined
 /// producer. `reader_pos`: the position of the reading reduction in
 /// group.reductions (reductions read at that point only completed ones), or
@@ -82,6 +96,26 @@ struct Walk {
         if (o.is_scalar()) continue;
         const Buffer& b = g.buffers[o.buf];
         if (b.kind == BufferKind::Node && contains(grp.reductions, b.producer) &&
+            classify(g.nodes[b.producer]) == LoopKind::Scan) {
+          const Node& r = g.nodes[b.producer];
+          if (position(grp.reductions, b.producer) >= reader_pos)
+            return FusionDecision::no(
+                fmt::format("%{} ({}) is read before its scan steps", o.buf, r.op));
+          // The scan's result lies in the domain's row-major layout: the read
+          // is at the current step when its offset there is the step's (or,
+          // per dim, its index is).
+          Index cur = domain_index(grp.shape, grp.rdims,
+                                   IndexExpr::var("o", std::max<int64_t>(1, row_count())),
+                                   IndexExpr::var("r", std::max<int64_t>(1, scan_length())));
+          const IndexExpr offset = operand_offset(o, at);
+          if (offset != flat_index(cur) && producer_index(b.sizes, o, at).vars != cur.vars)
+            return FusionDecision::no(fmt::format(
+                "%{} ({}) is read at another position than the one scanned (at offset {}, the "
+                "scan is at {})",
+                o.buf, r.op, offset.str(), flat_index(cur).str()));
+          continue;
+        }
+        if (b.kind == BufferKind::Node && contains(grp.reductions, b.producer) &&
             classify(g.nodes[b.producer]) == LoopKind::Reduction) {
           const Node& r = g.nodes[b.producer];
           int pos = position(grp.reductions, b.producer);
@@ -97,8 +131,17 @@ struct Walk {
           continue;
         }
         if (computed_in(g, mat, grp, o.buf)) {
-          if (contains(grp.stores, b.producer)) stores_reached.insert(o.buf);
+          const bool store = contains(grp.stores, b.producer);
+          if (store) stores_reached.insert(o.buf);
           Index p = producer_index(b.sizes, o, at);
+          // Another store read where the kernel computes it, by a store: a
+          // value the kernel has, whose own reads were checked when it joined
+          // and are walked for it (footprint) — not walked again here, so a
+          // group whose stores read each other is checked in linear time.
+          if (store && b.producer != root &&
+              reader_pos == static_cast<int>(grp.reductions.size()) &&
+              p.vars == member_index(g, grp, b.producer).vars)
+            continue;
           if (visit_once(b.producer, p)) stack.emplace_back(b.producer, std::move(p));
           continue;
         }
@@ -108,29 +151,9 @@ struct Walk {
     return FusionDecision::yes("");
   }
 
-  int64_t row_count() const {
-    if (!grp.reduction) return 1;
-    int64_t outer = 1;
-    for (size_t k = 0; k < grp.shape.size(); ++k)
-      if (std::find(grp.rdims.begin(), grp.rdims.end(), static_cast<int64_t>(k)) == grp.rdims.end())
-        outer *= grp.shape[k];
-    return outer;
-  }
+  int64_t row_count() const { return grp.reduction ? kept_numel(grp) : 1; }
+  int64_t scan_length() const { return reduced_numel(grp); }
 };
-
-int64_t kept_numel(const KernelGroup& grp) {
-  int64_t outer = 1;
-  for (size_t k = 0; k < grp.shape.size(); ++k)
-    if (std::find(grp.rdims.begin(), grp.rdims.end(), static_cast<int64_t>(k)) == grp.rdims.end())
-      outer *= grp.shape[k];
-  return outer;
-}
-
-int64_t reduced_numel(const KernelGroup& grp) {
-  int64_t rn = 1;
-  for (auto d : grp.rdims) rn *= grp.shape[d];
-  return rn;
-}
 
 }  // namespace
 
@@ -140,7 +163,8 @@ bool computed_in(const Graph& g, const std::vector<bool>& materialized, const Ke
   if (b.kind != BufferKind::Node) return false;
   LoopKind k = classify(g.nodes[b.producer]);
   if (k == LoopKind::Pointwise) return !materialized[buf] || contains(group.stores, b.producer);
-  if (k == LoopKind::Reduction) return contains(group.reductions, b.producer);
+  if (k == LoopKind::Reduction || k == LoopKind::Scan)
+    return contains(group.reductions, b.producer);
   return false;
 }
 
@@ -152,7 +176,8 @@ Index member_index(const Graph& g, const KernelGroup& group, int node) {
   }
   IndexExpr row = IndexExpr::var("o", std::max<int64_t>(1, kept_numel(group)));
   IndexExpr r = IndexExpr::var("r", std::max<int64_t>(1, reduced_numel(group)));
-  if (classify(n) == LoopKind::Reduction || g.buffers[n.outputs[0]].sizes == group.shape)
+  if (classify(n) == LoopKind::Reduction || classify(n) == LoopKind::Scan ||
+      g.buffers[n.outputs[0]].sizes == group.shape)
     return domain_index(group.shape, group.rdims, row, r);
   return unflatten(g.buffers[n.outputs[0]].sizes, row);
 }
@@ -162,14 +187,21 @@ FusionDecision can_join(const Graph& g, const std::vector<bool>& materialized,
   const Node& n = g.nodes[node];
   KernelGroup grown = group;
   int reader_pos;
-  if (classify(n) == LoopKind::Reduction) {
-    if (!group.reduction) return FusionDecision::no("a reduction cannot join a pointwise kernel");
+  const LoopKind kind = classify(n);
+  const bool folds = kind == LoopKind::Reduction || kind == LoopKind::Scan;
+  if (folds) {
+    if (!group.reduction)
+      return FusionDecision::no(
+          fmt::format("a {} cannot join a pointwise kernel", loop_kind_name(kind)));
+    if (group.scan != (kind == LoopKind::Scan))
+      return FusionDecision::no(fmt::format("a {} cannot join a {} kernel", loop_kind_name(kind),
+                                            group.scan ? "scan" : "reduction"));
     ReductionInfo info = reduction_info(g, n);
     if (info.in_sizes != group.shape || info.dims != group.rdims)
-      return FusionDecision::no(
-          fmt::format("{} reduces {} over {}, the kernel {} over {}", n.op,
-                      detail::shape_str(info.in_sizes), detail::shape_str(info.dims),
-                      detail::shape_str(group.shape), detail::shape_str(group.rdims)));
+      return FusionDecision::no(fmt::format(
+          "{} {} {} over {}, the kernel {} over {}", n.op, group.scan ? "scans" : "reduces",
+          detail::shape_str(info.in_sizes), detail::shape_str(info.dims),
+          detail::shape_str(group.shape), detail::shape_str(group.rdims)));
     grown.reductions.push_back(node);
     reader_pos = static_cast<int>(grown.reductions.size()) - 1;
   } else {
@@ -181,13 +213,17 @@ FusionDecision can_join(const Graph& g, const std::vector<bool>& materialized,
       return FusionDecision::no(fmt::format("{} of shape {} is neither a row nor the domain {}",
                                             n.op, detail::shape_str(os),
                                             detail::shape_str(group.shape)));
+    if (group.scan && os != group.shape)
+      return FusionDecision::no(fmt::format("{} of shape {} does not iterate the scan's domain {}",
+                                            n.op, detail::shape_str(os),
+                                            detail::shape_str(group.shape)));
     grown.stores.push_back(node);
     reader_pos = static_cast<int>(grown.reductions.size());
   }
   Walk w{g, materialized, grown, {}, {}, {}, false, {}};
   FusionDecision d = w.run(node, member_index(g, grown, node), reader_pos);
   if (!d) return d;
-  if (group.reduction && classify(n) != LoopKind::Reduction) {
+  if (group.reduction && !folds) {
     // An epilogue must consume the group's reductions (directly or through stores).
     std::vector<int> red_outs;
     for (int r : group.reductions)
@@ -208,14 +244,16 @@ FusionDecision can_join(const Graph& g, const std::vector<bool>& materialized,
           stack.push_back(b.producer);
       }
     }
+    const char* what = group.scan ? "scans" : "reductions";
     if (!consumer)
-      return FusionDecision::no("not a consumer of the kernel's reductions over their domain");
-    return FusionDecision::yes("consumer of its reductions (epilogue)");
+      return FusionDecision::no(
+          fmt::format("not a consumer of the kernel's {} over their domain", what));
+    return FusionDecision::yes(fmt::format("consumer of its {} (epilogue)", what));
   }
-  if (classify(n) == LoopKind::Reduction)
-    return FusionDecision::yes(fmt::format("same domain {} reducing dims {}",
-                                           detail::shape_str(group.shape),
-                                           detail::shape_str(group.rdims)));
+  if (folds)
+    return FusionDecision::yes(
+        fmt::format("same domain {} {} dims {}", detail::shape_str(group.shape),
+                    group.scan ? "scanning" : "reducing", detail::shape_str(group.rdims)));
   return FusionDecision::yes(w.stores_reached.empty()
                                  ? "horizontal (same iteration space, independent)"
                                  : "vertical (reads its result)");

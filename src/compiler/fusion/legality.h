@@ -9,7 +9,10 @@
 // - a reduction group: every reduction has the group's domain and reduced
 //   dims; stores iterate the domain or one element per row;
 // - a reduction's result is read only after it completes and only at the row
-//   it was reduced for (checked symbolically on the producer index).
+//   it was reduced for (checked symbolically on the producer index);
+// - a scan group: every scan has the group's domain and scanned dim, stores
+//   iterate the domain, and a scan's result is read only at the position it
+//   has just reached (the same row and step), by stores and later scans.
 #pragma once
 #include <string>
 #include <vector>

@@ -12,12 +12,15 @@
 namespace smelt::compiler {
 
 /// One generated kernel: pointwise over `shape`, or a reduction over the
-/// domain `shape` reducing `rdims` (reductions of one domain share its loops).
+/// domain `shape` reducing `rdims` (reductions of one domain share its loops),
+/// or a scan (reduction and scan both set): `reductions` are scans along the
+/// one dim in `rdims`, each row walked in index order, every step a result.
 struct KernelGroup {
   bool reduction = false;
+  bool scan = false;
   Shape shape;
   std::vector<int64_t> rdims;
-  std::vector<int> reductions;  // reduction nodes, in order
+  std::vector<int> reductions;  // reduction (or scan) nodes, in order
   std::vector<int> stores;      // pointwise node outputs written by this kernel
 };
 

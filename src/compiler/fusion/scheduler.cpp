@@ -150,6 +150,8 @@ class Scheduler {
   // ---- materialization -------------------------------------------------------
   void decide_materialization() {
     s_.materialized.assign(g_.buffers.size(), false);
+    ops_.assign(g_.nodes.size(), 1);
+    visit_.assign(g_.nodes.size(), 0);
     for (auto& b : g_.buffers)
       if (b.kind != BufferKind::Node) s_.materialized[b.id] = true;
     for (size_t i = 0; i < g_.nodes.size(); ++i) {
@@ -164,12 +166,74 @@ class Scheduler {
         }
         s_.materialized[o] = m;
       }
+      if (k == LoopKind::Pointwise || k == LoopKind::Reduction || k == LoopKind::Scan)
+        count_ops(static_cast<int>(i));
     }
     for (auto& [node, st] : extern_steps_) {
       for (int e : st.epilogue) s_.materialized[g_.nodes[e].outputs[0]] = false;
       s_.materialized[g_.nodes[node].outputs[0]] = st.epilogue.empty();
       s_.materialized[extern_output(st)] = true;
     }
+  }
+
+  // ---- kernel length -----------------------------------------------------------
+  /// The inlined producer of operand `o` (a pointwise node whose output is not
+  /// materialized), or -1.
+  int inlined_producer(const Operand& o) const {
+    if (o.is_scalar()) return -1;
+    const Buffer& b = g_.buffers[o.buf];
+    if (b.kind != BufferKind::Node || s_.materialized[o.buf]) return -1;
+    return classify(g_.nodes[b.producer]) == LoopKind::Pointwise ? b.producer : -1;
+  }
+
+  /// Sets ops_[i], the ops a kernel computes for node `i` (the node and its
+  /// inlined producers), and materializes a pointwise output whose count
+  /// exceeds kMaxKernelOps, so that no kernel grows without bound. The count
+  /// adds the producers' counts (each producer once per node), which counts a
+  /// producer shared by two inputs twice; above the cap it is recounted
+  /// exactly, by a walk that stops past the cap.
+  void count_ops(int i) {
+    const Node& n = g_.nodes[i];
+    int64_t ops = 1;
+    for (size_t k = 0; k < n.inputs.size(); ++k) {
+      int p = inlined_producer(n.inputs[k]);
+      bool repeated = false;
+      for (size_t j = 0; j < k && p >= 0 && !repeated; ++j)
+        repeated = inlined_producer(n.inputs[j]) == p;
+      if (p >= 0 && !repeated) ops += ops_[p];
+    }
+    if (ops > kMaxKernelOps) ops = exact_ops(i);
+    ops_[i] = ops;
+    if (ops <= kMaxKernelOps || !opts_.fuse || classify(n) != LoopKind::Pointwise) return;
+    int out = n.outputs[0];
+    if (s_.materialized[out]) return;
+    s_.materialized[out] = true;
+    log(
+        fmt::format("materialize {} (%{}): it ends a chain of {} inlined ops (more than "
+                    "kMaxKernelOps = {}); its consumers continue in another kernel",
+                    n.op, out, ops, kMaxKernelOps));
+  }
+
+  /// The number of distinct nodes in node `i`'s inlined tree, counted up to
+  /// kMaxKernelOps + 1.
+  int64_t exact_ops(int i) {
+    ++stamp_;
+    std::vector<int> stack{i};
+    visit_[i] = stamp_;
+    int64_t count = 0;
+    while (!stack.empty() && count <= kMaxKernelOps) {
+      int cur = stack.back();
+      stack.pop_back();
+      ++count;
+      for (auto& in : g_.nodes[cur].inputs) {
+        int p = inlined_producer(in);
+        if (p >= 0 && visit_[p] != stamp_) {
+          visit_[p] = stamp_;
+          stack.push_back(p);
+        }
+      }
+    }
+    return count;
   }
 
   // ---- placement ---------------------------------------------------------------
@@ -207,9 +271,19 @@ class Scheduler {
     if (opts_.fuse) {
       int best = -1, best_score = -1;
       std::string best_why, last_no;
-      for (int k = static_cast<int>(s_.steps.size()) - 1; k >= 0 && k >= first; --k) {
+      // Only kernels that are not full: the candidates stay few however many
+      // kernels the graph has.
+      for (auto it = open_.rbegin(); it != open_.rend() && *it >= first; ++it) {
+        const int k = *it;
         Step& st = s_.steps[k];
-        if (st.kind != Step::Kind::Kernel || (fresh.reduction && !st.group.reduction)) continue;
+        if (fresh.reduction && (!st.group.reduction || fresh.scan != st.group.scan)) continue;
+        if (step_ops_[k] + ops_[i] > kMaxKernelOps) {
+          if (last_no.empty())
+            last_no =
+                fmt::format("kernel {}: it would compute {} ops, more than kMaxKernelOps = {}", k,
+                            step_ops_[k] + ops_[i], kMaxKernelOps);
+          continue;
+        }
         FusionDecision d = can_join(g_, s_.materialized, st.group, i);
         if (!d) {
           if (last_no.empty()) last_no = fmt::format("kernel {}: {}", k, d.reason);
@@ -221,14 +295,22 @@ class Scheduler {
       }
       if (best >= 0) {
         Step& st = s_.steps[best];
-        if (n.outputs.size() && classify(n) == LoopKind::Reduction)
+        if (n.outputs.size() &&
+            (classify(n) == LoopKind::Reduction || classify(n) == LoopKind::Scan))
           st.group.reductions.push_back(i);
         else
           st.group.stores.push_back(i);
         for (int o : n.outputs) writer_step_[o] = best;
+        step_ops_[best] += ops_[i];
+        if (full(best)) open_.erase(best), full_.insert(best);
         log(fmt::format("fuse {} (%{}) into kernel {}: {}", n.op, n.outputs[0], best, best_why));
         return;
       }
+      if (last_no.empty() && !full_.empty() && *full_.rbegin() >= first)
+        last_no = fmt::format(
+            "kernel {}: it is full (kMaxKernelOps = {} ops or kMaxKernelOutputs = {} stores and "
+            "reductions)",
+            *full_.rbegin(), kMaxKernelOps, kMaxKernelOutputs);
       if (!s_.steps.empty())
         log(fmt::format(
             "new kernel for {} (%{}): {}", n.op, n.outputs[0],
@@ -238,7 +320,19 @@ class Scheduler {
     st.kind = Step::Kind::Kernel;
     st.group = std::move(fresh);
     s_.steps.push_back(std::move(st));
-    for (int o : n.outputs) writer_step_[o] = static_cast<int>(s_.steps.size()) - 1;
+    step_ops_.resize(s_.steps.size(), 0);
+    step_ops_.back() = ops_[i];
+    const int k = static_cast<int>(s_.steps.size()) - 1;
+    (full(k) ? full_ : open_).insert(k);
+    for (int o : n.outputs) writer_step_[o] = k;
+  }
+
+  /// A kernel that takes no more members: kMaxKernelOps ops, or
+  /// kMaxKernelOutputs stores and reductions.
+  bool full(int k) const {
+    const KernelGroup& grp = s_.steps[k].group;
+    return step_ops_[k] >= kMaxKernelOps ||
+           static_cast<int64_t>(grp.stores.size() + grp.reductions.size()) >= kMaxKernelOutputs;
   }
 
   bool shares_reads(int node, const KernelGroup& grp) const {
@@ -267,15 +361,17 @@ class Scheduler {
                         n.op, n.outputs[0]));
       }
       s_.steps.push_back(std::move(st));
+      step_ops_.resize(s_.steps.size(), 0);
       int idx = static_cast<int>(s_.steps.size()) - 1;
       for (int o : n.outputs) writer_step_[o] = idx;
       if (k == LoopKind::Extern) writer_step_[extern_output(s_.steps.back())] = idx;
       return;
     }
     KernelGroup grp;
-    if (k == LoopKind::Reduction) {
+    if (k == LoopKind::Reduction || k == LoopKind::Scan) {
       ReductionInfo info = reduction_info(g_, n);
       grp.reduction = true;
+      grp.scan = k == LoopKind::Scan;
       grp.shape = info.in_sizes;
       grp.rdims = info.dims;
       grp.reductions.push_back(i);
@@ -293,6 +389,9 @@ class Scheduler {
 
   /// A reduction result only its own kernel reads stays in a register.
   void drop_private_reduction_stores() {
+    bool reductions = false;
+    for (auto& st : s_.steps) reductions |= !st.group.reductions.empty();
+    if (!reductions) return;
     std::vector<bool> read_elsewhere(g_.buffers.size(), false);
     for (auto& st : s_.steps) {
       if (st.kind == Step::Kind::Kernel) {
@@ -344,11 +443,12 @@ class Scheduler {
         continue;
       }
       GroupFootprint fp = footprint(g_, s_.materialized, st.group);
-      st.config = choose_config(g_, s_.materialized, st.group, target_, opts_.round_intermediates);
+      st.config = choose_config(g_, st.group, fp, target_, opts_.round_intermediates);
       std::vector<std::string> ops = fp.ops;
       if (ops.size() > 6) ops.resize(6);
       std::string kind;
       if (st.group.reduction) {
+        // Scans take the looped reduction's prefix, as Inductor names them.
         kind = st.config.persistent ? "per" : "red";
       } else {
         // Horizontal: several outputs none of which reads another.
@@ -377,6 +477,11 @@ class Scheduler {
   std::vector<bool> escapes_;
   std::vector<bool> absorbed_;
   std::map<int, Step> extern_steps_;
+  std::vector<int64_t> ops_;       // per node: ops a kernel computes for it (count_ops)
+  std::vector<int64_t> step_ops_;  // per step: ops its kernel computes (0 for non-kernels)
+  std::set<int> open_, full_;      // kernel steps that take more members, and those that do not
+  std::vector<uint64_t> visit_;    // per node: the walk (stamp_) that last visited it
+  uint64_t stamp_ = 0;
 };
 
 }  // namespace

@@ -7,7 +7,9 @@
 // Patterns: vertical fusion of pointwise chains (producers inlined into their
 // consumers); reductions of one domain share a kernel with the pointwise
 // producers they read and the pointwise consumers after them (softmax,
-// layer_norm, var_mean -> one kernel); GEMM + epilogue (bias, activation,
+// layer_norm, var_mean -> one kernel); scans (cumsum) likewise, their
+// pointwise consumers running at each step of the scan (cumsum(exp(x)) / n ->
+// one kernel); GEMM + epilogue (bias, activation,
 // residual add) as one library call with post-ops; horizontal fusion of
 // independent pointwise outputs of one shape into one kernel.
 #pragma once

@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <cstring>
+#include <variant>
+
 #include "core/tensor_impl.h"
 
 namespace smelt::compiler {
@@ -104,6 +107,113 @@ std::string Graph::str() const {
   s += fmt::format("  return ({})\n", fmt::join(outs, ", "));
   for (auto& [dst, src] : mutations) s += fmt::format("  write back %{} -> %{}\n", src, dst);
   return s;
+}
+
+namespace {
+
+/// Word-at-a-time hashing (each word mixed by splitmix64's finalizer).
+struct Hasher {
+  uint64_t h = 0x6a09e667f3bcc909ull;
+  void add(uint64_t v) {
+    v += h + 0x9e3779b97f4a7c15ull;
+    v = (v ^ (v >> 30)) * 0xbf58476d1ce4e5b9ull;
+    v = (v ^ (v >> 27)) * 0x94d049bb133111ebull;
+    h = v ^ (v >> 31);
+  }
+  void add(const std::string& s) {
+    add(s.size());
+    uint64_t w = 0;
+    size_t i = 0;
+    for (; i + 8 <= s.size(); i += 8) {
+      std::memcpy(&w, s.data() + i, 8);
+      add(w);
+    }
+    w = 0;
+    std::memcpy(&w, s.data() + i, s.size() - i);
+    add(w);
+  }
+  void add(double d) {
+    uint64_t w;
+    std::memcpy(&w, &d, 8);
+    add(w);
+  }
+  void add(const Shape& v) {
+    add(v.size());
+    for (auto x : v) add(static_cast<uint64_t>(x));
+  }
+  void add(const Scalar& s) {
+    add(static_cast<uint64_t>(s.kind()));
+    if (s.is_floating())
+      add(s.to_double());
+    else
+      add(static_cast<uint64_t>(s.to_int()));
+  }
+  void add(const Device& d) {
+    add(static_cast<uint64_t>(d.type));
+    add(static_cast<uint64_t>(d.index));
+  }
+  void add(const Operand& o) {
+    add(static_cast<uint64_t>(o.is_scalar()));
+    add(static_cast<uint64_t>(o.dtype));
+    if (o.is_scalar()) return add(*o.scalar);
+    add(static_cast<uint64_t>(o.buf));
+    add(o.sizes);
+    add(o.strides);
+    add(static_cast<uint64_t>(o.offset));
+  }
+  void add(const detail::AttrValue& v) {
+    add(static_cast<uint64_t>(v.index()));
+    std::visit(
+        [this](const auto& x) {
+          using T = std::decay_t<decltype(x)>;
+          if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, int64_t> ||
+                        std::is_same_v<T, DType>)
+            add(static_cast<uint64_t>(x));
+          else
+            add(x);
+        },
+        v);
+  }
+};
+
+}  // namespace
+
+uint64_t Graph::hash() const {
+  Hasher h;
+  h.add(buffers.size());
+  for (auto& b : buffers) {
+    h.add(static_cast<uint64_t>(b.kind));
+    h.add(static_cast<uint64_t>(b.dtype));
+    h.add(b.device);
+    h.add(static_cast<uint64_t>(b.extent));
+    h.add(b.sizes);
+    h.add(static_cast<uint64_t>(b.producer));
+    h.add(static_cast<uint64_t>(b.input_index));
+    h.add(static_cast<uint64_t>(b.captured));
+  }
+  h.add(nodes.size());
+  for (auto& n : nodes) {
+    h.add(n.op);
+    h.add(n.inputs.size());
+    for (auto& in : n.inputs) h.add(in);
+    h.add(n.attrs.items.size());
+    for (auto& [name, value] : n.attrs.items) {
+      h.add(name);
+      h.add(value);
+    }
+    h.add(n.outputs.size());
+    for (int o : n.outputs) h.add(static_cast<uint64_t>(o));
+  }
+  h.add(outputs.size());
+  for (auto& o : outputs) h.add(o);
+  h.add(mutations.size());
+  for (auto& [dst, src] : mutations) {
+    h.add(static_cast<uint64_t>(dst));
+    h.add(static_cast<uint64_t>(src));
+  }
+  h.add(static_cast<uint64_t>(num_inputs));
+  h.add(static_cast<uint64_t>(num_params));
+  return h.h;
 }
 
 Operand whole(const Buffer& b) {

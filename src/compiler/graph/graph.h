@@ -79,6 +79,13 @@ struct Graph {
   std::vector<int> use_counts() const;
   /// Human-readable listing, one node per line.
   std::string str() const;
+  /// A 64-bit hash of everything lowering, fusion and code generation read:
+  /// each buffer's kind, dtype, device, extent, sizes and argument index;
+  /// each node's op, operands (windows, dtypes, exact scalar values),
+  /// attributes and outputs; the outputs and write-backs. The data of
+  /// constant tensors is not hashed: compiled code reads it at run time. One
+  /// pass over the graph (the key of the plan cache, runtime/plan_cache.h).
+  uint64_t hash() const;
 };
 
 /// Operand viewing buffer `b` whole and contiguous.

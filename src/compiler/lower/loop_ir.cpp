@@ -14,6 +14,8 @@ const char* loop_kind_name(LoopKind k) {
       return "pointwise";
     case LoopKind::Reduction:
       return "reduction";
+    case LoopKind::Scan:
+      return "scan";
     case LoopKind::Extern:
       return "extern";
     case LoopKind::Fallback:
@@ -29,9 +31,8 @@ LoopKind classify(const Node& n) {
     case detail::OpKind::Pointwise:
       return LoopKind::Pointwise;
     case detail::OpKind::Reduction:
-      // reductions without an accumulator (cumsum) run their eager kernel
-      return def->accumulator == detail::Accumulator::None ? LoopKind::Fallback
-                                                           : LoopKind::Reduction;
+      if (def->accumulator == detail::Accumulator::None) return LoopKind::Fallback;
+      return def->scan ? LoopKind::Scan : LoopKind::Reduction;
     case detail::OpKind::Extern:
       return LoopKind::Extern;
     case detail::OpKind::Movement:
@@ -60,9 +61,11 @@ ReductionInfo reduction_info(const Graph& g, const Node& n) {
   r.accumulator = std::string(detail::accumulator_name(def->accumulator));
   r.finals.assign(def->finals.begin(), def->finals.end());
   const detail::Accumulation acc =
-      detail::accumulation(def->accumulator, in.dtype, g.buffers[n.outputs[0]].dtype);
+      detail::accumulation(*def, in.dtype, g.buffers[n.outputs[0]].dtype);
   r.elem_dtype = acc.element;
   r.acc_dtype = acc.acc;
+  r.scan = def->scan;
+  if (r.scan) return r;
   if (def->accumulator == detail::Accumulator::Welford)
     r.correction = n.attrs.has("correction") ? n.attrs.as<double>("correction") : 1.0;
   // Eager reduces a contiguous copy when it converts the input to another dtype

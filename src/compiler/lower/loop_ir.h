@@ -1,8 +1,9 @@
 // Lowering in the style of Inductor: each graph node becomes a loop-level
 // description — Pointwise (a function from an output index to an expression
 // over loads), Reduction (the same, plus a reduced range and an accumulator
-// from src/kernels/reduce_ops.h), Extern (a library call: GEMM) or Fallback
-// (an op without a lowering, run through its eager kernel). Views are index
+// from src/kernels/reduce_ops.h), Scan (an accumulator carried along one dim
+// in index order, its every step a result: cumsum), Extern (a library call:
+// GEMM) or Fallback (an op without a lowering, run through its eager kernel). Views are index
 // remaps: an operand's window maps an iteration index (symbolic, IndexExpr) to
 // a flat offset, or to the index of the producer it reads, without any copy.
 #pragma once
@@ -15,7 +16,7 @@
 
 namespace smelt::compiler {
 
-enum class LoopKind { Pointwise, Reduction, Extern, Fallback };
+enum class LoopKind { Pointwise, Reduction, Scan, Extern, Fallback };
 const char* loop_kind_name(LoopKind k);
 LoopKind classify(const Node& n);
 
@@ -38,7 +39,9 @@ struct ReductionOrder {
   int64_t tasks = 0;
 };
 
-/// A reduction node as the code generator sees it.
+/// A reduction or scan node as the code generator sees it. A scan's `dims` is
+/// its one scanned dim ({} for a 0-dim input), `rnumel` the dim's length, and
+/// it visits the dim in index order (`order` is not used).
 struct ReductionInfo {
   std::string
       accumulator;   // smelt::reduce struct: Sum, Prod, Max, Min, ArgMax, ArgMin, Welford, Any, All
@@ -52,6 +55,7 @@ struct ReductionInfo {
   /// Per output: "value", "index", "mean", "var", "std".
   std::vector<std::string> finals;
   double correction = 1;
+  bool scan = false;  // an inclusive scan (OpDef::scan): the result has in_sizes
 };
 ReductionInfo reduction_info(const Graph& g, const Node& n);
 

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <map>
+#include <unordered_map>
 
 #include "compiler/trace/tracer.h"
 #include "core/tensor_impl.h"
@@ -34,6 +35,49 @@ std::vector<bool> live_nodes(const Graph& g) {
 }
 
 namespace {
+
+/// Appends the bytes of each value to a CSE key.
+template <class... T>
+void append_key(std::string& key, T... values) {
+  (key.append(reinterpret_cast<const char*>(&values), sizeof(values)), ...);
+}
+
+/// The start of a node's CSE key: its op and attributes.
+std::string key_prefix(const Node& n) {
+  std::string key = n.op;
+  key += '|';
+  key += n.attrs.str();
+  return key;
+}
+
+/// Appends what one input of a node reads to its CSE key: the operand `now`
+/// (a window of a buffer of the new graph, or an exact scalar) or, when
+/// `real` is not null, a window of that real tensor's storage.
+void append_input_key(std::string& key, const Operand& now, const void* real) {
+  key += '|';
+  if (now.is_scalar()) {
+    append_key(key, 's', static_cast<int64_t>(now.scalar->kind()), static_cast<int64_t>(now.dtype));
+    if (now.scalar->is_floating())
+      append_key(key, now.scalar->to_double());
+    else
+      append_key(key, now.scalar->to_int());
+    return;
+  }
+  if (real)
+    append_key(key, 'c', reinterpret_cast<intptr_t>(real));
+  else
+    append_key(key, 't', static_cast<int64_t>(now.buf));
+  append_key(key, static_cast<int64_t>(now.dtype), now.offset,
+             static_cast<int64_t>(now.sizes.size()));
+  for (size_t d = 0; d < now.sizes.size(); ++d) append_key(key, now.sizes[d], now.strides[d]);
+}
+
+/// Whether a real (non-tracer) input lets its node fold: only constants the
+/// function created fold; a captured tensor is read at every call.
+bool folds(const Graph& g, const Operand& in) {
+  return in.is_scalar() ||
+         !(g.buffers[in.buf].kind == BufferKind::Constant && g.buffers[in.buf].captured);
+}
 
 bool foldable(const std::string& op) {
   const detail::OpDef* def = detail::find_op(op);
@@ -123,16 +167,19 @@ class Replayer {
   void bind_outputs(const Node& n, const std::vector<Tensor>& results) {
     SMELT_INTERNAL_ASSERT(results.size() == n.outputs.size(), "{}: {} results for {} outputs", n.op,
                           results.size(), n.outputs.size());
+    auto dense = [&](const Tensor& t) {
+      Operand o = nb_.operand_of(t);
+      return is_whole_contiguous(o, nb_.graph.buffers[o.buf]);
+    };
     for (size_t k = 0; k < results.size(); ++k) {
       Tensor r = results[k];
       const Buffer& ob = src_.buffers[n.outputs[k]];
       // Old consumers index the output as a dense row-major block.
       if (r.is_tracer()) {
-        Operand ro = nb_.operand_of(r);
-        if (!is_whole_contiguous(ro, nb_.graph.buffers[ro.buf]) || ro.dtype != ob.dtype)
+        if (!dense(r) || r.dtype() != ob.dtype) {
           r = smelt::clone(r.to(ob.dtype));
-        if (!is_whole_contiguous(nb_.operand_of(r), nb_.graph.buffers[nb_.operand_of(r).buf]))
-          r = smelt::clone(r);
+          if (!dense(r)) r = smelt::clone(r);
+        }
       } else if (!r.is_contiguous() || r.dtype() != ob.dtype) {
         r = smelt::clone(r.to(ob.dtype));
       }
@@ -143,20 +190,17 @@ class Replayer {
   void replay(const Node& n) {
     std::vector<Tensor> inputs;
     bool all_const = true;
-    std::string key = n.op + "|" + n.attrs.str();
+    // The CSE key: the op, its attributes and what each input reads (a window
+    // of a new buffer, an exact scalar, or a window of a constant's storage).
+    std::string key = key_prefix(n);
     for (auto& in : n.inputs) {
       inputs.push_back(tensor_of(in));
-      // Only constants the function created fold: a captured tensor is read at every call.
-      if (inputs.back().is_tracer() ||
-          (!in.is_scalar() && src_.buffers[in.buf].kind == BufferKind::Constant &&
-           src_.buffers[in.buf].captured))
-        all_const = false;
-      Operand now = inputs.back().is_tracer() ? nb_.operand_of(inputs.back()) : in;
-      key += "|" +
-             (inputs.back().is_tracer() || in.is_scalar()
-                  ? now.str()
-                  : fmt::format("c{}:{}", static_cast<const void*>(inputs.back().storage().get()),
-                                now.str()));
+      const Tensor& t = inputs.back();
+      if (t.is_tracer() || !folds(src_, in)) all_const = false;
+      if (t.is_tracer())
+        append_input_key(key, nb_.operand_of(t), nullptr);
+      else
+        append_input_key(key, in, in.is_scalar() ? nullptr : t.storage().get());
     }
     // A node whose result the function returns is its own tensor in eager mode
     // (x + 1, x + 1 are two tensors): it is never merged into another.
@@ -203,21 +247,74 @@ class Replayer {
   GraphBuilder nb_;
   std::vector<Tensor> value_;  // old buffer -> its value (dense view) in the new graph
   std::map<int, int> input_map_;
-  std::map<std::string, std::vector<int>> seen_;
+  std::unordered_map<std::string, std::vector<int>> seen_;
   std::vector<bool> returned_;  // old buffers the function returns
 };
 
+/// Whether replaying `g` with `opts` could give another graph than `g`: it
+/// has write-backs (which the replay derives again), or a pass applies to a
+/// node — DCE to a dead node, decomposition to a composite, folding to a node
+/// over constants the function created, CSE to a node that repeats an earlier
+/// one (with the replay's tests and keys, on the graph as it is: while
+/// nothing changes, the replay's new graph is `g` buffer for buffer).
+bool replay_changes(const Graph& g, const PassOptions& opts) {
+  if (!g.mutations.empty()) return true;
+  if (opts.dce)
+    for (bool live : live_nodes(g))
+      if (!live) return true;
+  std::vector<bool> returned(g.buffers.size(), false);
+  for (auto& o : g.outputs)
+    if (!o.is_scalar()) returned[o.buf] = true;
+  auto key_of = [&](const Node& n) {
+    std::string key = key_prefix(n);
+    for (auto& in : n.inputs) {
+      const bool real = !in.is_scalar() && g.buffers[in.buf].kind == BufferKind::Constant;
+      append_input_key(key, in, real ? g.buffers[in.buf].constant.storage().get() : nullptr);
+    }
+    return key;
+  };
+  // CSE: the first node of each key hash. A hash seen before is a repeated
+  // node, or (different keys, vanishingly rare) taken as one: the replay then
+  // runs and decides.
+  std::unordered_map<size_t, size_t> seen;
+  seen.reserve(g.nodes.size());
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    if (opts.decompose && detail::find_decomposition(n.op)) return true;
+    bool all_const = true;
+    for (auto& in : n.inputs) {
+      const bool tracer = !in.is_scalar() && g.buffers[in.buf].kind != BufferKind::Constant;
+      if (tracer || !folds(g, in)) all_const = false;
+    }
+    if (opts.fold_constants && all_const && !n.inputs.empty() && foldable(n.op)) return true;
+    // The replay clones a recorded result that is not one dense block (bind_outputs).
+    for (int o : n.outputs) {
+      Operand r = whole(g.buffers[o]);
+      if (!is_whole_contiguous(r, g.buffers[o])) return true;
+    }
+    bool ret = false;
+    for (int o : n.outputs) ret = ret || returned[o];
+    if (!opts.cse || ret) continue;
+    if (!seen.emplace(std::hash<std::string>{}(key_of(n)), i).second) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
-namespace {
 bool has_composites(const Graph& g) {
   for (auto& n : g.nodes)
     if (detail::find_decomposition(n.op)) return true;
   return false;
 }
-}  // namespace
+
+Graph run_passes(Graph&& g, const PassOptions& opts, PassStats* stats) {
+  if (opts.keep_unchanged && !replay_changes(g, opts)) return std::move(g);
+  return run_passes(static_cast<const Graph&>(g), opts, stats);
+}
 
 Graph run_passes(const Graph& g, const PassOptions& opts, PassStats* stats) {
+  if (opts.keep_unchanged && !replay_changes(g, opts)) return g;
   PassStats local;
   PassStats& st = stats ? *stats : local;
   Graph out = Replayer(g, opts, st).run();

@@ -15,6 +15,10 @@ struct PassOptions {
   bool cse = true;
   bool decompose = true;
   bool fold_constants = true;
+  /// When no pass would change the graph (nothing dead, composite, foldable
+  /// or repeated, no write-backs), return it as it is instead of replaying it
+  /// into an identical copy. false: always replay (tests compare the two).
+  bool keep_unchanged = true;
 };
 
 /// Statistics of one run_passes call, for the `graph` log.
@@ -28,6 +32,11 @@ struct PassStats {
 
 /// Returns the graph after the enabled passes (the input is not modified).
 Graph run_passes(const Graph& g, const PassOptions& opts, PassStats* stats = nullptr);
+/// The same, moving `g` into the result when no pass changes it.
+Graph run_passes(Graph&& g, const PassOptions& opts, PassStats* stats = nullptr);
+
+/// True when some node of `g` is a composite op that decomposition expands.
+bool has_composites(const Graph& g);
 
 /// Indices of the nodes whose results reach an output or a write-back.
 std::vector<bool> live_nodes(const Graph& g);

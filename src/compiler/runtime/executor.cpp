@@ -365,9 +365,15 @@ std::vector<Tensor> CompiledGraph::run(const std::vector<Tensor>& args,
     }
   }
   check_errors();
-  for (auto& [dst, src] : g_.mutations)
+  for (auto& [dst, src] : g_.mutations) {
     be.copy_on_device(ptr[dst], ptr[src], g_.buffers[dst].extent * itemsize(g_.buffers[dst].dtype),
                       stream);
+    // An in-place write, as eager's copy_: the version counter moves on.
+    const Buffer& b = g_.buffers[dst];
+    if (b.kind == BufferKind::Input) args.at(b.input_index).storage()->bump_version();
+    if (b.kind == BufferKind::Param) params.at(b.input_index).storage()->bump_version();
+    if (b.kind == BufferKind::Constant) b.constant.storage()->bump_version();
+  }
   std::vector<Tensor> outs;
   for (Operand o : g_.outputs) {
     // The final contents of a mutated input were written back into it: eager

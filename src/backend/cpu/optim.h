@@ -1,0 +1,21 @@
+// The CPU's multi-tensor optimizer steps (Backend::sgd_step / adam_step): one
+// parallel loop over every element of every tensor of a group, each element
+// updated by the functor of kernels/optim_ops.h.
+#pragma once
+#include <vector>
+
+#include "core/tensor_impl.h"
+#include "kernels/optim_ops.h"
+
+namespace smelt::cpu {
+
+/// See Backend::sgd_step.
+void sgd_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+              const std::vector<Tensor>& momentum_buffers, const optim_ops::SgdHyper& hyper);
+/// See Backend::adam_step.
+void adam_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+               const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
+               const std::vector<Tensor>& max_exp_avg_sqs,
+               const std::vector<optim_ops::AdamHyper>& hyper);
+
+}  // namespace smelt::cpu
