@@ -21,6 +21,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device.h"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/optim.h"
 #include "backend/cuda/pointwise.h"
 #include "backend/cuda/reduce.h"
 #include "backend/cuda/tensor_args.h"
@@ -332,6 +333,43 @@ class CudaBackend final : public backend::Backend {
       a.index_strides[d] = index.strides()[static_cast<size_t>(d)] * isz;
     launch_gather(a);
   }
+  void scatter_add(const Tensor& out, int64_t dim, const Tensor& index,
+                   const Tensor& src) override {
+    if (index.numel() == 0) return;
+    SMELT_CHECK(index.dim() <= kMaxDims, "CUDA scatter_add: at most {} dims are supported",
+                kMaxDims);
+    DeviceGuard guard(out.device().index);
+    ScatterAddArgs a;
+    const int64_t nd = index.dim();
+    // Byte strides of an operand along index's dims (0-dim: one line of one element).
+    auto bytes = [](const Tensor& t, int64_t d) {
+      return t.dim() == 0
+                 ? 0
+                 : t.strides()[static_cast<size_t>(d)] * static_cast<int64_t>(t.element_size());
+    };
+    a.lines.ndim = static_cast<int>(std::max<int64_t>(nd, 1));
+    a.lines.sizes[0] = 1;
+    a.lines.numel = 1;
+    for (int64_t d = 0; d < nd; ++d) {
+      const int64_t size = d == dim ? 1 : index.sizes()[static_cast<size_t>(d)];
+      a.lines.sizes[d] = size;
+      a.lines.numel *= size;
+      a.out_strides[d] = d == dim ? 0 : bytes(out, d);
+      a.src_strides[d] = d == dim ? 0 : bytes(src, d);
+      a.index_strides[d] = d == dim ? 0 : bytes(index, d);
+    }
+    a.len = nd == 0 ? 1 : index.sizes()[static_cast<size_t>(dim)];
+    a.out_dim_stride = bytes(out, dim);
+    a.src_dim_stride = bytes(src, dim);
+    a.index_dim_stride = bytes(index, dim);
+    a.out = static_cast<char*>(out.data_ptr());
+    a.src = static_cast<const char*>(src.data_ptr());
+    a.dtype = out.dtype();
+    a.index = static_cast<const char*>(index.data_ptr());
+    a.index_dtype = index.dtype();
+    a.stream = stream_for(out);
+    launch_scatter_add(a);
+  }
   void index_copy(const Tensor& out, const Tensor& index, const Tensor& src) override {
     if (index.numel() == 0 || out.numel() == 0) return;
     DeviceGuard guard(out.device().index);
@@ -348,6 +386,18 @@ class CudaBackend final : public backend::Backend {
     launch_triangle_zero(static_cast<char*>(out.data_ptr()), out.numel(), out.size(-2),
                          out.size(-1), diagonal, lower, static_cast<int>(out.element_size()),
                          stream_for(out));
+  }
+
+  void sgd_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                const std::vector<Tensor>& momentum_buffers,
+                const optim_ops::SgdHyper& hyper) override {
+    impl::sgd_step(params, grads, momentum_buffers, hyper);
+  }
+  void adam_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                 const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
+                 const std::vector<Tensor>& max_exp_avg_sqs,
+                 const std::vector<optim_ops::AdamHyper>& hyper) override {
+    impl::adam_step(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, hyper);
   }
 
  private:

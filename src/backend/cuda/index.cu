@@ -1,7 +1,8 @@
 // CUDA indexing kernels (index_select, gather, embedding rows, index_copy,
 // tril / triu): they move elements as raw bytes of the element size, so one
-// instantiation per size serves every dtype. Indices are in range (the ops
-// check them before launching).
+// instantiation per size serves every dtype; scatter_add, which adds, has one
+// per dtype (scalar::add, as the CPU). Indices are in range (the ops check
+// them before launching).
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/loops.cuh"
 
@@ -45,6 +46,25 @@ __global__ void __launch_bounds__(kBlockThreads)
   }
 }
 
+template <class T, class index_t>
+__global__ void __launch_bounds__(kBlockThreads)
+    scatter_add_kernel(const ScatterAddArgs a, const OffsetCalc<3, index_t> calc) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t l = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; l < a.lines.numel;
+       l += step) {
+    index_t off[3];
+    calc.get(static_cast<index_t>(l), off);
+    char* out = a.out + static_cast<int64_t>(off[0]);
+    const char* src = a.src + static_cast<int64_t>(off[1]);
+    const char* index = a.index + static_cast<int64_t>(off[2]);
+    for (int64_t j = 0; j < a.len; ++j) {
+      const int64_t k = load_as<int64_t>(index + j * a.index_dim_stride, a.index_dtype);
+      T& d = *reinterpret_cast<T*>(out + k * a.out_dim_stride);
+      d = scalar::add<T>(d, *reinterpret_cast<const T*>(src + j * a.src_dim_stride));
+    }
+  }
+}
+
 template <class G>
 void by_size(int elem, const G& g) {
   switch (elem) {
@@ -74,6 +94,24 @@ void launch_gather(const GatherArgs& a) {
     } else {
       gather_kernel<E, int64_t>
           <<<grid, kBlockThreads, 0, a.stream>>>(a, OffsetCalc<2, int64_t>(a.geom, strides));
+    }
+    SMELT_CUDA_CHECK_LAUNCH();
+  });
+}
+
+void launch_scatter_add(const ScatterAddArgs& a) {
+  if (a.lines.numel == 0 || a.len == 0) return;
+  const int64_t* strides[3] = {a.out_strides, a.src_strides, a.index_strides};
+  const bool small = fits_32bit(a.lines, strides, 3);
+  dispatch_dtype(a.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const unsigned grid = grid_for(a.lines.numel, kBlockThreads);
+    if (small) {
+      scatter_add_kernel<T, uint32_t>
+          <<<grid, kBlockThreads, 0, a.stream>>>(a, OffsetCalc<3, uint32_t>(a.lines, strides));
+    } else {
+      scatter_add_kernel<T, int64_t>
+          <<<grid, kBlockThreads, 0, a.stream>>>(a, OffsetCalc<3, int64_t>(a.lines, strides));
     }
     SMELT_CUDA_CHECK_LAUNCH();
   });

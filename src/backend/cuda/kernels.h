@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "backend/cuda/kernel_args.h"
+#include "kernels/optim_ops.h"
 
 namespace smelt::cuda::impl {
 
@@ -137,6 +138,25 @@ struct GatherArgs {
 };
 void launch_gather(const GatherArgs& args);
 
+/// scatter_add (Backend::scatter_add): out[.., index[..], ..] += src[.., i, ..]
+/// along one dim. `lines` is index's shape with that dim of size 1; each line
+/// (one thread) walks the `len` positions of the dim in order, so repeated
+/// indices add up in the CPU's order, without atomics (bitwise the CPU's
+/// result). Strides in bytes; out is contiguous.
+struct ScatterAddArgs {
+  Geometry lines;
+  int64_t out_strides[kMaxDims] = {}, src_strides[kMaxDims] = {}, index_strides[kMaxDims] = {};
+  int64_t len = 0;
+  int64_t out_dim_stride = 0, src_dim_stride = 0, index_dim_stride = 0;
+  char* out = nullptr;
+  const char* src = nullptr;
+  DType dtype = DType::Float32;
+  const char* index = nullptr;
+  DType index_dtype = DType::Int64;
+  cudaStream_t stream = nullptr;
+};
+void launch_scatter_add(const ScatterAddArgs& args);
+
 /// out rows index[j] (int64, contiguous) along dim 0 = src rows j: `rows`
 /// rows of `row_bytes` bytes each, both contiguous.
 void launch_index_copy(char* out, const char* src, const int64_t* index, int64_t rows,
@@ -195,5 +215,46 @@ void launch_softmax(const void* x, void* out, DType dtype, int64_t rows, int64_t
 /// (Backend::fused_layer_norm).
 void launch_layer_norm(const void* x, void* out, DType dtype, int64_t rows, int64_t n,
                        const void* weight, const void* bias, double eps, cudaStream_t stream);
+
+}  // namespace smelt::cuda::impl
+
+namespace smelt::cuda::impl {
+
+// ---- optim.cu ----
+
+/// One tensor of a multi-tensor optimizer step: the parameter, its gradient
+/// and up to three state tensors (SGD: a = momentum buffer; Adam: a = exp_avg,
+/// b = exp_avg_sq, c = max_exp_avg_sq), all contiguous, n elements of one
+/// dtype. Unused state pointers are null.
+struct OptimTensor {
+  void* p = nullptr;
+  const void* g = nullptr;
+  void* a = nullptr;
+  void* b = nullptr;
+  void* c = nullptr;
+  int64_t n = 0;
+};
+/// A run of elements [begin, begin + kOptimChunk) of tensor `tensor` (cut at its end).
+struct OptimChunk {
+  int64_t tensor = 0, begin = 0;
+};
+/// Elements per chunk: one block of the step kernel each.
+inline constexpr int64_t kOptimChunk = 8192;
+
+/// A group's tables in device memory, filled by the caller: one OptimTensor
+/// per tensor and n_chunks chunks covering every element. One kernel launch
+/// runs the whole group, each element updated by kernels/optim_ops.h's functor
+/// in float (float64 for float64) as on the CPU, bitwise (optim.cu is compiled
+/// without FMA contraction). Adam's hyperparameters are per tensor (device
+/// memory, one per OptimTensor).
+struct OptimArgs {
+  DType dtype = DType::Float32;
+  const OptimTensor* tensors = nullptr;
+  const OptimChunk* chunks = nullptr;
+  int64_t n_chunks = 0;
+  cudaStream_t stream = nullptr;
+};
+void launch_sgd_step(const OptimArgs& args, const optim_ops::SgdHyper& hyper);
+void launch_adam_step(const OptimArgs& args, const optim_ops::AdamHyper* hyper);
 
 }  // namespace smelt::cuda::impl
