@@ -1,9 +1,12 @@
 // The backend registry (one slot per DeviceType) and the device-neutral
-// contracts of backend.h that every backend shares.
+// contracts of backend.h that every backend shares, and the float32 matmul
+// precision setting GEMM backends read.
 #include "backend/backend.h"
 
 #include <array>
 #include <atomic>
+#include <mutex>
+#include <string>
 
 namespace smelt::backend {
 
@@ -18,6 +21,30 @@ std::array<std::atomic<Backend*>, kDeviceTypes>& slots() {
 void register_backend(Backend* b) {
   slots()[static_cast<size_t>(b->type())].store(b);
   register_allocator(b->type(), &b->allocator());
+}
+
+Backend* find_backend(DeviceType type) { return slots()[static_cast<size_t>(type)].load(); }
+
+namespace {
+std::mutex g_precision_mu;
+std::string& precision_slot() {
+  static std::string p = "highest";
+  return p;
+}
+}  // namespace
+
+void set_float32_matmul_precision(const std::string& precision) {
+  SMELT_CHECK(precision == "highest" || precision == "high" || precision == "medium",
+              "set_float32_matmul_precision: unknown precision '{}'; use \"highest\", \"high\" "
+              "or \"medium\"",
+              precision);
+  std::lock_guard<std::mutex> lock(g_precision_mu);
+  precision_slot() = precision;
+}
+
+std::string float32_matmul_precision() {
+  std::lock_guard<std::mutex> lock(g_precision_mu);
+  return precision_slot();
 }
 
 Backend& backend_for(DeviceType type) {
@@ -106,6 +133,19 @@ void gemm_over_batch(Backend& be, Gemm g, const std::vector<GemmBatchDim>& dims,
     gi.c = c0 + co * isz;
     if (residual) gi.epilogue.residual = r0 + ro * isz;
     be.gemm(gi, stream);
+  }
+}
+
+int uniform_bits(DType dtype) {
+  switch (dtype) {
+    case DType::Float16:
+      return 11;
+    case DType::BFloat16:
+      return 8;
+    case DType::Float32:
+      return 24;
+    default:
+      return 53;
   }
 }
 

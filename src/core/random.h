@@ -22,9 +22,9 @@
 
 namespace smelt::detail {
 
-/// Philox4x32-10 bijection of (counter, key): four 32-bit outputs.
+/// Philox4x32-10 bijection of (counter, key): four 32-bit outputs
+/// (random::philox4x32 of src/kernels/random_ops.h, shared with the devices).
 struct Philox4x32 {
-  static void round(uint32_t ctr[4], const uint32_t key[2]);
   /// Output block for counter `ctr` (128 bits, little-endian words) and `key`.
   static void block(const uint32_t ctr_in[4], uint64_t key, uint32_t out[4]);
 };

@@ -6,13 +6,17 @@
 //
 // Precision follows PyTorch: float16 / bfloat16 inputs are computed in float32
 // and rounded once at the end (softmax, norms, attention); softmax subtracts
-// the row max before exp.
+// the row max before exp. Run eagerly over contiguous rows, softmax,
+// log_softmax and layer_norm may be taken whole by a backend's fused kernel
+// (Backend::fused_softmax / fused_layer_norm: the same formulas in one pass).
 #include <cmath>
 #include <limits>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "backend/backend.h"
+#include "core/tensor_impl.h"
 #include "ops/decompose.h"
 #include "ops/pointwise.h"
 #include "smelt/autograd.h"
@@ -55,10 +59,21 @@ std::vector<Tensor> linear_decomp(const std::vector<Tensor>& in, const Attrs& at
   return {y};
 }
 
+/// True when a decomposition runs eagerly on `x` over a contiguous row layout
+/// (last dim), where a backend's fused kernel may take the whole op.
+bool fusable_rows(const Tensor& x) {
+  return !is_tracer(x) && x.dim() >= 1 && x.numel() > 0 && x.is_contiguous() &&
+         is_floating(x.dtype());
+}
+
 std::vector<Tensor> softmax_common(const std::vector<Tensor>& in, const Attrs& attrs, bool log) {
   const DType out = attrs.as<DType>("dtype");
   const int64_t dim = attrs.as<int64_t>("dim");
   Tensor x = cast(in[0], out);  // PyTorch casts to `dtype` before the op
+  if (fusable_rows(x) && dim == x.dim() - 1) {
+    Tensor y = make_empty(x.sizes(), x.dtype(), x.device(), log ? "log_softmax" : "softmax");
+    if (backend::backend(x.device()).fused_softmax(x, log, y)) return {y};
+  }
   const bool scalar = x.dim() == 0;
   if (scalar) x = x.reshape({1});
   Tensor xc = upcast(x);
@@ -84,6 +99,16 @@ std::vector<Tensor> layer_norm_decomp(const std::vector<Tensor>& in, const Attrs
   Tensor w = opt.take("has_weight"), b = opt.take("has_bias");
   const auto& ns = attrs.as<std::vector<int64_t>>("normalized_shape");
   const std::vector<int64_t> dims = trailing_dims(x.dim(), static_cast<int64_t>(ns.size()));
+  auto fits = [&](const Tensor& p) {
+    return !p.defined() || (!is_tracer(p) && p.is_contiguous() && p.dtype() == x.dtype() &&
+                            p.device() == x.device());
+  };
+  if (fusable_rows(x) && fits(w) && fits(b)) {
+    Tensor y = make_empty(x.sizes(), x.dtype(), x.device(), "layer_norm");
+    if (backend::backend(x.device())
+            .fused_layer_norm(x, shape_numel(ns), w, b, attrs.as<double>("eps"), y))
+      return {y};
+  }
   Tensor xc = upcast(x);
   auto [var, mean] = var_mean(xc, dims, /*correction=*/0, /*keepdim=*/true);
   Tensor y = mul(sub(xc, mean), rsqrt(add(var, Scalar(attrs.as<double>("eps")))));

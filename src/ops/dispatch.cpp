@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "ops/op_table.h"
 #include "smelt/autograd.h"
 
 namespace smelt::detail {
@@ -128,9 +129,32 @@ static TraceContext& require_trace(const std::string& op) {
   return *ctx;
 }
 
+namespace {
+/// PyTorch's same-device rule: every input is on the outputs' device, except
+/// wrapped numbers, and 0-dim CPU tensors in ops whose kernels read them as
+/// values (pointwise ops, masked_fill, index_put's values); index_put's
+/// indices are read on the host wherever they are.
+void check_devices(const std::string& op, const std::vector<Tensor>& inputs, Device dev) {
+  const OpDef* def = find_op(op);
+  const bool cpu_scalars = (def != nullptr && def->kind == OpKind::Pointwise) ||
+                           op == "masked_fill" || op == "index_put";
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& t = inputs[i];
+    if (!t.defined() || t.is_wrapped_number() || t.device() == dev) continue;
+    if (op == "index_put" && i == 1) continue;
+    if (cpu_scalars && t.device().is_cpu() && t.dim() == 0) continue;
+    SMELT_CHECK(false,
+                "{}: Expected all tensors to be on the same device, but found at least two "
+                "devices, {} and {} (input {} of shape {}); move them with .to(device)",
+                op, dev.str(), t.device().str(), i, shape_str(t.sizes()));
+  }
+}
+}  // namespace
+
 std::vector<Tensor> run_op(const std::string& op, const std::vector<Tensor>& inputs,
                            const Attrs& attrs, const std::vector<OutMeta>& outs,
                            const Kernel& kernel) {
+  if (!outs.empty()) check_devices(op, inputs, outs[0].device);
   TraceContext* ctx = trace_context();
   const bool grad = grad_needed(inputs);
   if (any_tracer(inputs) || (ctx && ctx->captures(inputs))) {

@@ -97,6 +97,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
           dims[d] = {batch[d], as[d], bs[d], cs[d] * m * n, 0};
         backend::Backend& be = backend::backend(a.device());
         backend::Gemm g;
+        g.device = a.device();
         g.dtype = a.dtype();
         g.m = m;
         g.n = n;

@@ -1195,6 +1195,55 @@ CaseResult check_program(const Program& p, uint64_t seed, int index) {
   return r;
 }
 
+CaseResult check_program_on_device(const Program& p, Device device, uint64_t seed, int index) {
+  CaseResult r;
+  g_bad_output = -1;
+  auto fail = [&](const std::string& what) {
+    r.ok = false;
+    r.summary = fmt::format("case {} (seed {}, {}): {}", index, seed, device.str(), what);
+    r.report = fmt::format("--- reproducer: smelt fuzz --device {} --seed {} (case {}) ---\n{}{}\n",
+                           device.str(), seed, index, program_str(p), what);
+  };
+  std::vector<Tensor> in = make_inputs(p);
+  std::vector<Tensor> want;
+  try {
+    want = interpret(p, in);
+  } catch (const Error& e) {
+    fail(fmt::format("eager raised (the generator should not keep such programs): {}", e.what()));
+    return r;
+  }
+  std::vector<Tensor> on_device;
+  for (auto& t : in) on_device.push_back(t.to(device));
+  std::vector<Tensor> got;
+  try {
+    got = interpret(p, on_device);
+  } catch (const std::exception& e) {
+    fail(fmt::format("{} raised, the CPU did not: {}", device.str(), e.what()));
+    return r;
+  }
+  r.kernels = "eager on " + device.str();
+  if (got.size() != want.size()) {
+    fail(fmt::format("{} returned {} outputs, the CPU {}", device.str(), got.size(), want.size()));
+    return r;
+  }
+  for (size_t k = 0; k < want.size(); ++k) {
+    const int v = p.outputs[k];
+    if (got[k].device() != device) {
+      fail(fmt::format("output {} ({}) is on {}, not {}", k, vname(v), got[k].device().str(),
+                       device.str()));
+      return r;
+    }
+    const double tol = std::max(base_tol(want[k].dtype()), p.scale[v]);
+    const std::string d = compare(want[k], got[k].cpu(), tol);
+    if (!d.empty()) {
+      g_bad_output = static_cast<int>(k);
+      fail(fmt::format("output {} ({}): {}", k, vname(v), d));
+      return r;
+    }
+  }
+  return r;
+}
+
 Program minimize(const Program& p, uint64_t seed, int index) {
   CaseResult r = check_program(p, seed, index);
   if (r.ok) return p;
@@ -1248,7 +1297,9 @@ FuzzSummary run(const FuzzOptions& opts, std::FILE* log) {
   for (int i = 0; i < opts.cases; ++i) {
     Program p = generate(opts.seed, i);
     for (const Step& s : p.steps) ++sum.op_counts[s.op];
-    CaseResult r = check_program(p, opts.seed, i);
+    CaseResult r = opts.device.empty()
+                       ? check_program(p, opts.seed, i)
+                       : check_program_on_device(p, Device(opts.device), opts.seed, i);
     ++sum.cases;
     if (r.graph_break) ++sum.graph_breaks;
     if (!r.ok) ++sum.mismatches;
@@ -1264,7 +1315,7 @@ FuzzSummary run(const FuzzOptions& opts, std::FILE* log) {
     sum.failures.push_back(r.summary);
     std::fprintf(log, "FAIL %s\n", r.summary.c_str());
     if (opts.verbose) std::fprintf(log, "%s", r.report.c_str());
-    if (opts.minimize) {
+    if (opts.minimize && opts.device.empty()) {
       Program m = minimize(p, opts.seed, i);
       CaseResult mr = check_program(m, opts.seed, i);
       std::fprintf(log, "%s", (mr.ok ? r.report : mr.report).c_str());

@@ -1,4 +1,5 @@
-// Differential fuzzing of smelt::compile against eager mode. Not part of the
+// Differential fuzzing of smelt::compile against eager mode, and of eager mode
+// on a GPU against eager mode on the CPU (FuzzOptions::device). Not part of the
 // library: built as the static library smelt_fuzz, which `smelt fuzz` and
 // tests/fuzz/test_fuzz.cpp link.
 //
@@ -115,6 +116,10 @@ struct CaseResult {
 };
 /// Runs `p` eagerly and compiled and compares; `seed`/`index` only label the report.
 CaseResult check_program(const Program& p, uint64_t seed, int index);
+/// Runs `p` eagerly on the CPU and eagerly on `device` (its inputs moved there)
+/// and compares as check_program does (the device's library math and
+/// summation order differ from the CPU's as generated code's do).
+CaseResult check_program_on_device(const Program& p, Device device, uint64_t seed, int index);
 /// Drops every step and output the first failing output does not need, and
 /// returns the smallest program that still fails (or `p` if none does).
 Program minimize(const Program& p, uint64_t seed, int index);
@@ -131,6 +136,9 @@ struct FuzzOptions {
   uint64_t seed = 0;
   bool verbose = false;
   bool minimize = true;  // print a minimized reproducer after a failure
+  /// Empty: compiled vs eager. "cuda" (or "cuda:N"): eager on that device vs
+  /// eager on the CPU (check_program_on_device).
+  std::string device;
   /// Called after every case with the counts so far (`smelt fuzz` draws its progress line).
   std::function<void(const FuzzSummary&)> on_case;
   /// Called before anything is written to the log (to erase a progress line first).

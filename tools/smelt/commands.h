@@ -12,10 +12,11 @@ namespace smelt::cli {
 int cmd_ops();
 
 struct GoldenOptions {
-  std::string manifest;   // path to a golden .json manifest
-  bool compiled = false;  // run each case's op through smelt::compile
-  std::string filter;     // only cases whose id contains this
-  bool verbose = false;   // also print passing cases
+  std::string manifest;        // path to a golden .json manifest
+  bool compiled = false;       // run each case's op through smelt::compile
+  std::string filter;          // only cases whose id contains this
+  bool verbose = false;        // also print passing cases
+  std::string device = "cpu";  // where the ops run: cpu, cuda, cuda:N (inputs moved there)
 };
 /// `smelt golden <manifest>`: runs every case, one line per failure, then
 /// "N passed, M failed"; returns 0 only when none failed (golden.cpp).
@@ -74,6 +75,7 @@ struct FuzzOptions {
   int cases = 100;
   uint64_t seed = 0;
   bool verbose = false;
+  std::string device;  // "": compiled vs eager; "cuda": eager on the GPU vs eager on the CPU
 };
 /// `smelt fuzz --cases N --seed S`: differential compiled-vs-eager fuzzing (fuzz.cpp).
 int cmd_fuzz(const FuzzOptions& opts);

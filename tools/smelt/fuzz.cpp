@@ -1,5 +1,6 @@
-// `smelt fuzz --cases N --seed S [-v]`: differential fuzzing, compiled vs eager
-// (the generator and checker live in tests/fuzz/, library smelt_fuzz), with a
+// `smelt fuzz --cases N --seed S [-v] [--device cuda]`: differential fuzzing,
+// compiled vs eager, or eager on a GPU vs eager on the CPU (the generator and
+// checker live in tests/fuzz/, library smelt_fuzz), with a
 // progress line on stderr when it is a terminal.
 #include <cstdio>
 
@@ -16,7 +17,9 @@ int cmd_fuzz(const FuzzOptions& opts) {
   o.cases = opts.cases;
   o.seed = opts.seed;
   o.verbose = opts.verbose;
-  Progress progress("smelt fuzz", opts.cases);
+  o.device = opts.device;
+  Progress progress(opts.device.empty() ? "smelt fuzz" : "smelt fuzz --device " + opts.device,
+                    opts.cases);
   o.on_case = [&progress](const fuzz::FuzzSummary& s) { progress.update(s.cases, s.mismatches); };
   o.before_log = [&progress] { progress.clear(); };
   fuzz::FuzzSummary s = fuzz::run(o, stdout);

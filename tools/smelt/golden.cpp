@@ -1,8 +1,9 @@
 // `smelt golden <manifest.json>`: runs every case of a golden manifest (format in
-// shared/golden/README.md) through detail::call_op and compares with what PyTorch
-// returned or raised. A gradient manifest (cases with "grads", grad_golden.json)
-// also runs autograd: the gradients with respect to the stored input tensors,
-// for the case's upstream gradients, against PyTorch autograd's.
+// shared/golden/README.md) through detail::call_op, on the CPU or (--device cuda)
+// on a GPU, and compares with what PyTorch (on the CPU) returned or raised. A
+// gradient manifest (cases with "grads", grad_golden.json) also runs autograd: the
+// gradients with respect to the stored input tensors, for the case's upstream
+// gradients, against PyTorch autograd's.
 #include <cstdio>
 #include <exception>
 #include <fstream>
@@ -139,9 +140,10 @@ struct CaseResult {
 /// leaf that requires grad (returned in `leaf_of`, by input index), as the
 /// gradient cases differentiate with respect to the stored tensor. `fresh`:
 /// every stored tensor is copied (a case that writes its inputs in place can
-/// run again on the stored values). An error message, or "".
+/// run again on the stored values). Stored tensors are moved to `device`
+/// first. An error message, or "".
 std::string load_inputs(const json& c, const std::map<std::string, Tensor>& tensors,
-                        const std::set<size_t>& leaves, std::vector<Tensor>& inputs,
+                        const std::set<size_t>& leaves, Device device, std::vector<Tensor>& inputs,
                         std::map<size_t, Tensor>& leaf_of, bool fresh) {
   for (const json& in : c.at("inputs")) {
     if (in.contains("scalar")) {
@@ -151,13 +153,13 @@ std::string load_inputs(const json& c, const std::map<std::string, Tensor>& tens
     const std::string key = in.at("key").get<std::string>();
     auto it = tensors.find(key);
     if (it == tensors.end()) return fmt::format("tensor '{}' missing from the file", key);
-    Tensor x = it->second;
+    Tensor x = it->second.to(device);
     if (dtype_name(x.dtype()) != in.at("dtype").get<std::string>() ||
         x.sizes() != in.at("shape").get<Shape>())
       return fmt::format("tensor '{}' in the file is {} {}, manifest says {} {}", key,
                          dtype_name(x.dtype()), detail::shape_str(x.sizes()),
                          in.at("dtype").get<std::string>(), in.at("shape").dump());
-    if (fresh) x = x.clone();
+    if (fresh && x.storage() == it->second.storage()) x = x.clone();
     if (leaves.count(inputs.size())) {
       x = x.clone().requires_grad_(true);
       leaf_of[inputs.size()] = x;
@@ -175,10 +177,11 @@ std::string load_inputs(const json& c, const std::map<std::string, Tensor>& tens
 }
 
 /// The gradient part of a case of grad_golden.json: `out` are the op's outputs,
-/// `leaf_of` the leaves made for its differentiable inputs.
+/// `leaf_of` the leaves made for its differentiable inputs (on `device`, where the
+/// upstream gradients are moved).
 CaseResult check_grads(const json& c, const std::map<std::string, Tensor>& tensors,
                        const std::string& op, const std::vector<Tensor>& out,
-                       const std::map<size_t, Tensor>& leaf_of) {
+                       const std::map<size_t, Tensor>& leaf_of, Device device) {
   auto tensor_of = [&](const json& ref) -> Tensor {
     auto it = tensors.find(ref.at("key").get<std::string>());
     SMELT_CHECK(it != tensors.end(), "golden: tensor '{}' missing from the file",
@@ -190,7 +193,7 @@ CaseResult check_grads(const json& c, const std::map<std::string, Tensor>& tenso
   for (size_t i = 0; i < gouts.size() && i < out.size(); ++i) {
     if (gouts[i].is_null()) continue;
     roots.push_back(out[i]);
-    upstream.push_back(tensor_of(gouts[i]));
+    upstream.push_back(tensor_of(gouts[i]).to(device));
   }
   std::vector<const json*> wanted;
   for (const json& g : c.at("grads")) {
@@ -217,21 +220,24 @@ CaseResult check_grads(const json& c, const std::map<std::string, Tensor>& tenso
 /// A case ready to run: its op, inputs and eager computation.
 struct PreparedCase {
   std::string op;
-  std::vector<Tensor> inputs;
+  std::vector<Tensor> inputs;        // on the case's device
   std::map<size_t, Tensor> leaf_of;  // leaves of a gradient case, by input index
   Runner eager;                      // the case's computation, a function of its inputs
   std::string error;                 // why the inputs could not be loaded, or ""
+  Device device;
 };
 
-PreparedCase prepare_case(const json& c, const std::map<std::string, Tensor>& tensors, bool fresh) {
+PreparedCase prepare_case(const json& c, const std::map<std::string, Tensor>& tensors, bool fresh,
+                          Device device) {
   PreparedCase p;
+  p.device = device;
   p.op = c.at("op").get<std::string>();
   // Leaves that require grad for the inputs a gradient case differentiates.
   std::set<size_t> leaves;
   if (c.contains("grads"))
     for (const json& g : c.at("grads"))
       if (!g.at("key").is_null()) leaves.insert(g.at("input").get<size_t>());
-  p.error = load_inputs(c, tensors, leaves, p.inputs, p.leaf_of, fresh);
+  p.error = load_inputs(c, tensors, leaves, device, p.inputs, p.leaf_of, fresh);
   if (!p.error.empty()) return p;
   detail::Attrs attrs = json_attrs(p.op, c.value("kwargs", json::object()), p.inputs.size());
   p.eager = [op = p.op, attrs](const std::vector<Tensor>& in) -> std::vector<Tensor> {
@@ -268,12 +274,13 @@ CaseResult check_outputs(const json& c, const std::map<std::string, Tensor>& ten
     }
     if (!why.empty()) return {false, out.size() > 1 ? fmt::format("output {}: {}", i, why) : why};
   }
-  if (c.contains("grads")) return check_grads(c, tensors, p.op, out, p.leaf_of);
+  if (c.contains("grads")) return check_grads(c, tensors, p.op, out, p.leaf_of, p.device);
   return {true, ""};
 }
 
-CaseResult run_case(const json& c, const std::map<std::string, Tensor>& tensors, bool compiled) {
-  PreparedCase p = prepare_case(c, tensors, /*fresh=*/compiled);
+CaseResult run_case(const json& c, const std::map<std::string, Tensor>& tensors, bool compiled,
+                    Device device) {
+  PreparedCase p = prepare_case(c, tensors, /*fresh=*/compiled, device);
   if (!p.error.empty()) return {false, p.error};
   // --compiled: the same function through smelt::compile (fullgraph, so that a
   // graph break is reported instead of silently running eagerly).
@@ -326,13 +333,14 @@ bool batchable(const json& c) {
 /// reported as such; a case that passes alone but fails beside others is a
 /// failure of compiling them together, reported with both results.
 std::vector<CaseResult> run_batch_compiled(const std::vector<const json*>& batch,
-                                           const std::map<std::string, Tensor>& tensors) {
+                                           const std::map<std::string, Tensor>& tensors,
+                                           Device device) {
   std::vector<CaseResult> results(batch.size());
   std::vector<PreparedCase> ps;
   std::vector<size_t> first{0};  // case k's inputs are all[first[k], first[k + 1])
   std::vector<Tensor> all;
   for (const json* c : batch) {
-    ps.push_back(prepare_case(*c, tensors, /*fresh=*/true));
+    ps.push_back(prepare_case(*c, tensors, /*fresh=*/true, device));
     all.insert(all.end(), ps.back().inputs.begin(), ps.back().inputs.end());
     first.push_back(all.size());
   }
@@ -374,7 +382,7 @@ std::vector<CaseResult> run_batch_compiled(const std::vector<const json*>& batch
       results[k] = together;
       continue;
     }
-    CaseResult alone = run_case(*batch[k], tensors, /*compiled=*/true);
+    CaseResult alone = run_case(*batch[k], tensors, /*compiled=*/true, device);
     results[k] = alone.pass
                      ? CaseResult{false, fmt::format("passes compiled alone, fails compiled "
                                                      "in one function with {} other cases: {}",
@@ -417,6 +425,8 @@ int cmd_golden(const GoldenOptions& opts) {
               "smelt golden: no case of {} has an id containing '{}' (--filter matches part of a "
               "case id, e.g. 'softmax'; run with -v and no --filter to list them)",
               opts.manifest, opts.filter);
+  const Device device(opts.device);
+  if (device.is_cuda()) (void)zeros({1}, TensorOptions().device(device));  // Error without a GPU
   // Work items: one case, or (--compiled) a batch of value cases compiled as one function.
   constexpr size_t kBatch = 48;
   std::vector<std::vector<size_t>> items;
@@ -446,10 +456,10 @@ int cmd_golden(const GoldenOptions& opts) {
     if (item.size() > 1) {
       std::vector<const json*> batch;
       for (size_t i : item) batch.push_back(cases[i]);
-      r = guarded([&] { return run_batch_compiled(batch, tensors); });
+      r = guarded([&] { return run_batch_compiled(batch, tensors, device); });
     } else {
       r = guarded([&] {
-        return std::vector<CaseResult>{run_case(*cases[item[0]], tensors, opts.compiled)};
+        return std::vector<CaseResult>{run_case(*cases[item[0]], tensors, opts.compiled, device)};
       });
     }
     r.resize(item.size(), r.empty() ? CaseResult{} : r.front());
@@ -468,7 +478,9 @@ int cmd_golden(const GoldenOptions& opts) {
       for (size_t i = next++; i < items.size(); i = next++) run_item(items[i]);
     });
   {
-    Progress progress(opts.compiled ? "smelt golden --compiled" : "smelt golden",
+    Progress progress(opts.compiled     ? "smelt golden --compiled"
+                      : device.is_cpu() ? "smelt golden"
+                                        : "smelt golden --device " + opts.device,
                       static_cast<int64_t>(cases.size()));
     while (progress.active() && done.load() < static_cast<int64_t>(cases.size())) {
       progress.update(done.load(), failed_so_far.load());

@@ -25,6 +25,9 @@ int main(int argc, char** argv) {
   g->add_option("--filter", golden.filter,
                 "only cases whose id contains this (an error when none does)");
   g->add_flag("-v,--verbose", golden.verbose, "print passing cases too");
+  g->add_option("--device", golden.device,
+                "device the ops run on: cpu, cuda or cuda:N (tensor inputs are moved there; "
+                "results are read back to compare)");
   g->footer("A progress line with counts and ETA is shown on stderr when it is a terminal.");
 
   CacheOptions cache;
@@ -89,6 +92,9 @@ int main(int argc, char** argv) {
   f->add_option("--cases", fuzz.cases, "number of random graphs")->check(CLI::Range(1, 1000000));
   f->add_option("--seed", fuzz.seed, "seed");
   f->add_flag("-v,--verbose", fuzz.verbose, "print every case");
+  f->add_option("--device", fuzz.device,
+                "compare eager on this device (cuda, cuda:N) with eager on the CPU instead of "
+                "compiled with eager");
   f->footer("A progress line with counts and ETA is shown on stderr when it is a terminal.");
 
   CLI11_PARSE(app, argc, argv);

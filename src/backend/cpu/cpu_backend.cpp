@@ -44,6 +44,8 @@ class CpuBackend final : public backend::Backend {
   DeviceType type() const override { return DeviceType::CPU; }
   const char* name() const override { return "cpu"; }
 
+  int device_count() override { return 1; }
+
   Allocator& allocator() override { return allocator_; }
   void memset(void* dst, int value, size_t nbytes, Stream) override {
     std::memset(dst, value, nbytes);
@@ -52,6 +54,9 @@ class CpuBackend final : public backend::Backend {
     std::memmove(dst, src, nbytes);
   }
   void copy_to_host(void* dst, const void* src, size_t nbytes, Stream) override {
+    std::memcpy(dst, src, nbytes);
+  }
+  void copy_from_host(void* dst, const void* src, size_t nbytes, Stream) override {
     std::memcpy(dst, src, nbytes);
   }
 

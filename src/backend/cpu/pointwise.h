@@ -18,13 +18,19 @@
 #include <vector>
 
 #include "backend/cpu/loops.h"
+#include "kernels/pointwise_list.h"
 #include "kernels/scalar_ops.h"
 #include "smelt/scalar.h"
 
 namespace smelt::cpu::pw {
 
-/// Compute-type sets an op supports (bit mask over categories of C).
-enum : int { kB = 1, kI = 2, kF = 4, kIB = kI | kB, kIF = kI | kF, kAll = kB | kI | kF };
+// Compute-type sets an op supports (kernels/pointwise_list.h).
+using ::smelt::pw::kAll;
+using ::smelt::pw::kB;
+using ::smelt::pw::kF;
+using ::smelt::pw::kI;
+using ::smelt::pw::kIB;
+using ::smelt::pw::kIF;
 
 template <class T>
 struct Tag {
@@ -185,7 +191,8 @@ PointwiseKernel make_kernel() {
 }
 
 /// Registration lists of the files that instantiate the kernels
-/// (pointwise_unary.cpp, pointwise_binary.cpp): functor name -> kernel.
+/// (pointwise_unary.cpp, pointwise_binary.cpp; the functors of
+/// kernels/pointwise_list.h): functor name -> kernel.
 using PointwiseTable = std::vector<std::pair<const char*, PointwiseKernel>>;
 PointwiseTable unary_pointwise_kernels();
 PointwiseTable binary_pointwise_kernels();
@@ -210,3 +217,7 @@ const PointwiseKernel* find_pointwise(const std::string& functor);
 /// instantiated for compute-type set `set`.
 #define SMELT_PW_ENTRY(fn, arity, extra, set) \
   { #fn, ::smelt::cpu::pw::make_kernel < set, arity, extra, fn##_functor>() }
+
+/// X-macro adapters over the lists of kernels/pointwise_list.h.
+#define SMELT_PW_DEFINE_FUNCTOR(fn, arity, extra, set) SMELT_PW_FUNCTOR(fn)
+#define SMELT_PW_TABLE_ROW(fn, arity, extra, set) SMELT_PW_ENTRY(fn, arity, extra, set),

@@ -131,7 +131,7 @@ Tensor view_over(void* base, const Operand& o) {
 
 /// C = A @ B (+ epilogue) for a matmul node whose operands are windows of buffers.
 void run_matmul(const Graph& g, const Step& st, const std::vector<void*>& ptr, backend::Backend& be,
-                backend::Stream stream) {
+                Device device, backend::Stream stream) {
   const Node& n = g.nodes[st.node];
   Operand a = n.inputs[0], b = n.inputs[1];
   const Buffer& out = g.buffers[st.writes[0]];
@@ -149,6 +149,7 @@ void run_matmul(const Graph& g, const Step& st, const std::vector<void*>& ptr, b
   Shape abatch(a.sizes.begin(), a.sizes.end() - 2), bbatch(b.sizes.begin(), b.sizes.end() - 2);
   Shape batch = broadcast_shapes(abatch, bbatch, "matmul");
   backend::Gemm gm;
+  gm.device = device;
   gm.dtype = dt;
   gm.n = nn;
   gm.k = k;
@@ -326,7 +327,7 @@ std::vector<Tensor> CompiledGraph::run(const std::vector<Tensor>& args,
         break;
       }
       case Step::Kind::Extern:
-        run_matmul(g_, st, ptr, be, stream);
+        run_matmul(g_, st, ptr, be, device_, stream);
         break;
       case Step::Kind::Fallback:
         check_errors();
