@@ -26,12 +26,6 @@ class Recorder final : public detail::GradRecorder {
  public:
   void record(const std::string& op, const std::vector<Tensor>& inputs, const detail::Attrs& attrs,
               const std::vector<Tensor>& outputs) override {
-    for (const auto& t : inputs)
-      if (t.defined() && t.is_tracer())
-        throw GraphBreak(op,
-                         "an input requires grad and grad mode is on; smelt::compile does not "
-                         "capture autograd yet, so this call runs eagerly with autograd",
-                         "run inference under smelt::NoGradGuard");
     const detail::OpDef* def = detail::find_op(op);
     if (def && !def->differentiable) {
       mark_nondifferentiable(def, outputs);
