@@ -4,6 +4,7 @@
 #include "smelt/autograd.h"
 #include "smelt/compile.h"
 #include "smelt/io.h"
+#include "smelt/memory.h"
 #include "smelt/nn.h"
 #include "smelt/nn/bert.h"
 #include "smelt/nn/sentence_encoder.h"

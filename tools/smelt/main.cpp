@@ -38,8 +38,8 @@ int main(int argc, char** argv) {
   BenchOptions bench;
   auto* b = app.add_subcommand("bench", "eager vs compiled on a workload");
   b->add_option("workload", bench.workload,
-                "pointwise|softmax|layernorm|mlp|horizontal|chain|minilm|all (all: every one but "
-                "chain and minilm)")
+                "pointwise|softmax|layernorm|mlp|train-mlp|horizontal|chain|minilm|all (all: "
+                "every one but chain and minilm)")
       ->required();
   b->add_option("--device", bench.device,
                 "device the workload runs on: cpu (the only one in this build; CUDA is not "
