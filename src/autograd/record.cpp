@@ -2,6 +2,8 @@
 // view ops): one OpNode per recorded op, its outputs connected to it; and the
 // in-place rules: a leaf that requires grad refuses writes, a written tensor
 // takes the write into its history, a written view rewrites its base's (CopySlices).
+// Tracers (smelt::compile) record the same nodes, so a backward pass run while
+// tracing is traced through the same derivatives.
 #include <mutex>
 
 #include "autograd/graph.h"

@@ -21,10 +21,7 @@
 // 1e-6 (observed 6e-8); the GPT-2 block's are float64: 1e-12 (observed 8e-16).
 #include <gtest/gtest.h>
 
-#include <fstream>
-#include <functional>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <optional>
 
 #include "nn/models.h"
@@ -154,30 +151,12 @@ TEST(TrainingGradsCompiled, Gpt2BlockMatchesEagerAndPyTorch) { gpt2_block_grads(
 
 // ---- the digits model trained by each optimizer ----------------------------------
 
-struct Run {
-  std::string name;
-  std::function<std::unique_ptr<optim::Optimizer>(std::vector<Tensor>)> make;
-  int64_t batch = 0;  // 0: full batch
-};
-
-/// training.json's test accuracy of PyTorch's run `run`.
-double refs_accuracy(const std::string& run) {
-  std::ifstream f(kShared + "/data/training.json");
-  const auto j = nlohmann::json::parse(f);
-  return j.at("digits").at("runs").at(run).at("test_accuracy").get<double>();
-}
-
 /// The digits model at training.json's initialization, and `run`'s optimizer over it.
 struct Trainee {
   nn::Sequential model{nullptr};
   std::unique_ptr<optim::Optimizer> opt;
-  Trainee(const Run& run, const models::SharedData& refs) : model(models::make_digits_mlp()) {
-    nn::StateDict init;
-    for (const auto& [name, p] : model->named_parameters())
-      init[name] = refs.at("digits/init/" + name);
-    model->load_state_dict(init);
-    opt = run.make(model->parameters());
-  }
+  Trainee(const models::DigitsRun& run, const models::SharedData& refs)
+      : model(models::load_digits_init(refs)), opt(run.make(model->parameters())) {}
   /// One step as PyTorch's run: zero_grad, cross_entropy, backward, step; the loss.
   Tensor step(const Tensor& x, const Tensor& y) {
     opt->zero_grad();
@@ -193,8 +172,9 @@ struct Trainee {
 /// accuracy with PyTorch's. `compiled`: each step runs through smelt::compile
 /// (forward, backward and the optimizer's step in one graph), beside an eager
 /// twin whose losses it must equal.
-void expect_curve(const Run& run, bool compiled = false) {
-  SCOPED_TRACE(run.name);
+void expect_curve(const std::string& name, bool compiled = false) {
+  SCOPED_TRACE(name);
+  const models::DigitsRun& run = models::digits_run(name);
   auto data = models::SharedData::load(kShared, "digits_mlp");
   auto refs = models::SharedData::load(kShared, "training");
   Trainee t(run, refs);
@@ -205,15 +185,9 @@ void expect_curve(const Run& run, bool compiled = false) {
   const Tensor x = data.at("x_train"), y = data.at("y_train");
   const int64_t n = x.size(0), steps = want.numel();
   const std::vector<double> losses = want.to_vector<double>();
-  int64_t start = 0;
   for (int64_t s = 0; s < steps; ++s) {
-    Tensor xb = x, yb = y;
-    if (run.batch > 0) {  // minibatches in stored order, the last one shorter
-      const int64_t len = std::min(run.batch, n - start);
-      xb = x.narrow(0, start, len);
-      yb = y.narrow(0, start, len);
-      start = start + len == n ? 0 : start + len;
-    }
+    const auto [first, count] = run.rows(s, n);
+    const Tensor xb = x.narrow(0, first, count), yb = y.narrow(0, first, count);
     const double got = (compiled ? compiled_step(xb, yb) : t.step(xb, yb)).item<double>();
     // float32 training: PyTorch's curve within 1e-4 relative over the first 50 steps.
     if (s < 50) {
@@ -244,42 +218,20 @@ void expect_curve(const Run& run, bool compiled = false) {
   int64_t correct = 0;
   for (size_t i = 0; i < pred.size(); ++i) correct += pred[i] == labels[i];
   const auto torch_correct = static_cast<int64_t>(
-      std::lround(refs_accuracy(run.name) * static_cast<double>(labels.size())));
+      std::lround(models::digits_run_accuracy(kShared, name) * static_cast<double>(labels.size())));
   EXPECT_NEAR(correct, torch_correct, 1) << correct << " of " << labels.size();
 }
 
-const Run kSgd{"sgd", [](std::vector<Tensor> p) {
-                 return std::make_unique<optim::SGD>(std::move(p), optim::SGDOptions(0.1));
-               }};
-const Run kSgdNesterov{
-    "sgd_momentum_nesterov_wd", [](std::vector<Tensor> p) {
-      return std::make_unique<optim::SGD>(
-          std::move(p), optim::SGDOptions(0.05).momentum(0.9).nesterov(true).weight_decay(1e-4));
-    }};
-const Run kAdam{"adam", [](std::vector<Tensor> p) {
-                  return std::make_unique<optim::Adam>(std::move(p), optim::AdamOptions(3e-3));
-                }};
-const Run kAdamW{"adamw", [](std::vector<Tensor> p) {
-                   return std::make_unique<optim::AdamW>(
-                       std::move(p), optim::AdamWOptions(3e-3).weight_decay(0.05));
-                 }};
-const Run kMinibatchAdam{"adam_minibatch",
-                         [](std::vector<Tensor> p) {
-                           return std::make_unique<optim::Adam>(std::move(p),
-                                                                optim::AdamOptions(1e-3));
-                         },
-                         64};
+TEST(TrainingCurves, DigitsSgd) { expect_curve("sgd"); }
+TEST(TrainingCurves, DigitsSgdNesterovWeightDecay) { expect_curve("sgd" Nesterov); }
+TEST(TrainingCurves, DigitsAdam) { expect_curve("adam"); }
+TEST(TrainingCurves, DigitsAdamW) { expect_curve("adamw"); }
+TEST(TrainingCurves, DigitsMinibatchAdam) { expect_curve("adam_minibatch"); }
 
-TEST(TrainingCurves, DigitsSgd) { expect_curve(kSgd); }
-TEST(TrainingCurves, DigitsSgdNesterovWeightDecay) { expect_curve(kSgdNesterov); }
-TEST(TrainingCurves, DigitsAdam) { expect_curve(kAdam); }
-TEST(TrainingCurves, DigitsAdamW) { expect_curve(kAdamW); }
-TEST(TrainingCurves, DigitsMinibatchAdam) { expect_curve(kMinibatchAdam); }
-
-TEST(TrainingCurvesCompiled, DigitsSgd) { expect_curve(kSgd, true); }
-TEST(TrainingCurvesCompiled, DigitsSgdNesterovWeightDecay) { expect_curve(kSgdNesterov, true); }
-TEST(TrainingCurvesCompiled, DigitsAdam) { expect_curve(kAdam, true); }
-TEST(TrainingCurvesCompiled, DigitsAdamW) { expect_curve(kAdamW, true); }
-TEST(TrainingCurvesCompiled, DigitsMinibatchAdam) { expect_curve(kMinibatchAdam, true); }
+TEST(TrainingCurvesCompiled, DigitsSgd) { expect_curve("sgd", true); }
+TEST(TrainingCurvesCompiled, DigitsSgdNesterovWeightDecay) { expect_curve("sgd" Nesterov, true); }
+TEST(TrainingCurvesCompiled, DigitsAdam) { expect_curve("adam", true); }
+TEST(TrainingCurvesCompiled, DigitsAdamW) { expect_curve("adamw", true); }
+TEST(TrainingCurvesCompiled, DigitsMinibatchAdam) { expect_curve("adam_minibatch", true); }
 
 }  // namespace
