@@ -5,6 +5,7 @@
 #include "smelt/compile.h"
 #include "smelt/cuda.h"
 #include "smelt/io.h"
+#include "smelt/memory.h"
 #include "smelt/nn.h"
 #include "smelt/nn/bert.h"
 #include "smelt/nn/sentence_encoder.h"

@@ -62,16 +62,6 @@ std::string Attrs::str() const {
 
 namespace {
 GradRecorder* g_grad_recorder = nullptr;
-
-/// Tracing an op whose input requires grad while grad mode is on: the compiled
-/// graph would lose the gradient, so the call runs eagerly (with autograd).
-[[noreturn]] void throw_autograd_break(const std::string& op) {
-  throw GraphBreak(op,
-                   "an input requires grad and grad mode is on; smelt::compile does not "
-                   "capture autograd yet, so this call runs eagerly with autograd",
-                   "run inference under smelt::NoGradGuard, or keep the function's inputs and "
-                   "parameters from requiring grad");
-}
 }  // namespace
 
 GradRecorder* grad_recorder() { return g_grad_recorder; }
@@ -91,7 +81,6 @@ std::vector<Tensor> run_differentiable(const std::string& op, const std::vector<
                                        const Attrs& attrs,
                                        const std::function<std::vector<Tensor>()>& compute) {
   if (!grad_needed(inputs)) return compute();
-  if (any_tracer(inputs)) throw_autograd_break(op);
   std::vector<Tensor> outs;
   {
     NoGradGuard no_grad;
@@ -158,8 +147,11 @@ std::vector<Tensor> run_op(const std::string& op, const std::vector<Tensor>& inp
   TraceContext* ctx = trace_context();
   const bool grad = grad_needed(inputs);
   if (any_tracer(inputs) || (ctx && ctx->captures(inputs))) {
-    if (grad) throw_autograd_break(op);
-    return require_trace(op).record(op, inputs, attrs, outs);
+    // Traced: a graph node, and under autograd the backward node eager mode
+    // records (a backward pass the function runs is then traced as well).
+    std::vector<Tensor> results = require_trace(op).record(op, inputs, attrs, outs);
+    if (grad) grad_recorder()->record(op, inputs, attrs, results);
+    return results;
   }
   OpScope scope(op.c_str());  // names the op if an allocation runs out of memory
   std::vector<Tensor> results;
@@ -185,13 +177,12 @@ Tensor run_op1(const std::string& op, const std::vector<Tensor>& inputs, const A
 void run_copy(const Tensor& dst, const Tensor& src, const std::function<void()>& eager_copy) {
   TraceContext* ctx = trace_context();
   const bool grad = grad_needed(dst) || grad_needed(src);
-  if (is_tracer(dst) || is_tracer(src) || (ctx && ctx->captures({dst, src}))) {
-    if (grad) throw_autograd_break("copy_");
-    require_trace("copy_").record_copy(dst, src);
-    return;
-  }
+  const bool traced = is_tracer(dst) || is_tracer(src) || (ctx && ctx->captures({dst, src}));
   if (grad) grad_recorder()->before_write(dst, src);
-  eager_copy();
+  if (traced)
+    require_trace("copy_").record_copy(dst, src);
+  else
+    eager_copy();
   dst.storage()->bump_version();
   if (grad) grad_recorder()->after_write(dst, src);
 }

@@ -179,6 +179,7 @@ class Def {
   Def& accumulated() { return d_.precision = Precision::Accumulated, *this; }
   Def& not_differentiable() { return d_.differentiable = false, *this; }
   Def& scan() { return d_.scan = true, *this; }
+  Def& multi_tensor() { return d_.multi_tensor = true, *this; }
   /// The backward formula and what it reads (saved inputs / outputs, bit masks).
   Def& grad(DerivativeFn f, SaveMask inputs = kSaveNone, SaveMask outputs = kSaveNone) {
     d_.derivative = f, d_.save_inputs = inputs, d_.save_outputs = outputs;
@@ -554,6 +555,9 @@ const std::vector<OpDef>& op_table() {
       Def("zero_", K::InPlace).not_differentiable(),
       Def("masked_fill_", K::InPlace).grad_via("masked_fill, copy_"),
       Def("index_put_", K::InPlace).grad_via("index_put, copy_"),
+      // the optimizers' steps over all parameters at once (ops/optimizer_step.h)
+      Def("_fused_sgd_", K::InPlace).multi_tensor().not_differentiable(),
+      Def("_fused_adam_", K::InPlace).multi_tensor().not_differentiable(),
   };
   return table;
 }

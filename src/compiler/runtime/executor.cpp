@@ -35,8 +35,42 @@ std::string MemoryPlan::str(const Graph& g) const {
     if (offset[b] >= 0)
       s += fmt::format("  {} {} x {} at arena+{}\n", g.buffers[b].name(),
                        dtype_name(g.buffers[b].dtype), g.buffers[b].extent, offset[b]);
+  for (size_t b = 0; b < in_place.size(); ++b)
+    if (in_place[b] >= 0)
+      s += fmt::format("  {} written in place into {}\n", g.buffers[b].name(),
+                       g.buffers[in_place[b]].name());
   return s;
 }
+
+namespace {
+/// MemoryPlan::in_place for the multi-tensor steps of `s`.
+std::vector<int> plan_in_place(const Graph& g, const Schedule& s) {
+  std::vector<int> in_place(g.buffers.size(), -1);
+  std::vector<int> last_read(g.buffers.size(), -1);
+  for (size_t i = 0; i < s.steps.size(); ++i)
+    for (int b : s.steps[i].reads) last_read[b] = static_cast<int>(i);
+  std::vector<int> written_back(g.buffers.size(), -1);  // source -> destination
+  for (auto& [dst, src] : g.mutations) written_back[src] = dst;
+  std::vector<bool> taken(g.buffers.size(), false);
+  for (size_t i = 0; i < s.steps.size(); ++i) {
+    const Step& st = s.steps[i];
+    if (st.kind != Step::Kind::Fallback || st.kernel_kind != "for") continue;
+    const Node& n = g.nodes[st.node];
+    for (size_t k = 0; k < n.outputs.size(); ++k) {
+      const Operand& in = n.inputs[k];
+      const int out = n.outputs[k];
+      if (in.is_scalar() || written_back[out] != in.buf || taken[in.buf]) continue;
+      const Buffer& b = g.buffers[in.buf];
+      if (b.kind == BufferKind::Node || b.extent != g.buffers[out].extent ||
+          !is_whole_contiguous(in, b) || last_read[in.buf] > static_cast<int>(i))
+        continue;
+      in_place[out] = in.buf;
+      taken[in.buf] = true;
+    }
+  }
+  return in_place;
+}
+}  // namespace
 
 MemoryPlan plan_memory(const Graph& g, const Schedule& s) {
   MemoryPlan mp;
@@ -80,6 +114,7 @@ CompiledGraph::CompiledGraph(Graph g, Schedule s, std::shared_ptr<backend::Modul
                              bool keep_arena)
     : g_(std::move(g)), s_(std::move(s)), module_(std::move(module)), keep_arena_(keep_arena) {
   mem_ = plan_memory(g_, s_);
+  mem_.in_place = plan_in_place(g_, s_);
   escaping_ = escaping(g_);
   if (!g_.buffers.empty()) device_ = g_.buffers[0].device;
   // The launch plan: one record per generated kernel, its arguments as slots.
@@ -206,6 +241,19 @@ void run_fallback(const Graph& g, const Step& st, const std::vector<void*>& ptr)
   for (auto& in : n.inputs)
     inputs.push_back(in.is_scalar() ? detail::wrapped_scalar(*in.scalar)
                                     : view_over(ptr[in.buf], in));
+  if (st.kernel_kind == "for") {
+    // A multi-tensor step: output k is input k updated in place. Each output
+    // starts as its input (nothing to copy where it is the input's memory:
+    // MemoryPlan::in_place), then the op updates the outputs.
+    for (size_t k = 0; k < n.outputs.size(); ++k) {
+      const Buffer& out = g.buffers[n.outputs[k]];
+      Tensor o = from_blob(ptr[out.id], inputs[k].sizes(), out.dtype);
+      if (o.data_ptr() != inputs[k].data_ptr() || !inputs[k].is_contiguous()) o.copy_(inputs[k]);
+      inputs[k] = o;
+    }
+    detail::call_op(n.op, inputs, n.attrs);
+    return;
+  }
   if (n.op == "copy_") {
     const Buffer& out = g.buffers[n.outputs[0]];
     Tensor dst = from_blob(ptr[out.id], {out.extent}, out.dtype);
@@ -281,6 +329,7 @@ std::vector<Tensor> CompiledGraph::run(const std::vector<Tensor>& args,
         ptr[b.id] = b.constant.storage()->data();
         break;
       case BufferKind::Node:
+        if (mem_.in_place[b.id] >= 0) break;  // bound below, once its input is
         if (mem_.offset[b.id] >= 0) {
           ptr[b.id] = static_cast<char*>(arena->data()) + mem_.offset[b.id];
         } else if (s_.materialized[b.id] || escaping_[b.id]) {
@@ -290,6 +339,8 @@ std::vector<Tensor> CompiledGraph::run(const std::vector<Tensor>& args,
         break;
     }
   }
+  for (auto& b : g_.buffers)
+    if (mem_.in_place[b.id] >= 0) ptr[b.id] = ptr[mem_.in_place[b.id]];
   // Raises the error of the first kernel (in launch order) that set its flag.
   // Called once after all steps, and before an eager fallback when a kernel
   // that may fail ran since the last check (a fallback reads values on the
@@ -342,8 +393,9 @@ std::vector<Tensor> CompiledGraph::run(const std::vector<Tensor>& args,
   }
   check_errors();
   for (auto& [dst, src] : g_.mutations) {
-    be.copy_on_device(ptr[dst], ptr[src], g_.buffers[dst].extent * itemsize(g_.buffers[dst].dtype),
-                      stream);
+    if (ptr[dst] != ptr[src])  // else written in place
+      be.copy_on_device(ptr[dst], ptr[src],
+                        g_.buffers[dst].extent * itemsize(g_.buffers[dst].dtype), stream);
     // An in-place write, as eager's copy_: the version counter moves on.
     const Buffer& b = g_.buffers[dst];
     if (b.kind == BufferKind::Input) args.at(b.input_index).storage()->bump_version();
