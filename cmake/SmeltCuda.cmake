@@ -12,6 +12,14 @@
 # CUDA tests skip themselves.
 set(SMELT_CUDA AUTO CACHE STRING "Build the CUDA backend: AUTO (when the toolkit is found), ON or OFF")
 set_property(CACHE SMELT_CUDA PROPERTY STRINGS AUTO ON OFF)
+# Declared in every configuration (`make test` passes it, with or without CUDA).
+# A CMAKE_CUDA_ARCHITECTURES given at the first configure is the default.
+set(default_archs "80-real;90-real;90-virtual")
+if(DEFINED CMAKE_CUDA_ARCHITECTURES)
+  set(default_archs "${CMAKE_CUDA_ARCHITECTURES}")
+endif()
+set(SMELT_CUDA_ARCHITECTURES "${default_archs}" CACHE STRING
+    "GPU architectures of the CUDA kernels (CMAKE_CUDA_ARCHITECTURES syntax, e.g. 90-real, native)")
 
 set(SMELT_WITH_CUDA OFF)
 if(SMELT_SYNTAX_ONLY)
@@ -32,13 +40,6 @@ elseif(SMELT_CUDA)
 endif()
 
 if(SMELT_WITH_CUDA AND NOT SMELT_SYNTAX_ONLY)
-  # A CMAKE_CUDA_ARCHITECTURES given at the first configure is the default.
-  set(default_archs "80-real;90-real;90-virtual")
-  if(DEFINED CMAKE_CUDA_ARCHITECTURES)
-    set(default_archs "${CMAKE_CUDA_ARCHITECTURES}")
-  endif()
-  set(SMELT_CUDA_ARCHITECTURES "${default_archs}" CACHE STRING
-      "GPU architectures of the CUDA kernels (CMAKE_CUDA_ARCHITECTURES syntax, e.g. 90-real, native)")
   if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
     set(CMAKE_CUDA_ARCHITECTURES ${SMELT_CUDA_ARCHITECTURES})
   endif()
