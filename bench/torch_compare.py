@@ -3,7 +3,7 @@
 torch.compile, on the same machine, threads and inputs, for a side-by-side
 with smelt's eager and compiled rows.
 
-    python3 bench/torch_compare.py --workload minilm [--device cpu|cuda]
+    python3 bench/torch_compare.py --workload minilm|train-mlp [--device cpu|cuda]
         [--dtype float32|float16|bfloat16] [--threads N] [--iters N] [--json]
 
 Workloads:
@@ -26,6 +26,18 @@ Workloads:
           of `smelt_benchmarks --benchmark_filter=Cuda --benchmark_format=json`
           run on the same machine) it prints both side by side: time, smelt /
           torch ratio, and GB/s or TFLOP/s.
+  train-mlp
+          one training step of the seed MLP (Linear(1024,1024), GELU,
+          Linear(1024,512), GELU, Linear(512,10)) at batch 256: zero_grad,
+          forward, cross_entropy, backward, SGD (lr 0.01), as
+          `smelt bench train-mlp`: the same initial weights and input
+          (shared/data/seed_mlp.safetensors, PyTorch's default init, seed 0),
+          labels (7 i) % 10. Reports ms per step and the peak of
+          torch.cuda.max_memory_allocated on CUDA; eager and torch.compile of
+          the whole step (Dynamo compiles the forward and backward through
+          AOTAutograd and the optimizer step separately). Agreement: both run
+          three steps from the initial weights; their losses are compared
+          with each other and the first with training.safetensors' reference.
 
 Threads: --threads, else $OMP_NUM_THREADS, else every core (torch.set_num_threads).
 The model folder comes from tools/fetch_model.py (the same files smelt loads).
@@ -249,7 +261,73 @@ def print_eager_cuda(row, smelt_json):
               f"{unit}")
 
 
-WORKLOADS = {"minilm": bench_minilm, "eager-cuda": bench_eager_cuda}
+def bench_train_mlp(args, torch):
+    from safetensors.torch import load_file
+
+    data = os.path.join(args.shared, "data")
+    weights = load_file(os.path.join(data, "seed_mlp.safetensors"))
+    dtype = getattr(torch, args.dtype)
+    model = torch.nn.Sequential(torch.nn.Linear(1024, 1024), torch.nn.GELU(),
+                                torch.nn.Linear(1024, 512), torch.nn.GELU(),
+                                torch.nn.Linear(512, 10))
+    init = {k: weights[k] for k in model.state_dict()}
+    model.to(args.device, dtype)
+    x = weights["input"].to(args.device, dtype)
+    y = (torch.arange(x.shape[0]) * 7 % 10).to(args.device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+
+    def reset():
+        model.load_state_dict(init)
+        opt.zero_grad(set_to_none=True)
+        opt.state.clear()
+
+    def step(x, y):
+        opt.zero_grad(set_to_none=True)
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    compiled = torch.compile(step)
+    sync = torch.cuda.synchronize if args.device.startswith("cuda") else (lambda: None)
+
+    def losses(fn):
+        reset()
+        return [fn(x, y).item() for _ in range(3)]
+
+    t0 = time.perf_counter()
+    got = losses(compiled)
+    sync()
+    compile_ms = (time.perf_counter() - t0) * 1e3
+    want = losses(step)
+    eager_ms = time_ms(lambda: step(x, y), args.iters, sync)
+    comp_ms = time_ms(lambda: compiled(x, y), args.iters, sync)
+    row = {
+        "workload": "train-mlp",
+        "description": "seed MLP training step (forward, cross_entropy, backward, SGD), batch 256",
+        "eager_ms": eager_ms,
+        "compiled_ms": comp_ms,
+        "speedup": eager_ms / comp_ms,
+        "first_compiled_call_ms": compile_ms,
+        "losses_eager": want,
+        "losses_compiled": got,
+        "max_rel_err": max(abs(a - b) / abs(b) for a, b in zip(got, want)),
+    }
+    refs = os.path.join(data, "training.safetensors")
+    if args.dtype == "float32" and os.path.exists(refs):
+        ref = load_file(refs)["seed_mlp/f32/loss"].item()
+        row["torch_first_loss_ref"] = ref
+        row["first_loss_rel_err"] = abs(want[0] - ref) / abs(ref)
+    if args.device.startswith("cuda"):
+        for name, fn in (("eager", step), ("compiled", compiled)):
+            torch.cuda.reset_peak_memory_stats()
+            fn(x, y)
+            sync()
+            row[f"peak_bytes_{name}"] = torch.cuda.max_memory_allocated()
+    return row
+
+
+WORKLOADS = {"minilm": bench_minilm, "eager-cuda": bench_eager_cuda, "train-mlp": bench_train_mlp}
 
 
 def main():
@@ -263,6 +341,8 @@ def main():
                    "(default: all-MiniLM-L6-v2 through tools/fetch_model.py)")
     p.add_argument("--random-weights", action="store_true",
                    help="minilm: write random weights into --model's folder when it has none")
+    p.add_argument("--shared", default=os.path.join(HERE, "..", "..", "shared"),
+                   help="train-mlp: the folder with data/seed_mlp.safetensors")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--smelt-json", default="",
                    help="eager-cuda: smelt_benchmarks' JSON output to print beside PyTorch's")
@@ -284,6 +364,17 @@ def main():
         print_eager_cuda(row, args.smelt_json)
         return
     print(f"{row['workload']} ({row['framework']}, {args.device}, {args.dtype}, {threads} threads)")
+    if args.workload == "train-mlp":
+        print(f"  eager            {row['eager_ms']:9.3f} ms per step")
+        print(f"  torch.compile    {row['compiled_ms']:9.3f} ms per step  (first calls "
+              f"{row['first_compiled_call_ms']:.0f} ms)")
+        print(f"  losses of three steps from the same weights: eager {row['losses_eager']}, "
+              f"compiled {row['losses_compiled']} (max relative difference "
+              f"{row['max_rel_err']:.1e})")
+        if "first_loss_rel_err" in row:
+            print(f"  first loss vs training.safetensors' reference: relative difference "
+                  f"{row['first_loss_rel_err']:.1e}")
+        return
     print(f"  eager            {row['eager_ms']:9.3f} ms  {row['items_per_s_eager']:8.1f} "
           f"{row['items_unit']}/s")
     print(f"  torch.compile    {row['compiled_ms']:9.3f} ms  {row['items_per_s_compiled']:8.1f} "

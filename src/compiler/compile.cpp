@@ -312,6 +312,15 @@ class CompiledState {
     auto leaf_of = [&](const GradEffect& eff) {
       return eff.arg >= 0 ? args[static_cast<size_t>(eff.arg)] : Tensor(eff.leaf);
     };
+    // A .grad the graph replaces without reading it (zero_grad(set_to_none) then
+    // backward()) is dropped first, as eager drops it when the function starts:
+    // the old gradients need not live beside the new ones.
+    for (const auto& eff : e.grad_effects) {
+      const bool read = std::any_of(e.grad_inputs.begin(), e.grad_inputs.end(), [&](auto& gi) {
+        return gi.arg == eff.arg && gi.leaf == eff.leaf;
+      });
+      if (!read) leaf_of(eff).mutable_grad() = Tensor();
+    }
     std::vector<Tensor> out;
     if (e.grad_inputs.empty()) {
       out = g.run(args, params);

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "nn/models.h"
 #include "smelt/autograd.h"
 #include "smelt/compile.h"
 #include "smelt/memory.h"
@@ -91,18 +92,23 @@ std::function<CompiledFn(CompileOptions)> compiler_of(F f) {
   };
 }
 
-/// One training step of the seed MLP (bench/torch_compare.py's train-mlp):
-/// zero_grad, forward, cross_entropy against fixed labels, backward and SGD
-/// (lr 0.01); the step returns the loss. Each call trains on: the weights move
-/// from call to call, eagerly and compiled alike.
+/// One training step of the seed MLP (bench/torch_compare.py's train-mlp): at
+/// PyTorch's initial weights and on its input (shared/data/seed_mlp.safetensors)
+/// with the labels (7 i) % 10 of training.safetensors' seed_mlp reference:
+/// zero_grad, forward, cross_entropy, backward and SGD (lr 0.01); the step
+/// returns the loss. Each call trains on (the weights move from call to call,
+/// eagerly and compiled alike); the first loss is checked against PyTorch's.
 Workload train_mlp_workload(DType dt) {
   namespace nn = smelt::nn;
-  manual_seed(0);
-  auto model = nn::Sequential(nn::Linear(1024, 1024), nn::GELU(), nn::Linear(1024, 512), nn::GELU(),
-                              nn::Linear(512, 10));
+  const std::string shared = SMELT_SHARED_DIR;
+  auto data = models::SharedData::load(shared, "seed_mlp");
+  auto model = models::load_seed_mlp(data);
   model->to(dt);
-  Tensor x = randn({256, 1024}).to(dt);
-  Tensor y = randint(0, 10, {256});
+  Tensor x = data.at("input").to(dt);
+  const int64_t n = x.size(0);
+  std::vector<int64_t> labels(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) labels[static_cast<size_t>(i)] = (7 * i) % 10;
+  Tensor y = from_vector(labels, {n});
   nn::StateDict init;
   for (const auto& [name, p] : model->named_parameters()) init[name] = p.detach().clone();
   auto opt = std::make_shared<optim::SGD>(model->parameters(), optim::SGDOptions(0.01));
@@ -130,6 +136,20 @@ Workload train_mlp_workload(DType dt) {
     opt->zero_grad();
   };
   w.check_steps = 3;
+  w.extra = [step, model, init, opt, x, y, shared, dt] {
+    // The first step's loss, from PyTorch's initial weights, against PyTorch's
+    // (which training.safetensors holds for float32 and float64).
+    if (dt != DType::Float32 && dt != DType::Float64) return nlohmann::json::object();
+    model->load_state_dict(init);
+    opt->zero_grad();
+    const double got = step(x, y).item<double>();
+    const std::string tag = dt == DType::Float64 ? "f64" : "f32";
+    const double want =
+        models::SharedData::load(shared, "training").at("seed_mlp/" + tag + "/loss").item<double>();
+    return nlohmann::json{{"first_loss", got},
+                          {"torch_first_loss", want},
+                          {"first_loss_rel_err", std::abs(got - want) / std::abs(want)}};
+  };
   return w;
 }
 
@@ -346,12 +366,15 @@ nlohmann::json bench_one(const std::string& name, const BenchOptions& opts) {
     Errors err = compare(want, got);
     double eager_ms = time_ms([&] { w.eager(w.inputs); }, opts.iters);
     double comp_ms = time_ms([&] { warm.call(w.inputs); }, opts.iters);
-    // Peak memory of one call: every tensor alive (weights, inputs, results,
-    // intermediates, the compiled graph's arena) at its highest point.
+    // Peak memory of one call: what it allocates on top of what was alive
+    // when it started (weights, inputs and the other workloads' tensors), at
+    // its highest point (intermediates, results, gradients, the compiled
+    // graph's arena).
     auto peak_of = [&](const Fn& f) {
+      const int64_t before = memory_allocated(kCPU);
       reset_peak_memory_stats(kCPU);
       f(w.inputs);
-      return max_memory_allocated(kCPU);
+      return max_memory_allocated(kCPU) - before;
     };
     const int64_t peak_eager = peak_of(w.eager), peak_compiled = peak_of(warm.call);
     nlohmann::json j;
@@ -419,6 +442,13 @@ void print_kernels(const std::vector<nlohmann::json>& rows) {
                             j["items_unit"].get<std::string>() + "/s",
                             j["items_per_s_compiled"].get<double>())
                     .c_str());
+    if (j.contains("first_loss"))
+      std::puts(fmt::format("  {:<11} first loss {:.7f}, PyTorch's {:.7f} (relative difference "
+                            "{:.1e}; the same initial weights and batch)",
+                            j["workload"].get<std::string>(), j["first_loss"].get<double>(),
+                            j["torch_first_loss"].get<double>(),
+                            j["first_loss_rel_err"].get<double>())
+                    .c_str());
     if (j.contains("layer_kernels")) {
       std::string names;
       for (auto& n : j["layer_kernel_names"])
@@ -430,7 +460,7 @@ void print_kernels(const std::vector<nlohmann::json>& rows) {
     }
   }
   for (auto& j : rows)
-    std::puts(fmt::format("  {:<11} peak memory of a call: eager {:.1f} MiB, compiled {:.1f} MiB",
+    std::puts(fmt::format("  {:<11} peak memory a call adds: eager {:.1f} MiB, compiled {:.1f} MiB",
                           j["workload"].get<std::string>(),
                           j["peak_bytes_eager"].get<int64_t>() / 1048576.0,
                           j["peak_bytes_compiled"].get<int64_t>() / 1048576.0)

@@ -330,15 +330,23 @@ std::vector<Tensor> CompiledGraph::run(const std::vector<Tensor>& args,
         break;
       case BufferKind::Node:
         if (mem_.in_place[b.id] >= 0) break;  // bound below, once its input is
-        if (mem_.offset[b.id] >= 0) {
+        // Buffers of their own (results, write-back sources) are allocated
+        // when the step that writes them comes (allocate_owned), so that the
+        // peak memory of a call is what its steps need (a training step's
+        // gradients come after its activations).
+        if (mem_.offset[b.id] >= 0)
           ptr[b.id] = static_cast<char*>(arena->data()) + mem_.offset[b.id];
-        } else if (s_.materialized[b.id] || escaping_[b.id]) {
-          owned[b.id] = detail::make_empty({b.extent}, b.dtype, b.device);
-          ptr[b.id] = owned[b.id].data_ptr();
-        }
         break;
     }
   }
+  auto allocate_owned = [&](int id) {
+    const Buffer& b = g_.buffers[static_cast<size_t>(id)];
+    if (ptr[id] != nullptr || b.kind != BufferKind::Node || mem_.in_place[id] >= 0 ||
+        mem_.offset[id] >= 0 || !(s_.materialized[id] || escaping_[id]))
+      return;
+    owned[id] = detail::make_empty({b.extent}, b.dtype, b.device);
+    ptr[id] = owned[id].data_ptr();
+  };
   for (auto& b : g_.buffers)
     if (mem_.in_place[b.id] >= 0) ptr[b.id] = ptr[mem_.in_place[b.id]];
   // Raises the error of the first kernel (in launch order) that set its flag.
@@ -363,6 +371,7 @@ std::vector<Tensor> CompiledGraph::run(const std::vector<Tensor>& args,
   std::vector<void*> kargs(max_args_);
   for (size_t i = 0; i < s_.steps.size(); ++i) {
     const Step& st = s_.steps[i];
+    for (int b : st.writes) allocate_owned(b);
     auto t0 = std::chrono::steady_clock::now();
     switch (st.kind) {
       case Step::Kind::Kernel: {
@@ -392,6 +401,7 @@ std::vector<Tensor> CompiledGraph::run(const std::vector<Tensor>& args,
     }
   }
   check_errors();
+  for (auto& b : g_.buffers) allocate_owned(b.id);  // results no step writes (none expected)
   for (auto& [dst, src] : g_.mutations) {
     if (ptr[dst] != ptr[src])  // else written in place
       be.copy_on_device(ptr[dst], ptr[src],
