@@ -24,6 +24,7 @@
 #include "progress.h"
 #include "smelt/autograd.h"
 #include "smelt/compile.h"
+#include "smelt/cuda.h"
 #include "smelt/io.h"
 #include "smelt/ops.h"
 
@@ -217,6 +218,13 @@ CaseResult check_grads(const json& c, const std::map<std::string, Tensor>& tenso
   return {true, ""};
 }
 
+/// Waits for `device`'s queued work: on CUDA an error a kernel flagged (integer
+/// division by zero) is raised at this synchronization point, so the case that
+/// caused it reports it rather than a later one.
+void synchronize(Device device) {
+  if (device.is_cuda()) cuda::synchronize();
+}
+
 /// A case ready to run: its op, inputs and eager computation.
 struct PreparedCase {
   std::string op;
@@ -296,6 +304,7 @@ CaseResult run_case(const json& c, const std::map<std::string, Tensor>& tensors,
     std::string want = c.at("error").get<std::string>();
     try {
       std::vector<Tensor> out = run(p.inputs);
+      synchronize(device);
       return {false, fmt::format("returned a result; PyTorch raises {}", want)};
     } catch (const Error&) {
       return {true, ""};
@@ -311,6 +320,7 @@ CaseResult run_case(const json& c, const std::map<std::string, Tensor>& tensors,
   std::vector<Tensor> out;
   try {
     out = run(p.inputs);
+    synchronize(device);
   } catch (const std::exception& e) {
     return {false, fmt::format("raised: {}", e.what())};
   } catch (...) {
@@ -362,6 +372,7 @@ std::vector<CaseResult> run_batch_compiled(const std::vector<const json*>& batch
   try {
     detail::CompiledCore core(CompileOptions{.fullgraph = true}, nullptr, nullptr);
     out = core.call(all, whole);
+    synchronize(device);
   } catch (const std::exception& e) {
     raised = e.what();
   }
