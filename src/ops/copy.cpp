@@ -108,6 +108,7 @@ Tensor Tensor::pin_memory() const {
   if (numel() > 0) backend::backend(kCPU).copy(out, *this);
   return out;
 }
+
 Tensor Tensor::cpu() const { return to(kCPU); }
 Tensor Tensor::cuda() const {
   backend::Backend* be = backend::find_backend(DeviceType::CUDA);

@@ -16,7 +16,8 @@ namespace {
 
 struct Flags {
   std::mutex mu;
-  int* host = nullptr;  // kMaxDevices ints of mapped pinned memory (null until first armed)
+  int* host = nullptr;    // kMaxDevices ints of mapped pinned memory (null until first armed)
+  int* device = nullptr;  // the same memory as kernels address it
   std::vector<std::string> messages;  // code c > 0 is messages[c - 1]
   std::unordered_map<std::string, int> codes;
 };
@@ -34,15 +35,16 @@ int* arm_error_flag(int device, const std::string& message, int* code) {
     void* p = nullptr;
     SMELT_CUDA_CHECK(
         cudaHostAlloc(&p, kMaxDevices * sizeof(int), cudaHostAllocMapped | cudaHostAllocPortable));
+    for (int d = 0; d < kMaxDevices; ++d) static_cast<int*>(p)[d] = 0;
+    void* dev = nullptr;
+    SMELT_CUDA_CHECK(cudaHostGetDevicePointer(&dev, p, 0));
+    f.device = static_cast<int*>(dev);
     f.host = static_cast<int*>(p);
-    for (int d = 0; d < kMaxDevices; ++d) f.host[d] = 0;
   }
   auto [it, added] = f.codes.emplace(message, static_cast<int>(f.messages.size()) + 1);
   if (added) f.messages.push_back(message);
   *code = it->second;
-  void* dev = nullptr;
-  SMELT_CUDA_CHECK(cudaHostGetDevicePointer(&dev, f.host + device, 0));
-  return static_cast<int*>(dev);
+  return f.device + device;
 }
 
 void raise_device_errors() {
