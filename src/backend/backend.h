@@ -137,6 +137,8 @@ struct LaunchConfig {
   uint32_t grid[3] = {1, 1, 1};
   uint32_t block[3] = {1, 1, 1};
   size_t shared_mem_bytes = 0;
+  /// Entries of the argument array (CUDA passes each one to the kernel).
+  size_t num_args = 0;
 };
 
 // ------------------------------------------------------------------- GEMM --
@@ -432,5 +434,26 @@ std::string float32_matmul_precision();
 
 /// The backend of `device`.
 inline Backend& backend(Device device) { return backend_for(device.type); }
+
+/// Makes `device` the calling thread's current device of its backend for the
+/// guard's lifetime (c10::DeviceGuard): work queued meanwhile (kernel builds,
+/// launches) goes to it. No-op on the CPU.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(Device device) : be_(backend(device)) {
+    if (device.is_cpu()) return;
+    prev_ = be_.current_device();
+    if (prev_ != device.index) be_.set_device(device.index);
+  }
+  ~DeviceGuard() {
+    if (prev_ >= 0 && prev_ != be_.current_device()) be_.set_device(prev_);
+  }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  Backend& be_;
+  int prev_ = -1;
+};
 
 }  // namespace smelt::backend

@@ -8,9 +8,8 @@
 // Work is queued on the calling thread's current stream of the tensors'
 // device (the legacy default stream unless set); launches are asynchronous
 // and the host waits only where a value reaches it (copy_to_host: item(),
-// to_vector(), printing, copies to the CPU). The generated-code toolchain is
-// not part of this backend yet: build() raises ToolchainUnavailable, so
-// smelt::compile runs CUDA programs eagerly.
+// to_vector(), printing, copies to the CPU). Generated code (smelt::compile)
+// is built by NVRTC and launched through the driver API (toolchain.h).
 #include <fmt/format.h>
 
 #include <cstring>
@@ -25,6 +24,7 @@
 #include "backend/cuda/pointwise.h"
 #include "backend/cuda/reduce.h"
 #include "backend/cuda/tensor_args.h"
+#include "backend/cuda/toolchain.h"
 #include "core/tensor_impl.h"
 
 namespace smelt::cuda::impl {
@@ -180,14 +180,13 @@ class CudaBackend final : public backend::Backend {
   }
 
   // ---- toolchain and launch ----
-  std::shared_ptr<backend::Module> build(const std::string&, backend::ModuleCache&,
-                                         backend::BuildInfo*) override {
-    throw backend::ToolchainUnavailable(
-        "the CUDA backend has no generated-code toolchain yet (NVRTC and the driver API come with "
-        "the GPU compiler); smelt::compile runs CUDA tensors eagerly");
+  std::shared_ptr<backend::Module> build(const std::string& source, backend::ModuleCache& cache,
+                                         backend::BuildInfo* info) override {
+    return impl::build_module(source, cache, info);
   }
-  void launch(backend::KernelHandle, void* const*, const backend::LaunchConfig&, Stream) override {
-    SMELT_INTERNAL_ASSERT(false, "CUDA launch: no module can have been built");
+  void launch(backend::KernelHandle kernel, void* const* args, const backend::LaunchConfig& config,
+              Stream stream) override {
+    launch_kernel(kernel, args, config, stream_of(stream));
   }
 
   // ---- GEMM ----

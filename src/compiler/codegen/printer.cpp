@@ -91,6 +91,19 @@ std::string Dialect::store(const std::string& ptr, const std::string& index,
   return fmt::format("{}[{}] = {}", ptr, index, value);
 }
 
+void Dialect::range_end(const Range&, const KernelConfig&, CodeBuffer& out) const {
+  out.line("}");
+}
+
+std::string Dialect::row_buffer(const std::string& type, const std::string& name, int64_t extent,
+                                const KernelConfig&) const {
+  return fmt::format("alignas(64) {} {}[{}];", type, name, extent);
+}
+
+std::string Dialect::row_slot(const IndexExpr& index, const KernelConfig&) const {
+  return index.str();
+}
+
 std::string Dialect::index_type(int bits) const { return bits == 32 ? "int32_t" : "int64_t"; }
 
 void CodeBuffer::line(const std::string& s) {
@@ -171,7 +184,7 @@ class Printer {
                            n, n > 0 ? n - 1 : 0);
       }
       case Expr::Kind::RowLoad:
-        return fmt::format("{}[{}]", e.name, e.index.str());
+        return fmt::format("{}[{}]", e.name, d_.row_slot(e.index, k_.config));
       case Expr::Kind::Call: {
         std::vector<std::string> args;
         for (auto& o : e.operands) args.push_back(expr(*o));
@@ -217,27 +230,35 @@ class Printer {
 
   void stmt(const Stmt& s) {
     switch (s.kind) {
-      case Stmt::Kind::Loop:
+      case Stmt::Kind::Loop: {
+        const bool lanes = s.range.tag == RangeTag::Thread;
         d_.range_begin(s.range, k_.config, out_);
         out_.indent();
+        thread_ranges_ += lanes;
         body(s.body);
+        thread_ranges_ -= lanes;
         out_.dedent();
-        out_.line("}");
+        d_.range_end(s.range, k_.config, out_);
         return;
+      }
       case Stmt::Kind::Let:
         out_.line(fmt::format("const {} {} = {};", d_.value_type(s.dtype), s.name, expr(*s.value)));
         return;
       case Stmt::Kind::Store: {
         std::string v = expr(*s.value);
         if (is_half(s.dtype)) v = fmt::format("{}({})", d_.storage_type(s.dtype), v);
-        out_.line(d_.store(s.name, s.index.str(), v) + ";");
+        // A per-row result of a reduction: stored by one of the row's threads.
+        const std::string once =
+            k_.config.reduction && thread_ranges_ == 0 ? d_.once_per_row(k_.config) : "";
+        out_.line(once + d_.store(s.name, s.index.str(), v) + ";");
         return;
       }
       case Stmt::Kind::RowBuffer:
-        out_.line(fmt::format("alignas(64) {} {}[{}];", d_.value_type(s.dtype), s.name, s.extent));
+        out_.line(d_.row_buffer(d_.value_type(s.dtype), s.name, s.extent, k_.config));
         return;
       case Stmt::Kind::RowStore:
-        out_.line(fmt::format("{}[{}] = {};", s.name, s.index.str(), expr(*s.value)));
+        out_.line(fmt::format("{}[{}] = {};", s.name, d_.row_slot(s.index, k_.config),
+                              expr(*s.value)));
         return;
       case Stmt::Kind::CheckZero:
         out_.line(fmt::format("if ({}{} == 0) {}", s.mask ? expr(*s.mask) + " && " : "",
@@ -288,11 +309,9 @@ class Printer {
         out_.line(fmt::format("const auto {} = {}.result();", s.name, s.partial));
         return;
       case Stmt::Kind::SplitReduce: {
-        CodeBuffer inner;
         Printer p(k_, d_);
-        p.out_ = CodeBuffer();
         p.body(s.body);
-        d_.split_reduce(s, acc_type(s.accumulator, s.acc_dtype), p.out_.str(), out_);
+        d_.split_reduce(s, acc_type(s.accumulator, s.acc_dtype), p.out_.str(), k_.config, out_);
         return;
       }
     }
@@ -301,6 +320,7 @@ class Printer {
   const KernelDesc& k_;
   const Dialect& d_;
   CodeBuffer out_;
+  int thread_ranges_ = 0;  // Thread ranges (a row's elements over its threads) open
 };
 
 }  // namespace

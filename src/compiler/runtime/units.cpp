@@ -87,7 +87,8 @@ std::vector<KernelUnit> join_units(const Schedule& s, const std::string& preambl
 }
 
 std::shared_ptr<backend::Module> build_units(const std::vector<KernelUnit>& units,
-                                             backend::Backend& be, backend::ModuleCache& cache,
+                                             backend::Backend& be, Device device,
+                                             backend::ModuleCache& cache,
                                              backend::BuildInfo* info) {
   const size_t n = units.size();
   std::vector<std::shared_ptr<backend::Module>> modules(n);
@@ -95,6 +96,7 @@ std::shared_ptr<backend::Module> build_units(const std::vector<KernelUnit>& unit
   std::vector<std::exception_ptr> errors(n);
   auto build_one = [&](size_t u) {
     try {
+      backend::DeviceGuard on_device(device);
       modules[u] = be.build(units[u].source, cache, &infos[u]);
     } catch (...) {
       errors[u] = std::current_exception();

@@ -51,6 +51,10 @@ Tensor GraphBuilder::view_of(const Operand& o) {
   return view_of(o.buf, o.sizes, o.strides, o.offset);
 }
 
+bool input_aligned(const Tensor& arg) {
+  return !arg.device().is_cuda() || reinterpret_cast<uintptr_t>(arg.data_ptr()) % 16 == 0;
+}
+
 Tensor GraphBuilder::add_input(const Tensor& arg, int index) {
   Buffer b;
   b.kind = BufferKind::Input;
@@ -58,6 +62,7 @@ Tensor GraphBuilder::add_input(const Tensor& arg, int index) {
   b.device = arg.device();
   b.extent = detail::storage_extent(arg.sizes(), arg.strides(), 0);
   b.input_index = index;
+  b.aligned = input_aligned(arg);
   int id = graph.add_buffer(std::move(b));
   ++graph.num_inputs;
   bound_.emplace_back(id, storage_for(id));
