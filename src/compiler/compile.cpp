@@ -49,7 +49,7 @@ struct TensorGuard {
   Shape sizes, strides;
   DType dtype;
   Device device;
-  std::string value;  // a wrapped number's value (specialized), else ""
+  std::string value;    // a wrapped number's value (specialized), else ""
   bool aligned = true;  // compiler::input_aligned: 16-byte aligned data (CUDA)
   static TensorGuard of(const Tensor& t) {
     return {t.sizes(),
@@ -399,10 +399,10 @@ class CompiledState {
     // A graph reading tensors of several devices (a CPU tensor given to a GPU
     // computation) runs eagerly, which moves or rejects them as eager does.
     if (!g.on_one_device()) {
-      GraphBreak br("a graph over several devices",
-                    fmt::format("the function reads tensors on {} and on another device",
-                                g.device().str()),
-                    "move every tensor the function reads to one device");
+      GraphBreak br(
+          "a graph over several devices",
+          fmt::format("the function reads tensors on {} and on another device", g.device().str()),
+          "move every tensor the function reads to one device");
       ++stats.graph_breaks;
       stats.last_graph_break = br.what();
       if (opts.fullgraph) throw Error(fullgraph_message(br));

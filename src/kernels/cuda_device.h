@@ -59,6 +59,25 @@ struct ShiftedWelford {
 
 namespace smelt::device {
 
+/// float16 / bfloat16 elements, which generated kernels keep as their bits
+/// (uint16_t: loads and stores of neighbouring elements then merge into
+/// vector accesses, which they do not for a struct), <-> float. bfloat16:
+/// smelt/half.h's conversions, branch-free (the same bits, NaN included);
+/// float16: libdevice's (round to nearest even, subnormals kept: the values
+/// of smelt/half.h, NaN payloads aside).
+extern "C" __device__ unsigned short __nv_float2half_rn(float);
+extern "C" __device__ float __nv_half2float(unsigned short);
+__device__ __forceinline__ float f16_to_float(uint16_t h) { return __nv_half2float(h); }
+__device__ __forceinline__ float bf16_to_float(uint16_t h) {
+  return __uint_as_float(static_cast<unsigned>(h) << 16);
+}
+__device__ __forceinline__ uint16_t float_to_f16(float f) { return __nv_float2half_rn(f); }
+__device__ __forceinline__ uint16_t float_to_bf16(float f) {
+  const unsigned u = __float_as_uint(f);
+  return static_cast<uint16_t>(
+      (u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x40u : (u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
 /// `v` from the lane `offset` lanes up (__shfl_down_sync over the whole warp),
 /// for any trivially copyable type: moved 32 bits at a time.
 template <class T>
@@ -118,7 +137,8 @@ __device__ __forceinline__ typename Op::acc_t row_reduce(typename Op::acc_t v, i
     __syncthreads();
 #pragma unroll
     for (int s = R / 2; s > 0; s /= 2) {
-      if (lane < s) part[lane * P + row] = Op::combine(part[lane * P + row], part[(lane + s) * P + row]);
+      if (lane < s)
+        part[lane * P + row] = Op::combine(part[lane * P + row], part[(lane + s) * P + row]);
       __syncthreads();
     }
     v = part[row];

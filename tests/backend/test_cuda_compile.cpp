@@ -21,8 +21,8 @@ namespace {
 const Device kGpu("cuda:0");
 
 /// A compiled function of a vector of tensors (the patterns' form).
-struct Compiled {
-  explicit Compiled(CompileOptions o = {}) : core(std::move(o), nullptr, nullptr) {}
+struct VectorCompiled {
+  explicit VectorCompiled(CompileOptions o = {}) : core(std::move(o), nullptr, nullptr) {}
   std::vector<Tensor> operator()(const smelt_test::PatternFn& fn, const std::vector<Tensor>& in) {
     return core.call(in, fn);
   }
@@ -49,7 +49,7 @@ TEST_P(CudaCompilePattern, CompiledMatchesCudaEagerAndCpuEager) {
   smelt_test::PatternCase gpu = p.make(kGpu), cpu = p.make(Device());
   CompileOptions o;
   o.fullgraph = true;  // a graph break would hide the compiled path
-  Compiled c(o);
+  VectorCompiled c(o);
   std::vector<Tensor> got = to_cpu(c(gpu.fn, gpu.inputs));
   const CompileStats& st = c.core.stats();
   EXPECT_EQ(st.compiles, 1);
@@ -58,12 +58,15 @@ TEST_P(CudaCompilePattern, CompiledMatchesCudaEagerAndCpuEager) {
     EXPECT_TRUE(n.rfind("cuda_", 0) == 0 || n.rfind("extern_", 0) == 0 ||
                 n.rfind("fallback_", 0) == 0)
         << n;
-  if (p.cuda_steps >= 0) EXPECT_EQ(st.kernels, p.cuda_steps) << smelt_test::names(c.core);
+  if (p.cuda_steps >= 0) {
+    EXPECT_EQ(st.kernels, p.cuda_steps) << smelt_test::names(c.core);
+  }
   const std::vector<Tensor> eager_gpu = to_cpu(gpu.fn(gpu.inputs));
   const std::vector<Tensor> eager_cpu = cpu.fn(cpu.inputs);
   ASSERT_EQ(got.size(), eager_gpu.size());
   for (size_t k = 0; k < got.size(); ++k) {
-    EXPECT_TRUE(close(got[k], eager_gpu[k], p.tol)) << p.name << " output " << k << " vs CUDA eager";
+    EXPECT_TRUE(close(got[k], eager_gpu[k], p.tol))
+        << p.name << " output " << k << " vs CUDA eager";
     EXPECT_TRUE(close(got[k], eager_cpu[k], p.tol)) << p.name << " output " << k << " vs CPU eager";
   }
   // A second call runs the same kernels (no recompile) and gives the same values.
@@ -80,7 +83,8 @@ INSTANTIATE_TEST_SUITE_P(Patterns, CudaCompilePattern,
 
 TEST_F(CudaCompile, PointwiseChainIsOneVectorizedKernel) {
   SMELT_SKIP_WITHOUT_CUDA();
-  auto f = compile([](const Tensor& x, const Tensor& w, const Tensor& b) { return sigmoid(x * w + b); });
+  auto f =
+      compile([](const Tensor& x, const Tensor& w, const Tensor& b) { return sigmoid(x * w + b); });
   Tensor x = randn({1 << 20}, TensorOptions().device(kGpu)), w = randn({1 << 20}).cuda(),
          b = randn({1 << 20}).cuda();
   Tensor y = f(x, w, b);
@@ -107,8 +111,10 @@ TEST_F(CudaCompile, IndexOutOfRangeRaises) {
   SMELT_SKIP_WITHOUT_CUDA();
   auto f = compile([](const Tensor& w, const Tensor& i) { return embedding(w, i) + 1; });
   Tensor w = randn({10, 4}).cuda();
-  EXPECT_TRUE(close(f(w, arange(0, 10).cuda()).cpu(), (embedding(w, arange(0, 10).cuda()) + 1).cpu()));
-  expect_error_mentions([&] { f(w, full({3}, 10, TensorOptions(DType::Int64).device(kGpu))); }, "out of range");
+  EXPECT_TRUE(
+      close(f(w, arange(0, 10).cuda()).cpu(), (embedding(w, arange(0, 10).cuda()) + 1).cpu()));
+  expect_error_mentions([&] { f(w, full({3}, 10, TensorOptions(DType::Int64).device(kGpu))); },
+                        "out of range");
 }
 
 // A view whose data is not 16-byte aligned is guarded: the graph compiled for

@@ -72,13 +72,22 @@ inline const std::vector<FusionPattern>& fusion_patterns() {
   using V = std::vector<Tensor>;
   static const std::vector<FusionPattern> p = {
       fn_pattern(
-          "pointwise_chain", [] { return V{randn({64, 100}), randn({100}), randn({64, 100})}; },
+          "pointwise_chain",
+          [] {
+            return V{randn({64, 100}), randn({100}), randn({64, 100})};
+          },
           [](const V& a) { return V{sigmoid(a[0] * a[1] + a[2])}; }, 1e-6, 1),
       fn_pattern(
-          "pointwise_odd_length", [] { return V{randn({1001}), randn({1001})}; },
+          "pointwise_odd_length",
+          [] {
+            return V{randn({1001}), randn({1001})};
+          },
           [](const V& a) { return V{tanh(a[0]) * a[1] - 3}; }, 1e-6, 1),
       fn_pattern(
-          "bfloat16_transposed_gelu", [] { return V{randn({32, 48}).to(DType::BFloat16)}; },
+          "bfloat16_transposed_gelu",
+          [] {
+            return V{randn({32, 48}).to(DType::BFloat16)};
+          },
           [](const V& a) { return V{gelu(a[0].t() * 2)}; }, 2e-2, 1),
       fn_pattern(
           "float16_chain", [] { return V{randn({4096}).to(DType::Float16)}; },
@@ -91,23 +100,38 @@ inline const std::vector<FusionPattern>& fusion_patterns() {
           },
           [](const V& a) { return V{remainder(a[0], a[1]) + a[0]}; }, 0, 1),
       fn_pattern(
-          "manual_softmax", [] { return V{randn({64, 1000})}; },
+          "manual_softmax",
+          [] {
+            return V{randn({64, 1000})};
+          },
           [](const V& a) {
             Tensor e = exp(a[0] - amax(a[0], {-1}, true));
             return V{e / sum(e, {-1}, true)};
           },
           1e-5, 1),
       fn_pattern(
-          "softmax_long_rows", [] { return V{randn({6, 20000})}; },
+          "softmax_long_rows",
+          [] {
+            return V{randn({6, 20000})};
+          },
           [](const V& a) { return V{softmax(a[0], 1)}; }, 1e-5, 1),
       fn_pattern(
-          "log_softmax_odd", [] { return V{randn({33, 77})}; },
+          "log_softmax_odd",
+          [] {
+            return V{randn({33, 77})};
+          },
           [](const V& a) { return V{log_softmax(a[0], -1)}; }, 1e-5, 1),
       fn_pattern(
-          "softmax_bfloat16", [] { return V{randn({16, 2048}).to(DType::BFloat16)}; },
+          "softmax_bfloat16",
+          [] {
+            return V{randn({16, 2048}).to(DType::BFloat16)};
+          },
           [](const V& a) { return V{softmax(a[0], -1)}; }, 2e-2, 1),
       fn_pattern(
-          "layer_norm", [] { return V{randn({16, 768}), randn({768}), randn({768})}; },
+          "layer_norm",
+          [] {
+            return V{randn({16, 768}), randn({768}), randn({768})};
+          },
           [](const V& a) { return V{layer_norm(a[0], {768}, a[1], a[2], 1e-5)}; }, 1e-4, 1),
       fn_pattern(
           "layer_norm_bfloat16",
@@ -117,35 +141,65 @@ inline const std::vector<FusionPattern>& fusion_patterns() {
           },
           [](const V& a) { return V{layer_norm(a[0], {4096}, a[1], a[2], 1e-5)}; }, 5e-2, 1),
       fn_pattern(
-          "var_mean", [] { return V{randn({20, 300}) + 5}; },
+          "var_mean",
+          [] {
+            return V{randn({20, 300}) + 5};
+          },
           [](const V& a) {
             auto [v, m] = var_mean(a[0], {1});
             return V{v, m};
           },
           1e-5, 1),
       fn_pattern(
-          "rms_norm", [] { return V{randn({8, 40}), randn({40})}; },
+          "rms_norm",
+          [] {
+            return V{randn({8, 40}), randn({40})};
+          },
           [](const V& a) { return V{rms_norm(a[0], {40}, a[1], 1e-6)}; }, 1e-5, 1),
       fn_pattern(
-          "column_sum", [] { return V{randn({1000, 64})}; },
+          "column_sum",
+          [] {
+            return V{randn({1000, 64})};
+          },
           [](const V& a) { return V{sum(a[0] * 2, {0})}; }, 1e-4, 1),
       fn_pattern(
-          "column_sum_many_columns", [] { return V{randn({64, 10000})}; },
+          "column_sum_many_columns",
+          [] {
+            return V{randn({64, 10000})};
+          },
           [](const V& a) { return V{sum(a[0], {0})}; }, 1e-4, 1),
       fn_pattern(
-          "amax_all", [] { return V{randn({50, 60})}; },
+          "amax_all",
+          [] {
+            return V{randn({50, 60})};
+          },
           [](const V& a) { return V{amax(exp(a[0]))}; }, 1e-6, 1),
       fn_pattern(
-          "mean_two_dims", [] { return V{randn({6, 7, 8})}; },
-          [](const V& a) { return V{mean(a[0], {0, 1}, true)}; }, 1e-5, 1),
+          "mean_two_dims",
+          [] {
+            return V{randn({6, 7, 8})};
+          },
+          [](const V& a) {
+            return V{mean(a[0], {0, 1}, true)};
+          },
+          1e-5, 1),
       fn_pattern(
-          "short_rows", [] { return V{randn({1000, 3})}; },
+          "short_rows",
+          [] {
+            return V{randn({1000, 3})};
+          },
           [](const V& a) { return V{sum(a[0], {1}) / 3}; }, 1e-5, 1),
       fn_pattern(
-          "empty_rows", [] { return V{randn({5, 0})}; },
+          "empty_rows",
+          [] {
+            return V{randn({5, 0})};
+          },
           [](const V& a) { return V{sum(a[0], {1}) + 1}; }, 0, -1),
       fn_pattern(
-          "argmax_and_max", [] { return V{randn({40, 300})}; },
+          "argmax_and_max",
+          [] {
+            return V{randn({40, 300})};
+          },
           [](const V& a) {
             auto [v, i] = max(a[0], 1);
             return V{v, i, argmax(a[0] * -1, 1)};
@@ -153,29 +207,48 @@ inline const std::vector<FusionPattern>& fusion_patterns() {
           0, -1),
       fn_pattern(
           "any_all_prod",
-          [] { return V{randn({30, 50}), randint(-3, 4, {30, 50})}; },
+          [] {
+            return V{randn({30, 50}), randint(-3, 4, {30, 50})};
+          },
           [](const V& a) {
             return V{any(a[0] > 1.5, {1}), all(a[0] > -3.0, {1}), prod(a[1] + 5, 1)};
           },
           0, -1),
       fn_pattern(
-          "cumsum_exp", [] { return V{randn({64, 100})}; },
+          "cumsum_exp",
+          [] {
+            return V{randn({64, 100})};
+          },
           [](const V& a) { return V{cumsum(exp(a[0]), 1) * 2}; }, 1e-5, 1),
       fn_pattern(
           "horizontal_sin_cos", [] { return V{randn({1000})}; },
-          [](const V& a) { return V{sin(a[0]), cos(a[0])}; }, 1e-6, 1),
+          [](const V& a) {
+            return V{sin(a[0]), cos(a[0])};
+          },
+          1e-6, 1),
       fn_pattern(
-          "cat_pad", [] { return V{randn({4, 10}), randn({3, 10})}; },
-          [](const V& a) { return V{pad(cat({a[0] * 2, a[1]}, 0) + 1, {1, 2})}; }, 1e-6, -1),
+          "cat_pad",
+          [] {
+            return V{randn({4, 10}), randn({3, 10})};
+          },
+          [](const V& a) {
+            return V{pad(cat({a[0] * 2, a[1]}, 0) + 1, {1, 2})};
+          },
+          1e-6, -1),
       fn_pattern(
           "gather_embedding",
           [] {
             return V{randn({10, 16}), randint(0, 10, {4, 5}), randint(0, 16, {10, 3})};
           },
-          [](const V& a) { return V{embedding(a[0], a[1]) * 2, gather(a[0] + 1, 1, a[2])}; }, 1e-6,
-          -1),
+          [](const V& a) {
+            return V{embedding(a[0], a[1]) * 2, gather(a[0] + 1, 1, a[2])};
+          },
+          1e-6, -1),
       fn_pattern(
-          "causal_attention", [] { return V{randn({2, 4, 16, 8}), randn({2, 4, 16, 8})}; },
+          "causal_attention",
+          [] {
+            return V{randn({2, 4, 16, 8}), randn({2, 4, 16, 8})};
+          },
           [](const V& a) {
             Tensor s = matmul(a[0], a[1].transpose(-2, -1)) * 0.35;
             Tensor keep = tril(ones({16, 16}, TensorOptions(DType::Bool).device(a[0].device())));

@@ -96,8 +96,8 @@ Unit unit_of(const std::vector<Program>& programs) {
 }
 
 #ifdef SMELT_TEST_NVRTC
-/// Compiles `source` with NVRTC (the library's options: no FMA contraction,
-/// C++17, no include path) for sm_90: PTX (`cubin` false) or a CUBIN, whose ptxas
+/// Compiles `source` with NVRTC (the library's options, cuda::impl::nvrtc_options)
+/// for sm_90: PTX (`cubin` false) or a CUBIN, whose ptxas
 /// step checks registers and shared memory too. Returns the PTX (empty for a
 /// CUBIN), or fails the test with NVRTC's log.
 std::string nvrtc(const std::string& source, bool cubin = false) {
@@ -105,8 +105,8 @@ std::string nvrtc(const std::string& source, bool cubin = false) {
   EXPECT_EQ(nvrtcCreateProgram(&prog, source.c_str(), "smelt_kernels.cu", 0, nullptr, nullptr),
             NVRTC_SUCCESS);
   const char* arch = cubin ? "--gpu-architecture=sm_90" : "--gpu-architecture=compute_90";
-  const char* opts[] = {arch, "-std=c++17", "--fmad=false"};
-  nvrtcResult r = nvrtcCompileProgram(prog, 3, opts);
+  const char* opts[] = {arch, "-std=c++17", "--fmad=false", "--minimal", "--diag-suppress=177,550"};
+  nvrtcResult r = nvrtcCompileProgram(prog, 5, opts);
   size_t log_size = 0;
   nvrtcGetProgramLogSize(prog, &log_size);
   std::string log(log_size, '\0');
@@ -161,8 +161,9 @@ TEST_F(CudaCodegen, PointwiseKernelPrintsThroughTheSamePath) {
   EXPECT_EQ(st.config.vec, 4);
   EXPECT_EQ(st.config.block_size, 256);
   EXPECT_EQ(st.config.grid, 7);  // ceil(6400 / 1024)
-  EXPECT_TRUE(has(st.source, "__global__ void __launch_bounds__(256) "
-                             "cuda_poi_fused_add_mul_sigmoid_0("))
+  EXPECT_TRUE(has(st.source,
+                  "__global__ void __launch_bounds__(256) "
+                  "cuda_poi_fused_add_mul_sigmoid_0("))
       << st.source;
   EXPECT_TRUE(has(st.source, "__builtin_assume_aligned(in_arg0_p, 16)")) << st.source;
   EXPECT_TRUE(has(st.source, "blockIdx.x")) << st.source;
@@ -176,8 +177,8 @@ TEST_F(CudaCodegen, PointwiseKernelPrintsThroughTheSamePath) {
 // A misaligned input (a view at an odd offset) is not declared aligned; the
 // others still are.
 TEST_F(CudaCodegen, OnlyAlignedBuffersAreDeclaredAligned) {
-  Graph g = trace_graph([](const Tensor& x, const Tensor& y) { return x + y; }, randn({64}),
-                        randn({64}));
+  Graph g =
+      trace_graph([](const Tensor& x, const Tensor& y) { return x + y; }, randn({64}), randn({64}));
   g.buffers[0].aligned = false;  // as the tracer marks a misaligned CUDA input
   Schedule s = cuda_schedule(g);
   const Step& st = only_kernel(s);
@@ -214,9 +215,11 @@ TEST_F(CudaCodegen, ReductionLayouts) {
     EXPECT_EQ(st.config.row_iters, 4);
     EXPECT_EQ(st.config.grid, 16);
     EXPECT_FALSE(st.config.outer);
-    EXPECT_TRUE(has(st.source, "smelt::device::row_reduce<smelt::reduce::Max<float>, 512, 1, false>"))
+    EXPECT_TRUE(
+        has(st.source, "smelt::device::row_reduce<smelt::reduce::Max<float>, 512, 1, false>"))
         << st.source;
-    EXPECT_TRUE(has(st.source, "smelt::device::row_reduce<smelt::reduce::Sum<float>, 512, 1, false>"))
+    EXPECT_TRUE(
+        has(st.source, "smelt::device::row_reduce<smelt::reduce::Sum<float>, 512, 1, false>"))
         << st.source;
     // The row is read once: later loops take it from the row buffer (registers).
     EXPECT_EQ(count(st.source, "in_arg0["), 1) << st.source;
@@ -236,8 +239,8 @@ TEST_F(CudaCodegen, ReductionLayouts) {
         << st.source;
   }
   {  // a column sum with few columns: the column's threads interleave with the columns'
-    Schedule s = cuda_schedule(
-        trace_graph([](const Tensor& x) { return sum(x, {0}); }, randn({4096, 16})));
+    Schedule s =
+        cuda_schedule(trace_graph([](const Tensor& x) { return sum(x, {0}); }, randn({4096, 16})));
     const Step& st = only_kernel(s);
     EXPECT_TRUE(st.config.outer);
     EXPECT_EQ(st.config.rows_per_block, 16);
@@ -247,8 +250,8 @@ TEST_F(CudaCodegen, ReductionLayouts) {
     EXPECT_TRUE(has(st.source, "r_lane = static_cast<int>(threadIdx.x) / 16")) << st.source;
   }
   {  // many short rows: one thread each, 256 rows a block
-    Schedule s = cuda_schedule(
-        trace_graph([](const Tensor& x) { return sum(x, {1}); }, randn({100000, 8})));
+    Schedule s =
+        cuda_schedule(trace_graph([](const Tensor& x) { return sum(x, {1}); }, randn({100000, 8})));
     const Step& st = only_kernel(s);
     EXPECT_EQ(st.config.threads_per_row, 1);
     EXPECT_EQ(st.config.rows_per_block, 256);
@@ -333,8 +336,7 @@ std::vector<Program> pointwise_programs(DType dtype, std::set<std::string>* cove
       continue;
     const std::string op(def.name);
     std::vector<detail::Attrs> variants = {{}};
-    for (auto& v : def.variants)
-      variants.push_back({{std::string(v.attr), std::string(v.value)}});
+    for (auto& v : def.variants) variants.push_back({{std::string(v.attr), std::string(v.value)}});
     for (auto& attrs : variants) {
       manual_seed(7);
       std::vector<Tensor> in;
@@ -343,7 +345,8 @@ std::vector<Program> pointwise_programs(DType dtype, std::set<std::string>* cove
                               k == 0 ? Shape{8, 36} : Shape{36}));
       if (op == "where") std::swap(in[0], in[2]);  // where(condition, x, y)
       if (auto g = op_graph(op, in, attrs)) {
-        out.push_back({fmt::format("{}({}) {}", op, dtype_name(dtype), attrs.str()), std::move(*g)});
+        out.push_back(
+            {fmt::format("{}({}) {}", op, dtype_name(dtype), attrs.str()), std::move(*g)});
         covered->insert(op);
       }
     }
@@ -370,8 +373,8 @@ std::vector<Program> reduction_programs(DType dtype, bool outer, std::set<std::s
       if ((g = op_graph(op, {x}, attrs))) break;
     }
     if (!g) continue;
-    out.push_back({fmt::format("{}({}{})", op, dtype_name(dtype), outer ? ", dim 0" : ""),
-                   std::move(*g)});
+    out.push_back(
+        {fmt::format("{}({}{})", op, dtype_name(dtype), outer ? ", dim 0" : ""), std::move(*g)});
     covered->insert(op);
   }
   return out;
@@ -422,7 +425,8 @@ TEST_F(CudaCodegen, OpTableGroupsCoverEveryPointwiseOpAndReduction) {
     if ((pointwise || reduction) && !covered.count(std::string(def.name)))
       missing.emplace_back(def.name);
   }
-  EXPECT_TRUE(missing.empty()) << "no CUDA program for: " << fmt::format("{}", fmt::join(missing, ", "));
+  EXPECT_TRUE(missing.empty()) << "no CUDA program for: "
+                               << fmt::format("{}", fmt::join(missing, ", "));
   EXPECT_GE(covered.size(), 60u);
 }
 

@@ -1351,8 +1351,8 @@ FuzzSummary run(const FuzzOptions& opts, std::FILE* log) {
       const std::optional<Device> dev =
           opts.device.empty() ? std::nullopt : std::optional<Device>(Device(opts.device));
       Program m = minimize(p, opts.seed, i, dev);
-      CaseResult mr = dev ? check_program_on_device(m, *dev, opts.seed, i)
-                          : check_program(m, opts.seed, i);
+      CaseResult mr =
+          dev ? check_program_on_device(m, *dev, opts.seed, i) : check_program(m, opts.seed, i);
       std::fprintf(log, "%s", (mr.ok ? r.report : mr.report).c_str());
     }
     std::fflush(log);

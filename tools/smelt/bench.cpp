@@ -309,7 +309,10 @@ Errors compare(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
     if (ne(isnan(x), isnan(y)).any().item().to_double() != 0) return {INFINITY, INFINITY};
     const Tensor d = where(isnan(x), 0.0, abs(x - y));
     e.abs = std::max(e.abs, amax(d).item().to_double());
-    e.rel = std::max(e.rel, amax(d / clamp(abs(x), std::optional<Scalar>(1e-6), std::optional<Scalar>())).item().to_double());
+    e.rel = std::max(e.rel,
+                     amax(d / clamp(abs(x), std::optional<Scalar>(1e-6), std::optional<Scalar>()))
+                         .item()
+                         .to_double());
   }
   return e;
 }
@@ -418,8 +421,8 @@ void print_row(const nlohmann::json& j) {
                         j["eager_kernels"].get<int>(), j["compiled_kernels"].get<int>(),
                         j["bytes_eager"].get<int64_t>(), j["bytes_compiled"].get<int64_t>(),
                         j["gbps_compiled"].get<double>(), j["max_abs_err"].get<double>(),
-                        j["max_rel_err"].get<double>(),
-                        j["compile_ms_cold"].get<double>(), j["compile_ms_warm"].get<double>())
+                        j["max_rel_err"].get<double>(), j["compile_ms_cold"].get<double>(),
+                        j["compile_ms_warm"].get<double>())
                 .c_str());
 }
 
@@ -488,7 +491,7 @@ const char* bench_columns_help() {
 }
 
 int cmd_bench(const BenchOptions& opts) {
-  NoGradGuard no_grad;  // the workloads are inference (module parameters require grad)
+  NoGradGuard no_grad;               // the workloads are inference (module parameters require grad)
   const Device device(opts.device);  // Error for a malformed name
   if (device.is_cuda()) (void)zeros({1}, TensorOptions().device(device));  // Error without a GPU
   SMELT_CHECK(device.is_cpu() || (opts.workload != "minilm" && opts.workload != "chain"),

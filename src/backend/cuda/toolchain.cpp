@@ -88,8 +88,8 @@ class CudaModule final : public backend::Module {
   backend::KernelHandle function(const std::string& name) const override {
     CUkernel k = nullptr;
     const CUresult r = driver().library_get_kernel(&k, lib_, name.c_str());
-    SMELT_CHECK(r == CUDA_SUCCESS && k != nullptr, "smelt::compile: kernel {} is missing from {} ({})",
-                name, path_, driver_error(r));
+    SMELT_CHECK(r == CUDA_SUCCESS && k != nullptr,
+                "smelt::compile: kernel {} is missing from {} ({})", name, path_, driver_error(r));
     return backend::KernelHandle{k};
   }
   const std::string& path() const override { return path_; }
@@ -121,7 +121,8 @@ void compile(const std::vector<std::string>& options, bool cubin, const std::str
   const std::string source = read_file(source_path, &ok);
   SMELT_CHECK(ok, "smelt::compile: cannot read the generated source {}", source_path);
   nvrtcProgram prog = nullptr;
-  nvrtcResult r = nvrtcCreateProgram(&prog, source.c_str(), source_path.c_str(), 0, nullptr, nullptr);
+  nvrtcResult r =
+      nvrtcCreateProgram(&prog, source.c_str(), source_path.c_str(), 0, nullptr, nullptr);
   SMELT_CHECK(r == NVRTC_SUCCESS, "smelt::compile: nvrtcCreateProgram failed: {}",
               nvrtcGetErrorString(r));
   std::vector<const char*> opts;
@@ -176,8 +177,12 @@ std::vector<std::string> nvrtc_options(int major, int minor, bool* cubin) {
                 "architectures {})",
                 nvrtc_version(), major, minor, fmt::join(archs, ", "));
   }
+  // --minimal: none of the runtime API's device declarations the generated
+  // code does not use (textures, surfaces...): a third less compile time.
+  // 177/550: a value declared or set but not used (generated code names every
+  // value; the unused ones cost nothing).
   return {fmt::format("--gpu-architecture={}_{}", *cubin ? "sm" : "compute", arch), "-std=c++17",
-          "--fmad=false"};
+          "--fmad=false", "--minimal", "--diag-suppress=177,550"};
 }
 
 std::shared_ptr<backend::Module> build_module(const std::string& source,
@@ -189,9 +194,8 @@ std::shared_ptr<backend::Module> build_module(const std::string& source,
   const cudaDeviceProp& prop = properties(current_device());
   bool cubin = false;
   const std::vector<std::string> options = nvrtc_options(prop.major, prop.minor, &cubin);
-  const std::string fingerprint =
-      fmt::format("nvrtc {} | cc {}.{} | {}", nvrtc_version(), prop.major, prop.minor,
-                  fmt::join(options, " "));
+  const std::string fingerprint = fmt::format("nvrtc {} | cc {}.{} | {}", nvrtc_version(),
+                                              prop.major, prop.minor, fmt::join(options, " "));
   auto build = [&](const std::string& source_path, const std::string& binary_path) {
     compile(options, cubin, source_path, binary_path);
   };

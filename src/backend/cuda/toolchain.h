@@ -33,8 +33,8 @@ std::shared_ptr<backend::Module> build_module(const std::string& source,
 /// Launches `kernel` (a handle of a module build_module returned) on `stream`
 /// with `c.num_args` pointer arguments `args`; a grid of 0 blocks launches
 /// nothing. Error when the launch fails.
-void launch_kernel(backend::KernelHandle kernel, void* const* args,
-                   const backend::LaunchConfig& c, cudaStream_t stream);
+void launch_kernel(backend::KernelHandle kernel, void* const* args, const backend::LaunchConfig& c,
+                   cudaStream_t stream);
 
 /// The NVRTC options generated code is compiled with for compute capability
 /// major.minor (also the fingerprint of its binaries): the architecture

@@ -139,9 +139,9 @@ SMELT_MATH2(copysign)
 
 std::string CudaDialect::preamble() const {
   static const std::string prelude =
-      kDevicePrelude + kernels::embedded_source({"half.h", "vector_math.h", "scalar_ops.h",
-                                                 "reduce_ops.h", "cuda_device.h"},
-                                                false);
+      kDevicePrelude +
+      kernels::embedded_source(
+          {"half.h", "vector_math.h", "scalar_ops.h", "reduce_ops.h", "cuda_device.h"}, false);
   return prelude;
 }
 
@@ -215,10 +215,10 @@ void CudaDialect::range_begin(const Range& r, const KernelConfig& c, CodeBuffer&
       // the end repeat the last row (every thread takes part in the
       // combinations, which synchronize the block).
       const int p = std::max(1, c.rows_per_block);
-      out.line(fmt::format(
-          "for ({0} {1}_b = static_cast<{0}>(blockIdx.x); {1}_b < ({2} + {3}) / {4}; "
-          "{1}_b += static_cast<{0}>(gridDim.x)) {{",
-          t, v, n, p - 1, p));
+      out.line(
+          fmt::format("for ({0} {1}_b = static_cast<{0}>(blockIdx.x); {1}_b < ({2} + {3}) / {4}; "
+                      "{1}_b += static_cast<{0}>(gridDim.x)) {{",
+                      t, v, n, p - 1, p));
       if (p == 1) {
         out.line(fmt::format("const {0} {1} = {1}_b;", t, v));
       } else {
@@ -238,8 +238,8 @@ void CudaDialect::range_begin(const Range& r, const KernelConfig& c, CodeBuffer&
         out.line(fmt::format("if ({0}_k * {1} + r_lane >= {2}) break;", v, lanes, units));
         step = fmt::format("(static_cast<{}>({}_k) * {} + r_lane)", t, v, lanes);
       } else {
-        out.line(fmt::format("for ({0} {1}_s = r_lane; {1}_s < {2}; {1}_s += {3}) {{", t, v,
-                             units, lanes));
+        out.line(fmt::format("for ({0} {1}_s = r_lane; {1}_s < {2}; {1}_s += {3}) {{", t, v, units,
+                             lanes));
         step = v + "_s";
       }
       if (c.vec <= 1) {
@@ -255,8 +255,7 @@ void CudaDialect::range_begin(const Range& r, const KernelConfig& c, CodeBuffer&
 }
 
 void CudaDialect::range_end(const Range& r, const KernelConfig& c, CodeBuffer& out) const {
-  const bool vector_loop =
-      c.vec > 1 && (r.tag == RangeTag::Parallel || r.tag == RangeTag::Thread);
+  const bool vector_loop = c.vec > 1 && (r.tag == RangeTag::Parallel || r.tag == RangeTag::Thread);
   out.line(vector_loop ? "}}" : "}");
 }
 
@@ -291,6 +290,18 @@ void CudaDialect::split_reduce(const Stmt& s, const std::string& acc_type, const
       c.outer ? "true" : "false", s.partial));
   out.dedent();
   out.line("}");
+}
+
+std::string CudaDialect::storage_type(DType t) const {
+  return t == DType::Float16 || t == DType::BFloat16 ? "uint16_t" : Dialect::storage_type(t);
+}
+
+std::string CudaDialect::half_to_float(DType t, const std::string& v) const {
+  return fmt::format("smelt::device::{}_to_float({})", t == DType::BFloat16 ? "bf16" : "f16", v);
+}
+
+std::string CudaDialect::float_to_half(DType t, const std::string& v) const {
+  return fmt::format("smelt::device::float_to_{}({})", t == DType::BFloat16 ? "bf16" : "f16", v);
 }
 
 std::string CudaDialect::set_error_flag(int code) const {

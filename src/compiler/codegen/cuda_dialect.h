@@ -31,6 +31,10 @@ class CudaDialect : public Dialect {
                          const KernelConfig& c) const override;
   std::string row_slot(const IndexExpr& index, const KernelConfig& c) const override;
   std::string once_per_row(const KernelConfig& c) const override;
+  /// float16 / bfloat16 elements are their bits (uint16_t), see kernels/cuda_device.h.
+  std::string storage_type(DType t) const override;
+  std::string half_to_float(DType t, const std::string& v) const override;
+  std::string float_to_half(DType t, const std::string& v) const override;
   std::string barrier() const override { return "__syncthreads();"; }
   void split_reduce(const Stmt& s, const std::string& acc_type, const std::string& loop,
                     const KernelConfig& c, CodeBuffer& out) const override;

@@ -859,8 +859,7 @@ class Builder {
         for (auto& s : row_loops[l]->body)
           if (s.kind == Stmt::Kind::Let) {
             int id = temp_value_.at(s.name);
-            if (values_[id].depends_on_r && (values_[id].computed || cuda))
-              loops_of[id].insert(l);
+            if (values_[id].depends_on_r && (values_[id].computed || cuda)) loops_of[id].insert(l);
           }
       std::vector<int> shared;
       for (auto& [id, ls] : loops_of)

@@ -43,6 +43,14 @@ std::string Dialect::value_type(DType t) const {
   return (t == DType::Float16 || t == DType::BFloat16) ? "float" : storage_type(t);
 }
 
+std::string Dialect::half_to_float(DType, const std::string& v) const {
+  return fmt::format("static_cast<float>({})", v);
+}
+
+std::string Dialect::float_to_half(DType t, const std::string& v) const {
+  return fmt::format("{}({})", storage_type(t), v);
+}
+
 namespace {
 /// `d` converted to integer dtype `t` as eager converts it (scalar::cast).
 int64_t float_to_integer(double d, DType t) {
@@ -91,9 +99,7 @@ std::string Dialect::store(const std::string& ptr, const std::string& index,
   return fmt::format("{}[{}] = {}", ptr, index, value);
 }
 
-void Dialect::range_end(const Range&, const KernelConfig&, CodeBuffer& out) const {
-  out.line("}");
-}
+void Dialect::range_end(const Range&, const KernelConfig&, CodeBuffer& out) const { out.line("}"); }
 
 std::string Dialect::row_buffer(const std::string& type, const std::string& name, int64_t extent,
                                 const KernelConfig&) const {
@@ -159,7 +165,7 @@ class Printer {
         return d_.literal(e.literal, e.dtype);
       case Expr::Kind::Load: {
         std::string l = d_.load(e.name, e.index.str());
-        if (is_half(e.dtype)) l = fmt::format("static_cast<float>({})", l);
+        if (is_half(e.dtype)) l = d_.half_to_float(e.dtype, l);
         // A guarded read happens only where its guard holds.
         if (e.mask) l = fmt::format("({} ? {} : {}(0))", expr(*e.mask), l, d_.value_type(e.dtype));
         return l;
@@ -197,8 +203,8 @@ class Printer {
         if (e.from == e.dtype) return v;
         if (e.dtype == DType::Bool) return fmt::format("({} != 0)", v);
         if (is_half(e.dtype))
-          return fmt::format("static_cast<float>({}(static_cast<float>({})))",
-                             d_.storage_type(e.dtype), v);
+          return d_.half_to_float(
+              e.dtype, d_.float_to_half(e.dtype, fmt::format("static_cast<float>({})", v)));
         return convert_value(v, e.from, e.dtype);
       }
       case Expr::Kind::Cast:
@@ -246,7 +252,7 @@ class Printer {
         return;
       case Stmt::Kind::Store: {
         std::string v = expr(*s.value);
-        if (is_half(s.dtype)) v = fmt::format("{}({})", d_.storage_type(s.dtype), v);
+        if (is_half(s.dtype)) v = d_.float_to_half(s.dtype, v);
         // A per-row result of a reduction: stored by one of the row's threads.
         const std::string once =
             k_.config.reduction && thread_ranges_ == 0 ? d_.once_per_row(k_.config) : "";
@@ -257,8 +263,8 @@ class Printer {
         out_.line(d_.row_buffer(d_.value_type(s.dtype), s.name, s.extent, k_.config));
         return;
       case Stmt::Kind::RowStore:
-        out_.line(fmt::format("{}[{}] = {};", s.name, d_.row_slot(s.index, k_.config),
-                              expr(*s.value)));
+        out_.line(
+            fmt::format("{}[{}] = {};", s.name, d_.row_slot(s.index, k_.config), expr(*s.value)));
         return;
       case Stmt::Kind::CheckZero:
         out_.line(fmt::format("if ({}{} == 0) {}", s.mask ? expr(*s.mask) + " && " : "",

@@ -77,6 +77,12 @@ class Dialect {
   virtual std::string storage_type(DType t) const;
   /// C type a value of `t` is computed in (float for float16/bfloat16).
   virtual std::string value_type(DType t) const;
+  /// A float16/bfloat16 element `v` (of storage_type) as a float, and a float
+  /// `v` rounded to nearest-even into float16/bfloat16 storage (the CPU: the
+  /// conversions of smelt/half.h; CUDA: the hardware's cvt instructions, the
+  /// same values).
+  virtual std::string half_to_float(DType t, const std::string& v) const;
+  virtual std::string float_to_half(DType t, const std::string& v) const;
   /// A literal of `s` typed as `t`.
   virtual std::string literal(const Scalar& s, DType t) const;
 };

@@ -102,8 +102,7 @@ KernelConfig cuda_config(const Graph& g, const KernelGroup& group, const std::ve
   // Rows: the kept dims (an empty reduction still has its outputs).
   int64_t rn = 1, rows = 1;
   for (size_t d = 0; d < s.size(); ++d)
-    (std::find(group.rdims.begin(), group.rdims.end(), static_cast<int64_t>(d)) !=
-             group.rdims.end()
+    (std::find(group.rdims.begin(), group.rdims.end(), static_cast<int64_t>(d)) != group.rdims.end()
          ? rn
          : rows) *= s[d];
   if (group.scan) {

@@ -151,7 +151,6 @@ Tensor view_over(void* base, const Operand& o, Device device) {
   return blob(p, o.sizes, o.dtype, o.strides, device);
 }
 
-
 /// C = A @ B (+ epilogue) for a matmul node whose operands are windows of buffers.
 void run_matmul(const Graph& g, const Step& st, const std::vector<void*>& ptr, backend::Backend& be,
                 Device device, backend::Stream stream) {

@@ -38,14 +38,13 @@ std::vector<KernelUnit> join_units(const Schedule& s, const std::string& preambl
 int build_parallelism();
 
 /// Builds (or loads from `cache`) every unit through `be` for `device` (the
-/// current device of every building thread), the units at the same time, and returns one module whose function() finds any of their
-/// kernels. `info`: cache_hit when every unit came from the cache, build_ms the
-/// longest compiler run (they run at the same time), key and source_path those
+/// current device of every building thread), the units at the same time, and returns one module
+/// whose function() finds any of their kernels. `info`: cache_hit when every unit came from the
+/// cache, build_ms the longest compiler run (they run at the same time), key and source_path those
 /// of each unit joined by ", ". Rethrows the first unit's failure after all
 /// finished.
 std::shared_ptr<backend::Module> build_units(const std::vector<KernelUnit>& units,
                                              backend::Backend& be, Device device,
-                                             backend::ModuleCache& cache,
-                                             backend::BuildInfo* info);
+                                             backend::ModuleCache& cache, backend::BuildInfo* info);
 
 }  // namespace smelt::compiler
