@@ -3,10 +3,13 @@
 #   AUTO  builds the CUDA backend when a CUDA compiler and toolkit are found;
 #   ON    requires them; OFF never builds it.
 # Sets SMELT_WITH_CUDA (ON/OFF). With CUDA, the kernels are compiled ahead of
-# time for sm_80 and sm_90 (SASS) plus compute_90 PTX for newer GPUs, unless
-# CMAKE_CUDA_ARCHITECTURES is given; nvcc goes through ccache when it is
-# installed. A machine with the toolkit and no GPU builds everything: the
-# backend reports no device at run time and the CUDA tests skip themselves.
+# time for SMELT_CUDA_ARCHITECTURES (CMAKE_CUDA_ARCHITECTURES' syntax; by
+# default SASS for sm_80 and sm_90 plus compute_90 PTX, which newer GPUs
+# compile at load time). Each architecture is another pass of nvcc's device
+# compiler over every kernel: `make test` builds one (see the Makefile). nvcc
+# goes through ccache when it is installed. A machine with the toolkit and no
+# GPU builds everything: the backend reports no device at run time and the
+# CUDA tests skip themselves.
 set(SMELT_CUDA AUTO CACHE STRING "Build the CUDA backend: AUTO (when the toolkit is found), ON or OFF")
 set_property(CACHE SMELT_CUDA PROPERTY STRINGS AUTO ON OFF)
 
@@ -29,8 +32,15 @@ elseif(SMELT_CUDA)
 endif()
 
 if(SMELT_WITH_CUDA AND NOT SMELT_SYNTAX_ONLY)
+  # A CMAKE_CUDA_ARCHITECTURES given at the first configure is the default.
+  set(default_archs "80-real;90-real;90-virtual")
+  if(DEFINED CMAKE_CUDA_ARCHITECTURES)
+    set(default_archs "${CMAKE_CUDA_ARCHITECTURES}")
+  endif()
+  set(SMELT_CUDA_ARCHITECTURES "${default_archs}" CACHE STRING
+      "GPU architectures of the CUDA kernels (CMAKE_CUDA_ARCHITECTURES syntax, e.g. 90-real, native)")
   if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
-    set(CMAKE_CUDA_ARCHITECTURES "80-real;90-real;90-virtual")
+    set(CMAKE_CUDA_ARCHITECTURES ${SMELT_CUDA_ARCHITECTURES})
   endif()
   if(NOT DEFINED CMAKE_CUDA_HOST_COMPILER AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
     set(CMAKE_CUDA_HOST_COMPILER ${CMAKE_CXX_COMPILER})
@@ -52,7 +62,7 @@ if(SMELT_WITH_CUDA AND NOT SMELT_SYNTAX_ONLY)
     set(CMAKE_CUDA_COMPILER_LAUNCHER ${CCACHE_PROGRAM})
   endif()
   message(STATUS "smelt: CUDA backend ON (nvcc ${CMAKE_CUDA_COMPILER_VERSION}, "
-                 "architectures ${CMAKE_CUDA_ARCHITECTURES})")
+                 "architectures ${SMELT_CUDA_ARCHITECTURES})")
 elseif(SMELT_WITH_CUDA)
   message(STATUS "smelt: CUDA backend's host code checked (syntax only)")
 else()

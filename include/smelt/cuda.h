@@ -8,7 +8,14 @@
 // Launches are asynchronous: an op queues its kernels on the current stream
 // of its device and returns. The host waits where a value reaches it —
 // item(), to_vector(), printing, copies to the CPU — or where asked to
-// (synchronize(), Stream::synchronize(), Event::synchronize()).
+// (synchronize(), Stream::synchronize(), Event::synchronize()). An error
+// found by a kernel (an integer division by zero) is raised as smelt::Error,
+// naming the op, at the next of these synchronization points.
+//
+// Copies between the CPU and a GPU are asynchronous through pinned memory:
+// Tensor::pin_memory(), then t.to(device, /*non_blocking=*/true).
+// Tensor::record_stream tells the caching allocator about a tensor used on
+// another stream.
 #pragma once
 #include <cstdint>
 #include <memory>

@@ -256,9 +256,34 @@ class Backend {
   /// Copies `nbytes` from device memory `src` to host memory `dst` and waits
   /// for it (a synchronization point).
   virtual void copy_to_host(void* dst, const void* src, size_t nbytes, Stream stream) = 0;
-  /// Copies `nbytes` from host memory `src` to device memory `dst` in stream
-  /// order; `src` may be reused as soon as this returns.
+  /// Copies `nbytes` from pageable host memory `src` to device memory `dst` in
+  /// stream order; `src` may be reused as soon as this returns (pinned memory
+  /// goes through copy_from_pinned_async).
   virtual void copy_from_host(void* dst, const void* src, size_t nbytes, Stream stream) = 0;
+
+  // ---- pinned host memory and stream-ordered lifetimes ----
+  /// Page-locked host memory (torch's pinned memory) for asynchronous copies
+  /// to and from this backend's devices, or nullptr where there is none (the
+  /// CPU). Its blocks are not handed out again before the copies that used
+  /// them have run.
+  virtual Allocator* pinned_allocator() { return nullptr; }
+  /// Queues a copy of `nbytes` from pinned host memory `src` (from
+  /// pinned_allocator(); any address inside one of its blocks) to device
+  /// memory `dst` on `stream` and returns at once.
+  virtual void copy_from_pinned_async(void* dst, const void* src, size_t nbytes, Stream stream) {
+    copy_from_host(dst, src, nbytes, stream);
+  }
+  /// Queues a copy of `nbytes` from device memory `src` to pinned host memory
+  /// `dst` on `stream` and returns at once: `dst` holds the values once the
+  /// stream has reached this point (synchronize, an event).
+  virtual void copy_to_pinned_async(void* dst, const void* src, size_t nbytes, Stream stream) {
+    copy_to_host(dst, src, nbytes, stream);
+  }
+  /// torch.Tensor.record_stream: device memory `p` (the start of a block of
+  /// allocator()) is used by work queued on `stream`, which is not the stream
+  /// it was allocated on; once freed, the block is reused only after the work
+  /// queued on `stream` up to the free has run.
+  virtual void record_stream(void* p, Device device, Stream stream) {}
 
   // ---- streams and events (CPU: no-ops) ----
   /// The calling thread's current stream on `device` (its default stream
@@ -335,6 +360,20 @@ class Backend {
   /// error when has_pointwise() is false.
   virtual void pointwise(const std::string& functor, const std::vector<Scalar>& extra,
                          DType compute, const Tensor& out, const std::vector<Tensor>& inputs) = 0;
+  /// pointwise() for an integer division (compute an integer dtype) whose
+  /// divisor inputs[1] (on this device) must hold no zero, checked by the
+  /// kernel itself so that the launch does not wait for the device: a zero
+  /// sets the device's error flag, which the next synchronization point of
+  /// that device (copy_to_host, synchronize, synchronize_device,
+  /// event_synchronize) raises as smelt::Error(`message`); the output's values
+  /// are then unspecified. Returns false, launching nothing, where the backend
+  /// has no such check (the op then reads the divisor on the host first).
+  virtual bool pointwise_checked_divisor(const std::string& functor,
+                                         const std::vector<Scalar>& extra, DType compute,
+                                         const Tensor& out, const std::vector<Tensor>& inputs,
+                                         const std::string& message) {
+    return false;
+  }
 
   /// out (contiguous, the kept dims of x) = op over `dims` (sorted, distinct).
   /// Sum / Prod: x's dtype, or int64 from an integer x; Mean: x floating, out of

@@ -24,6 +24,17 @@ std::shared_ptr<Storage> Storage::allocate(size_t nbytes, Device device) {
   return s;
 }
 
+std::shared_ptr<Storage> Storage::allocate_pinned(size_t nbytes, Allocator& pinned) {
+  auto s = std::shared_ptr<Storage>(new Storage());
+  const Device cpu;
+  s->data_ = pinned.allocate(nbytes == 0 ? 1 : nbytes, cpu);
+  s->nbytes_ = nbytes;
+  s->device_ = cpu;
+  s->pinned_ = true;
+  s->deleter_ = [&pinned, cpu](void* q) { pinned.deallocate(q, cpu); };
+  return s;
+}
+
 std::shared_ptr<Storage> Storage::wrap(void* data, size_t nbytes, Device device,
                                        std::function<void(void*)> deleter) {
   auto s = std::shared_ptr<Storage>(new Storage());

@@ -65,7 +65,8 @@ std::string bytes_str(int64_t bytes) {
   return fmt::format("{:.1f} {}", v, units[u]);
 }
 
-Tensor make_empty(const Shape& sizes, DType dtype, Device device, const char* op) {
+Tensor make_empty(const Shape& sizes, DType dtype, Device device, const char* op,
+                  Allocator* pinned) {
   int64_t bytes = static_cast<int64_t>(itemsize(dtype));
   for (auto d : sizes) {
     SMELT_CHECK(d >= 0, "empty: negative dimension in size {}", shape_str(sizes));
@@ -79,7 +80,8 @@ Tensor make_empty(const Shape& sizes, DType dtype, Device device, const char* op
   impl->dtype = dtype;
   impl->device = device;
   try {
-    impl->storage = Storage::allocate(static_cast<size_t>(bytes), device);
+    impl->storage = pinned ? Storage::allocate_pinned(static_cast<size_t>(bytes), *pinned)
+                           : Storage::allocate(static_cast<size_t>(bytes), device);
   } catch (const OutOfMemoryError& e) {
     // A device allocator's own message (what it holds, what the device has free) follows.
     throw OutOfMemoryError(fmt::format(

@@ -1,5 +1,6 @@
 // The copy/convert ops and the Tensor methods that read values: to_dtype,
-// clone, contiguous, Tensor::to (dtypes and devices), cpu(), cuda(),
+// clone, contiguous, Tensor::to (dtypes and devices, non_blocking through
+// pinned memory), pin_memory, cpu(), cuda(),
 // Tensor::copy_ (the one write primitive, across devices too), item and
 // to_vector. Each runs on the backend of the tensor's device; reading values
 // to the host synchronizes with the device's queued work (copy_to_host).
@@ -47,7 +48,10 @@ Tensor Tensor::to(Device d) const {
   Tensor out = detail::make_empty(sizes(), dtype(), d, "to");
   const size_t nbytes = static_cast<size_t>(numel()) * element_size();
   if (nbytes == 0) return out;
-  if (device().is_cpu()) {
+  if (device().is_cpu() && src.is_pinned()) {  // a copy from pinned memory is asynchronous: wait
+    to_be.copy_from_pinned_async(out.data_ptr(), src.data_ptr(), nbytes, to_be.current_stream(d));
+    to_be.synchronize(to_be.current_stream(d));
+  } else if (device().is_cpu()) {
     to_be.copy_from_host(out.data_ptr(), src.data_ptr(), nbytes, to_be.current_stream(d));
   } else if (d.is_cpu()) {
     read_to_host(src, out.data_ptr());
@@ -60,6 +64,50 @@ Tensor Tensor::to(Device d) const {
   return out;
 }
 Tensor Tensor::to(Device d, DType t) const { return to(d).to(t); }
+
+Tensor Tensor::to(Device d, bool non_blocking) const {
+  SMELT_CHECK(defined(), "to: called on an undefined tensor");
+  if (!non_blocking || d == device() || is_tracer()) return to(d);
+  const size_t nbytes = static_cast<size_t>(numel()) * element_size();
+  if (device().is_cpu() && is_pinned() && is_contiguous() && nbytes > 0) {
+    backend::Backend& be = backend::backend(d);
+    Tensor out = detail::make_empty(sizes(), dtype(), d, "to");
+    be.copy_from_pinned_async(out.data_ptr(), data_ptr(), nbytes, be.current_stream(d));
+    return out;
+  }
+  if (d.is_cpu() && nbytes > 0) {
+    backend::Backend& be = backend::backend(device());
+    if (Allocator* pinned = be.pinned_allocator()) {
+      const Tensor src = contiguous();
+      Tensor out = detail::make_empty(sizes(), dtype(), d, "to", pinned);
+      be.copy_to_pinned_async(out.data_ptr(), src.data_ptr(), nbytes, be.current_stream(device()));
+      return out;
+    }
+  }
+  return to(d);
+}
+
+bool Tensor::is_pinned() const { return defined() && storage() && storage()->pinned(); }
+
+Tensor Tensor::pin_memory() const {
+  SMELT_CHECK(defined(), "pin_memory: called on an undefined tensor");
+  SMELT_CHECK(is_cpu(),
+              "pin_memory: only CPU tensors can be pinned (this one is on {}); pin the CPU tensor "
+              "before moving it",
+              device().str());
+  if (is_pinned()) return *this;
+  if (is_tracer())
+    detail::throw_value_read_while_tracing("pin_memory()",
+                                           "pin tensors before calling the compiled function");
+  backend::Backend* cuda = backend::find_backend(DeviceType::CUDA);
+  Allocator* pinned = cuda ? cuda->pinned_allocator() : nullptr;
+  SMELT_CHECK(pinned != nullptr,
+              "pin_memory: smelt was built without CUDA, and pinned memory is CUDA's (configure "
+              "with -DSMELT_CUDA=ON on a machine with the CUDA toolkit)");
+  Tensor out = detail::make_empty(sizes(), dtype(), kCPU, "pin_memory", pinned);
+  if (numel() > 0) backend::backend(kCPU).copy(out, *this);
+  return out;
+}
 Tensor Tensor::cpu() const { return to(kCPU); }
 Tensor Tensor::cuda() const {
   backend::Backend* be = backend::find_backend(DeviceType::CUDA);

@@ -1,9 +1,10 @@
 // smelt/cuda.h over the backend registry: the CUDA backend when smelt was
-// built with it (src/backend/cuda), an Error otherwise; and the float32
-// matmul precision that GEMM backends read.
+// built with it (src/backend/cuda), an Error otherwise; the float32 matmul
+// precision that GEMM backends read; Tensor::record_stream.
 #include "smelt/cuda.h"
 
 #include "backend/backend.h"
+#include "core/tensor_impl.h"
 #include "smelt/error.h"
 
 namespace smelt {
@@ -140,4 +141,21 @@ float Event::elapsed_time(const Event& end) const {
 }
 
 }  // namespace cuda
+}  // namespace smelt
+
+namespace smelt {
+
+void Tensor::record_stream(const cuda::Stream& stream) const {
+  SMELT_CHECK(defined() && is_cuda(), "record_stream: expected a CUDA tensor, got {}",
+              defined() ? "one on " + device().str() : std::string("an undefined tensor"));
+  SMELT_CHECK(stream.device() == device(),
+              "record_stream: the stream is on {} but the tensor on {}; record a stream of the "
+              "tensor's device",
+              stream.device().str(), device().str());
+  if (is_tracer())
+    detail::throw_value_read_while_tracing("record_stream()",
+                                           "call record_stream outside the compiled function");
+  backend::backend(device()).record_stream(storage()->data(), device(), {stream.handle()});
+}
+
 }  // namespace smelt

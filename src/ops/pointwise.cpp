@@ -189,19 +189,29 @@ Tensor launch(const Launch& l, const std::vector<Tensor>& operands) {
               dtype_name(l.dtype));
   return run_op1(l.record, inputs, attrs, {shape, l.out_dtype, dev},
                  [&](const std::vector<Tensor>& outs) {
-                   if (l.int_zero_check && outs[0].numel() > 0)
+                   if (l.int_zero_check && outs[0].numel() > 0 && !is_floating(l.dtype)) {
+                     // On the device (no wait) where the divisor is device memory.
+                     if (!inputs[1].is_cpu() &&
+                         be.pointwise_checked_divisor(call.functor, call.extra, l.dtype, outs[0],
+                                                      inputs, int_divisor_message(l.op, inputs[1])))
+                       return;
                      check_int_divisor(l.op, inputs[1], l.dtype);
+                   }
                    be.pointwise(call.functor, call.extra, l.dtype, outs[0], inputs);
                  });
+}
+
+std::string int_divisor_message(const char* op, const Tensor& divisor) {
+  return fmt::format(
+      "{}: ZeroDivisionError: integer division by zero (divisor of dtype {}, shape {}); use a "
+      "floating dtype to get inf/nan instead",
+      op, dtype_name(divisor.dtype()), shape_str(divisor.sizes()));
 }
 
 void check_int_divisor(const char* op, const Tensor& divisor, DType dtype) {
   if (is_floating(dtype)) return;
   for (int64_t v : to_dtype(divisor, dtype).to_vector<int64_t>())
-    SMELT_CHECK(v != 0,
-                "{}: ZeroDivisionError: integer division by zero (divisor of dtype {}, shape "
-                "{}); use a floating dtype to get inf/nan instead",
-                op, dtype_name(divisor.dtype()), shape_str(divisor.sizes()));
+    if (v == 0) throw_error(int_divisor_message(op, divisor));
 }
 
 }  // namespace detail::pw

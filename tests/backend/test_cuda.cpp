@@ -1,8 +1,10 @@
-// The CUDA runtime: devices, copies between devices, the caching allocator
-// (reuse, statistics, empty_cache, out-of-memory), streams and events, the
-// same-device rule, printing and item() of CUDA tensors, modules on a GPU,
-// the shared random stream, 64-bit indexing and cuBLAS GEMMs. Every test
-// skips itself ("no CUDA device") where there is no GPU.
+// The CUDA runtime: devices, copies between devices, pinned memory and
+// non_blocking copies, the caching allocator (reuse, statistics, empty_cache,
+// out-of-memory, record_stream), streams and events, the same-device rule,
+// printing and item() of CUDA tensors, errors found by kernels, modules on a
+// GPU, the shared random stream, 64-bit indexing and cuBLAS GEMMs (float32
+// matmul precision). Every test that needs a GPU skips itself ("no CUDA
+// device") where there is none.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -76,6 +78,101 @@ TEST(Cuda, CopiesBetweenDevicesInEveryDtype) {
   Tensor host = zeros({3, 2});
   host.copy_(dst);
   EXPECT_EQ(vals(host), vals(dst));
+}
+
+TEST(Cuda, PinnedMemoryWithoutAGpuSaysSo) {
+  Tensor c = ones({3});
+  EXPECT_FALSE(c.is_pinned());
+  EXPECT_FALSE(Tensor().is_pinned());
+  // A CPU tensor moved to the CPU, blocking or not, is itself.
+  EXPECT_EQ(c.to(Device(), true).data_ptr(), c.data_ptr());
+  if (cuda::is_available()) GTEST_SKIP() << "a CUDA device is present";
+  const std::string msg = smelt_test::error_of([&] { (void)c.pin_memory(); });
+  EXPECT_NE(msg.find("pin_memory"), std::string::npos) << msg;
+  EXPECT_TRUE(msg.find("no CUDA device") != std::string::npos ||
+              msg.find("built without CUDA") != std::string::npos)
+      << msg;
+}
+
+TEST(Cuda, Float32MatmulPrecisionIsASetting) {
+  EXPECT_EQ(get_float32_matmul_precision(), "highest");
+  for (const char* p : {"high", "medium", "highest"}) {
+    set_float32_matmul_precision(p);
+    EXPECT_EQ(get_float32_matmul_precision(), p);
+  }
+  expect_error_mentions([] { set_float32_matmul_precision("tf32"); }, "unknown precision");
+  EXPECT_EQ(get_float32_matmul_precision(), "highest");
+}
+
+TEST(Cuda, PinnedMemoryAndNonBlockingCopies) {
+  SMELT_SKIP_WITHOUT_CUDA();
+  Tensor c = arange(0, 1000, 1, TensorOptions(float32)).view({10, 100});
+  Tensor p = c.pin_memory();
+  EXPECT_TRUE(p.is_pinned());
+  EXPECT_TRUE(p.is_cpu());
+  EXPECT_FALSE(c.is_pinned());
+  EXPECT_EQ(p.pin_memory().data_ptr(), p.data_ptr());  // pinned already: itself
+  EXPECT_EQ(vals(p), vals(c));
+  EXPECT_EQ(vals(c.t().pin_memory()), vals(c.t()));  // a view pins its values, contiguous
+  expect_error_mentions([&] { (void)c.cuda().pin_memory(); }, "only CPU tensors can be pinned");
+  // Host to device from pinned memory: queued, then ordered before later work on the stream.
+  Tensor g = p.to(kGpu, /*non_blocking=*/true);
+  EXPECT_TRUE(g.is_cuda());
+  EXPECT_EQ(vals(g * 2), vals(c * 2));
+  // The pinned tensor may be dropped right after: its block waits for the copy.
+  for (int i = 0; i < 20; ++i) {
+    Tensor big = full({1 << 20}, static_cast<double>(i % 8)).pin_memory();
+    Tensor on_gpu = big.to(kGpu, true);
+    big = Tensor();
+    Tensor reuse = full({1 << 20}, -1.0).pin_memory();  // may not take the block in flight
+    EXPECT_EQ(on_gpu.sum().item<double>(), static_cast<double>(i % 8) * (1 << 20)) << i;
+  }
+  // Device to host non_blocking: a pinned result, valid after a synchronization.
+  Tensor back = (g + 1).to(Device(), true);
+  EXPECT_TRUE(back.is_pinned());
+  cuda::current_stream().synchronize();
+  EXPECT_EQ(vals(back), vals(c + 1));
+  cuda::Event done;
+  Tensor back2 = (g * 3).to(Device(), true);
+  done.record();
+  done.synchronize();
+  EXPECT_EQ(vals(back2), vals(c * 3));
+  // Blocking copies from pinned memory wait: the source may be overwritten at once.
+  Tensor q = full({4096}, 1.0).pin_memory();
+  Tensor gq = q.to(kGpu);
+  q.fill_(2.0);
+  EXPECT_EQ(gq.sum().item<double>(), 4096.0);
+}
+
+TEST(Cuda, RecordStreamKeepsABlockUntilTheOtherStreamIsDone) {
+  SMELT_SKIP_WITHOUT_CUDA();
+  expect_error_mentions([] { ones({2}).record_stream(cuda::current_stream()); },
+                        "expected a CUDA tensor");
+  cuda::Stream side = cuda::Stream::create();
+  const int64_t n = 1 << 24;  // 64 MiB of float32
+  const TensorOptions on_gpu = TensorOptions().device(kGpu);
+  Tensor w = full({n}, 1.0, on_gpu);
+  for (int round = 0; round < 3; ++round) {
+    Tensor x = full({n}, 1.0, on_gpu);
+    cuda::synchronize();
+    Tensor y;
+    {
+      cuda::StreamGuard guard(side);
+      Tensor t = w;
+      for (int i = 0; i < 20; ++i) t = t * 1.0;  // a few milliseconds of work first
+      y = x + t * 0.0;                           // then x is read
+      x.record_stream(side);
+      w.record_stream(side);
+    }
+    x = Tensor();
+    // The default stream would take x's block at once (same size, same stream)
+    // and overwrite it before the side stream reads it, were the block not held.
+    Tensor z = full({n}, 5.0, on_gpu);
+    side.synchronize();
+    EXPECT_EQ(y.sum().item<double>(), static_cast<double>(n)) << round;
+  }
+  cuda::synchronize();
+  cuda::empty_cache();
 }
 
 TEST(Cuda, SafetensorsSaveFromAndLoadStraightToTheGpu) {
@@ -193,13 +290,33 @@ TEST(Cuda, SameDeviceRuleWithTheCpuScalarException) {
   EXPECT_EQ(vals(where(g > 1, s, g)), (std::vector<double>{1, 10, 10}));
 }
 
-TEST(Cuda, IntegerDivisionByZeroRaises) {
+TEST(Cuda, IntegerDivisionByZeroRaisesAtTheNextSynchronization) {
   SMELT_SKIP_WITHOUT_CUDA();
   Tensor a = gpu({1, 2}, {2}, int64);
   Tensor z = gpu({1, 0}, {2}, int64);
-  expect_error_mentions([&] { remainder(a, z); }, "ZeroDivisionError");
-  expect_error_mentions([&] { div(a, z, "floor"); }, "ZeroDivisionError");
+  // The kernel flags the zero; the op returns without waiting for the device.
+  Tensor r = remainder(a, z);
+  expect_error_mentions([&] { vals(r); }, "remainder: ZeroDivisionError");
+  // Raised once: the flag is clear again, and a good division reads back.
+  EXPECT_EQ(vals(remainder(a, gpu({1, 1}, {2}, int64))), (std::vector<double>{0, 0}));
+  // Every synchronization point raises it, naming the op.
+  (void)div(a, z, "floor");
+  expect_error_mentions([] { cuda::synchronize(); }, "div: ZeroDivisionError");
+  (void)fmod(a.to(int32), z.to(int32));
+  expect_error_mentions([] { cuda::current_stream().synchronize(); }, "fmod: ZeroDivisionError");
+  (void)div(a.to(int16), z.to(int16), "trunc");
+  expect_error_mentions([&] { a.sum().item<int64_t>(); }, "ZeroDivisionError");
+  (void)remainder(a.view({2, 1}).expand({2, 3}), z);  // the strided kernel checks too
+  expect_error_mentions([&] { (void)a.cpu(); }, "remainder: ZeroDivisionError");
+  cuda::Event e;
+  (void)remainder(a, z);
+  e.record();
+  expect_error_mentions([&] { e.synchronize(); }, "ZeroDivisionError");
+  // A CPU scalar divisor is checked by the op itself, at once.
+  expect_error_mentions([&] { remainder(a, scalar_tensor(0, TensorOptions(int64))); },
+                        "ZeroDivisionError");
   EXPECT_EQ(vals(div(a, z)), (std::vector<double>{1, INFINITY}));  // true division: inf
+  cuda::synchronize();                                             // nothing pending
 }
 
 TEST(Cuda, RandomNumbersEqualTheCpusForTheSameSeed) {

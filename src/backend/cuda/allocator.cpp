@@ -45,6 +45,8 @@ struct Block {
   bool small = false;
   Block* prev = nullptr;  // neighbours within the segment
   Block* next = nullptr;
+  std::vector<cudaStream_t> stream_uses;  // record_stream: other streams using it
+  std::vector<cudaEvent_t> events;        // freed: recorded on stream_uses, pending
 };
 
 /// Free blocks ordered by (stream, size, address): lower_bound finds the
@@ -69,6 +71,33 @@ struct CachingAllocator::Impl {
   std::mutex mu;
   std::array<DeviceState, kMaxDevices> devices;
   std::unordered_map<void*, Block*> live;  // allocated blocks by address
+  std::vector<Block*> pending;             // freed, waiting for events of other streams
+
+  /// Returns freed blocks whose recorded streams have reached their events
+  /// to their pools.
+  void process_events() {
+    std::vector<Block*> still;
+    for (Block* b : pending) {
+      std::vector<cudaEvent_t> left;
+      for (cudaEvent_t e : b->events) {
+        const cudaError_t err = cudaEventQuery(e);
+        if (err == cudaErrorNotReady) {
+          (void)cudaGetLastError();
+          left.push_back(e);
+          continue;
+        }
+        SMELT_CUDA_CHECK(err);
+        SMELT_CUDA_CHECK(cudaEventDestroy(e));
+      }
+      b->events = std::move(left);
+      if (b->events.empty()) {
+        free_block(b);
+      } else {
+        still.push_back(b);
+      }
+    }
+    pending = std::move(still);
+  }
 
   Pool& pool_of(const Block* b) {
     DeviceState& d = devices[static_cast<size_t>(b->device)];
@@ -122,6 +151,7 @@ struct CachingAllocator::Impl {
     const size_t size = round_size(nbytes);
     const bool small = size <= kSmallSize;
     std::lock_guard<std::mutex> lock(mu);
+    if (!pending.empty()) process_events();
     DeviceState& d = devices[static_cast<size_t>(device)];
     Pool& pool = small ? d.small : d.large;
 
@@ -192,6 +222,34 @@ struct CachingAllocator::Impl {
     live.erase(it);
     DeviceState& d = devices[static_cast<size_t>(b->device)];
     note_allocated(d, -static_cast<int64_t>(b->size));
+    if (!b->stream_uses.empty()) {  // reused once the other streams' work has run
+      DeviceGuard guard(b->device);
+      for (cudaStream_t s : b->stream_uses) {
+        cudaEvent_t e = nullptr;
+        SMELT_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+        SMELT_CUDA_CHECK(cudaEventRecord(e, s));
+        b->events.push_back(e);
+      }
+      b->stream_uses.clear();
+      pending.push_back(b);
+      return;
+    }
+    free_block(b);
+  }
+
+  void record_stream(void* p, cudaStream_t stream) {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = live.find(p);
+    if (it == live.end()) return;  // memory it does not own (from_blob): never reused by it
+    Block* b = it->second;
+    if (stream == b->stream) return;
+    for (cudaStream_t s : b->stream_uses)
+      if (s == stream) return;
+    b->stream_uses.push_back(stream);
+  }
+
+  /// Puts a block no tensor uses back in its pool, merged with free neighbours.
+  void free_block(Block* b) {
     b->allocated = false;
     Pool& pool = pool_of(b);
     // Merge with free neighbours of the segment.
@@ -223,6 +281,10 @@ void* CachingAllocator::allocate(size_t nbytes, Device device) {
 
 void CachingAllocator::deallocate(void* p, Device) { impl_->deallocate(p); }
 
+void CachingAllocator::record_stream(void* p, cudaStream_t stream) {
+  impl_->record_stream(p, stream);
+}
+
 backend::MemoryStats CachingAllocator::stats(int device) {
   std::lock_guard<std::mutex> lock(impl_->mu);
   return impl_->devices[static_cast<size_t>(device)].stats;
@@ -237,6 +299,7 @@ void CachingAllocator::reset_peak(int device) {
 
 void CachingAllocator::empty_cache() {
   std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->process_events();
   impl_->release_cached(-1);
 }
 

@@ -18,7 +18,9 @@
 // device has free, and the process stays usable.
 //
 // A tensor used on a stream other than the one it was allocated on must be
-// synchronized by the user before it is freed (there is no record_stream yet).
+// declared with record_stream (torch.Tensor.record_stream) or synchronized by
+// the user before it is freed: a freed block with recorded streams records an
+// event on each and is reused only once they have all completed.
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -37,6 +39,10 @@ class CachingAllocator final : public Allocator {
   /// thread's current stream of that device.
   void* allocate(size_t nbytes, Device device) override;
   void deallocate(void* p, Device device) override;
+  /// Declares that block `p` (a pointer allocate() returned, still live) is
+  /// used by work on `stream` (see the file comment); nothing for its own
+  /// stream or for memory it did not allocate.
+  void record_stream(void* p, cudaStream_t stream);
 
   backend::MemoryStats stats(int device);
   void reset_peak(int device);

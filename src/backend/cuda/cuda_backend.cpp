@@ -8,8 +8,11 @@
 // Work is queued on the calling thread's current stream of the tensors'
 // device (the legacy default stream unless set); launches are asynchronous
 // and the host waits only where a value reaches it (copy_to_host: item(),
-// to_vector(), printing, copies to the CPU). Generated code (smelt::compile)
-// is built by NVRTC and launched through the driver API (toolchain.h).
+// to_vector(), printing, copies to the CPU) or where asked to. Checks that
+// need values (an integer division by zero) are made by the kernels, which
+// set a device error flag (error_flag.h) that every synchronization raises.
+// Generated code (smelt::compile) is built by NVRTC and launched through the
+// driver API (toolchain.h).
 #include <fmt/format.h>
 
 #include <cstring>
@@ -19,6 +22,8 @@
 #include "backend/cuda/blas.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device.h"
+#include "backend/cuda/error_flag.h"
+#include "backend/cuda/host_allocator.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/optim.h"
 #include "backend/cuda/pointwise.h"
@@ -36,6 +41,15 @@ cudaEvent_t event_of(backend::Event e) { return static_cast<cudaEvent_t>(e.handl
 
 /// The stream kernels on `t`'s device are queued on.
 cudaStream_t stream_for(const Tensor& t) { return current_stream(t.device().index); }
+
+/// The device whose memory `p` is (the current device for host memory).
+int device_of(const void* p) {
+  cudaPointerAttributes attr{};
+  SMELT_CUDA_CHECK(cudaPointerGetAttributes(&attr, p));
+  int dev = attr.device;
+  if (attr.type != cudaMemoryTypeDevice) SMELT_CUDA_CHECK(cudaGetDevice(&dev));
+  return dev;
+}
 
 /// A host value of `v` as scalar_to converts it (floating -> double,
 /// bool -> bool, else int64).
@@ -88,7 +102,10 @@ class CudaBackend final : public backend::Backend {
     return allocator_.stats(device.index);
   }
   void reset_peak_memory_stats(Device device) override { allocator_.reset_peak(device.index); }
-  void empty_cache() override { allocator_.empty_cache(); }
+  void empty_cache() override {
+    allocator_.empty_cache();
+    host_allocator_.empty_cache();
+  }
 
   void memset(void* dst, int value, size_t nbytes, Stream stream) override {
     SMELT_CUDA_CHECK(cudaMemsetAsync(dst, value, nbytes, stream_of(stream)));
@@ -111,11 +128,30 @@ class CudaBackend final : public backend::Backend {
   void copy_to_host(void* dst, const void* src, size_t nbytes, Stream stream) override {
     SMELT_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToHost, stream_of(stream)));
     SMELT_CUDA_CHECK(cudaStreamSynchronize(stream_of(stream)));
+    raise_device_errors();
   }
   void copy_from_host(void* dst, const void* src, size_t nbytes, Stream stream) override {
-    // From pageable memory the call returns once `src` has been staged; the
-    // ops copy only from pageable (or synchronize before releasing pinned) memory.
+    // From pageable memory the call returns once `src` has been staged (the
+    // ops send pinned memory through copy_from_pinned_async).
     SMELT_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyHostToDevice, stream_of(stream)));
+  }
+
+  // ---- pinned host memory, record_stream ----
+  Allocator* pinned_allocator() override { return &host_allocator_; }
+  void copy_from_pinned_async(void* dst, const void* src, size_t nbytes, Stream stream) override {
+    const int dev = device_of(dst);
+    DeviceGuard guard(dev);
+    SMELT_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyHostToDevice, stream_of(stream)));
+    host_allocator_.record_use(src, dev, stream_of(stream));
+  }
+  void copy_to_pinned_async(void* dst, const void* src, size_t nbytes, Stream stream) override {
+    const int dev = device_of(src);
+    DeviceGuard guard(dev);
+    SMELT_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToHost, stream_of(stream)));
+    host_allocator_.record_use(dst, dev, stream_of(stream));
+  }
+  void record_stream(void* p, Device, Stream stream) override {
+    allocator_.record_stream(p, stream_of(stream));
   }
 
   // ---- streams and events ----
@@ -152,6 +188,7 @@ class CudaBackend final : public backend::Backend {
   }
   void event_synchronize(Event event) override {
     SMELT_CUDA_CHECK(cudaEventSynchronize(event_of(event)));
+    raise_device_errors();
   }
   bool event_query(Event event) override {
     const cudaError_t err = cudaEventQuery(event_of(event));
@@ -172,11 +209,13 @@ class CudaBackend final : public backend::Backend {
   }
   void synchronize(Stream stream) override {
     SMELT_CUDA_CHECK(cudaStreamSynchronize(stream_of(stream)));
+    raise_device_errors();
   }
   void synchronize_device(Device device) override {
     require_device(device, "synchronize");
     DeviceGuard guard(device.index);
     SMELT_CUDA_CHECK(cudaDeviceSynchronize());
+    raise_device_errors();
   }
 
   // ---- toolchain and launch ----
@@ -260,6 +299,21 @@ class CudaBackend final : public backend::Backend {
   }
   void pointwise(const std::string& functor, const std::vector<Scalar>& extra, DType compute,
                  const Tensor& out, const std::vector<Tensor>& inputs) override {
+    run_pointwise(functor, extra, compute, out, inputs, nullptr);
+  }
+  bool pointwise_checked_divisor(const std::string& functor, const std::vector<Scalar>& extra,
+                                 DType compute, const Tensor& out,
+                                 const std::vector<Tensor>& inputs,
+                                 const std::string& message) override {
+    run_pointwise(functor, extra, compute, out, inputs, &message);
+    return true;
+  }
+
+ private:
+  /// pointwise(), with the divisor check raising `message` when it is not null.
+  void run_pointwise(const std::string& functor, const std::vector<Scalar>& extra, DType compute,
+                     const Tensor& out, const std::vector<Tensor>& inputs,
+                     const std::string* message) {
     const pw::PointwiseKernel* k = pw::find_pointwise(functor);
     SMELT_INTERNAL_ASSERT(k != nullptr && static_cast<int>(inputs.size()) == k->arity &&
                               static_cast<int>(extra.size()) == k->n_extra,
@@ -274,9 +328,11 @@ class CudaBackend final : public backend::Backend {
     for (size_t e = 0; e < extra.size(); ++e) a.extra[e] = scalar_value(extra[e]);
     a.device = out.device().index;
     a.stream = stream_for(out);
+    if (message) a.error_flag = arm_error_flag(a.device, *message, &a.error_code);
     k->run(a);
   }
 
+ public:
   void reduce(backend::ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims,
               const Tensor& out) override {
     impl::reduce(op, x, dims, out);
@@ -422,6 +478,7 @@ class CudaBackend final : public backend::Backend {
   }
 
   CachingAllocator allocator_;
+  HostAllocator host_allocator_;
 };
 
 /// Registered before main() (all of smelt's objects are linked, see CMakeLists.txt).

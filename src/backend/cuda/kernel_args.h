@@ -59,6 +59,10 @@ struct PointwiseArgs {
   HostValue extra[3];
   int device = 0;
   cudaStream_t stream = nullptr;
+  /// Backend::pointwise_checked_divisor: where the kernel stores `error_code`
+  /// when an integer divisor (in[1]) is zero (error_flag.h); null: no check.
+  int* error_flag = nullptr;
+  int error_code = 0;
 };
 
 }  // namespace smelt::cuda::impl

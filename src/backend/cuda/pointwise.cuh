@@ -12,6 +12,9 @@
 //    input dtypes converted at load time — through an OffsetCalc (32-bit
 //    arithmetic when every offset fits, 64-bit otherwise); one instantiation
 //    per opmath type C.
+// Both check integer divisors when the launch asks for it
+// (Backend::pointwise_checked_divisor): a zero stores the launch's code in the
+// device's error flag (error_flag.h).
 #pragma once
 #include <utility>
 #include <vector>
@@ -61,6 +64,15 @@ __device__ __forceinline__ auto apply(const C* v, const C* ex) {
   return apply<F, C, N, E>(v, ex, std::make_index_sequence<N>{}, std::make_index_sequence<E>{});
 }
 
+/// The divisor check of Backend::pointwise_checked_divisor: when operand 1 of
+/// an integer computation is zero, the launch's code goes to the error flag.
+template <int N, class C>
+__device__ __forceinline__ void check_divisor(const C* v, int* flag, int code) {
+  if constexpr (N >= 2 && scalar::is_int_v<C>) {
+    if (flag != nullptr && v[1] == C(0)) *flag = code;
+  }
+}
+
 // ------------------------------------------------------------- strided --
 
 template <int N, class C, class index_t>
@@ -74,6 +86,8 @@ struct StridedParams {
   bool host[N];
   C value[N];
   C extra[3];
+  int* flag;
+  int code;
 };
 
 template <class F, int N, int E, class C, class index_t>
@@ -88,6 +102,7 @@ __global__ void __launch_bounds__(kBlockThreads)
 #pragma unroll
     for (int k = 0; k < N; ++k)
       v[k] = p.host[k] ? p.value[k] : load_as<C>(p.in[k] + off[k + 1], p.in_dt[k]);
+    check_divisor<N>(v, p.flag, p.code);
     store_as(p.out + off[0], p.out_dt, apply<F, C, N, E>(v, p.extra));
   }
 }
@@ -109,6 +124,8 @@ void launch_strided(const PointwiseArgs& a) {
     p.value[k] = a.in[k].host ? host_value_as<C>(a.in[k].value) : C();
   }
   for (int e = 0; e < 3; ++e) p.extra[e] = e < E ? host_value_as<C>(a.extra[e]) : C();
+  p.flag = a.error_flag;
+  p.code = a.error_code;
   unsigned grid = grid_for(a.geom.numel, kBlockThreads);
   if (grid > (1u << 20)) grid = 1u << 20;
   strided_kernel<F, N, E, C, index_t><<<grid, kBlockThreads, 0, a.stream>>>(p);
@@ -133,6 +150,8 @@ struct ContigParams {
   int mode[N];
   C value[N];
   C extra[3];
+  int* flag;
+  int code;
 };
 
 /// Vector width of element type S: 16 bytes.
@@ -175,6 +194,7 @@ __global__ void __launch_bounds__(kContigThreads) contig_kernel(const ContigPara
 #pragma unroll
         for (int k = 0; k < N; ++k)
           v[k] = p.mode[k] == kVector ? scalar::cast<C>(raw[u][k].v[j]) : scal[k];
+        check_divisor<N>(v, p.flag, p.code);
         o.v[j] = scalar::cast<O>(apply<F, C, N, E>(v, p.extra));
       }
       *reinterpret_cast<AlignedVec<O, VEC>*>(p.out + base + u * VEC) = o;
@@ -185,6 +205,7 @@ __global__ void __launch_bounds__(kContigThreads) contig_kernel(const ContigPara
     C v[N];
 #pragma unroll
     for (int k = 0; k < N; ++k) v[k] = p.mode[k] == kVector ? scalar::cast<C>(p.in[k][i]) : scal[k];
+    check_divisor<N>(v, p.flag, p.code);
     p.out[i] = scalar::cast<O>(apply<F, C, N, E>(v, p.extra));
   }
 }
@@ -226,6 +247,8 @@ bool try_contig(const PointwiseArgs& a) {
     }
   }
   for (int e = 0; e < 3; ++e) p.extra[e] = e < E ? host_value_as<C>(a.extra[e]) : C();
+  p.flag = a.error_flag;
+  p.code = a.error_code;
   const unsigned grid = grid_for(g.numel, static_cast<int64_t>(kContigThreads) * VEC * kUnroll);
   contig_kernel<F, N, E, S, O, C><<<grid, kContigThreads, 0, a.stream>>>(p);
   SMELT_CUDA_CHECK_LAUNCH();
