@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
-# The GPU checks and benchmarks of smelt::compile on CUDA, in one run of about
-# 8 minutes on one H200 with 16 cores:
+# The GPU checks and benchmarks of smelt::compile on CUDA, in one run of 5 to 8
+# minutes on one H200 with 16 cores, in this order:
 #   1. the CUDA compiler tests (device-free NVRTC compiles of every fusion
 #      pattern and op-table op, and every pattern compiled on the GPU against
 #      CUDA eager and CPU eager, error flags, alignment guard, disk cache...);
-#   2. `smelt golden --compiled --device cuda` on the shared golden files;
-#   3. a CUDA fuzz campaign (`smelt fuzz --device cuda`: compiled on the GPU vs
+#   2. `smelt bench --device cuda`: pointwise sigmoid(x*w+b) 2^26 f32, manual
+#      softmax 8192x8192 f32, layer_norm 16384x4096 bf16, seed MLP f32 / bf16
+#      at batch 256 (times, achieved GB/s, errors, cold and warm compile);
+#   3. `smelt golden --compiled --device cuda` on the shared golden files;
+#   4. a CUDA fuzz campaign (`smelt fuzz --device cuda`: compiled on the GPU vs
 #      eager on the GPU and on the CPU), 8 processes with their own seeds;
-#   4. `smelt bench --device cuda` (pointwise 2^26 f32, manual softmax
-#      8192x8192 f32, layer_norm 16384x4096 bf16, seed MLP f32 / bf16 at batch
-#      256), then bench/torch_compare.py --workload compiled-cuda where PyTorch
-#      is installed.
-# (Run in the order tests, benchmarks, golden, fuzz, PyTorch comparison; the
-# limits add up to about 10 minutes, a normal run takes 5 to 7.)
+#   5. bench/torch_compare.py --workload compiled-cuda (PyTorch eager,
+#      torch.compile, smelt eager, smelt compiled on identical inputs) where
+#      PyTorch is installed.
 # Every stage has a time limit; logs go to $OUT (default ./out): tests.log,
 # golden.log, fuzz.log, bench.log, torch_compare.log and summary.txt.
 #

@@ -84,6 +84,9 @@ class Module {
   virtual KernelHandle function(const std::string& name) const = 0;
   /// Where the binary lives (for messages).
   virtual const std::string& path() const = 0;
+  /// Bytes of static shared memory kernel `name` uses on the current device
+  /// (CUDA; 0 elsewhere), for the launch plan's log.
+  virtual size_t static_shared_bytes(const std::string& name) const { return 0; }
 };
 
 /// How a build went (filled by Backend::build).

@@ -434,7 +434,8 @@ class CompiledState {
       s = schedule(g, fo, dialect.target());
       ph.fuse_ms = lap();
       generate_kernels(g, s, dialect);
-      units = split_units(s, dialect.preamble(), build_parallelism());
+      units = split_units(s, dialect.preamble(), build_parallelism(),
+                          device.is_cuda() ? kCudaUnitLines : kUnitLines);
       ph.codegen_ms = lap();
     }
     if (log_enabled("fusion")) {

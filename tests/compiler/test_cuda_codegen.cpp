@@ -17,6 +17,7 @@
 #include "compiler/codegen/generate.h"
 #include "compiler/compile_test_util.h"
 #include "compiler/fusion_patterns.h"
+#include "compiler/runtime/units.h"
 #include "ops/op_call.h"
 #include "ops/op_table.h"
 
@@ -258,6 +259,29 @@ TEST_F(CudaCodegen, ReductionLayouts) {
     EXPECT_EQ(st.config.grid, 391);
     EXPECT_EQ(st.config.vec, 4);
   }
+}
+
+// A graph of several CUDA kernels builds as several translation units (NVRTC
+// runs on them side by side), each kernel whole in one of them.
+TEST_F(CudaCodegen, SeveralKernelsBuildAsSeveralUnits) {
+  const smelt_test::FusionPattern* gpt2 = nullptr;
+  for (auto& p : smelt_test::fusion_patterns())
+    if (p.name == "gpt2_block") gpt2 = &p;
+  ASSERT_NE(gpt2, nullptr);
+  smelt_test::PatternCase c = gpt2->make(Device());
+  Schedule s = cuda_schedule(trace_vector(c.fn, c.inputs));
+  int kernels = 0;
+  for (auto& st : s.steps) kernels += st.kind == Step::Kind::Kernel;
+  ASSERT_GE(kernels, 4) << smelt_test::step_names(s);
+  std::vector<KernelUnit> units = split_units(s, "PRE", 8, kCudaUnitLines);
+  EXPECT_GE(units.size(), 2u);
+  size_t in_units = 0;
+  for (auto& u : units) {
+    EXPECT_EQ(u.source.rfind("PRE", 0), 0u);
+    in_units += u.kernels.size();
+  }
+  EXPECT_EQ(in_units, static_cast<size_t>(kernels));
+  EXPECT_EQ(split_units(s, "PRE", 8).size(), 1u);  // the C++ policy: one unit
 }
 
 #ifdef SMELT_TEST_NVRTC

@@ -29,6 +29,7 @@ struct Driver {
   decltype(&::cuLibraryUnload) library_unload = nullptr;
   decltype(&::cuLibraryGetKernel) library_get_kernel = nullptr;
   decltype(&::cuLaunchKernel) launch_kernel = nullptr;
+  decltype(&::cuKernelGetAttribute) kernel_get_attribute = nullptr;
   decltype(&::cuGetErrorName) error_name = nullptr;
   decltype(&::cuGetErrorString) error_string = nullptr;
 };
@@ -55,6 +56,7 @@ const Driver& driver() {
     get("cuLibraryUnload", r.library_unload);
     get("cuLibraryGetKernel", r.library_get_kernel);
     get("cuLaunchKernel", r.launch_kernel);
+    get("cuKernelGetAttribute", r.kernel_get_attribute);
     get("cuGetErrorName", r.error_name);
     get("cuGetErrorString", r.error_string);
     return r;
@@ -93,6 +95,14 @@ class CudaModule final : public backend::Module {
     return backend::KernelHandle{k};
   }
   const std::string& path() const override { return path_; }
+  size_t static_shared_bytes(const std::string& name) const override {
+    int bytes = 0;
+    const CUkernel k = static_cast<CUkernel>(const_cast<void*>(function(name).fn));
+    if (driver().kernel_get_attribute(&bytes, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, k,
+                                      static_cast<CUdevice>(current_device())) != CUDA_SUCCESS)
+      return 0;
+    return static_cast<size_t>(bytes);
+  }
 
  private:
   CUlibrary lib_;

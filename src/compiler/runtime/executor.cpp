@@ -124,7 +124,8 @@ std::string CompiledGraph::plan_str() const {
     if (st.kind == Step::Kind::Kernel && device_.is_cuda()) {
       const backend::LaunchConfig& c = launches_[static_cast<size_t>(launch_of_step_[i])].config;
       what += fmt::format(" <<<grid {}, block {}, shared {} B, idx{}>>>", c.grid[0], c.block[0],
-                          c.shared_mem_bytes, st.config.index_bits);
+                          c.shared_mem_bytes + module_->static_shared_bytes(st.name),
+                          st.config.index_bits);
     }
     s += fmt::format("  {}: {}({}) -> {}\n", i, what, fmt::join(r, ", "), fmt::join(w, ", "));
   }

@@ -16,6 +16,10 @@ namespace smelt::compiler {
 /// Source lines per unit below which a long source is not split further
 /// (each unit pays the compiler's start and the preamble, ~0.3 s with g++).
 inline constexpr int64_t kUnitLines = 4000;
+/// The same for NVRTC, whose start and preamble cost ~0.1 s while ptxas
+/// takes about as long for each unrolled reduction kernel: a graph of a few
+/// kernels already builds them side by side.
+inline constexpr int64_t kCudaUnitLines = 50;
 
 /// One translation unit: the dialect's preamble and the source of some kernels.
 struct KernelUnit {
@@ -24,9 +28,10 @@ struct KernelUnit {
 };
 
 /// The kernel steps of `s` (their Step::source) after `preamble`, in order,
-/// in min(`parallel`, lines / kUnitLines) units (at least one) of about equal
-/// length. No unit when `s` has no kernel.
-std::vector<KernelUnit> split_units(const Schedule& s, const std::string& preamble, int parallel);
+/// in min(`parallel`, lines / `unit_lines`) units (at least one) of about
+/// equal length. No unit when `s` has no kernel.
+std::vector<KernelUnit> split_units(const Schedule& s, const std::string& preamble, int parallel,
+                                    int64_t unit_lines = kUnitLines);
 
 /// The kernel steps of `s` after `preamble`, the first kernels_per_unit[0]
 /// in the first unit, the next kernels_per_unit[1] in the second, and so on
