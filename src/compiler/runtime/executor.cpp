@@ -152,6 +152,31 @@ Tensor view_over(void* base, const Operand& o, Device device) {
   return blob(p, o.sizes, o.dtype, o.strides, device);
 }
 
+/// Whether an operand's batch dims `obatch` (right-aligned to the broadcast
+/// `batch`; size 1 = broadcast) with element strides `strides` (the operand's
+/// own dims, matrix dims last) put batch entry b at b * *stride for every
+/// flat batch index b of `batch`; sets *stride (0 when broadcast over all).
+bool uniform_batch_stride(const Shape& batch, const Shape& obatch, const Shape& strides,
+                          int64_t* stride) {
+  const size_t lead = batch.size() - obatch.size();
+  int64_t s = 0, inner = 1;
+  bool first = true;
+  for (size_t d = batch.size(); d-- > 0;) {
+    if (batch[d] == 1) continue;
+    const bool own = d >= lead && obatch[d - lead] != 1;
+    const int64_t st = own ? strides[d - lead] : 0;
+    if (first) {
+      s = st;  // the innermost dim of size > 1: one flat batch step
+      first = false;
+    } else if (st != s * inner) {
+      return false;
+    }
+    inner *= batch[d];
+  }
+  *stride = s;
+  return true;
+}
+
 /// C = A @ B (+ epilogue) for a matmul node whose operands are windows of buffers.
 void run_matmul(const Graph& g, const Step& st, const std::vector<void*>& ptr, backend::Backend& be,
                 Device device, backend::Stream stream) {
@@ -213,6 +238,22 @@ void run_matmul(const Graph& g, const Step& st, const std::vector<void*>& ptr, b
     return;
   }
   gm.m = m;
+  // On a GPU, batches at one stride each (a permuted attention's heads)
+  // are one strided-batched GEMM launch instead of one per batch entry.
+  int64_t a_bs = 0, b_bs = 0;
+  if (device.is_cuda() && uniform_batch_stride(batch, abatch, a.strides, &a_bs) &&
+      uniform_batch_stride(batch, bbatch, b.strides, &b_bs)) {
+    gm.batch = nb;
+    gm.a = {static_cast<char*>(ptr[a.buf]) + a.offset * isz, a_bs, a.strides[a.sizes.size() - 2],
+            a.strides.back()};
+    gm.b = {static_cast<char*>(ptr[b.buf]) + b.offset * isz, b_bs, b.strides[b.sizes.size() - 2],
+            b.strides.back()};
+    gm.c = c;
+    gm.c_batch_stride = m * nn;
+    if (ep.residual) ep.residual_batch_stride = m * nn;
+    be.gemm(gm, stream);
+    return;
+  }
   const void* residual = ep.residual;
   Shape bcs = detail::contiguous_strides(batch);
   for (int64_t bi = 0; bi < nb; ++bi) {
