@@ -183,7 +183,8 @@ TEST_F(CudaCompile, OutputCodeLogShowsLaunchConfigs) {
   EXPECT_NE(f.generated_code().find("// cuda_per_fused_"), std::string::npos);
   EXPECT_NE(f.generated_code().find("block=512x16 grid=32"), std::string::npos)
       << f.generated_code().substr(0, 4000);
-  EXPECT_NE(f.launch_plan().find("<<<grid 32, block 512, shared 136 B, idx32>>>"), std::string::npos)
+  EXPECT_NE(f.launch_plan().find("<<<grid 32, block 512, shared 136 B, idx32>>>"),
+            std::string::npos)
       << f.launch_plan();
 }
 

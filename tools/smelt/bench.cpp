@@ -491,8 +491,10 @@ const char* bench_columns_help() {
 }
 
 int cmd_bench(const BenchOptions& opts) {
-  NoGradGuard no_grad;               // the workloads are inference (module parameters require grad)
-  const Device device(opts.device);  // Error for a malformed name
+  NoGradGuard no_grad;  // the workloads are inference (module parameters require grad)
+  SMELT_CHECK(opts.device == "cpu" || opts.device.rfind("cuda", 0) == 0,
+              "smelt bench: --device must be cpu, cuda or cuda:N, got '{}'", opts.device);
+  const Device device(opts.device);
   if (device.is_cuda()) (void)zeros({1}, TensorOptions().device(device));  // Error without a GPU
   SMELT_CHECK(device.is_cpu() || (opts.workload != "minilm" && opts.workload != "chain"),
               "smelt bench: the {} workload runs on the CPU only; drop --device", opts.workload);
