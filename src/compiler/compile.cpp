@@ -203,12 +203,7 @@ class CompiledState {
     if (eager_only) return eager(args, fn);
     if (auto br = autograd_break(args, named)) {
       // Not an entry: the same call under NoGradGuard compiles.
-      ++stats.graph_breaks;
-      stats.last_graph_break = br->what();
-      if (opts.fullgraph) throw Error(fullgraph_message(*br));
-      if (log_enabled("graph_breaks"))
-        log_artifact("graph_breaks", "graph break, running eagerly",
-                     fmt::format("graph break at {}; this call runs eagerly", br->what()));
+      graph_break(*br);
       return eager(args, fn);
     }
     std::vector<Tensor> params;
@@ -291,6 +286,17 @@ class CompiledState {
     return out;
   }
 
+  /// Counts and logs a graph break (the call then runs eagerly); raises it
+  /// under fullgraph.
+  void graph_break(const GraphBreak& br) {
+    ++stats.graph_breaks;
+    stats.last_graph_break = br.what();
+    if (opts.fullgraph) throw Error(fullgraph_message(br));
+    if (log_enabled("graph_breaks"))
+      log_artifact("graph_breaks", "graph break, running eagerly",
+                   fmt::format("graph break at {}; this call runs eagerly", br.what()));
+  }
+
   Entry compile(const std::vector<Tensor>& args, const std::vector<nn::NamedTensor>& named,
                 const std::string& mode, const ErasedFn& fn) {
     auto t0 = std::chrono::steady_clock::now();
@@ -362,12 +368,7 @@ class CompiledState {
       gb.restore_params();
       captured = std::move(gb.graph);
     } catch (const GraphBreak& br) {
-      ++stats.graph_breaks;
-      stats.last_graph_break = br.what();
-      if (opts.fullgraph) throw Error(fullgraph_message(br));
-      if (log_enabled("graph_breaks"))
-        log_artifact("graph_breaks", "graph break, running eagerly",
-                     fmt::format("graph break at {}; this call runs eagerly", br.what()));
+      graph_break(br);
       return e;  // graph == null: eager for these guards
     }
     if (log_enabled("graph")) log_artifact("graph", "captured graph", captured.str());
@@ -403,12 +404,7 @@ class CompiledState {
           "a graph over several devices",
           fmt::format("the function reads tensors on {} and on another device", g.device().str()),
           "move every tensor the function reads to one device");
-      ++stats.graph_breaks;
-      stats.last_graph_break = br.what();
-      if (opts.fullgraph) throw Error(fullgraph_message(br));
-      if (log_enabled("graph_breaks"))
-        log_artifact("graph_breaks", "graph break, running eagerly",
-                     fmt::format("graph break at {}; this call runs eagerly", br.what()));
+      graph_break(br);
       return e;
     }
     const Device device = g.device();

@@ -78,31 +78,31 @@ __device__ __forceinline__ uint16_t float_to_bf16(float f) {
       (u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x40u : (u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 
-/// `v` from the lane `offset` lanes up (__shfl_down_sync over the whole warp),
-/// for any trivially copyable type: moved 32 bits at a time.
-template <class T>
-__device__ __forceinline__ T shfl_down(const T& v, unsigned offset) {
+/// `v` (any trivially copyable type) moved across the warp 32 bits at a time
+/// by `move` (a __shfl_*_sync of one word).
+template <class T, class Move>
+__device__ __forceinline__ T shuffle_words(const T& v, const Move& move) {
   constexpr int kWords = (static_cast<int>(sizeof(T)) + 3) / 4;
   unsigned w[kWords] = {};
   memcpy(w, &v, sizeof(T));
 #pragma unroll
-  for (int k = 0; k < kWords; ++k) w[k] = __shfl_down_sync(0xffffffffu, w[k], offset);
+  for (int k = 0; k < kWords; ++k) w[k] = move(w[k]);
   T r;
   memcpy(&r, w, sizeof(T));
   return r;
 }
 
-/// `v` of lane `src` of the warp (__shfl_sync), any trivially copyable type.
+/// `v` from the lane `offset` lanes up (__shfl_down_sync over the whole warp).
+template <class T>
+__device__ __forceinline__ T shfl_down(const T& v, unsigned offset) {
+  return shuffle_words(v,
+                       [offset](unsigned w) { return __shfl_down_sync(0xffffffffu, w, offset); });
+}
+
+/// `v` of lane `src` of the warp (__shfl_sync).
 template <class T>
 __device__ __forceinline__ T shfl(const T& v, int src) {
-  constexpr int kWords = (static_cast<int>(sizeof(T)) + 3) / 4;
-  unsigned w[kWords] = {};
-  memcpy(w, &v, sizeof(T));
-#pragma unroll
-  for (int k = 0; k < kWords; ++k) w[k] = __shfl_sync(0xffffffffu, w[k], src);
-  T r;
-  memcpy(&r, w, sizeof(T));
-  return r;
+  return shuffle_words(v, [src](unsigned w) { return __shfl_sync(0xffffffffu, w, src); });
 }
 
 /// The value a thread's partial accumulator enters the combination with

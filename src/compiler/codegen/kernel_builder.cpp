@@ -566,10 +566,9 @@ class Builder {
       auto input = [&](const Index& at) { return value(n.inputs[0], at); };
       bool prefill =
           std::find(cfg_.prefill.begin(), cfg_.prefill.end(), node) != cfg_.prefill.end();
-      if (cuda) {
-        // Each thread folds its elements into its partial (Welford's as
-        // shifted sums: no division per element), then the row's threads
-        // combine their partials (CudaDialect::split_reduce).
+      // The row cut among threads, each folding its part into `acc`_local,
+      // the parts then combined into `acc` (the dialect's split_reduce).
+      auto split_row = [&] {
         Stmt sr;
         sr.kind = Stmt::Kind::SplitReduce;
         sr.name = acc;
@@ -578,6 +577,13 @@ class Builder {
         sr.acc_dtype = info.acc_dtype;
         sr.extent = rnumel_;
         sr.rows = info.outer;
+        return sr;
+      };
+      if (cuda) {
+        // Each thread folds its elements into its partial (Welford's as
+        // shifted sums: no division per element), then the row's threads
+        // combine their partials (CudaDialect::split_reduce).
+        Stmt sr = split_row();
         open(sr);
         Stmt local;
         local.kind = Stmt::Kind::AccInit;
@@ -599,31 +605,13 @@ class Builder {
       } else if (cfg_.split) {
         // One long row split across threads: eager's stretches (or one per
         // thread where eager does not split), combined in order.
-        Stmt sr;
-        sr.kind = Stmt::Kind::SplitReduce;
-        sr.name = acc;
-        sr.partial = acc + "_local";
-        sr.accumulator = info.accumulator;
-        sr.acc_dtype = info.acc_dtype;
+        Stmt sr = split_row();
         sr.order = order;
-        sr.extent = rnumel_;
-        sr.rows = info.outer;
         sr.tasks = info.order.tasks;
         open(sr);
         const int64_t bound = std::max<int64_t>(1, rnumel_ + 1);
         stretch(sr.partial, IndexExpr::var("r_begin", bound), IndexExpr::var("r_end", bound),
                 input);
-        close();
-      } else if (plain) {
-        open(loop("r", rnumel_, RangeTag::Serial));
-        Stmt st;
-        st.kind = Stmt::Kind::AccStep;
-        st.name = target;
-        st.accumulator = info.accumulator;
-        st.acc_dtype = info.acc_dtype;
-        st.indexed = indexed;
-        st.value = element(value(n.inputs[0], full));
-        add(std::move(st));
         close();
       } else if (prefill) {
         // Persistent row, computed element: the row in its own loop (which
