@@ -489,9 +489,8 @@ int cmd_golden(const GoldenOptions& opts) {
       for (size_t i = next++; i < items.size(); i = next++) run_item(items[i]);
     });
   {
-    Progress progress(opts.compiled     ? "smelt golden --compiled"
-                      : device.is_cpu() ? "smelt golden"
-                                        : "smelt golden --device " + opts.device,
+    Progress progress(std::string("smelt golden") + (opts.compiled ? " --compiled" : "") +
+                          (device.is_cpu() ? "" : " --device " + opts.device),
                       static_cast<int64_t>(cases.size()));
     while (progress.active() && done.load() < static_cast<int64_t>(cases.size())) {
       progress.update(done.load(), failed_so_far.load());
