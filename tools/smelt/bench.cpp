@@ -184,14 +184,21 @@ Workload train_mlp_workload(DType dt, Device device) {
 }
 
 /// The workloads' inputs: seeded randn made on the device (the same numbers
-/// on every device), or the tensors of `file` (non-empty) in order.
+/// on every device), or, for the workload `file_for` names, the tensors
+/// t0, t1, ... of `file` (non-empty) in the order the workload draws them.
 class Inputs {
  public:
-  Inputs(DType dt, Device device, const std::string& file) : dt_(dt), device_(device) {
+  Inputs(DType dt, Device device, const std::string& file, std::string file_for)
+      : dt_(dt), device_(device), file_for_(std::move(file_for)) {
     if (!file.empty()) file_ = load_safetensors(file, device);
   }
+  /// The workload whose inputs are drawn next.
+  void begin(const std::string& workload) {
+    from_file_ = !file_.empty() && workload == file_for_;
+    next_ = 0;
+  }
   Tensor next(const Shape& s) {
-    if (file_.empty()) return randn(s, TensorOptions().device(device_)).to(dt_);
+    if (!from_file_) return randn(s, TensorOptions().device(device_)).to(dt_);
     const std::string key = fmt::format("t{}", next_++);
     auto it = file_.find(key);
     SMELT_CHECK(it != file_.end(), "smelt bench --inputs: the file has no tensor '{}'", key);
@@ -201,6 +208,7 @@ class Inputs {
   }
   /// Loads the tensors named `prefix` + a state_dict key into `m`, if the file has them.
   void weights(nn::Module& m, const std::string& prefix) {
+    if (!from_file_) return;
     nn::StateDict sd;
     for (auto& [k, t] : file_)
       if (k.rfind(prefix, 0) == 0) sd[k.substr(prefix.size())] = t.to(dt_);
@@ -210,17 +218,23 @@ class Inputs {
  private:
   DType dt_;
   Device device_;
+  std::string file_for_;
   std::map<std::string, Tensor> file_;
+  bool from_file_ = false;
   int next_ = 0;
 };
 
-std::vector<Workload> workloads(DType dt, Device device, const std::string& inputs_file) {
+/// The workloads at `dt` on `device`; the one named `inputs_for` reads its
+/// inputs from `inputs_file` when that is not empty (`smelt bench --inputs`).
+std::vector<Workload> workloads(DType dt, Device device, const std::string& inputs_file,
+                                const std::string& inputs_for) {
   std::vector<Workload> w;
   manual_seed(0);
   const bool gpu = device.is_cuda();
-  Inputs inputs(dt, device, inputs_file);
+  Inputs inputs(dt, device, inputs_file, inputs_for);
   auto randn_on = [&](const Shape& s) { return inputs.next(s); };
   {
+    inputs.begin("pointwise");
     const int64_t n = gpu ? int64_t{1} << 26 : int64_t{1} << 24;
     Tensor x = randn_on({n}), wt = randn_on({n}), b = randn_on({n});
     auto f = [](const Tensor& x, const Tensor& w, const Tensor& b) { return sigmoid(x * w + b); };
@@ -232,6 +246,7 @@ std::vector<Workload> workloads(DType dt, Device device, const std::string& inpu
          compiler_of(f)});
   }
   {
+    inputs.begin("softmax");
     const int64_t n = gpu ? 8192 : 4096;
     Tensor x = randn_on({n, n});
     auto f = [](const Tensor& x) {
@@ -245,6 +260,7 @@ std::vector<Workload> workloads(DType dt, Device device, const std::string& inpu
                  compiler_of(f)});
   }
   {
+    inputs.begin("layernorm");
     const int64_t rows = gpu ? 16384 : 8192, cols = gpu ? 4096 : 2048;
     Tensor x = randn_on({rows, cols}), g = randn_on({cols}), b = randn_on({cols});
     auto f = [g, b, cols](const Tensor& x) { return layer_norm(x, {cols}, g, b, 1e-5); };
@@ -255,6 +271,7 @@ std::vector<Workload> workloads(DType dt, Device device, const std::string& inpu
                  compiler_of(f)});
   }
   {
+    inputs.begin("mlp");
     namespace nn = smelt::nn;
     auto model = nn::Sequential(nn::Linear(1024, 1024), nn::GELU(), nn::Linear(1024, 512),
                                 nn::GELU(), nn::Linear(512, 10));
@@ -275,6 +292,7 @@ std::vector<Workload> workloads(DType dt, Device device, const std::string& inpu
   }
   w.push_back(train_mlp_workload(dt, device));
   {
+    inputs.begin("horizontal");
     Tensor x = randn_on({gpu ? int64_t{1} << 26 : int64_t{1} << 22});
     auto f = [](const Tensor& x) { return std::make_tuple(sin(x), cos(x)); };
     w.push_back({"horizontal",
@@ -396,7 +414,7 @@ nlohmann::json bench_one(const std::string& name, const BenchOptions& opts) {
   // The pretrained model is loaded only when asked for.
   for (auto& w : name == "minilm"  ? std::vector<Workload>{minilm_workload(dt, opts.model)}
                  : name == "chain" ? std::vector<Workload>{chain_workload(dt, opts.nodes)}
-                                   : workloads(dt, device, opts.inputs)) {
+                                   : workloads(dt, device, opts.inputs, name)) {
     if (w.name != name) continue;
     CompileOptions co;
     co.mode = opts.mode;
