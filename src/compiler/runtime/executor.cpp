@@ -179,6 +179,7 @@ Tensor blob(void* data, const Shape& sizes, DType dtype, const Shape& strides, D
   impl->sizes = sizes;
   impl->strides = st;
   impl->dtype = dtype;
+  impl->device = device;  // eager ops dispatch on it (a fallback step's views of device memory)
   return Tensor(std::move(impl));
 }
 
