@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <optional>
@@ -871,13 +872,24 @@ struct Gen {
         }
         any = true;
         Tensor x64 = x.to(DType::Float64).contiguous();
-        std::vector<double> f(static_cast<size_t>(x.numel()));
-        for (auto& e : f) {
+        const std::vector<double> xv = as_doubles(x64);
+        // An inexact zero may be a tiny value of either sign elsewhere (a
+        // library tanh that rounds 1 + tanh(x) to 0 on one device and not on
+        // the other): zeros move by the dtype's smallest subnormal.
+        const double tiny = x.dtype() == DType::Float16    ? std::ldexp(1.0, -24)
+                            : x.dtype() == DType::BFloat16 ? std::ldexp(1.0, -133)
+                            : x.dtype() == DType::Float32
+                                ? double{std::numeric_limits<float>::denorm_min()}
+                                : std::numeric_limits<double>::denorm_min();
+        std::vector<double> f(static_cast<size_t>(x.numel())), z(f.size(), 0.0);
+        for (size_t e = 0; e < f.size(); ++e) {
           const int sg = sign != 0 ? sign : ((noise() & 1) ? 1 : -1);
-          e = 1 + sg * p.scale[v];
+          f[e] = 1 + sg * p.scale[v];
+          if (xv[e] == 0) z[e] = sg * tiny;
         }
         base.push_back(x64);
-        pert.push_back(x64 * from_vector<double>(f, x64.sizes()));
+        pert.push_back(x64 * from_vector<double>(f, x64.sizes()) +
+                       from_vector<double>(z, x64.sizes()));
       }
       return std::make_tuple(any, base, pert);
     };
