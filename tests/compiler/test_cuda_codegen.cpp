@@ -323,6 +323,54 @@ TEST_F(CudaCodegen, NvrtcCompilesEveryFusionPattern) {
   EXPECT_TRUE(has(u.source, "atomicExch(smelt_error, 2)"));
 }
 
+// Every autotuning candidate layout (max-autotune) of every fusion pattern's
+// kernels compiles: PTX for all of them, a CUBIN for those of a softmax, a
+// layer_norm and a column sum (ptxas checks their registers and shared memory).
+TEST_F(CudaCodegen, NvrtcCompilesEveryAutotuneCandidate) {
+  auto candidates_unit = [](const std::vector<Program>& programs) {
+    std::string source = CudaDialect().preamble();
+    int kernels = 0;
+    for (size_t p = 0; p < programs.size(); ++p) {
+      Graph g;
+      Schedule s = cuda_schedule(programs[p].graph, &g);
+      for (auto& st : s.steps) {
+        if (st.kind != Step::Kind::Kernel) continue;
+        const std::vector<KernelConfig> cands = candidate_configs(st.group, st.config);
+        for (size_t k = 1; k < cands.size(); ++k) {
+          Step c = st;
+          c.name = fmt::format("{}_p{}_at{}", st.name, p, k);
+          c.config = cands[k];
+          generate_kernel(g, s, c, CudaDialect());
+          source += "\n" + c.source;
+          ++kernels;
+        }
+      }
+    }
+    return std::make_pair(source, kernels);
+  };
+  std::vector<Program> programs;
+  for (auto& p : smelt_test::fusion_patterns()) {
+    smelt_test::PatternCase c = p.make(Device());
+    programs.push_back({p.name, trace_vector(c.fn, c.inputs)});
+  }
+  auto [all, n] = candidates_unit(programs);
+  EXPECT_GT(n, 100);
+  nvrtc(all);
+  std::vector<Program> some;
+  some.push_back(
+      {"softmax", trace_graph([](const Tensor& x) { return softmax(x, -1); }, randn({16, 8192}))});
+  Tensor x = randn({16, 4096}).to(DType::BFloat16), w = randn({4096}).to(DType::BFloat16);
+  some.push_back(
+      {"layer_norm", trace_graph([](const Tensor& x,
+                                    const Tensor& w) { return layer_norm(x, {4096}, w, w, 1e-5); },
+                                 x, w)});
+  some.push_back(
+      {"column sum", trace_graph([](const Tensor& x) { return sum(x, {0}); }, randn({4096, 16}))});
+  auto [few, m] = candidates_unit(some);
+  EXPECT_GT(m, 10);
+  nvrtc(few, /*cubin=*/true);
+}
+
 #endif
 
 // ---- every pointwise op and reduction of the op table ---------------------------

@@ -495,6 +495,7 @@ nlohmann::json bench_one(const std::string& name, const BenchOptions& opts) {
     // Compile times: trace, passes, codegen and build/load, without the run.
     CompiledFn cold = w.compiled(co);
     std::vector<Tensor> got = check_run(cold.call);
+    const CompileStats cold_stats = cold.stats();
     double cold_ms = cold.stats().last_compile_ms;
     CompileStats::Phases cold_phases = cold.stats().last_compile_phases;
     bool cold_hit = cold.stats().last_cache_hit;
@@ -561,6 +562,20 @@ nlohmann::json bench_one(const std::string& name, const BenchOptions& opts) {
       j["tflops_eager"] = w.flops / eager_ms / 1e9;
       j["tflops_compiled"] = w.flops / comp_ms / 1e9;
     }
+    // reduce-overhead / max-autotune on CUDA: the CUDA graphs of the timed
+    // calls, and the autotuning of the cold and the warm compile.
+    const CompileStats timed = warm.stats();
+    j["cudagraph_captures"] = timed.cudagraph_captures;
+    j["cudagraph_replays"] = timed.cudagraph_replays;
+    j["cudagraph_uncaptured_runs"] = timed.cudagraph_uncaptured_runs;
+    j["cudagraph_static_bytes"] = timed.cudagraph_static_bytes;
+    j["cudagraph_skip_reason"] = timed.cudagraph_skip_reason;
+    j["autotune_ms_cold"] = cold_stats.autotune_ms;
+    j["autotune_tuned_cold"] = cold_stats.autotune_tuned;
+    j["autotune_changed_cold"] = cold_stats.autotune_changed;
+    j["autotune_candidates_cold"] = cold_stats.autotune_candidates;
+    j["autotune_cache_hits_warm"] = st.autotune_cache_hits;
+    j["autotune_tuned_warm"] = st.autotune_tuned;
     if (w.items > 0) {
       j["items_unit"] = w.items_unit;
       j["items_per_s_eager"] = static_cast<double>(w.items) / eager_ms * 1e3;

@@ -50,7 +50,8 @@ int main(int argc, char** argv) {
   b->add_option("--dtype", bench.dtype,
                 "float32|float64|float16|bfloat16 (default: float32; bfloat16 for the GEMM "
                 "workloads on a GPU)");
-  b->add_option("--mode", bench.mode, "compile mode: default|reduce-overhead|max-autotune");
+  b->add_option("--mode", bench.mode,
+                "compile mode: default|reduce-overhead|max-autotune|max-autotune-no-cudagraphs");
   b->add_flag("--json", bench.json, "print one JSON object per workload");
   b->add_option("--iters", bench.iters, "timed iterations (0 = automatic)");
   b->add_option("--model", bench.model,

@@ -196,10 +196,18 @@ void CudaDialect::range_begin(const Range& r, const KernelConfig& c, CodeBuffer&
       out.line(fmt::format("for ({0} {1} = 0; {1} < {2}; ++{1}) {{", t, v, n));
       return;
     case RangeTag::Parallel: {
-      // One thread per `vec` consecutive iterations (a grid that covers them).
-      const std::string base =
-          fmt::format("(static_cast<{0}>(blockIdx.x) * {1} + static_cast<{0}>(threadIdx.x))", t,
-                      std::max(1, c.block_size));
+      // One thread per `vec` consecutive iterations (a grid that covers them);
+      // with several vectors per thread, the block's threads take the
+      // vectors of one pass side by side, pass after pass.
+      const int passes = c.vectors_per_thread();
+      std::string block_index = fmt::format("static_cast<{}>(blockIdx.x)", t);
+      if (passes > 1) {
+        out.line("#pragma unroll");
+        out.line(fmt::format("for (int {0}_u = 0; {0}_u < {1}; ++{0}_u) {{", v, passes));
+        block_index = fmt::format("({} * {} + {}_u)", block_index, passes, v);
+      }
+      const std::string base = fmt::format("({1} * {2} + static_cast<{0}>(threadIdx.x))", t,
+                                           block_index, std::max(1, c.block_size));
       if (c.vec <= 1) {
         out.line(fmt::format("const {} {} = {};", t, v, base));
         out.line(fmt::format("if ({} < {}) {{", v, n));
@@ -264,7 +272,8 @@ void CudaDialect::range_begin(const Range& r, const KernelConfig& c, CodeBuffer&
 
 void CudaDialect::range_end(const Range& r, const KernelConfig& c, CodeBuffer& out) const {
   const bool vector_loop = c.vec > 1 && (r.tag == RangeTag::Parallel || r.tag == RangeTag::Thread);
-  out.line(vector_loop ? "}}" : "}");
+  const bool passes = r.tag == RangeTag::Parallel && c.vectors_per_thread() > 1;
+  out.line(std::string(1 + (vector_loop ? 1 : 0) + (passes ? 1 : 0), '}'));
 }
 
 std::string CudaDialect::row_buffer(const std::string& type, const std::string& name,
