@@ -173,18 +173,24 @@ std::pair<std::vector<double>, std::vector<Tensor>> train(const char* m, int ste
   }
   return {losses, params};
 }
+
+/// `steps` training steps in mode `m` give the losses and parameters of mode default.
+void expect_trains_as_default(const char* m, int steps) {
+  auto [want_losses, want_params] = train("default", steps);
+  auto [got_losses, got_params] = train(m, steps);
+  for (size_t i = 0; i < want_losses.size(); ++i)
+    EXPECT_NEAR(got_losses[i], want_losses[i], 1e-5 * (1 + std::abs(want_losses[i])))
+        << m << " " << i;
+  for (size_t i = 0; i < want_params.size(); ++i)
+    EXPECT_TRUE(close(got_params[i], want_params[i], 1e-5)) << m << " " << i;
+}
 }  // namespace
 
 // A training step (forward, backward, SGD with momentum: its tables staged in
 // pinned memory the graph keeps) replays, and trains as mode default does.
 TEST_F(CudaModes, ReduceOverheadReplaysAnSgdTrainingStep) {
   SMELT_SKIP_WITHOUT_CUDA();
-  auto [want_losses, want_params] = train("default", 6);
-  auto [got_losses, got_params] = train("reduce-overhead", 6);
-  for (size_t i = 0; i < want_losses.size(); ++i)
-    EXPECT_NEAR(got_losses[i], want_losses[i], 1e-5 * (1 + std::abs(want_losses[i]))) << i;
-  for (size_t i = 0; i < want_params.size(); ++i)
-    EXPECT_TRUE(close(got_params[i], want_params[i], 1e-5)) << i;
+  expect_trains_as_default("reduce-overhead", 6);
 }
 
 // What cannot be recorded runs step by step, with the reason: here a
@@ -252,12 +258,7 @@ TEST_F(CudaModes, MaxAutotuneEqualsDefaultOnEveryPattern) {
 TEST_F(CudaModes, MaxAutotuneWritesNothingTheCallerPassed) {
   SMELT_SKIP_WITHOUT_CUDA();
   smelt_test::ScopedEnv dir("SMELT_CACHE_DIR", smelt_test::fresh_cache_dir("autotune-train"));
-  auto [want_losses, want_params] = train("default", 2);
-  auto [got_losses, got_params] = train("max-autotune-no-cudagraphs", 2);
-  for (size_t i = 0; i < want_losses.size(); ++i)
-    EXPECT_NEAR(got_losses[i], want_losses[i], 1e-5 * (1 + std::abs(want_losses[i]))) << i;
-  for (size_t i = 0; i < want_params.size(); ++i)
-    EXPECT_TRUE(close(got_params[i], want_params[i], 1e-5)) << i;
+  expect_trains_as_default("max-autotune-no-cudagraphs", 2);
 }
 
 // A spent budget leaves the heuristic layouts (and stores nothing).

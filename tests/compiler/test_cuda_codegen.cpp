@@ -28,6 +28,7 @@
 using namespace smelt;
 using namespace smelt::compiler;
 using smelt_test::trace_graph;
+using smelt_test::trace_vector;
 
 namespace {
 
@@ -48,22 +49,6 @@ int count(const std::string& hay, const std::string& needle) {
   int n = 0;
   for (size_t p = hay.find(needle); p != std::string::npos; p = hay.find(needle, p + 1)) ++n;
   return n;
-}
-
-/// Traces `fn` over tracers standing for `inputs`, as smelt::compile does.
-Graph trace_vector(const smelt_test::PatternFn& fn, const std::vector<Tensor>& inputs) {
-  GraphBuilder gb;
-  std::vector<Tensor> tracers;
-  for (size_t i = 0; i < inputs.size(); ++i)
-    tracers.push_back(gb.add_input(inputs[i], static_cast<int>(i)));
-  std::vector<Tensor> outs;
-  {
-    TraceScope scope(&gb);
-    outs = fn(tracers);
-  }
-  gb.finish(outs);
-  gb.restore_params();
-  return std::move(gb.graph);
 }
 
 /// One graph to generate CUDA code for, and what it is.

@@ -31,22 +31,6 @@ Schedule cuda_schedule(const Graph& captured, Graph* after) {
   return s;
 }
 
-/// Traces a pattern's function over its inputs, as smelt::compile does.
-Graph trace_pattern(const smelt_test::PatternFn& fn, const std::vector<Tensor>& inputs) {
-  GraphBuilder gb;
-  std::vector<Tensor> tracers;
-  for (size_t i = 0; i < inputs.size(); ++i)
-    tracers.push_back(gb.add_input(inputs[i], static_cast<int>(i)));
-  std::vector<Tensor> outs;
-  {
-    TraceScope scope(&gb);
-    outs = fn(tracers);
-  }
-  gb.finish(outs);
-  gb.restore_params();
-  return std::move(gb.graph);
-}
-
 bool is_pow2(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
 
 /// Every invariant a CUDA layout of `group` must hold (see kernel_config.h).
@@ -98,7 +82,7 @@ TEST_F(Modes, CandidatesOfEveryPatternAreValidLayouts) {
   for (auto& p : smelt_test::fusion_patterns()) {
     smelt_test::PatternCase c = p.make(Device());
     Graph g;
-    Schedule s = cuda_schedule(trace_pattern(c.fn, c.inputs), &g);
+    Schedule s = cuda_schedule(smelt_test::trace_vector(c.fn, c.inputs), &g);
     for (auto& st : s.steps) {
       if (st.kind != Step::Kind::Kernel) continue;
       ++kernels;
