@@ -230,13 +230,13 @@ Tensor make_input(const InputSpec& spec) {
 }
 
 /// A gradient program's coefficients for output `k` (see fuzz.h): values in
-/// [0.5, 1.5) of its shape and dtype, fixed by k and the shape.
+/// [0.5, 1.5) of its shape, dtype and device, fixed by k and the shape.
 Tensor coefficients(const Tensor& out, size_t k) {
   std::mt19937_64 rng(0xc0ffeeull + k * 7919 + static_cast<uint64_t>(out.numel()));
   std::uniform_real_distribution<double> u(0.5, 1.5);
   std::vector<double> c(static_cast<size_t>(out.numel()));
   for (auto& x : c) x = u(rng);
-  return from_vector<double>(c, out.sizes()).to(out.dtype());
+  return from_vector<double>(c, out.sizes()).to(out.dtype()).to(out.device());
 }
 
 /// A gradient program's backward pass over its outputs (see fuzz.h).
