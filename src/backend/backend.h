@@ -292,6 +292,28 @@ class Backend {
   /// or int64 from an integer x).
   virtual void cumsum(const Tensor& x, int64_t dim, const Tensor& out) = 0;
 
+  // ---- fused eager kernels of composite ops (optional) ----
+  // A composite op (src/ops/decompositions.cpp) computes eagerly through its
+  // decomposition, one kernel per primitive. A backend may run some cases as
+  // one kernel instead; such a kernel must give the decomposition's values bit
+  // for bit (same functors, same reduction order), and returns false, writing
+  // nothing, for cases it does not take (the op then runs its decomposition).
+
+  /// softmax (log = false: exp(x - max) / sum) or log_softmax
+  /// ((x - max) - log(sum)) over the last dim of x (contiguous, float32 or
+  /// float64, at least one element per row) into out (contiguous, x's shape and
+  /// dtype).
+  virtual bool softmax_lastdim(const Tensor& x, bool log, const Tensor& out) { return false; }
+  /// layer_norm over the last `n` elements of each row of x (contiguous, float32
+  /// or float64, numel a multiple of n > 0): (x - mean) * rsqrt(var + eps)
+  /// [* weight] [+ bias] with var_mean's biased variance and mean; weight and
+  /// bias undefined or contiguous [n] of x's dtype; out contiguous, x's shape
+  /// and dtype.
+  virtual bool layer_norm_rows(const Tensor& x, int64_t n, const Tensor& weight, const Tensor& bias,
+                               double eps, const Tensor& out) {
+    return false;
+  }
+
   /// out (contiguous; x's shape with dim `dim` of size index.numel()) = x's
   /// slices index[k] along `dim`, k over index's elements in row-major order
   /// (index: int64 or int32, any shape, every value in range).

@@ -130,9 +130,9 @@ struct Max {
   using value_t = A;
   static constexpr bool kIndexed = false;
   static SMELT_HD A init() { return lowest<A>(); }
-  static SMELT_HD A step(A acc, A x) {
-    if (is_nan(acc)) return acc;
-    return (is_nan(x) || x > acc) ? x : acc;
+  static SMELT_HD A step(A acc, A x) {  // a select: lanes of it vectorize
+    const bool take = !is_nan(acc) && (is_nan(x) || x > acc);
+    return take ? x : acc;
   }
   static SMELT_HD A combine(A a, A b) { return step(a, b); }
   static SMELT_HD A finalize(A acc) { return acc; }
@@ -145,9 +145,9 @@ struct Min {
   using value_t = A;
   static constexpr bool kIndexed = false;
   static SMELT_HD A init() { return highest<A>(); }
-  static SMELT_HD A step(A acc, A x) {
-    if (is_nan(acc)) return acc;
-    return (is_nan(x) || x < acc) ? x : acc;
+  static SMELT_HD A step(A acc, A x) {  // a select: lanes of it vectorize
+    const bool take = !is_nan(acc) && (is_nan(x) || x < acc);
+    return take ? x : acc;
   }
   static SMELT_HD A combine(A a, A b) { return step(a, b); }
   static SMELT_HD A finalize(A acc) { return acc; }
@@ -380,6 +380,15 @@ struct is_lane_op<Welford<A>> {
   static constexpr bool value = true;
 };
 
+template <class Op>
+struct is_welford {
+  static constexpr bool value = false;
+};
+template <class A>
+struct is_welford<Welford<A>> {
+  static constexpr bool value = true;
+};
+
 /// InnerOrder: elements per chunk (8 lanes x 16 for the lane ops, so float sums
 /// stay pairwise-accurate; longer for the others).
 template <class Op>
@@ -444,10 +453,30 @@ SMELT_HD typename Op::acc_t fold_run(typename Op::acc_t acc, const Get& get, int
   if constexpr (is_lane_op<Op>::value && kContiguous) {
     if (n >= 2 * kLanes) {
       acc_t l[kLanes];
-      for (int k = 0; k < kLanes; ++k) l[k] = Op::init();
       int64_t i = 0;
-      for (; i + kLanes <= n; i += kLanes)
-        for (int k = 0; k < kLanes; ++k) l[k] = Op::step(l[k], get(i + k));
+      if constexpr (is_welford<Op>::value) {
+        // Welford::step on every lane, written over arrays: every lane has the
+        // same count in this loop, so the lanes vectorize (the same
+        // arithmetic as step, so the same bits).
+        using A = typename Op::value_t;
+        A mean[kLanes], m2[kLanes];
+        for (int k = 0; k < kLanes; ++k) mean[k] = m2[k] = A(0);
+        int64_t count = 0;
+        for (; i + kLanes <= n; i += kLanes) {
+          const A c = static_cast<A>(++count);
+          for (int k = 0; k < kLanes; ++k) {
+            const A x = get(i + k);
+            const A d = x - mean[k];
+            mean[k] += d / c;
+            m2[k] += d * (x - mean[k]);
+          }
+        }
+        for (int k = 0; k < kLanes; ++k) l[k] = acc_t{mean[k], m2[k], count};
+      } else {
+        for (int k = 0; k < kLanes; ++k) l[k] = Op::init();
+        for (; i + kLanes <= n; i += kLanes)
+          for (int k = 0; k < kLanes; ++k) l[k] = Op::step(l[k], get(i + k));
+      }
       for (; i < n; ++i) l[0] = Op::step(l[0], get(i));
       acc_t a = Op::combine(Op::combine(Op::combine(l[0], l[1]), Op::combine(l[2], l[3])),
                             Op::combine(Op::combine(l[4], l[5]), Op::combine(l[6], l[7])));

@@ -225,13 +225,15 @@ SMELT_HD T relu(T a) {
 }
 /// x * Phi(x) = 0.5 x (1 + erf(x / sqrt(2))). In float (and so for float16 and
 /// bfloat16) gelu(+inf) is NaN, as PyTorch's vectorized CPU kernel gives.
+/// (A select, not an early return, so that loops over it vectorize.)
 template <class T>
 SMELT_HD T gelu(T a) {
   const T kAlpha = static_cast<T>(0.70710678118654752440);  // 1/sqrt(2)
+  T r = a * T(0.5) * (T(1) + vmath::erf(a * kAlpha));
   if constexpr (std::is_same_v<T, float>) {
-    if (a == std::numeric_limits<T>::infinity()) return std::numeric_limits<T>::quiet_NaN();
+    r = a == std::numeric_limits<T>::infinity() ? std::numeric_limits<T>::quiet_NaN() : r;
   }
-  return a * T(0.5) * (T(1) + vmath::erf(a * kAlpha));
+  return r;
 }
 /// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (Hendrycks & Gimpel 2016).
 template <class T>

@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "backend/backend.h"
 #include "ops/decompose.h"
 #include "ops/pointwise.h"
 #include "smelt/autograd.h"
@@ -41,6 +42,39 @@ struct OptionalInputs {
   }
 };
 
+/// True when `ts` (undefined ones skipped) are real tensors without autograd
+/// history to record: a backend's fused eager kernel may then compute a
+/// composite in place of its decomposition (see Backend::softmax_lastdim).
+bool eager_fusable(std::initializer_list<const Tensor*> ts) {
+  for (const Tensor* t : ts)
+    if (t->defined() && (t->is_tracer() || grad_needed(*t))) return false;
+  return true;
+}
+
+/// A fresh tensor of x's shape, dtype and device.
+Tensor empty_as(const Tensor& x) {
+  return empty(x.sizes(), TensorOptions(x.dtype()).device(x.device()));
+}
+
+/// softmax / log_softmax of xc over `dim` by the backend's fused kernel, or an
+/// undefined tensor when it has none for this case.
+Tensor fused_softmax(const Tensor& xc, int64_t dim, bool log) {
+  if (dim != xc.dim() - 1 || !eager_fusable({&xc})) return Tensor();
+  Tensor y = empty_as(xc);
+  return backend::backend(xc.device()).softmax_lastdim(xc, log, y) ? y : Tensor();
+}
+
+/// layer_norm of xc over its trailing dims `ns` by the backend's fused kernel,
+/// or an undefined tensor when it has none for this case.
+Tensor fused_layer_norm(const Tensor& xc, const std::vector<int64_t>& ns, const Tensor& w,
+                        const Tensor& b, double eps) {
+  if (!eager_fusable({&xc, &w, &b})) return Tensor();
+  int64_t n = 1;
+  for (int64_t d : ns) n *= d;
+  Tensor y = empty_as(xc);
+  return backend::backend(xc.device()).layer_norm_rows(xc, n, w, b, eps, y) ? y : Tensor();
+}
+
 std::vector<int64_t> trailing_dims(int64_t ndim, int64_t count) {
   std::vector<int64_t> dims;
   for (int64_t d = ndim - count; d < ndim; ++d) dims.push_back(d);
@@ -65,6 +99,8 @@ std::vector<Tensor> softmax_common(const std::vector<Tensor>& in, const Attrs& a
   Tensor y;
   if (xc.size(dim) == 0) {
     y = clone(xc);
+  } else if (Tensor f = fused_softmax(xc, dim, log); f.defined()) {
+    y = f;
   } else {
     Tensor shifted = sub(xc, amax(xc, {dim}, true));
     if (log) {
@@ -85,6 +121,8 @@ std::vector<Tensor> layer_norm_decomp(const std::vector<Tensor>& in, const Attrs
   const auto& ns = attrs.as<std::vector<int64_t>>("normalized_shape");
   const std::vector<int64_t> dims = trailing_dims(x.dim(), static_cast<int64_t>(ns.size()));
   Tensor xc = upcast(x);
+  if (Tensor f = fused_layer_norm(xc, ns, w, b, attrs.as<double>("eps")); f.defined())
+    return {cast(f, x.dtype())};
   auto [var, mean] = var_mean(xc, dims, /*correction=*/0, /*keepdim=*/true);
   Tensor y = mul(sub(xc, mean), rsqrt(add(var, Scalar(attrs.as<double>("eps")))));
   if (w.defined()) y = mul(y, w);

@@ -136,10 +136,10 @@ std::vector<Workload> workloads(DType dt) {
          }});
   }
   {
-    Tensor x = randn({1 << 22}).to(dt);
+    Tensor x = randn({1 << 24}).to(dt);
     auto f = [](const Tensor& x) { return std::make_tuple(sin(x), cos(x)); };
     w.push_back({"horizontal",
-                 "sin(x) and cos(x) of one input, 2^22 elements",
+                 "sin(x) and cos(x) of one input, 2^24 elements",
                  {x},
                  [f](const std::vector<Tensor>& in) {
                    auto [s, c] = f(in[0]);
@@ -408,6 +408,7 @@ const char* bench_columns_help() {
 
 int cmd_bench(const BenchOptions& opts) {
   NoGradGuard no_grad;  // the workloads are inference (module parameters require grad)
+  if (opts.workload == "ops") return cmd_bench_ops(opts);
   SMELT_CHECK(opts.device == "cpu",
               "smelt bench: device '{}' is not available in this build (the CUDA backend is not "
               "implemented yet); use --device cpu",
@@ -420,7 +421,7 @@ int cmd_bench(const BenchOptions& opts) {
     SMELT_CHECK(n == "minilm" || n == "chain" ||
                     std::find(kWorkloads.begin(), kWorkloads.end(), n) != kWorkloads.end(),
                 "smelt bench: unknown workload '{}'; use pointwise, softmax, layernorm, mlp, "
-                "horizontal, chain, minilm or all",
+                "horizontal, chain, minilm, ops or all",
                 n);
   std::vector<nlohmann::json> rows;
   if (!opts.json) print_header();

@@ -37,9 +37,10 @@ int main(int argc, char** argv) {
 
   BenchOptions bench;
   auto* b = app.add_subcommand("bench", "eager vs compiled on a workload");
-  b->add_option("workload", bench.workload,
-                "pointwise|softmax|layernorm|mlp|horizontal|chain|minilm|all (all: every one but "
-                "chain and minilm)")
+  b->add_option(
+       "workload", bench.workload,
+       "pointwise|softmax|layernorm|mlp|horizontal|chain|minilm|ops|all (all: every one but "
+       "chain, minilm and ops; ops: eager time of single ops)")
       ->required();
   b->add_option("--device", bench.device,
                 "device the workload runs on: cpu (the only one in this build; CUDA is not "
@@ -54,6 +55,7 @@ int main(int argc, char** argv) {
   b->add_option("--nodes", bench.nodes,
                 "chain: the number of adds y = y + k (a graph of that many nodes)")
       ->check(CLI::Range(int64_t{1}, int64_t{10000000}));
+  b->add_option("--filter", bench.filter, "ops: only the ops whose name contains this");
   b->add_option("--cache-dir", bench.cache_dir,
                 "compile into this kernel cache and keep it (default: a fresh private cache, "
                 "removed afterwards); run twice to time a warm compile in a fresh process");

@@ -138,6 +138,34 @@ int uniform_bits(DType t) {
 template <class T>
 constexpr bool is_float_v = std::is_same_v<T, double> || std::is_same_v<T, float> ||
                             std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
+/// Standard normal values from Philox blocks first, first + 1, ...: one block
+/// per pair of elements, Box-Muller on two 53-bit uniforms, its radius and
+/// angle once, then cos for the even element and sin for the odd one.
+template <class T>
+void normal_fill(T* p, int64_t n, uint64_t seed, uint64_t first) {
+  auto store = [p](int64_t i, double z) {
+    if constexpr (std::is_same_v<T, double>) {
+      p[i] = z;
+    } else {
+      p[i] = static_cast<T>(static_cast<float>(z));
+    }
+  };
+  const int64_t pairs = (n + 1) / 2;
+#pragma omp parallel for schedule(static) if (n >= kRandomGrain)
+  for (int64_t b = 0; b < pairs; ++b) {
+    uint32_t w[4];
+    detail::Generator::block_at(seed, first + static_cast<uint64_t>(b), w);
+    // u1 in (0, 1] so that log(u1) is finite.
+    const double u1 = 1.0 - static_cast<double>(words64(w) >> 11) * 0x1.0p-53;
+    const double u2 = static_cast<double>(words64(w + 2) >> 11) * 0x1.0p-53;
+    const double rr = std::sqrt(-2.0 * std::log(u1));
+    const double theta = 2.0 * 3.14159265358979323846 * u2;
+    store(2 * b, rr * std::cos(theta));
+    // (opaque: GCC would merge sin and cos of one value into a sincos call,
+    // whose results may differ from theirs in the last bit)
+    if (2 * b + 1 < n) store(2 * b + 1, rr * std::sin(scalar::opaque(theta)));
+  }
+}
 }  // namespace
 
 void random_fill(const Tensor& out, const backend::RandomFill& r) {
@@ -168,22 +196,7 @@ void random_fill(const Tensor& out, const backend::RandomFill& r) {
     }
     case Kind::Normal:
       SMELT_DISPATCH_ALL(out.dtype(), "randn", [&] {
-        if constexpr (is_float_v<T>) {
-          T* p = static_cast<T*>(out.data_ptr());
-          for_each_block(n, 2, seed, first, [&](int64_t i, const uint32_t* w) {
-            // Box-Muller: u1 in (0, 1] so that log(u1) is finite.
-            double u1 = 1.0 - static_cast<double>(words64(w) >> 11) * 0x1.0p-53;
-            double u2 = static_cast<double>(words64(w + 2) >> 11) * 0x1.0p-53;
-            double rr = std::sqrt(-2.0 * std::log(u1));
-            double theta = 2.0 * 3.14159265358979323846 * u2;
-            double z = i % 2 == 0 ? rr * std::cos(theta) : rr * std::sin(theta);
-            if constexpr (std::is_same_v<T, double>) {
-              p[i] = z;
-            } else {
-              p[i] = static_cast<T>(static_cast<float>(z));
-            }
-          });
-        }
+        if constexpr (is_float_v<T>) normal_fill(static_cast<T*>(out.data_ptr()), n, seed, first);
       });
       return;
     case Kind::Integer: {

@@ -1,8 +1,9 @@
 // Eager CPU kernels of the binary and ternary pointwise functors (one
-// instantiation per functor and compute type of its set).
+// instantiation per functor and compute type of its set). Built once per CPU
+// capability (capability.h).
 #include "backend/cpu/pointwise.h"
 
-namespace smelt::cpu::pw {
+namespace smelt::cpu::SMELT_CPU_CAP::pw {
 
 namespace {
 SMELT_PW_FUNCTOR(add)
@@ -62,4 +63,7 @@ PointwiseTable binary_pointwise_kernels() {
   };
 }
 
-}  // namespace smelt::cpu::pw
+}  // namespace smelt::cpu::SMELT_CPU_CAP::pw
+
+SMELT_REGISTER_DISPATCH(binary_pointwise_stub,
+                        &::smelt::cpu::SMELT_CPU_CAP::pw::binary_pointwise_kernels);

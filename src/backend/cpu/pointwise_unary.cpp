@@ -2,7 +2,7 @@
 // functor and compute type of its set).
 #include "backend/cpu/pointwise.h"
 
-namespace smelt::cpu::pw {
+namespace smelt::cpu::SMELT_CPU_CAP::pw {
 
 namespace {
 SMELT_PW_FUNCTOR(neg)
@@ -59,4 +59,7 @@ PointwiseTable unary_pointwise_kernels() {
   };
 }
 
-}  // namespace smelt::cpu::pw
+}  // namespace smelt::cpu::SMELT_CPU_CAP::pw
+
+SMELT_REGISTER_DISPATCH(unary_pointwise_stub,
+                        &::smelt::cpu::SMELT_CPU_CAP::pw::unary_pointwise_kernels);
