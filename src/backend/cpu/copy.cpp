@@ -58,8 +58,8 @@ inline __m128i float_to_half8(__m256 f) {
 inline __m256 half8_to_float(__m128i h) {
   const __m256 f = _mm256_cvtph_ps(h);
   const __m256i h32 = _mm256_cvtepu16_epi32(h);
-  const __m256i nan =
-      _mm256_cmpgt_epi32(_mm256_and_si256(h32, _mm256_set1_epi32(0x7fff)), _mm256_set1_epi32(0x7c00));
+  const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(h32, _mm256_set1_epi32(0x7fff)),
+                                         _mm256_set1_epi32(0x7c00));
   const __m256i bits = _mm256_or_si256(
       _mm256_slli_epi32(_mm256_and_si256(h32, _mm256_set1_epi32(0x8000)), 16),
       _mm256_or_si256(_mm256_set1_epi32(0x7f800000),

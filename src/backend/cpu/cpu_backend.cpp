@@ -12,9 +12,9 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/blas.h"
+#include "backend/cpu/copy.h"
 #include "backend/cpu/fill.h"
 #include "backend/cpu/index.h"
-#include "backend/cpu/copy.h"
 #include "backend/cpu/loops.h"
 #include "backend/cpu/norm_kernels.h"
 #include "backend/cpu/optim.h"
