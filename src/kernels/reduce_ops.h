@@ -443,6 +443,35 @@ struct Cascade {
   }
 };
 
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+#define SMELT_HOST_NOINLINE
+#else
+#define SMELT_HOST_NOINLINE __attribute__((noinline))
+#endif
+
+/// Welford::step over kLanes lanes (element i into lane i % kLanes, every lane
+/// from init()) for the first n - n % kLanes elements, into l; returns how
+/// many it took. Written over arrays (every lane has the same count), so that
+/// the lanes vectorize with step's arithmetic (so step's bits). Not inlined:
+/// GCC vectorizes it alone, not inlined into fold_run.
+template <class A, class Get>
+SMELT_HD SMELT_HOST_NOINLINE int64_t welford_lanes(const Get& get, int64_t n, WelfordAcc<A>* l) {
+  A mean[kLanes], m2[kLanes];
+  for (int k = 0; k < kLanes; ++k) mean[k] = m2[k] = A(0);
+  int64_t count = 0, i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    const A c = static_cast<A>(++count);
+    for (int k = 0; k < kLanes; ++k) {
+      const A x = get(i + k);
+      const A d = x - mean[k];
+      mean[k] += d / c;
+      m2[k] += d * (x - mean[k]);
+    }
+  }
+  for (int k = 0; k < kLanes; ++k) l[k] = WelfordAcc<A>{mean[k], m2[k], count};
+  return i;
+}
+
 /// Folds the n elements get(0), ..., get(n - 1) of one run into `acc` (see
 /// InnerOrder); `index0` is the linear index of get(0). kContiguous: the run
 /// is contiguous in memory (lanes are used only then, where they vectorize).
@@ -455,32 +484,18 @@ SMELT_HD typename Op::acc_t fold_run(typename Op::acc_t acc, const Get& get, int
       acc_t l[kLanes];
       int64_t i = 0;
       if constexpr (is_welford<Op>::value) {
-        // Welford::step on every lane, written over arrays: every lane has the
-        // same count in this loop, so the lanes vectorize (the same
-        // arithmetic as step, so the same bits).
-        using A = typename Op::value_t;
-        A mean[kLanes], m2[kLanes];
-        for (int k = 0; k < kLanes; ++k) mean[k] = m2[k] = A(0);
-        int64_t count = 0;
-        for (; i + kLanes <= n; i += kLanes) {
-          const A c = static_cast<A>(++count);
-          for (int k = 0; k < kLanes; ++k) {
-            const A x = get(i + k);
-            const A d = x - mean[k];
-            mean[k] += d / c;
-            m2[k] += d * (x - mean[k]);
-          }
-        }
-        for (int k = 0; k < kLanes; ++k) l[k] = acc_t{mean[k], m2[k], count};
+        i = welford_lanes<typename Op::value_t>(get, n, l);
       } else {
         for (int k = 0; k < kLanes; ++k) l[k] = Op::init();
         for (; i + kLanes <= n; i += kLanes)
           for (int k = 0; k < kLanes; ++k) l[k] = Op::step(l[k], get(i + k));
       }
       for (; i < n; ++i) l[0] = Op::step(l[0], get(i));
-      acc_t a = Op::combine(Op::combine(Op::combine(l[0], l[1]), Op::combine(l[2], l[3])),
-                            Op::combine(Op::combine(l[4], l[5]), Op::combine(l[6], l[7])));
-      return Op::combine(acc, a);
+      // The tree ((0,1),(2,3)),((4,5),(6,7)), written as loops (unrolled by
+      // hand, it keeps GCC from vectorizing the lanes of max / min).
+      for (int s = 1; s < kLanes; s *= 2)
+        for (int k = 0; k < kLanes; k += 2 * s) l[k] = Op::combine(l[k], l[k + s]);
+      return Op::combine(acc, l[0]);
     }
   }
   for (int64_t i = 0; i < n; ++i) acc = step_at<Op>(acc, get(i), index0 + i);

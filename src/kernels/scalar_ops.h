@@ -225,15 +225,18 @@ SMELT_HD T relu(T a) {
 }
 /// x * Phi(x) = 0.5 x (1 + erf(x / sqrt(2))). In float (and so for float16 and
 /// bfloat16) gelu(+inf) is NaN, as PyTorch's vectorized CPU kernel gives.
-/// (A select, not an early return, so that loops over it vectorize.)
 template <class T>
 SMELT_HD T gelu(T a) {
   const T kAlpha = static_cast<T>(0.70710678118654752440);  // 1/sqrt(2)
-  T r = a * T(0.5) * (T(1) + vmath::erf(a * kAlpha));
+  const T r = a * T(0.5) * (T(1) + vmath::erf(a * kAlpha));
   if constexpr (std::is_same_v<T, float>) {
-    r = a == std::numeric_limits<T>::infinity() ? std::numeric_limits<T>::quiet_NaN() : r;
+    // The quiet NaN at +inf, merged in through the bits: GCC vectorizes loops
+    // over this form, not over a select (or an early return).
+    const uint32_t at_inf = 0u - static_cast<uint32_t>(a == std::numeric_limits<T>::infinity());
+    return half_detail::bits_float((half_detail::float_bits(r) & ~at_inf) | (0x7fc00000u & at_inf));
+  } else {
+    return r;
   }
-  return r;
 }
 /// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (Hendrycks & Gimpel 2016).
 template <class T>

@@ -1,3 +1,4 @@
+// Eager CPU reductions (see reduce.h). Built once per CPU capability.
 #include "backend/cpu/reduce.h"
 
 #include <omp.h>
@@ -12,7 +13,7 @@
 #include "backend/cpu/loops.h"
 #include "kernels/reduce_ops.h"
 
-namespace smelt::cpu {
+namespace smelt::cpu::SMELT_CPU_CAP {
 
 namespace r = ::smelt::reduce;
 using r::make_reduce_geom;
@@ -437,4 +438,13 @@ void cumsum_kernel(const Tensor& x, int64_t dim, const Tensor& out) {
   });
 }
 
-}  // namespace smelt::cpu
+}  // namespace smelt::cpu::SMELT_CPU_CAP
+
+SMELT_REGISTER_DISPATCH(sum_stub, &::smelt::cpu::SMELT_CPU_CAP::sum_kernel);
+SMELT_REGISTER_DISPATCH(mean_stub, &::smelt::cpu::SMELT_CPU_CAP::mean_kernel);
+SMELT_REGISTER_DISPATCH(prod_stub, &::smelt::cpu::SMELT_CPU_CAP::prod_kernel);
+SMELT_REGISTER_DISPATCH(minmax_stub, &::smelt::cpu::SMELT_CPU_CAP::minmax_kernel);
+SMELT_REGISTER_DISPATCH(anyall_stub, &::smelt::cpu::SMELT_CPU_CAP::anyall_kernel);
+SMELT_REGISTER_DISPATCH(arg_stub, &::smelt::cpu::SMELT_CPU_CAP::arg_kernel);
+SMELT_REGISTER_DISPATCH(var_stub, &::smelt::cpu::SMELT_CPU_CAP::var_kernel);
+SMELT_REGISTER_DISPATCH(cumsum_stub, &::smelt::cpu::SMELT_CPU_CAP::cumsum_kernel);
