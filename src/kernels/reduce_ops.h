@@ -130,8 +130,9 @@ struct Max {
   using value_t = A;
   static constexpr bool kIndexed = false;
   static SMELT_HD A init() { return lowest<A>(); }
-  static SMELT_HD A step(A acc, A x) {  // a select: lanes of it vectorize
-    const bool take = !is_nan(acc) && (is_nan(x) || x > acc);
+  static SMELT_HD A step(A acc, A x) {  // a select without branches: lanes of it vectorize
+    const bool acc_is_number = !is_nan(acc);
+    const bool take = acc_is_number & (is_nan(x) | (x > acc));
     return take ? x : acc;
   }
   static SMELT_HD A combine(A a, A b) { return step(a, b); }
@@ -145,8 +146,9 @@ struct Min {
   using value_t = A;
   static constexpr bool kIndexed = false;
   static SMELT_HD A init() { return highest<A>(); }
-  static SMELT_HD A step(A acc, A x) {  // a select: lanes of it vectorize
-    const bool take = !is_nan(acc) && (is_nan(x) || x < acc);
+  static SMELT_HD A step(A acc, A x) {  // a select without branches: lanes of it vectorize
+    const bool acc_is_number = !is_nan(acc);
+    const bool take = acc_is_number & (is_nan(x) | (x < acc));
     return take ? x : acc;
   }
   static SMELT_HD A combine(A a, A b) { return step(a, b); }
@@ -443,32 +445,100 @@ struct Cascade {
   }
 };
 
+/// The getter of a run contiguous in memory whose elements are already of the
+/// accumulate type A: element k is p[k]. Passed for `get`, it lets the host
+/// compiler's lanes load whole vectors (fold_lanes); any callable works too.
+template <class A>
+struct ContiguousRun {
+  const A* p;
+  SMELT_HD A operator()(int64_t k) const { return p[k]; }
+};
+template <class G>
+struct is_contiguous_run {
+  static constexpr bool value = false;
+};
+template <class A>
+struct is_contiguous_run<ContiguousRun<A>> {
+  static constexpr bool value = true;
+};
+/// Accumulators whose lanes fold_lanes runs on host vectors (elementwise steps).
+template <class Op>
+struct is_vector_lane_op {
+  static constexpr bool value = false;
+};
+template <class A>
+struct is_vector_lane_op<Sum<A>> {
+  static constexpr bool value = std::is_floating_point<A>::value;
+};
+template <class A>
+struct is_vector_lane_op<Max<A>> {
+  static constexpr bool value = std::is_floating_point<A>::value;
+};
+template <class A>
+struct is_vector_lane_op<Min<A>> {
+  static constexpr bool value = std::is_floating_point<A>::value;
+};
+
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 #define SMELT_HOST_NOINLINE
 #else
 #define SMELT_HOST_NOINLINE __attribute__((noinline))
 #endif
 
-/// Welford::step over kLanes lanes (element i into lane i % kLanes, every lane
-/// from init()) for the first n - n % kLanes elements, into l; returns how
-/// many it took. Written over arrays (every lane has the same count), so that
-/// the lanes vectorize with step's arithmetic (so step's bits). Not inlined:
-/// GCC vectorizes it alone, not inlined into fold_run.
-template <class A, class Get>
-SMELT_HD SMELT_HOST_NOINLINE int64_t welford_lanes(const Get& get, int64_t n, WelfordAcc<A>* l) {
-  A mean[kLanes], m2[kLanes];
-  for (int k = 0; k < kLanes; ++k) mean[k] = m2[k] = A(0);
-  int64_t count = 0, i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    const A c = static_cast<A>(++count);
-    for (int k = 0; k < kLanes; ++k) {
-      const A x = get(i + k);
-      const A d = x - mean[k];
-      mean[k] += d / c;
-      m2[k] += d * (x - mean[k]);
+/// The lanes of a contiguous run (see InnerOrder): element i into lane
+/// i % kLanes, every lane from init(), for the first n - n % kLanes elements,
+/// into l; returns how many it took. Not inlined: GCC vectorizes the lanes of
+/// this loop alone, not always once it is inlined into a caller. Welford's is
+/// written over arrays (in this loop every lane has the same count), so that
+/// its lanes vectorize too, with step's arithmetic (so step's bits).
+template <class Op, class Get>
+SMELT_HD SMELT_HOST_NOINLINE int64_t fold_lanes(const Get& get, int64_t n, typename Op::acc_t* l) {
+  int64_t i = 0;
+#if defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__) && !defined(__CUDACC_RTC__)
+  if constexpr (is_contiguous_run<Get>::value && is_vector_lane_op<Op>::value) {
+    // The lanes as one GCC vector, stepped as Op::step steps each lane (GCC
+    // does not vectorize the select of max / min across loop iterations).
+    using A = typename Op::value_t;
+    typedef A V __attribute__((vector_size(sizeof(A) * kLanes)));
+    V acc;
+    for (int k = 0; k < kLanes; ++k) acc[k] = Op::init();
+    for (; i + kLanes <= n; i += kLanes) {
+      V x;
+      __builtin_memcpy(&x, get.p + i, sizeof x);
+      if constexpr (std::is_same<Op, Sum<A>>::value) {
+        acc = acc + x;
+      } else if constexpr (std::is_same<Op, Max<A>>::value) {
+        acc = ((acc == acc) & ((x != x) | (x > acc))) ? x : acc;  // Max::step
+      } else {
+        acc = ((acc == acc) & ((x != x) | (x < acc))) ? x : acc;  // Min::step
+      }
     }
+    for (int k = 0; k < kLanes; ++k) l[k] = acc[k];
+    return i;
   }
-  for (int k = 0; k < kLanes; ++k) l[k] = WelfordAcc<A>{mean[k], m2[k], count};
+#endif
+  if constexpr (is_welford<Op>::value) {
+    using A = typename Op::value_t;
+    A mean[kLanes], m2[kLanes];
+    for (int k = 0; k < kLanes; ++k) mean[k] = m2[k] = A(0);
+    int64_t count = 0;
+    for (; i + kLanes <= n; i += kLanes) {
+      const A c = static_cast<A>(++count);
+      for (int k = 0; k < kLanes; ++k) {
+        const A x = get(i + k);
+        const A d = x - mean[k];
+        mean[k] += d / c;
+        m2[k] += d * (x - mean[k]);
+      }
+    }
+    for (int k = 0; k < kLanes; ++k) l[k] = typename Op::acc_t{mean[k], m2[k], count};
+  } else {
+    typename Op::acc_t lanes[kLanes];
+    for (int k = 0; k < kLanes; ++k) lanes[k] = Op::init();
+    for (; i + kLanes <= n; i += kLanes)
+      for (int k = 0; k < kLanes; ++k) lanes[k] = Op::step(lanes[k], get(i + k));
+    for (int k = 0; k < kLanes; ++k) l[k] = lanes[k];
+  }
   return i;
 }
 
@@ -482,14 +552,7 @@ SMELT_HD typename Op::acc_t fold_run(typename Op::acc_t acc, const Get& get, int
   if constexpr (is_lane_op<Op>::value && kContiguous) {
     if (n >= 2 * kLanes) {
       acc_t l[kLanes];
-      int64_t i = 0;
-      if constexpr (is_welford<Op>::value) {
-        i = welford_lanes<typename Op::value_t>(get, n, l);
-      } else {
-        for (int k = 0; k < kLanes; ++k) l[k] = Op::init();
-        for (; i + kLanes <= n; i += kLanes)
-          for (int k = 0; k < kLanes; ++k) l[k] = Op::step(l[k], get(i + k));
-      }
+      int64_t i = fold_lanes<Op>(get, n, l);
       for (; i < n; ++i) l[0] = Op::step(l[0], get(i));
       // The tree ((0,1),(2,3)),((4,5),(6,7)), written as loops (unrolled by
       // hand, it keeps GCC from vectorizing the lanes of max / min).
@@ -523,8 +586,12 @@ struct InnerOrder {
     while (i < n) {
       const int64_t take = n - i < kChunk - in_part ? n - i : kChunk - in_part;
       const int64_t at = first + i;
-      part = fold_run<Op, kContiguous>(
-          part, [&](int64_t k) { return get(at + k); }, take, index);
+      if constexpr (is_contiguous_run<Get>::value) {
+        part = fold_run<Op, kContiguous>(part, Get{get.p + at}, take, index);
+      } else {
+        part = fold_run<Op, kContiguous>(
+            part, [&](int64_t k) { return get(at + k); }, take, index);
+      }
       i += take;
       index += take;
       in_part += take;

@@ -39,13 +39,13 @@ void softmax_typed(const Tensor& x, bool log, const Tensor& out) {
   T* yp = static_cast<T*>(out.data_ptr());
   using MaxA = r::accumulate_t<r::AccRule::Compare, T>;
   using SumA = r::accumulate_t<r::AccRule::Sum, T>;
+  static_assert(std::is_same_v<MaxA, T> && std::is_same_v<SumA, T>);
 #pragma omp parallel for schedule(static) if (parallel_rows(rows, n))
   for (int64_t row = 0; row < rows; ++row) {
     const T* __restrict xr = xp + row * n;
     T* __restrict yr = yp + row * n;
     // amax(x, dim, keepdim)
-    const T m = static_cast<T>(
-        reduce_row<r::Max<MaxA>>(n, [xr](int64_t k) { return r::to_acc<MaxA>(xr[k]); }));
+    const T m = reduce_row<r::Max<T>>(n, r::ContiguousRun<T>{xr});
     if (log) {
       // shifted - log(sum(exp(shifted))), shifted = x - max
       const T s = static_cast<T>(reduce_row<r::Sum<SumA>>(n, [xr, m](int64_t k) {
@@ -56,8 +56,7 @@ void softmax_typed(const Tensor& x, bool log, const Tensor& out) {
     } else {
       // e / sum(e), e = exp(x - max)
       for (int64_t k = 0; k < n; ++k) yr[k] = scalar::exp<T>(scalar::sub<T>(xr[k], m));
-      const T s = static_cast<T>(
-          reduce_row<r::Sum<SumA>>(n, [yr](int64_t k) { return r::to_acc<SumA>(yr[k]); }));
+      const T s = reduce_row<r::Sum<T>>(n, r::ContiguousRun<T>{yr});
       for (int64_t k = 0; k < n; ++k) yr[k] = scalar::div<T>(yr[k], s);
     }
   }

@@ -80,7 +80,11 @@ typename Op::acc_t accumulate_range(const T* base, const ReduceGeom& g, int64_t 
     const int64_t len = std::min(n_in - i_in, r1 - rr);
     const T* p = base + c.off + i_in * s_in;
     if (s_in == 1) {
-      row.template run<true>(0, len, [p](int64_t k) { return r::to_acc<A>(p[k]); });
+      if constexpr (std::is_same_v<T, A>) {
+        row.template run<true>(0, len, r::ContiguousRun<A>{p});
+      } else {
+        row.template run<true>(0, len, [p](int64_t k) { return r::to_acc<A>(p[k]); });
+      }
     } else {
       row.template run<false>(0, len, [p, s_in](int64_t k) { return r::to_acc<A>(p[k * s_in]); });
     }
