@@ -448,7 +448,9 @@ struct Cascade {
 /// The getter of a run contiguous in memory whose elements are already of the
 /// accumulate type A: element k is p[k]. Passed for `get`, it lets the host
 /// compiler's lanes load whole vectors (fold_lanes); any callable works too.
-template <class A>
+/// Tag: a type of the caller's own (code built once per CPU capability passes
+/// a type of its translation unit, so that each copy has its own fold_lanes).
+template <class A, class Tag>
 struct ContiguousRun {
   const A* p;
   SMELT_HD A operator()(int64_t k) const { return p[k]; }
@@ -457,8 +459,8 @@ template <class G>
 struct is_contiguous_run {
   static constexpr bool value = false;
 };
-template <class A>
-struct is_contiguous_run<ContiguousRun<A>> {
+template <class A, class Tag>
+struct is_contiguous_run<ContiguousRun<A, Tag>> {
   static constexpr bool value = true;
 };
 /// Accumulators whose lanes fold_lanes runs on host vectors (elementwise steps).
@@ -494,10 +496,11 @@ struct is_vector_lane_op<Min<A>> {
 template <class Op, class Get>
 SMELT_HD SMELT_HOST_NOINLINE int64_t fold_lanes(const Get& get, int64_t n, typename Op::acc_t* l) {
   int64_t i = 0;
-#if defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__) && !defined(__CUDACC_RTC__)
+#if defined(__GNUC__) && !defined(__clang__) && defined(__AVX2__)
   if constexpr (is_contiguous_run<Get>::value && is_vector_lane_op<Op>::value) {
     // The lanes as one GCC vector, stepped as Op::step steps each lane (GCC
     // does not vectorize the select of max / min across loop iterations).
+    // Only with AVX2: SSE2 code for these 8-lane masks comes out scalar.
     using A = typename Op::value_t;
     typedef A V __attribute__((vector_size(sizeof(A) * kLanes)));
     V acc;

@@ -115,8 +115,24 @@ void copy_transposed(char* dst, const char* src, const Coalesced& c) {
     const S* s = reinterpret_cast<const S*>(sp);
     D* o = reinterpret_cast<D*>(dp);
     const int64_t a1 = std::min(A, a0 + kTile), b1 = std::min(B, b0 + kTile);
-    for (int64_t a = a0; a < a1; ++a)
-      for (int64_t b = b0; b < b1; ++b) o[a * da + b] = scalar::cast<D>(s[a + b * sb]);
+    // 8 x 8 blocks through a small buffer: 8 contiguous reads along a, then 8
+    // contiguous writes along b (strided accesses, whose power-of-two strides
+    // map every line to one cache set, would evict each other).
+    for (int64_t a = a0; a < a1; a += 8) {
+      for (int64_t b = b0; b < b1; b += 8) {
+        if (a + 8 <= a1 && b + 8 <= b1) {
+          D t[8][8];
+          for (int64_t j = 0; j < 8; ++j)
+            for (int64_t i = 0; i < 8; ++i) t[i][j] = scalar::cast<D>(s[a + i + (b + j) * sb]);
+          for (int64_t i = 0; i < 8; ++i)
+            for (int64_t j = 0; j < 8; ++j) o[(a + i) * da + b + j] = t[i][j];
+        } else {
+          for (int64_t i = a; i < std::min(a + 8, a1); ++i)
+            for (int64_t j = b; j < std::min(b + 8, b1); ++j)
+              o[i * da + j] = scalar::cast<D>(s[i + j * sb]);
+        }
+      }
+    }
   }
 }
 

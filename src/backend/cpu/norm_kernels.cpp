@@ -16,6 +16,9 @@ namespace {
 
 namespace r = ::smelt::reduce;
 
+/// This copy's tag for reduce::ContiguousRun (an instantiation of its own).
+struct RunTag {};
+
 /// Rows on several threads from this much work (elements), as the kernels of
 /// the decomposition.
 bool parallel_rows(int64_t rows, int64_t n) {
@@ -45,7 +48,7 @@ void softmax_typed(const Tensor& x, bool log, const Tensor& out) {
     const T* __restrict xr = xp + row * n;
     T* __restrict yr = yp + row * n;
     // amax(x, dim, keepdim)
-    const T m = reduce_row<r::Max<T>>(n, r::ContiguousRun<T>{xr});
+    const T m = reduce_row<r::Max<T>>(n, r::ContiguousRun<T, RunTag>{xr});
     if (log) {
       // shifted - log(sum(exp(shifted))), shifted = x - max
       const T s = static_cast<T>(reduce_row<r::Sum<SumA>>(n, [xr, m](int64_t k) {
@@ -56,7 +59,7 @@ void softmax_typed(const Tensor& x, bool log, const Tensor& out) {
     } else {
       // e / sum(e), e = exp(x - max)
       for (int64_t k = 0; k < n; ++k) yr[k] = scalar::exp<T>(scalar::sub<T>(xr[k], m));
-      const T s = reduce_row<r::Sum<T>>(n, r::ContiguousRun<T>{yr});
+      const T s = reduce_row<r::Sum<T>>(n, r::ContiguousRun<T, RunTag>{yr});
       for (int64_t k = 0; k < n; ++k) yr[k] = scalar::div<T>(yr[k], s);
     }
   }

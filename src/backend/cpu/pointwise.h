@@ -105,6 +105,10 @@ void run_kernel(const Tensor& out, const std::vector<Tensor>& in, const F& f) {
                  alignas(64) C buf[N][kBlock];
                  alignas(64) R obuf[kBlock];
                  const bool direct = odt == rdt && s[0] == static_cast<int64_t>(sizeof(R));
+                 // A broadcast input (stride 0) fills its buffer once per row.
+                 for (size_t k = 0; k < N; ++k)
+                   if (s[k + 1] == 0)
+                     load_block<C>(p[k + 1], 0, idt[k], std::min(kBlock, n), buf[k]);
                  for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
                    const int64_t m = std::min(kBlock, n - i0);
                    const C* a[N];
@@ -113,7 +117,7 @@ void run_kernel(const Tensor& out, const std::vector<Tensor>& in, const F& f) {
                      if (idt[k] == cdt && s[k + 1] == static_cast<int64_t>(sizeof(C))) {
                        a[k] = reinterpret_cast<const C*>(src);
                      } else {
-                       load_block<C>(src, s[k + 1], idt[k], m, buf[k]);
+                       if (s[k + 1] != 0) load_block<C>(src, s[k + 1], idt[k], m, buf[k]);
                        a[k] = buf[k];
                      }
                    }

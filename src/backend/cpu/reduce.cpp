@@ -61,6 +61,9 @@ struct Counter {
   }
 };
 
+/// This copy's tag for reduce::ContiguousRun (an instantiation of its own).
+struct RunTag {};
+
 /// Accumulates the reduced elements [r0, r1) (linear reduced index) of the
 /// output whose first input element is `base`, in InnerOrder (reduce_ops.h).
 template <class Op, class T>
@@ -81,7 +84,7 @@ typename Op::acc_t accumulate_range(const T* base, const ReduceGeom& g, int64_t 
     const T* p = base + c.off + i_in * s_in;
     if (s_in == 1) {
       if constexpr (std::is_same_v<T, A>) {
-        row.template run<true>(0, len, r::ContiguousRun<A>{p});
+        row.template run<true>(0, len, r::ContiguousRun<A, RunTag>{p});
       } else {
         row.template run<true>(0, len, [p](int64_t k) { return r::to_acc<A>(p[k]); });
       }
