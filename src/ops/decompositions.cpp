@@ -69,10 +69,21 @@ Tensor fused_softmax(const Tensor& xc, int64_t dim, bool log) {
 Tensor fused_layer_norm(const Tensor& xc, const std::vector<int64_t>& ns, const Tensor& w,
                         const Tensor& b, double eps) {
   if (!eager_fusable({&xc, &w, &b})) return Tensor();
+  // A weight or bias of a lower floating dtype (float16 weights of an upcast
+  // input) enters the decomposition's products converted to xc's dtype: the
+  // fused kernel takes it converted the same way.
+  auto as_xc = [&](const Tensor& p, bool& ok) {
+    if (!p.defined() || p.dtype() == xc.dtype()) return p;
+    ok = ok && promote_types(xc.dtype(), p.dtype()) == xc.dtype();
+    return ok ? to_dtype(p, xc.dtype()) : p;
+  };
+  bool ok = true;
+  const Tensor wc = as_xc(w, ok), bc = as_xc(b, ok);
+  if (!ok) return Tensor();
   int64_t n = 1;
   for (int64_t d : ns) n *= d;
   Tensor y = empty_as(xc);
-  return backend::backend(xc.device()).layer_norm_rows(xc, n, w, b, eps, y) ? y : Tensor();
+  return backend::backend(xc.device()).layer_norm_rows(xc, n, wc, bc, eps, y) ? y : Tensor();
 }
 
 std::vector<int64_t> trailing_dims(int64_t ndim, int64_t count) {

@@ -194,3 +194,21 @@ TEST(CpuCapability, FusedRowKernelsEqualTheirDecompositions) {
   }
   omp_set_num_threads(saved_threads);
 }
+
+TEST(CpuCapability, FusedLayerNormTakesLowerPrecisionWeights) {
+  // float16 / bfloat16 inputs and weights: computed in float32, as the
+  // decomposition does, and rounded once.
+  for (DType dt : {float16, bfloat16}) {
+    const int64_t rows = 6, c = 300;
+    Tensor x = smelt_test::make(special_then_seq(rows * c), {rows, c}, dt);
+    Tensor w = smelt_test::make(smelt_test::seq(c, 0.5, 0.7), {c}, dt);
+    Tensor b = smelt_test::make(smelt_test::seq(c, 0.9, 0.1), {c}, dt);
+    Tensor xf = to_dtype(x, float32);
+    auto [v, m] = var_mean(xf, {-1}, 0, true);
+    Tensor norm = (xf - m) * rsqrt(v + 1e-5);
+    EXPECT_TRUE(same_bits(layer_norm(x, {c}, w, b, 1e-5), to_dtype(norm * w + b, dt)))
+        << dtype_name(dt);
+    // float32 input, lower-precision weights: a float32 result.
+    EXPECT_TRUE(same_bits(layer_norm(xf, {c}, w, b, 1e-5), norm * w + b)) << dtype_name(dt);
+  }
+}
