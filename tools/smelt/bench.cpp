@@ -408,13 +408,13 @@ const char* bench_columns_help() {
 
 int cmd_bench(const BenchOptions& opts) {
   NoGradGuard no_grad;  // the workloads are inference (module parameters require grad)
-  if (opts.workload == "ops") return cmd_bench_ops(opts);
   SMELT_CHECK(opts.device == "cpu",
               "smelt bench: device '{}' is not available in this build (the CUDA backend is not "
               "implemented yet); use --device cpu",
               opts.device);
   SMELT_CHECK(is_floating(dtype_from_name(opts.dtype)),
               "smelt bench: --dtype must be a floating dtype, got {}", opts.dtype);
+  if (opts.workload == "ops") return cmd_bench_ops(opts);
   std::vector<std::string> names = {opts.workload};
   if (opts.workload == "all") names = kWorkloads;  // every one but minilm
   for (auto& n : names)                            // refuse a bad name before minutes of work
