@@ -3,7 +3,7 @@
 torch.compile, on the same machine, threads and inputs, for a side-by-side
 with smelt's eager and compiled rows.
 
-    python3 bench/torch_compare.py --workload minilm [--device cpu|cuda]
+    python3 bench/torch_compare.py --workload minilm|train-mlp [--device cpu|cuda]
         [--dtype float32|float16|bfloat16] [--threads N] [--iters N] [--json]
     python3 bench/torch_compare.py --workload ops [--threads 1,2] [--filter NAME]
         [--smelt build/smelt] [--json]
@@ -25,8 +25,32 @@ Workloads:
           at each thread count of --threads (a comma-separated list): one
           table of times and smelt/torch ratios (above 1: smelt is slower).
 
+  eager-cuda
+          the GPU eager workloads of bench/bench_cuda.cpp (issue 8's targets)
+          in PyTorch eager: elementwise ops on 2^26 float32, sum / amax over
+          the last dim of 8192x8192 float32, softmax and layer_norm over
+          16384x4096 bfloat16, the seed MLP forward at batch 256 (float32,
+          bfloat16), 8192^3 matrix products and the host cost of a small op;
+          randn inputs (seed 0), 3 warm-up calls, CUDA-event device time,
+          median of --iters (default 20). With --smelt-json FILE (the output
+          of `smelt_benchmarks --benchmark_filter=Cuda --benchmark_format=json`
+          run on the same machine) it prints both side by side: time, smelt /
+          torch ratio, and GB/s or TFLOP/s.
+  train-mlp
+          one training step of the seed MLP (Linear(1024,1024), GELU,
+          Linear(1024,512), GELU, Linear(512,10)) at batch 256: zero_grad,
+          forward, cross_entropy, backward, SGD (lr 0.01), as
+          `smelt bench train-mlp`: the same initial weights and input
+          (shared/data/seed_mlp.safetensors, PyTorch's default init, seed 0),
+          labels (7 i) % 10. Reports ms per step and the peak of
+          torch.cuda.max_memory_allocated on CUDA; eager and torch.compile of
+          the whole step (Dynamo compiles the forward and backward through
+          AOTAutograd and the optimizer step separately). Agreement: both run
+          three steps from the initial weights; their losses are compared
+          with each other and the first with training.safetensors' reference.
+
 Threads: --threads, else $OMP_NUM_THREADS, else every core (torch.set_num_threads;
-smelt runs with OMP_NUM_THREADS set to it).
+ops: smelt runs with OMP_NUM_THREADS set to it).
 The model folder comes from tools/fetch_model.py (the same files smelt loads).
 
 Needs torch and sentence-transformers, which are not dependencies of smelt's
@@ -292,7 +316,189 @@ def run_ops(args, torch, thread_counts):
                   f"of {len(ratios)} ops")
 
 
-WORKLOADS = {"minilm": bench_minilm, "ops": None}
+def bench_eager_cuda(args, torch):
+    """PyTorch eager on the GPU workloads of bench/bench_cuda.cpp (rows keyed by
+    the Google Benchmark names there)."""
+    import torch.nn.functional as F
+
+    dev = "cuda"
+    iters = args.iters or 20
+    torch.manual_seed(0)
+
+    def timed(fn):
+        for _ in range(3):
+            fn()
+        torch.cuda.synchronize()
+        times = []
+        for _ in range(iters):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            fn()
+            b.record()
+            b.synchronize()
+            times.append(a.elapsed_time(b))
+        return statistics.median(times)
+
+    rows = []
+    n = 1 << 26
+    x, y = torch.randn(n, device=dev), torch.randn(n, device=dev)
+    for name, fn, nbytes in [
+        ("BM_CudaUnary/exp", lambda: torch.exp(x), 8 * n),
+        ("BM_CudaUnary/relu", lambda: torch.relu(x), 8 * n),
+        ("BM_CudaUnary/sigmoid", lambda: torch.sigmoid(x), 8 * n),
+        ("BM_CudaUnary/gelu", lambda: F.gelu(x), 8 * n),
+        ("BM_CudaUnary/copy", lambda: x.clone(), 8 * n),
+        ("BM_CudaBinary/add", lambda: x + y, 12 * n),
+        ("BM_CudaBinary/mul", lambda: x * y, 12 * n),
+    ]:
+        rows.append({"name": name, "ms": timed(fn), "bytes": nbytes})
+    del x, y
+    m = torch.randn(8192, 8192, device=dev)
+    rows.append({"name": "BM_CudaReduceLastDim/sum", "ms": timed(lambda: m.sum(-1)),
+                 "bytes": 4 * m.numel()})
+    rows.append({"name": "BM_CudaReduceLastDim/amax", "ms": timed(lambda: m.amax(-1)),
+                 "bytes": 4 * m.numel()})
+    del m
+    h = torch.randn(16384, 4096, device=dev).to(torch.bfloat16)
+    w = torch.randn(4096, device=dev).to(torch.bfloat16)
+    bb = torch.randn(4096, device=dev).to(torch.bfloat16)
+    rows.append({"name": "BM_CudaSoftmaxBf16", "ms": timed(lambda: torch.softmax(h, -1)),
+                 "bytes": 4 * h.numel()})
+    rows.append({"name": "BM_CudaLayerNormBf16",
+                 "ms": timed(lambda: F.layer_norm(h, (4096,), w, bb, 1e-5)),
+                 "bytes": 4 * h.numel()})
+    del h
+    for dt in ["float32", "bfloat16"]:
+        net = torch.nn.Sequential(torch.nn.Linear(1024, 1024), torch.nn.GELU(),
+                                  torch.nn.Linear(1024, 512), torch.nn.GELU(),
+                                  torch.nn.Linear(512, 10)).to(dev, getattr(torch, dt))
+        inp = torch.randn(256, 1024, device=dev).to(getattr(torch, dt))
+        with torch.inference_mode():
+            rows.append({"name": f"BM_CudaSeedMlp/{dt}", "ms": timed(lambda: net(inp))})
+    for dt in ["float32", "bfloat16"]:
+        a = torch.randn(8192, 8192, device=dev).to(getattr(torch, dt))
+        b = torch.randn(8192, 8192, device=dev).to(getattr(torch, dt))
+        rows.append({"name": f"BM_CudaMatmul/{dt}", "ms": timed(lambda: a @ b),
+                     "flops": 2 * 8192 ** 3})
+        del a, b
+    s1, s2 = torch.randn(16, device=dev), torch.randn(16, device=dev)
+    for _ in range(100):
+        s1 + s2
+    torch.cuda.synchronize()
+    host = []
+    for _ in range(iters):
+        t0 = time.perf_counter()
+        for _ in range(1000):
+            s1 + s2
+        host.append((time.perf_counter() - t0))
+        torch.cuda.synchronize()
+    rows.append({"name": "BM_CudaSmallOpHostCost", "ms": statistics.median(host)})
+    return {"workload": "eager-cuda", "rows": rows}
+
+
+def print_eager_cuda(row, smelt_json):
+    smelt = {}
+    if smelt_json:
+        with open(smelt_json) as f:
+            for b in json.load(f)["benchmarks"]:
+                if b.get("error_occurred"):
+                    continue
+                name = b["name"].split("/manual_time")[0]
+                unit = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}[b.get("time_unit", "ns")]
+                smelt[name] = b["real_time"] * unit
+                if name == "BM_CudaSmallOpHostCost":  # 1000 launches per iteration
+                    smelt[name] /= 1000
+    print(f"{'workload':30} {'torch ms':>10} {'smelt ms':>10} {'smelt/torch':>11} "
+          f"{'torch rate':>14} {'smelt rate':>14}")
+    for r in row["rows"]:
+        t, s_ms = r["ms"], smelt.get(r["name"])
+
+        def rate(ms):
+            if ms is None:
+                return ""
+            if "bytes" in r:
+                return f"{r['bytes'] / ms / 1e6:9.0f} GB/s"
+            if "flops" in r:
+                return f"{r['flops'] / ms / 1e9:8.1f} TFLOP/s"
+            return ""
+
+        host = r["name"] == "BM_CudaSmallOpHostCost"
+        scale = 1e3 if host else 1.0  # host cost: microseconds per op
+        unit = " us/op" if host else ""
+        s_txt = f"{s_ms * scale:10.3f}" if s_ms is not None else f"{'-':>10}"
+        ratio = f"{s_ms / t:11.2f}" if s_ms is not None else f"{'-':>11}"
+        print(f"{r['name']:30} {t * scale:10.3f} {s_txt} {ratio} {rate(t):>14} {rate(s_ms):>14}"
+              f"{unit}")
+
+
+def bench_train_mlp(args, torch):
+    from safetensors.torch import load_file
+
+    data = os.path.join(args.shared, "data")
+    weights = load_file(os.path.join(data, "seed_mlp.safetensors"))
+    dtype = getattr(torch, args.dtype)
+    model = torch.nn.Sequential(torch.nn.Linear(1024, 1024), torch.nn.GELU(),
+                                torch.nn.Linear(1024, 512), torch.nn.GELU(),
+                                torch.nn.Linear(512, 10))
+    init = {k: weights[k] for k in model.state_dict()}
+    model.to(args.device, dtype)
+    x = weights["input"].to(args.device, dtype)
+    y = (torch.arange(x.shape[0]) * 7 % 10).to(args.device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+
+    def reset():
+        model.load_state_dict(init)
+        opt.zero_grad(set_to_none=True)
+        opt.state.clear()
+
+    def step(x, y):
+        opt.zero_grad(set_to_none=True)
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    compiled = torch.compile(step)
+    sync = torch.cuda.synchronize if args.device.startswith("cuda") else (lambda: None)
+
+    def losses(fn):
+        reset()
+        return [fn(x, y).item() for _ in range(3)]
+
+    t0 = time.perf_counter()
+    got = losses(compiled)
+    sync()
+    compile_ms = (time.perf_counter() - t0) * 1e3
+    want = losses(step)
+    eager_ms = time_ms(lambda: step(x, y), args.iters, sync)
+    comp_ms = time_ms(lambda: compiled(x, y), args.iters, sync)
+    row = {
+        "workload": "train-mlp",
+        "description": "seed MLP training step (forward, cross_entropy, backward, SGD), batch 256",
+        "eager_ms": eager_ms,
+        "compiled_ms": comp_ms,
+        "speedup": eager_ms / comp_ms,
+        "first_compiled_call_ms": compile_ms,
+        "losses_eager": want,
+        "losses_compiled": got,
+        "max_rel_err": max(abs(a - b) / abs(b) for a, b in zip(got, want)),
+    }
+    refs = os.path.join(data, "training.safetensors")
+    if args.dtype == "float32" and os.path.exists(refs):
+        ref = load_file(refs)["seed_mlp/f32/loss"].item()
+        row["torch_first_loss_ref"] = ref
+        row["first_loss_rel_err"] = abs(want[0] - ref) / abs(ref)
+    if args.device.startswith("cuda"):
+        for name, fn in (("eager", step), ("compiled", compiled)):
+            torch.cuda.reset_peak_memory_stats()
+            fn(x, y)
+            sync()
+            row[f"peak_bytes_{name}"] = torch.cuda.max_memory_allocated()
+    return row
+
+
+WORKLOADS = {"minilm": bench_minilm, "eager-cuda": bench_eager_cuda, "train-mlp": bench_train_mlp,
+             "ops": None}
 
 
 def main():
@@ -307,7 +513,11 @@ def main():
                    "(default: all-MiniLM-L6-v2 through tools/fetch_model.py)")
     p.add_argument("--random-weights", action="store_true",
                    help="minilm: write random weights into --model's folder when it has none")
+    p.add_argument("--shared", default=os.path.join(HERE, "..", "..", "shared"),
+                   help="train-mlp: the folder with data/seed_mlp.safetensors")
     p.add_argument("--json", action="store_true", help="print one JSON object (ops: one per op)")
+    p.add_argument("--smelt-json", default="",
+                   help="eager-cuda: smelt_benchmarks' JSON output to print beside PyTorch's")
     p.add_argument("--smelt", default=os.path.join(HERE, "..", "build", "smelt"),
                    help="ops: the smelt binary")
     p.add_argument("--filter", default="", help="ops: only the ops whose name contains this")
@@ -329,7 +539,22 @@ def main():
     if args.json:
         print(json.dumps(row))
         return
+    if args.workload == "eager-cuda":
+        print(f"eager-cuda ({row['framework']}, {torch.cuda.get_device_name()})")
+        print_eager_cuda(row, args.smelt_json)
+        return
     print(f"{row['workload']} ({row['framework']}, {args.device}, {args.dtype}, {threads} threads)")
+    if args.workload == "train-mlp":
+        print(f"  eager            {row['eager_ms']:9.3f} ms per step")
+        print(f"  torch.compile    {row['compiled_ms']:9.3f} ms per step  (first calls "
+              f"{row['first_compiled_call_ms']:.0f} ms)")
+        print(f"  losses of three steps from the same weights: eager {row['losses_eager']}, "
+              f"compiled {row['losses_compiled']} (max relative difference "
+              f"{row['max_rel_err']:.1e})")
+        if "first_loss_rel_err" in row:
+            print(f"  first loss vs training.safetensors' reference: relative difference "
+                  f"{row['first_loss_rel_err']:.1e}")
+        return
     print(f"  eager            {row['eager_ms']:9.3f} ms  {row['items_per_s_eager']:8.1f} "
           f"{row['items_unit']}/s")
     print(f"  torch.compile    {row['compiled_ms']:9.3f} ms  {row['items_per_s_compiled']:8.1f} "

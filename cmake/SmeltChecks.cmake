@@ -53,7 +53,10 @@ if(SMELT_BUILD_EXAMPLES)
     WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
   add_test(NAME example_readme_autograd COMMAND example_readme_autograd
     WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
-  set_tests_properties(example_readme_model example_readme_function example_readme_autograd PROPERTIES
+  # Training eagerly and compiled against PyTorch's loss curve (exit status 1 when it strays).
+  add_test(NAME example_train_digits COMMAND example_train_digits ${SMELT_SHARED_DIR}/data)
+  set_tests_properties(example_readme_model example_readme_function example_readme_autograd
+    example_train_digits PROPERTIES
     ENVIRONMENT "SMELT_CACHE_DIR=${PROJECT_BINARY_DIR}/test-kernel-cache")
 endif()
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/tensor_impl.h"
+#include "smelt/cuda.h"
 #include "smelt/ops.h"
 
 namespace smelt_test {
@@ -88,4 +89,27 @@ inline void expect_close(const std::vector<double>& got, const std::vector<doubl
   }
 }
 
+// ---- devices -----------------------------------------------------------------
+
+/// The devices a device-parameterized suite runs on: the CPU and the first GPU.
+/// CUDA instances skip themselves (GTEST_SKIP "no CUDA device") where there is
+/// none, so CI output shows what did not run.
+inline std::vector<smelt::Device> test_devices() {
+  return {smelt::Device("cpu"), smelt::Device("cuda:0")};
+}
+
+/// "cpu" / "cuda0": a test-name suffix for INSTANTIATE_TEST_SUITE_P.
+inline std::string device_name(const testing::TestParamInfo<smelt::Device>& info) {
+  return info.param.is_cpu() ? "cpu" : "cuda" + std::to_string(info.param.index);
+}
+
 }  // namespace smelt_test
+
+/// Skips the current test unless `device` can run here (a CUDA device needs a GPU).
+#define SMELT_SKIP_UNLESS_DEVICE(device)                                                        \
+  do {                                                                                          \
+    if ((device).is_cuda() && !::smelt::cuda::is_available()) GTEST_SKIP() << "no CUDA device"; \
+  } while (0)
+
+/// Skips the current test unless a CUDA device is present.
+#define SMELT_SKIP_WITHOUT_CUDA() SMELT_SKIP_UNLESS_DEVICE(::smelt::Device("cuda:0"))

@@ -43,11 +43,14 @@
 // frees each node's saved tensors after use unless retain_graph=true; a second
 // backward through freed nodes raises.
 //
-// smelt::compile and autograd: a compiled function called while grad mode is
-// on with an argument or module parameter that requires grad runs eagerly
-// with autograd (a graph break, logged under SMELT_LOGS=graph_breaks; an
-// Error under fullgraph=true), so no gradient is lost. Wrap inference in a
-// NoGradGuard to run it compiled.
+// smelt::compile and autograd: ops over tracers record backward nodes like
+// any op, so a compiled function that runs backward() itself (a training
+// step) compiles its backward pass with its forward (smelt/compile.h,
+// "Training"). A compiled function that returns a result requiring grad
+// without running backward() runs eagerly with autograd instead (a graph
+// break, logged under SMELT_LOGS=graph_breaks; an Error under
+// fullgraph=true), so no gradient is lost. Wrap inference in a NoGradGuard to
+// run it compiled.
 #pragma once
 #include <cstdint>
 #include <functional>

@@ -18,10 +18,54 @@
 // place needs no recompile. A failed guard recompiles (logged with the reason);
 // after `recompile_limit` graphs the function runs eagerly with a warning.
 //
-// Graph breaks: a data-dependent read while tracing (item(), printing values),
-// a random op, or a write into a tensor that is neither an input nor a result
-// makes that call run eagerly (reason logged under SMELT_LOGS=graph_breaks);
-// with fullgraph=true it raises smelt::Error naming the op.
+// Training. A function that computes a loss, calls backward() and steps an
+// optimizer compiles into one graph: forward, backward and update.
+//
+//   smelt::optim::SGD opt(model->parameters(), smelt::optim::SGDOptions(0.1));
+//   auto step = smelt::compile([&](const Tensor& x, const Tensor& y) {
+//     opt.zero_grad();
+//     Tensor loss = smelt::cross_entropy(model(x), y);
+//     loss.backward();
+//     opt.step();
+//     return loss;       // returned without history: its backward already ran
+//   });
+//   for (...) float l = step(x, y).item<float>();
+//
+// While tracing, ops over tensors that require grad record their backward
+// nodes exactly as in eager mode, so the backward() the function runs is
+// traced too: the autograd engine runs each op's derivative (its op-table
+// entry, written in smelt ops) over tracers. Forward and backward are one
+// graph, so what the backward reads of the forward stays in the graph's
+// buffers, and both are fused, scheduled and generated like any graph (the
+// GELU derivative is one kernel, a bias gradient a reduction fused with its
+// producer). The optimizer's step() becomes one multi-tensor node
+// (_fused_sgd_ / _fused_adam_) that runs the backend's multi-tensor kernel,
+// the same as eager, writing the parameters and optimizer state in place.
+// Compiled steps equal eager ones (the same kernels and summation orders;
+// float32 losses equal bit for bit with one thread).
+//   * .grad: the .grad a call leaves on each leaf (module parameters, tensors
+//     the function captures, arguments that require grad) is a result of the
+//     graph, assigned after each run, as eager's backward() would; a .grad
+//     the function reads on entry (accumulation without zero_grad) is a graph
+//     input, guarded on being defined and on its shape and dtype.
+//   * State: a tensor the function captures and writes in place (parameters,
+//     optimizer state, counters) is written back at every call.
+//   * Guards: on top of the argument guards, the optimizer's options and
+//     which state tensors exist (its first step, which makes them, is a graph
+//     of its own; a new learning rate recompiles, as a Python float lr does
+//     under torch.compile), and each .grad the function reads on entry.
+//   * A result that requires grad from a function that runs no backward pass
+//     (smelt::compile(model) called under grad mode, say) makes the call run
+//     eagerly with autograd (a graph break): the backward of a compiled
+//     forward that the caller runs later is not compiled (no AOT split).
+//   * A graph break in a training step (an item() call inside it) runs the
+//     call eagerly from the state it had on entry: what the trace did to
+//     optimizer state and .grad is undone first.
+//
+// Graph breaks: a data-dependent read while tracing (item(), printing values)
+// or a random op makes that call run eagerly (reason logged under
+// SMELT_LOGS=graph_breaks); with fullgraph=true it raises smelt::Error naming
+// the op.
 //
 // SMELT_LOGS (comma list, to stderr): graph, fusion, output_code, recompiles,
 // guards, graph_breaks, perf; "all" turns every artifact on.

@@ -7,8 +7,9 @@ namespace smelt {
 
 enum class DeviceType : uint8_t { CPU, CUDA };
 
-/// A device: type plus index ("cpu", "cuda:0"). Every tensor carries one; only
-/// CPU runs eagerly today, CUDA tensors are rejected with a clear Error.
+/// A device: type plus index ("cpu", "cuda:0"). Every tensor carries one; ops
+/// run on the device of their tensors (CUDA when smelt is built with it and a
+/// GPU is present, see smelt/cuda.h; otherwise using one raises an Error).
 struct Device {
   DeviceType type = DeviceType::CPU;
   int index = 0;

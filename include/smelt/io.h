@@ -10,14 +10,16 @@
 
 namespace smelt {
 
-/// Every tensor in the file, by name (contiguous CPU tensors that own their
-/// memory). dtypes F64, F32, F16, BF16, I64, I32, I16, I8, U8, BOOL.
+/// Every tensor in the file, by name: contiguous tensors on `device` that own
+/// their memory (read one at a time through host memory and moved there).
+/// dtypes F64, F32, F16, BF16, I64, I32, I16, I8, U8, BOOL.
 /// Throws Error for a missing/truncated/corrupt file or an unsupported dtype,
 /// naming the file and the tensor.
-std::map<std::string, Tensor> load_safetensors(const std::string& path);
+std::map<std::string, Tensor> load_safetensors(const std::string& path, Device device = Device());
 
-/// Writes `tensors` (any strides; written contiguous) and optional string
-/// `metadata` (the "__metadata__" entry). Throws Error if the file cannot be written.
+/// Writes `tensors` (any strides and devices; written contiguous) and optional
+/// string `metadata` (the "__metadata__" entry). Throws Error if the file
+/// cannot be written.
 void save_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors,
                       const std::map<std::string, std::string>& metadata = {});
 

@@ -20,6 +20,11 @@
 // Parameters must be contiguous floating tensors; the optimizer keeps its state
 // (momentum buffers, Adam's moments and step counts) per parameter.
 //
+// Compiled training: a step() called inside a function given to smelt::compile
+// is traced into the graph as one multi-tensor node (see smelt/compile.h); the
+// graph is guarded on the options (a new learning rate recompiles, as a Python
+// float lr does under torch.compile) and on which state tensors exist.
+//
 // state_dict() flattens PyTorch's optimizer state_dict into named tensors, so it
 // saves with save_safetensors: "state.<i>.<name>" for parameter i (counted over
 // all groups in order; names as PyTorch's: momentum_buffer, step, exp_avg,
@@ -141,8 +146,15 @@ class Optimizer {
   std::vector<Tensor> params_with_grad(size_t g) const;
   /// Per-parameter state: name -> tensor, created by the optimizer on first use.
   std::map<std::string, Tensor>& state_of(const Tensor& p);
+  /// Called first by step(): while smelt::compile traces it, the graph's reuse is
+  /// guarded on the options and on which state tensors exist (a first step, which
+  /// makes the state, and the later ones are different graphs), and state the
+  /// traced step makes is dropped again if the graph is not used.
+  void guard_trace();
 
  private:
+  /// The options of every group and the identity of every parameter and state tensor.
+  std::string trace_key() const;
   struct Group {
     std::vector<Tensor> params;
     std::vector<std::pair<std::string, double>> options;
@@ -150,6 +162,8 @@ class Optimizer {
   std::string kind_;
   std::vector<Group> groups_;
   std::map<const TensorImpl*, std::map<std::string, Tensor>> state_;
+  /// Expires with the optimizer (compiled steps hold a weak reference in their guards).
+  std::shared_ptr<int> alive_ = std::make_shared<int>(0);
 };
 
 /// Stochastic gradient descent with momentum, dampening, Nesterov momentum and

@@ -26,6 +26,10 @@
 
 namespace smelt {
 
+namespace cuda {
+class Stream;  // smelt/cuda.h
+}
+
 using Shape = std::vector<int64_t>;
 struct TensorImpl;
 class Storage;
@@ -112,8 +116,40 @@ class Tensor {
   Tensor contiguous() const;
   Tensor clone() const;
   Tensor to(DType t) const;
+  /// A copy on device `d` (this tensor itself when it is there already).
+  /// From a GPU to the CPU the host waits for the copy; from the CPU to a GPU
+  /// the copy is queued (the source may be reused at once).
   Tensor to(Device d) const;
   Tensor to(Device d, DType t) const;
+  /// to(d), asynchronous where PyTorch's non_blocking=True is: from a pinned
+  /// CPU tensor (pin_memory(), contiguous) to a GPU, the copy is queued on the
+  /// current stream of d and this returns at once (the pinned memory is not
+  /// reused before the copy has run, even if this tensor is dropped); from a
+  /// GPU to the CPU, the result is a new pinned tensor whose values are there
+  /// only once the GPU's current stream has reached the copy (synchronize it,
+  /// or an Event recorded after). Anything else, and non_blocking = false,
+  /// is to(d).
+  Tensor to(Device d, bool non_blocking) const;
+  /// A contiguous copy of this CPU tensor in pinned (page-locked) host
+  /// memory, from and to which copies to a GPU can be asynchronous
+  /// (torch.Tensor.pin_memory); this tensor itself when it is pinned already.
+  /// Error for a tensor on another device, or without CUDA or a GPU. The
+  /// copy has no autograd history.
+  Tensor pin_memory() const;
+  /// True for a CPU tensor in pinned memory (pin_memory(), to(cpu, true)).
+  bool is_pinned() const;
+  /// torch.Tensor.record_stream: this CUDA tensor's memory is used by work
+  /// queued on `stream` (not the stream current where it was allocated), so
+  /// once freed, the caching allocator reuses it only after the work queued
+  /// on `stream` up to the free has run. `stream` must stay alive until this
+  /// tensor's memory is freed. Error for a non-CUDA tensor or a stream of
+  /// another device.
+  void record_stream(const cuda::Stream& stream) const;
+  /// to(cpu) and to(the current CUDA device) (Error without CUDA or a GPU).
+  Tensor cpu() const;
+  Tensor cuda() const;
+  bool is_cuda() const { return device().is_cuda(); }
+  bool is_cpu() const { return device().is_cpu(); }
 
   // ---- views (share storage) ------------------------------------------------
   Tensor view(const Shape& shape) const;

@@ -52,6 +52,7 @@ struct ByNewest {
 std::vector<Tensor> run_backward(const std::vector<Edge>& roots,
                                  const std::vector<Tensor>& root_grads, bool keep_graph,
                                  bool create_graph, const std::vector<Edge>& captures) {
+  if (detail::TraceContext* ctx = detail::trace_context()) ctx->note_backward();
   // 1. Discover the graph, counting the edges into each node.
   std::unordered_map<Node*, int> deps;
   std::vector<Node*> discovered;
@@ -227,6 +228,10 @@ void backward(const std::vector<Tensor>& tensors, const std::vector<Tensor>& gra
       run_backward(roots, grads, keep, create_graph, capture_edges(inputs, "backward"));
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (!got[i].defined()) continue;
+    if (detail::TraceContext* ctx = detail::trace_context()) {
+      ctx->note_grad(inputs[i], false);
+      ctx->note_grad(inputs[i], true);
+    }
     Tensor& g = autograd_meta(inputs[i]).grad;
     AutoGradMode mode(create_graph);
     g = g.defined() ? add(g, got[i]) : (create_graph ? got[i] : got[i].detach());

@@ -313,6 +313,12 @@ void AccumulateGrad::call_tensor_pre_hooks(std::vector<Tensor>& grads) {
 std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
   Tensor g = std::move(grads.at(0));
   if (!g.defined()) return {};
+  detail::TraceContext* ctx = detail::trace_context();
+  if (ctx) {
+    // Reads the .grad (to accumulate into it), then replaces it.
+    ctx->note_grad(Tensor(leaf_), false);
+    ctx->note_grad(Tensor(leaf_), true);
+  }
   AutogradMeta& m = autograd_meta(Tensor(leaf_));
   if (GradMode::is_enabled()) {  // create_graph: .grad keeps the graph of the gradient
     m.grad = m.grad.defined() ? add(m.grad, g) : g;
@@ -321,7 +327,8 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
   if (!m.grad.defined()) {
     // Take the gradient itself when nothing else can see it; else a copy that
     // later in-place accumulation cannot write through.
-    const bool sole = g.impl_ptr().use_count() == 1 && g.storage().use_count() == 1 &&
+    const long own = ctx ? ctx->own_storage_refs(g) : 0;
+    const bool sole = g.impl_ptr().use_count() == 1 && g.storage().use_count() == 1 + own &&
                       g.is_contiguous() && g.impl()->autograd == nullptr && !g.impl()->view_base;
     m.grad = sole ? g : clone(g);
   } else {

@@ -2,6 +2,8 @@
 // view ops): one OpNode per recorded op, its outputs connected to it; and the
 // in-place rules: a leaf that requires grad refuses writes, a written tensor
 // takes the write into its history, a written view rewrites its base's (CopySlices).
+// Tracers (smelt::compile) record the same nodes, so a backward pass run while
+// tracing is traced through the same derivatives.
 #include <mutex>
 
 #include "autograd/graph.h"
@@ -26,12 +28,6 @@ class Recorder final : public detail::GradRecorder {
  public:
   void record(const std::string& op, const std::vector<Tensor>& inputs, const detail::Attrs& attrs,
               const std::vector<Tensor>& outputs) override {
-    for (const auto& t : inputs)
-      if (t.defined() && t.is_tracer())
-        throw GraphBreak(op,
-                         "an input requires grad and grad mode is on; smelt::compile does not "
-                         "capture autograd yet, so this call runs eagerly with autograd",
-                         "run inference under smelt::NoGradGuard");
     const detail::OpDef* def = detail::find_op(op);
     if (def && !def->differentiable) {
       mark_nondifferentiable(def, outputs);

@@ -38,12 +38,16 @@ const Tensor& Tensor::requires_grad_(bool requires_grad) const {
 
 const Tensor& Tensor::grad() const {
   static const Tensor undefined;
+  if (detail::TraceContext* ctx = detail::trace_context(); ctx && impl_)
+    ctx->note_grad(*this, false);
   const detail::AutogradMeta* m = impl_ ? impl_->autograd.get() : nullptr;
   return m ? m->grad : undefined;
 }
 
 Tensor& Tensor::mutable_grad() const {
   SMELT_CHECK(defined(), "mutable_grad: the tensor is undefined");
+  // The handle may be read before it is set: a read as far as a trace knows.
+  if (detail::TraceContext* ctx = detail::trace_context()) ctx->note_grad(*this, false);
   return autograd_meta(*this).grad;
 }
 

@@ -2,11 +2,14 @@
 // terms. There is one Backend per DeviceType, registered by the backend itself
 // (src/backend/cpu registers the CPU one); ops look it up by the device of their
 // tensors, the compiler runtime by the device of its graph. The CUDA slot is
-// empty in this build: asking for it raises a smelt::Error.
+// filled by src/backend/cuda when smelt is built with CUDA (SMELT_CUDA);
+// otherwise asking for it raises a smelt::Error.
 //
 // A backend provides
+//  * devices: how many there are, the calling thread's current one;
 //  * memory: its Allocator (core's Storage allocates through the same one, see
-//    core/allocator.h), memset, device -> device and device -> host copies;
+//    core/allocator.h) with its statistics, memset, device -> device, device
+//    -> host and host -> device copies;
 //  * streams and events: ordered queues of device work (no-ops on the CPU,
 //    which runs everything synchronously on the calling thread);
 //  * a toolchain: generated source -> a loadable Module (g++ + dlopen on the
@@ -50,6 +53,18 @@ struct Stream {
 /// A point in a stream that another stream (or the host) can wait for.
 struct Event {
   void* handle = nullptr;
+};
+
+/// What a device allocator holds (bytes; counts since the process started).
+struct MemoryStats {
+  int64_t allocated = 0;       // in live tensors (rounded to the allocator's size classes)
+  int64_t reserved = 0;        // obtained from the device (allocated + cached)
+  int64_t peak_allocated = 0;  // highest `allocated` since start or reset_peak_memory_stats
+  int64_t peak_reserved = 0;   // highest `reserved` likewise
+  int64_t device_allocs = 0;   // calls of the device's allocation function (cudaMalloc)
+  int64_t device_frees = 0;    // calls of its release function (cudaFree)
+  int64_t alloc_retries = 0;   // failed device allocations retried after freeing the cache
+  int64_t ooms = 0;            // allocations that failed after the retry
 };
 
 // -------------------------------------------------------- toolchain, launch --
@@ -161,6 +176,7 @@ struct GemmEpilogue {
 /// operands have dtype `dtype` (any but bool; float16 / bfloat16 accumulate in
 /// float32; integers wrap). C may not alias A or B.
 struct Gemm {
+  Device device;  // where the operands live (the GPU a CUDA backend runs on)
   DType dtype = DType::Float32;
   int64_t batch = 1, m = 0, n = 0, k = 0;
   MatrixRef a, b;
@@ -168,6 +184,13 @@ struct Gemm {
   int64_t c_batch_stride = 0, c_row_stride = 0, c_col_stride = 1;
   GemmEpilogue epilogue;
   double alpha = 1.0;
+};
+
+/// The element strides of one batch dim of a batched GEMM's operands (0 where
+/// the operand is broadcast along it): A, B, C and the epilogue's residual.
+struct GemmBatchDim {
+  int64_t size = 1;
+  int64_t a = 0, b = 0, c = 0, residual = 0;
 };
 
 // ---------------------------------------------------------- eager kernels --
@@ -199,6 +222,10 @@ struct RandomFill {
 /// Integer and Bernoulli two words, Normal one block per pair of elements.
 uint64_t random_blocks(RandomFill::Kind kind, DType dtype, int64_t numel);
 
+/// Random bits of a Uniform element of floating `dtype`: its mantissa digits
+/// (11 float16, 8 bfloat16, 24 float32, 53 float64), so values stay below 1.
+int uniform_bits(DType dtype);
+
 // ---------------------------------------------------------------- Backend --
 
 class Backend {
@@ -208,9 +235,24 @@ class Backend {
   /// "cpu", "cuda" (the `<backend>` of kernel names uses its dialect instead).
   virtual const char* name() const = 0;
 
+  // ---- devices ----
+  /// Devices of this type on this machine (CPU: 1; CUDA: 0 where there is no
+  /// GPU or driver, which is not an error).
+  virtual int device_count() = 0;
+  /// The calling thread's current device index (PyTorch's current device).
+  virtual int current_device() { return 0; }
+  /// Makes `index` the calling thread's current device; Error when out of range.
+  virtual void set_device(int index) {}
+
   // ---- memory ----
   /// Device memory (the same allocator core's Storage uses for this device).
   virtual Allocator& allocator() = 0;
+  /// The allocator's statistics for `device` (all zero where it keeps none).
+  virtual MemoryStats memory_stats(Device device) { return {}; }
+  /// Resets the peaks of memory_stats to the current values.
+  virtual void reset_peak_memory_stats(Device device) {}
+  /// Returns the device memory the allocator caches but no tensor uses.
+  virtual void empty_cache() {}
   /// Sets `nbytes` bytes at `dst` to `value` (in stream order).
   virtual void memset(void* dst, int value, size_t nbytes, Stream stream) = 0;
   /// Copies `nbytes` from `src` to `dst`, both device memory (they may
@@ -219,14 +261,63 @@ class Backend {
   /// Copies `nbytes` from device memory `src` to host memory `dst` and waits
   /// for it (a synchronization point).
   virtual void copy_to_host(void* dst, const void* src, size_t nbytes, Stream stream) = 0;
+  /// Copies `nbytes` from pageable host memory `src` to device memory `dst` in
+  /// stream order; `src` may be reused as soon as this returns (pinned memory
+  /// goes through copy_from_pinned_async).
+  virtual void copy_from_host(void* dst, const void* src, size_t nbytes, Stream stream) = 0;
+
+  // ---- pinned host memory and stream-ordered lifetimes ----
+  /// Page-locked host memory (torch's pinned memory) for asynchronous copies
+  /// to and from this backend's devices, or nullptr where there is none (the
+  /// CPU). Its blocks are not handed out again before the copies that used
+  /// them have run.
+  virtual Allocator* pinned_allocator() { return nullptr; }
+  /// Queues a copy of `nbytes` from pinned host memory `src` (from
+  /// pinned_allocator(); any address inside one of its blocks) to device
+  /// memory `dst` on `stream` and returns at once.
+  virtual void copy_from_pinned_async(void* dst, const void* src, size_t nbytes, Stream stream) {
+    copy_from_host(dst, src, nbytes, stream);
+  }
+  /// Queues a copy of `nbytes` from device memory `src` to pinned host memory
+  /// `dst` on `stream` and returns at once: `dst` holds the values once the
+  /// stream has reached this point (synchronize, an event).
+  virtual void copy_to_pinned_async(void* dst, const void* src, size_t nbytes, Stream stream) {
+    copy_to_host(dst, src, nbytes, stream);
+  }
+  /// torch.Tensor.record_stream: device memory `p` (the start of a block of
+  /// allocator()) is used by work queued on `stream`, which is not the stream
+  /// it was allocated on; once freed, the block is reused only after the work
+  /// queued on `stream` up to the free has run.
+  virtual void record_stream(void* p, Device device, Stream stream) {}
 
   // ---- streams and events (CPU: no-ops) ----
+  /// The calling thread's current stream on `device` (its default stream
+  /// unless set_current_stream chose another).
   virtual Stream current_stream(Device device) = 0;
+  /// Makes `stream` (of `device`) the calling thread's current stream there.
+  virtual void set_current_stream(Device device, Stream stream) {}
+  /// A new stream on `device` (CPU: the null stream); release with destroy_stream.
+  virtual Stream create_stream(Device device) { return {}; }
+  virtual void destroy_stream(Stream stream) {}
+  /// A new event recorded on `stream`; release with destroy_event.
   virtual Event record_event(Stream stream) = 0;
+  /// A new, unrecorded event (with timing: elapsed_ms works on it).
+  virtual Event create_event(bool enable_timing) { return {}; }
+  virtual void destroy_event(Event event) {}
+  /// Records `event` at the current end of `stream`.
+  virtual void record(Event event, Stream stream) {}
+  /// Blocks the host until `event` has happened (an unrecorded one: at once).
+  virtual void event_synchronize(Event event) {}
+  /// True when `event` has happened (or was never recorded).
+  virtual bool event_query(Event event) { return true; }
+  /// Milliseconds between two recorded timing events (Error otherwise).
+  virtual float elapsed_ms(Event start, Event end) { return 0.0f; }
   /// Work queued on `stream` after this call waits for `event`.
   virtual void wait_event(Stream stream, Event event) = 0;
   /// Blocks the host until everything queued on `stream` has run.
   virtual void synchronize(Stream stream) = 0;
+  /// Blocks the host until all work on `device` (every stream) has run.
+  virtual void synchronize_device(Device device) {}
 
   // ---- toolchain and launch ----
   /// Builds generated `source` (the backend's dialect, e.g. C++ for the CPU)
@@ -274,6 +365,20 @@ class Backend {
   /// error when has_pointwise() is false.
   virtual void pointwise(const std::string& functor, const std::vector<Scalar>& extra,
                          DType compute, const Tensor& out, const std::vector<Tensor>& inputs) = 0;
+  /// pointwise() for an integer division (compute an integer dtype) whose
+  /// divisor inputs[1] (on this device) must hold no zero, checked by the
+  /// kernel itself so that the launch does not wait for the device: a zero
+  /// sets the device's error flag, which the next synchronization point of
+  /// that device (copy_to_host, synchronize, synchronize_device,
+  /// event_synchronize) raises as smelt::Error(`message`); the output's values
+  /// are then unspecified. Returns false, launching nothing, where the backend
+  /// has no such check (the op then reads the divisor on the host first).
+  virtual bool pointwise_checked_divisor(const std::string& functor,
+                                         const std::vector<Scalar>& extra, DType compute,
+                                         const Tensor& out, const std::vector<Tensor>& inputs,
+                                         const std::string& message) {
+    return false;
+  }
 
   /// out (contiguous, the kept dims of x) = op over `dims` (sorted, distinct).
   /// Sum / Prod: x's dtype, or int64 from an integer x; Mean: x floating, out of
@@ -292,28 +397,6 @@ class Backend {
   /// or int64 from an integer x).
   virtual void cumsum(const Tensor& x, int64_t dim, const Tensor& out) = 0;
 
-  // ---- fused eager kernels of composite ops (optional) ----
-  // A composite op (src/ops/decompositions.cpp) computes eagerly through its
-  // decomposition, one kernel per primitive. A backend may run some cases as
-  // one kernel instead; such a kernel must give the decomposition's values bit
-  // for bit (same functors, same reduction order), and returns false, writing
-  // nothing, for cases it does not take (the op then runs its decomposition).
-
-  /// softmax (log = false: exp(x - max) / sum) or log_softmax
-  /// ((x - max) - log(sum)) over the last dim of x (contiguous, float32 or
-  /// float64, at least one element per row) into out (contiguous, x's shape and
-  /// dtype).
-  virtual bool softmax_lastdim(const Tensor& x, bool log, const Tensor& out) { return false; }
-  /// layer_norm over the last `n` elements of each row of x (contiguous, float32
-  /// or float64, numel a multiple of n > 0): (x - mean) * rsqrt(var + eps)
-  /// [* weight] [+ bias] with var_mean's biased variance and mean; weight and
-  /// bias undefined or contiguous [n] of x's dtype; out contiguous, x's shape
-  /// and dtype.
-  virtual bool layer_norm_rows(const Tensor& x, int64_t n, const Tensor& weight, const Tensor& bias,
-                               double eps, const Tensor& out) {
-    return false;
-  }
-
   /// out (contiguous; x's shape with dim `dim` of size index.numel()) = x's
   /// slices index[k] along `dim`, k over index's elements in row-major order
   /// (index: int64 or int32, any shape, every value in range).
@@ -331,6 +414,31 @@ class Backend {
   /// out (contiguous) rows index[j] along dim 0 = src rows j (src contiguous,
   /// [index.numel(), out.sizes()[1:]...], same dtype; index int64, in range).
   virtual void index_copy(const Tensor& out, const Tensor& index, const Tensor& src) = 0;
+  // ---- fused kernels of composite ops (optional) ----
+  // A composite op is defined once, by its decomposition (ops/decompositions.cpp);
+  // run eagerly, the decomposition may hand a whole op to one of these kernels,
+  // which compute the same formula with the same scalar functors in one pass
+  // over memory. The CUDA kernels reassociate the row sums; the CPU ones give
+  // the decomposition's values bit for bit (same reduction order) and take
+  // float32 / float64 rows only (the decomposition then offers them the
+  // float32 upcast of a float16 / bfloat16 x). They return false, writing
+  // nothing, where the backend has none or the arguments fall outside what it
+  // handles; the decomposition then runs op by op.
+
+  /// softmax (log_softmax when `log`) of contiguous floating x over its last
+  /// dim into out (fresh, x's shape and dtype): in opmath, shifted = x - max,
+  /// exp(shifted) / sum (log: shifted - log(sum)), rounded once.
+  virtual bool fused_softmax(const Tensor& x, bool log, const Tensor& out) { return false; }
+  /// layer_norm of contiguous floating x over its last n elements into out
+  /// (fresh, x's shape and dtype), as the decomposition: mean and biased
+  /// variance accumulated in double and rounded to opmath, then
+  /// (x - mean) * rsqrt(var + eps) [* weight] [+ bias] in opmath, rounded once;
+  /// weight / bias contiguous [n] of x's dtype, or undefined.
+  virtual bool fused_layer_norm(const Tensor& x, int64_t n, const Tensor& weight,
+                                const Tensor& bias, double eps, const Tensor& out) {
+    return false;
+  }
+
   /// Zeroes, in every trailing matrix of out (contiguous), the elements above
   /// (lower = true: j - i > diagonal) or below (j - i < diagonal) the diagonal.
   virtual void triangle_zero(const Tensor& out, int64_t diagonal, bool lower) = 0;
@@ -362,7 +470,26 @@ void register_backend(Backend* b);
 /// ("smelt was built without CUDA").
 Backend& backend_for(DeviceType type);
 
+/// The backend of `type`, or nullptr when smelt was built without it.
+Backend* find_backend(DeviceType type);
+
+/// torch.set_float32_matmul_precision: "highest" (float32 products in exact
+/// float32, the default), "high" (TF32 tensor cores allowed) or "medium"
+/// (treated as "high"). GEMM backends read it at each call.
+void set_float32_matmul_precision(const std::string& precision);
+std::string float32_matmul_precision();
+
 /// The backend of `device`.
 inline Backend& backend(Device device) { return backend_for(device.type); }
+
+/// Runs C[i] = epilogue(A[i] @ B[i]) over every index i of the batch dims
+/// `dims` (outermost first), whose strides need not combine into one:
+/// attention's [batch, heads] products read Q, K and V through permuted views.
+/// `g` is the product at index 0 (its batch and batch strides are ignored).
+/// The innermost dims whose strides combine (for A, B, C and the residual)
+/// become one batched Backend::gemm call, the outer ones a loop of such calls,
+/// as ATen folds batch dims; when B is shared and A's and C's batches stack
+/// into tall matrices, the whole batch is one (batch * m) x k product.
+void gemm_over_batch(Backend& be, Gemm g, const std::vector<GemmBatchDim>& dims, Stream stream);
 
 }  // namespace smelt::backend

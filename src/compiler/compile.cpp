@@ -96,6 +96,20 @@ struct Guards {
   /// Grad mode when traced: a graph traced under NoGradGuard is not reused with
   /// grad mode on (a tensor captured by the function may require grad).
   bool grad_enabled = true;
+  /// The .grad of each leaf the function read before replacing it: undefined
+  /// or not as on entry when traced; when defined, a graph input (the graph
+  /// reads it, or accumulates into it in place) with the sizes, strides and
+  /// dtype it had.
+  struct GradGuard {
+    std::string label;                 // "parameter 0.weight", "argument 1", ...
+    std::shared_ptr<TensorImpl> leaf;  // null for an argument
+    int arg = -1;
+    std::optional<TensorGuard> entry;  // the .grad on entry (nullopt: undefined)
+  };
+  std::vector<GradGuard> grads;
+  /// Host state the graph depends on (an optimizer's options and state), checked
+  /// by the closures the traced code registered (TraceContext::add_guard).
+  std::vector<std::function<std::string()>> host;
 
   /// "" when `args`/`params` pass, else the first failed guard.
   std::string check(const std::vector<Tensor>& a, const std::vector<nn::NamedTensor>& p,
@@ -132,6 +146,19 @@ struct Guards {
     if (GradMode::is_enabled() != grad_enabled)
       return fmt::format("grad mode changed: the graph was traced with grad mode {}",
                          grad_enabled ? "on" : "off (NoGradGuard)");
+    for (const auto& g : grads) {
+      const TensorImpl* leaf = g.arg >= 0 ? a[static_cast<size_t>(g.arg)].impl() : g.leaf.get();
+      const detail::AutogradMeta* m = leaf->autograd.get();
+      const bool now = m && m->grad.defined();
+      if (now != g.entry.has_value())
+        return fmt::format("the .grad of {} was {} when traced and now is {}", g.label,
+                           g.entry ? "defined" : "undefined", now ? "defined" : "undefined");
+      if (now && !(TensorGuard::of(m->grad) == *g.entry))
+        return fmt::format("the .grad of {}: expected {}, got {}", g.label, g.entry->str(),
+                           TensorGuard::of(m->grad).str());
+    }
+    for (const auto& check : host)
+      if (std::string why = check(); !why.empty()) return why;
     return "";
   }
   std::string str() const {
@@ -143,6 +170,11 @@ struct Guards {
     if (!mode_key.empty())
       s += fmt::format("  module training flags (T = train, E = eval, per module): {}\n", mode_key);
     s += fmt::format("  grad mode: {}\n", grad_enabled ? "on" : "off");
+    for (const auto& g : grads)
+      s += fmt::format("  the .grad of {}: {}\n", g.label, g.entry ? g.entry->str() : "undefined");
+    if (!host.empty())
+      s += fmt::format("  {} check(s) of host state the graph read (optimizer options and state)\n",
+                       host.size());
     return s;
   }
 };
@@ -155,11 +187,35 @@ std::string fullgraph_message(const GraphBreak& br) {
   return m + ". Without fullgraph=true, such calls fall back to eager mode.";
 }
 
+/// The leaf whose .grad a call sets, and to which graph output (-1: undefined).
+struct GradEffect {
+  std::shared_ptr<TensorImpl> leaf;  // null for an argument
+  int arg = -1;
+  int output = -1;
+};
+
 struct Entry {
   Guards guards;
   std::shared_ptr<CompiledGraph> graph;  // null: this signature graph-breaks (runs eagerly)
   std::string source;
+  /// The function's results: the graph's first outputs (the .grad values follow).
+  int num_results = 0;
+  std::vector<GradEffect> grad_effects;
+  /// The leaves whose .grad the graph takes as inputs after the arguments, in order
+  /// (GradEffect::output unused).
+  std::vector<GradEffect> grad_inputs;
 };
+
+/// The first argument or parameter that requires grad ("argument 0",
+/// "parameter 0.weight"), or "" when none does.
+std::string requiring_grad(const std::vector<Tensor>& args,
+                           const std::vector<nn::NamedTensor>& named) {
+  for (size_t i = 0; i < args.size(); ++i)
+    if (args[i].requires_grad()) return fmt::format("argument {}", i);
+  for (const auto& p : named)
+    if (p.tensor.requires_grad()) return param_label(p);
+  return "";
+}
 
 }  // namespace
 
@@ -192,16 +248,6 @@ class CompiledState {
     std::vector<nn::NamedTensor> named = params_fn ? params_fn() : std::vector<nn::NamedTensor>{};
     std::string mode = mode_fn ? mode_fn() : "";
     if (eager_only) return eager(args, fn);
-    if (auto br = autograd_break(args, named)) {
-      // Not an entry: the same call under NoGradGuard compiles.
-      ++stats.graph_breaks;
-      stats.last_graph_break = br->what();
-      if (opts.fullgraph) throw Error(fullgraph_message(*br));
-      if (log_enabled("graph_breaks"))
-        log_artifact("graph_breaks", "graph break, running eagerly",
-                     fmt::format("graph break at {}; this call runs eagerly", br->what()));
-      return eager(args, fn);
-    }
     std::vector<Tensor> params;
     params.reserve(named.size());
     for (auto& p : named) params.push_back(p.tensor);
@@ -210,7 +256,7 @@ class CompiledState {
       std::string why = e.guards.check(args, named, mode);
       if (why.empty()) {
         if (!e.graph) return eager(args, fn);
-        return run(*e.graph, args, params);
+        return run(e, args, params);
       }
       reason = why;
     }
@@ -232,26 +278,25 @@ class CompiledState {
     entries.push_back(std::move(e));
     Entry& last = entries.back();
     if (!last.graph) return eager(args, fn);
-    return run(*last.graph, args, params);
+    return run(last, args, params);
   }
 
-  /// Grad mode is on and an argument or parameter requires grad: the compiled code
-  /// records no autograd history (compiled training is future work), so the call
-  /// runs eagerly, with autograd.
-  static std::optional<GraphBreak> autograd_break(const std::vector<Tensor>& args,
-                                                  const std::vector<nn::NamedTensor>& named) {
-    if (!GradMode::is_enabled()) return std::nullopt;
-    std::string what;
-    for (size_t i = 0; i < args.size() && what.empty(); ++i)
-      if (args[i].requires_grad()) what = fmt::format("argument {}", i);
-    for (size_t i = 0; i < named.size() && what.empty(); ++i)
-      if (named[i].tensor.requires_grad()) what = param_label(named[i]);
-    if (what.empty()) return std::nullopt;
-    return GraphBreak("autograd",
-                      what +
-                          " requires grad and grad mode is on; smelt::compile does not "
-                          "capture autograd yet, so the call runs eagerly with autograd",
-                      "run inference under smelt::NoGradGuard (module parameters require grad)");
+  /// A result requires grad and the function ran no backward pass: the caller
+  /// may call backward() on it, through a graph the compiled code does not keep
+  /// (the forward and backward are compiled together only when the function
+  /// runs its backward itself), so the call runs eagerly, with autograd.
+  static GraphBreak autograd_break(size_t result, const std::string& source) {
+    return GraphBreak(
+        "autograd",
+        fmt::format(
+            "result {} requires grad ({}, and grad mode is on) and the function runs no "
+            "backward pass; smelt::compile compiles a backward pass that the function "
+            "runs itself (a training step: loss.backward() inside it), so this call runs "
+            "eagerly with autograd",
+            result,
+            source.empty() ? "a tensor it captures requires grad" : source + " requires grad"),
+        "run inference under smelt::NoGradGuard (module parameters require grad), or call "
+        "backward() (and the optimizer's step()) inside the compiled function");
   }
 
   std::vector<Tensor> eager(const std::vector<Tensor>& args, const ErasedFn& fn) {
@@ -260,10 +305,35 @@ class CompiledState {
     return fn(args);
   }
 
-  std::vector<Tensor> run(CompiledGraph& g, const std::vector<Tensor>& args,
+  std::vector<Tensor> run(Entry& e, const std::vector<Tensor>& args,
                           const std::vector<Tensor>& params) {
+    CompiledGraph& g = *e.graph;
     g.profile = log_enabled("perf");
-    std::vector<Tensor> out = g.run(args, params);
+    auto leaf_of = [&](const GradEffect& eff) {
+      return eff.arg >= 0 ? args[static_cast<size_t>(eff.arg)] : Tensor(eff.leaf);
+    };
+    // A .grad the graph replaces without reading it (zero_grad(set_to_none) then
+    // backward()) is dropped first, as eager drops it when the function starts:
+    // the old gradients need not live beside the new ones.
+    for (const auto& eff : e.grad_effects) {
+      const bool read = std::any_of(e.grad_inputs.begin(), e.grad_inputs.end(), [&](auto& gi) {
+        return gi.arg == eff.arg && gi.leaf == eff.leaf;
+      });
+      if (!read) leaf_of(eff).mutable_grad() = Tensor();
+    }
+    std::vector<Tensor> out;
+    if (e.grad_inputs.empty()) {
+      out = g.run(args, params);
+    } else {
+      std::vector<Tensor> inputs = args;  // then the .grad values the graph reads
+      for (const auto& gi : e.grad_inputs) inputs.push_back(leaf_of(gi).grad());
+      out = g.run(inputs, params);
+    }
+    // The .grad values the function leaves (a training step's gradients).
+    for (const auto& eff : e.grad_effects)
+      leaf_of(eff).mutable_grad() =
+          eff.output >= 0 ? out[static_cast<size_t>(eff.output)] : Tensor();
+    out.resize(static_cast<size_t>(e.num_results));
     if (g.profile) {
       std::string body;
       const auto& steps = g.schedule().steps;
@@ -324,33 +394,79 @@ class CompiledState {
     // see each other's tracers.
     static std::mutex trace_mutex;
     std::lock_guard<std::mutex> trace_lock(trace_mutex);
+    // Undoes what the traced function did to host state (optimizer state it
+    // made) when its graph is not used after all.
+    std::function<void()> undo_trace;
     try {
       GraphBuilder gb;
-      std::vector<Tensor> tracers;
-      // C++ numbers passed as tensors are specialized on their value (guarded),
-      // as torch.compile does: ops see them as constants.
-      for (size_t i = 0; i < args.size(); ++i)
-        tracers.push_back(args[i].is_wrapped_number() ? args[i]
-                                                      : gb.add_input(args[i], static_cast<int>(i)));
-      for (size_t i = 0; i < params.size(); ++i) gb.add_param(params[i], static_cast<int>(i));
-      std::vector<Tensor> outs;
-      {
-        TraceScope scope(&gb);
-        outs = fn(tracers);
+      gb.set_num_args(static_cast<int>(args.size()));
+      try {
+        std::vector<Tensor> tracers;
+        // C++ numbers passed as tensors are specialized on their value (guarded),
+        // as torch.compile does: ops see them as constants.
+        for (size_t i = 0; i < args.size(); ++i)
+          tracers.push_back(
+              args[i].is_wrapped_number() ? args[i] : gb.add_input(args[i], static_cast<int>(i)));
+        for (size_t i = 0; i < params.size(); ++i) gb.add_param(params[i], static_cast<int>(i));
+        std::vector<Tensor> outs;
+        {
+          TraceScope scope(&gb);
+          outs = fn(tracers);
+        }
+        if (GradMode::is_enabled() && !gb.ran_backward)
+          for (size_t k = 0; k < outs.size(); ++k)
+            if (outs[k].defined() && outs[k].requires_grad())
+              throw autograd_break(k, requiring_grad(args, named));
+        gb.finish(outs);
+        // Arguments that share memory are separate graph inputs: if the function
+        // writes into one, the others would not see it. Run such calls eagerly.
+        bool aliased = false, writes_args = false;
+        for (size_t i = 0; i < args.size(); ++i)
+          aliased |= e.guards.aliases[i] != static_cast<int>(i);
+        for (auto& [dst, src] : gb.graph.mutations)
+          writes_args |= gb.graph.buffers[dst].kind == BufferKind::Input;
+        if (aliased && writes_args)
+          throw GraphBreak(
+              "an in-place write into an argument",
+              "the arguments share memory and the function writes into one of them, so the "
+              "other arguments would not see the write",
+              "pass arguments that do not share memory (clone() one of them)");
+      } catch (...) {
+        gb.restore_grads();
+        gb.abort();
+        throw;
       }
-      gb.finish(outs);
-      // Arguments that share memory are separate graph inputs: if the function
-      // writes into one, the others would not see it. Run such calls eagerly.
-      bool aliased = false;
-      for (size_t i = 0; i < args.size(); ++i)
-        aliased |= e.guards.aliases[i] != static_cast<int>(i);
-      if (aliased && !gb.graph.mutations.empty())
-        throw GraphBreak(
-            "an in-place write into an argument",
-            "the arguments share memory and the function writes into one of them, so the other "
-            "arguments would not see the write",
-            "pass arguments that do not share memory (clone() one of them)");
+      // The .grad values the function set are the graph's to set at each call.
+      gb.restore_grads();
       gb.restore_params();
+      e.num_results = gb.num_results;
+      for (auto& slot : gb.grad_slots) {
+        if (slot.input >= 0) {
+          SMELT_INTERNAL_ASSERT(slot.input == static_cast<int>(args.size() + e.grad_inputs.size()),
+                                "the .grad inputs are not numbered after the arguments");
+          e.grad_inputs.push_back({slot.arg >= 0 ? nullptr : slot.leaf, slot.arg, -1});
+        }
+        if (!slot.guarded) continue;
+        Guards::GradGuard g;
+        g.arg = slot.arg;
+        if (slot.arg < 0) g.leaf = slot.leaf;
+        if (slot.entry.defined()) g.entry = TensorGuard::of(slot.entry);
+        g.label = slot.arg >= 0 ? fmt::format("argument {}", slot.arg) : "";
+        for (const auto& p : named)
+          if (p.tensor.impl() == slot.leaf.get()) g.label = param_label(p);
+        if (g.label.empty())
+          g.label = fmt::format("a tensor the function captures ({} {})",
+                                dtype_name(slot.leaf->dtype), detail::shape_str(slot.leaf->sizes));
+        e.guards.grads.push_back(std::move(g));
+      }
+      for (const auto& eff : gb.grad_effects) {
+        const auto& slot = gb.grad_slots[static_cast<size_t>(eff.slot)];
+        e.grad_effects.push_back({slot.arg >= 0 ? nullptr : slot.leaf, slot.arg, eff.output});
+      }
+      e.guards.host = std::move(gb.host_guards);
+      undo_trace = [undo = gb.take_undo()] {
+        for (auto it = undo.rbegin(); it != undo.rend(); ++it) (*it)();
+      };
       captured = std::move(gb.graph);
     } catch (const GraphBreak& br) {
       ++stats.graph_breaks;
@@ -424,6 +540,7 @@ class CompiledState {
       try {
         lib = build_units(units, backend::backend(Device()), kernel_cache(), &bi);
       } catch (const backend::ToolchainUnavailable& err) {
+        undo_trace();
         if (opts.fullgraph) throw;
         std::fputs(
             fmt::format("smelt::compile warning: {}; this function runs eagerly\n", err.what())

@@ -1,21 +1,30 @@
-// The global generator (manual_seed); Philox4x32-10 itself is inline in
-// random.h, which describes the design. The random ops (rand, randn, randint,
-// bernoulli_mask) are in src/ops/random_ops.cpp.
+// Philox4x32-10 and the global generator (manual_seed). See random.h for the
+// design; the random ops (rand, randn, randint, bernoulli_mask) are in
+// src/ops/random_ops.cpp.
 #include "core/random.h"
+
+#include "kernels/random_ops.h"
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <utility>
 
 namespace smelt {
 namespace detail {
+
+void Philox4x32::block(const uint32_t ctr_in[4], uint64_t key, uint32_t out[4]) {
+  random::philox4x32(ctr_in, key, out);
+}
 
 void Generator::set_seed(uint64_t seed) {
   seed_ = seed;
   counter_ = 0;
   used_ = 4;
   has_normal_ = false;
+}
+
+void Generator::block_at(uint64_t seed, uint64_t index, uint32_t out[4]) {
+  random::philox_block(seed, index, out);
 }
 
 uint64_t Generator::reserve(uint64_t nblocks) {

@@ -22,35 +22,11 @@
 
 namespace smelt::detail {
 
-/// Philox4x32-10 bijection of (counter, key): four 32-bit outputs. Inline, so
-/// that the tensor fills (src/backend/cpu/fill.cpp) compute a block without a
-/// call per round.
+/// Philox4x32-10 bijection of (counter, key): four 32-bit outputs
+/// (random::philox4x32 of src/kernels/random_ops.h, shared with the devices).
 struct Philox4x32 {
-  static constexpr uint32_t kM0 = 0xD2511F53u;
-  static constexpr uint32_t kM1 = 0xCD9E8D57u;
-  static constexpr uint32_t kW0 = 0x9E3779B9u;  // golden ratio
-  static constexpr uint32_t kW1 = 0xBB67AE85u;  // sqrt(3) - 1
-  static void round(uint32_t ctr[4], const uint32_t key[2]) {
-    const uint64_t p0 = static_cast<uint64_t>(kM0) * ctr[0];
-    const uint64_t p1 = static_cast<uint64_t>(kM1) * ctr[2];
-    const uint32_t out[4] = {
-        static_cast<uint32_t>(p1 >> 32) ^ ctr[1] ^ key[0], static_cast<uint32_t>(p1),
-        static_cast<uint32_t>(p0 >> 32) ^ ctr[3] ^ key[1], static_cast<uint32_t>(p0)};
-    for (int i = 0; i < 4; ++i) ctr[i] = out[i];
-  }
   /// Output block for counter `ctr` (128 bits, little-endian words) and `key`.
-  static void block(const uint32_t ctr_in[4], uint64_t key64, uint32_t out[4]) {
-    uint32_t ctr[4] = {ctr_in[0], ctr_in[1], ctr_in[2], ctr_in[3]};
-    uint32_t key[2] = {static_cast<uint32_t>(key64), static_cast<uint32_t>(key64 >> 32)};
-    for (int r = 0; r < 10; ++r) {
-      if (r > 0) {
-        key[0] += kW0;
-        key[1] += kW1;
-      }
-      round(ctr, key);
-    }
-    for (int i = 0; i < 4; ++i) out[i] = ctr[i];
-  }
+  static void block(const uint32_t ctr_in[4], uint64_t key, uint32_t out[4]);
 };
 
 /// The process-wide generator. Use the free functions below in ops; lock() is
@@ -74,11 +50,7 @@ class Generator {
   /// numbers for any thread count. Discards any partially used block.
   uint64_t reserve(uint64_t nblocks);
   /// Block `index` of the stream keyed by `seed` (4 words).
-  static void block_at(uint64_t seed, uint64_t index, uint32_t out[4]) {
-    const uint32_t ctr[4] = {static_cast<uint32_t>(index), static_cast<uint32_t>(index >> 32), 0,
-                             0};
-    Philox4x32::block(ctr, seed, out);
-  }
+  static void block_at(uint64_t seed, uint64_t index, uint32_t out[4]);
   std::mutex& mutex() { return mu_; }
 
  private:

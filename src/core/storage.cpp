@@ -1,15 +1,43 @@
+// Storage (core/storage.h), and the per-device counters of smelt/memory.h,
+// kept where storages are allocated and released.
 #include "core/storage.h"
 
+#include <algorithm>
 #include <atomic>
 
 #include "core/allocator.h"
 #include "smelt/error.h"
+#include "smelt/memory.h"
 
 namespace smelt {
 
 namespace {
 std::atomic<uint64_t> g_serial{1};
+
+/// memory.h's counters, per device type and index (indices past kMaxIndex share the last).
+constexpr int kMaxIndex = 63;
+struct MemoryCounter {
+  std::atomic<int64_t> allocated{0}, peak{0};
+};
+MemoryCounter& counter(Device d) {
+  static MemoryCounter counters[2][kMaxIndex + 1];
+  return counters[d.type == DeviceType::CUDA][std::clamp(d.index, 0, kMaxIndex)];
+}
+void count_allocation(Device d, int64_t bytes) {
+  MemoryCounter& c = counter(d);
+  const int64_t now = c.allocated.fetch_add(bytes) + bytes;
+  int64_t peak = c.peak.load();
+  while (now > peak && !c.peak.compare_exchange_weak(peak, now)) {
+  }
+}
 }  // namespace
+
+int64_t memory_allocated(Device device) { return counter(device).allocated.load(); }
+int64_t max_memory_allocated(Device device) { return counter(device).peak.load(); }
+void reset_peak_memory_stats(Device device) {
+  MemoryCounter& c = counter(device);
+  c.peak.store(c.allocated.load());
+}
 
 Storage::Storage() : serial_(g_serial++) {}
 uint64_t Storage::next_serial() { return g_serial.load(); }
@@ -20,7 +48,22 @@ std::shared_ptr<Storage> Storage::allocate(size_t nbytes, Device device) {
   s->data_ = a.allocate(nbytes == 0 ? 1 : nbytes, device);
   s->nbytes_ = nbytes;
   s->device_ = device;
-  s->deleter_ = [&a, device](void* q) { a.deallocate(q, device); };
+  count_allocation(device, static_cast<int64_t>(nbytes));
+  s->deleter_ = [&a, device, nbytes](void* q) {
+    a.deallocate(q, device);
+    count_allocation(device, -static_cast<int64_t>(nbytes));
+  };
+  return s;
+}
+
+std::shared_ptr<Storage> Storage::allocate_pinned(size_t nbytes, Allocator& pinned) {
+  auto s = std::shared_ptr<Storage>(new Storage());
+  const Device cpu;
+  s->data_ = pinned.allocate(nbytes == 0 ? 1 : nbytes, cpu);
+  s->nbytes_ = nbytes;
+  s->device_ = cpu;
+  s->pinned_ = true;
+  s->deleter_ = [&pinned, cpu](void* q) { pinned.deallocate(q, cpu); };
   return s;
 }
 

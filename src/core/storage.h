@@ -10,6 +10,7 @@
 #include "smelt/device.h"
 
 namespace smelt {
+class Allocator;
 namespace detail {
 /// Opaque to the core: the compiler's tracer subclasses it. A Storage with a
 /// TraceValue holds no data; views of it share it like views share data.
@@ -28,6 +29,9 @@ class Storage {
   /// Allocates `nbytes` (64-byte aligned) on `device` through the allocator its
   /// backend registered (core/allocator.h); Error when that device has no backend.
   static std::shared_ptr<Storage> allocate(size_t nbytes, Device device);
+  /// Allocates `nbytes` of page-locked host memory (a CPU storage) from a
+  /// backend's pinned allocator (Backend::pinned_allocator); pinned() is true.
+  static std::shared_ptr<Storage> allocate_pinned(size_t nbytes, Allocator& pinned);
   /// Wraps memory owned by the caller; `deleter` (may be empty) runs when released.
   static std::shared_ptr<Storage> wrap(void* data, size_t nbytes, Device device,
                                        std::function<void(void*)> deleter = {});
@@ -42,6 +46,9 @@ class Storage {
   void* data() const;
   size_t nbytes() const { return nbytes_; }
   Device device() const { return device_; }
+  /// Page-locked host memory (allocate_pinned): copies to and from a GPU may
+  /// be asynchronous.
+  bool pinned() const { return pinned_; }
   bool is_tracer() const { return trace_ != nullptr; }
   /// Creation order of storages in this process (increasing): the compiler
   /// tells tensors captured from outside a traced function (older than the
@@ -68,6 +75,7 @@ class Storage {
   void* data_ = nullptr;
   size_t nbytes_ = 0;
   Device device_;
+  bool pinned_ = false;
   std::function<void(void*)> deleter_;
   std::shared_ptr<detail::TraceValue> trace_;
   uint32_t version_ = 0;

@@ -65,7 +65,8 @@ std::string bytes_str(int64_t bytes) {
   return fmt::format("{:.1f} {}", v, units[u]);
 }
 
-Tensor make_empty(const Shape& sizes, DType dtype, Device device, const char* op) {
+Tensor make_empty(const Shape& sizes, DType dtype, Device device, const char* op,
+                  Allocator* pinned) {
   int64_t bytes = static_cast<int64_t>(itemsize(dtype));
   for (auto d : sizes) {
     SMELT_CHECK(d >= 0, "empty: negative dimension in size {}", shape_str(sizes));
@@ -79,16 +80,19 @@ Tensor make_empty(const Shape& sizes, DType dtype, Device device, const char* op
   impl->dtype = dtype;
   impl->device = device;
   try {
-    impl->storage = Storage::allocate(static_cast<size_t>(bytes), device);
-  } catch (const OutOfMemoryError&) {
+    impl->storage = pinned ? Storage::allocate_pinned(static_cast<size_t>(bytes), *pinned)
+                           : Storage::allocate(static_cast<size_t>(bytes), device);
+  } catch (const OutOfMemoryError& e) {
+    // A device allocator's own message (what it holds, what the device has free) follows.
     throw OutOfMemoryError(fmt::format(
         "{}: out of memory allocating a {} tensor of shape {} ({}) on {}; free tensors that are "
         "no longer needed, or use a smaller shape (e.g. a smaller batch) or a smaller dtype "
-        "(float16, bfloat16)",
+        "(float16, bfloat16){}",
         op     ? op
         : g_op ? g_op
                : "empty",
-        dtype_name(dtype), shape_str(sizes), bytes_str(bytes), device.str()));
+        dtype_name(dtype), shape_str(sizes), bytes_str(bytes), device.str(),
+        device.is_cpu() ? "" : fmt::format(" ({})", e.what())));
   }
   return Tensor(std::move(impl));
 }

@@ -48,8 +48,10 @@ Tensor make_view(const Tensor& base, Shape sizes, Shape strides, int64_t offset)
 /// New contiguous tensor on `device` (a tracer storage is never made here).
 /// When the device is out of memory, raises OutOfMemoryError naming `op` (or,
 /// when null, the op of the innermost OpScope of this thread), the shape, the
-/// dtype and the bytes, and saying what to do.
-Tensor make_empty(const Shape& sizes, DType dtype, Device device, const char* op = nullptr);
+/// dtype and the bytes, and saying what to do. With `pinned` (a backend's
+/// pinned allocator), a CPU tensor in page-locked memory (Storage::allocate_pinned).
+Tensor make_empty(const Shape& sizes, DType dtype, Device device, const char* op = nullptr,
+                  Allocator* pinned = nullptr);
 /// While alive, names the op on whose behalf this thread allocates (the
 /// out-of-memory error of make_empty names it). Scopes nest.
 class OpScope {

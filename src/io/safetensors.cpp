@@ -138,7 +138,7 @@ Tensor read_tensor(std::ifstream& f, const std::string& path, const std::string&
 
 }  // namespace
 
-std::map<std::string, Tensor> load_safetensors(const std::string& path) {
+std::map<std::string, Tensor> load_safetensors(const std::string& path, Device device) {
   std::ifstream f(path, std::ios::binary);
   SMELT_CHECK(f.is_open(), "load_safetensors: cannot open '{}': {}; check the path", path,
               std::strerror(errno));
@@ -181,7 +181,8 @@ std::map<std::string, Tensor> load_safetensors(const std::string& path) {
                   "load_safetensors: '{}': \"__metadata__\" is not a JSON object", path);
       continue;
     }
-    out.emplace(it.key(), read_tensor(f, path, it.key(), *it, data_start, data_size));
+    // One tensor at a time through host memory, so the file never sits whole on the host.
+    out.emplace(it.key(), read_tensor(f, path, it.key(), *it, data_start, data_size).to(device));
   }
   return out;
 }
@@ -208,9 +209,7 @@ void save_safetensors(const std::string& path, const std::map<std::string, Tenso
                 "save_safetensors: tensor '{}' has no data (it is a tracer inside "
                 "smelt::compile); save outside the compiled function",
                 name);
-    SMELT_CHECK(t.device().is_cpu(), "save_safetensors: tensor '{}' is on {}; move it to the CPU",
-                name, t.device().str());
-    Tensor c = t.contiguous();
+    Tensor c = t.contiguous().cpu();  // GPU tensors are read back to the host
     const uint64_t nbytes = static_cast<uint64_t>(c.numel()) * c.element_size();
     header[name] = {{"dtype", code_of(t.dtype())},
                     {"shape", t.sizes()},

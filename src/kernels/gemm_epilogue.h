@@ -89,4 +89,26 @@ SMELT_HD A apply_epilogue_activation(EpilogueActivation act, A x) {
   return x;
 }
 
+/// One element of C = act(v + bias) + residual, computed in the accumulate type
+/// Acc (float for float16 / bfloat16, int64 for integers, where the additions
+/// wrap); `bias` / `residual` point at the element's operand or are null.
+template <class Acc, class T>
+SMELT_HD Acc apply_epilogue(Acc v, const T* bias, EpilogueActivation act, const T* residual) {
+  if constexpr (std::is_integral_v<Acc>) {
+    if (bias) v = static_cast<Acc>(static_cast<uint64_t>(v) + static_cast<uint64_t>(*bias));
+  } else {
+    if (bias) v += static_cast<Acc>(*bias);
+  }
+  v = apply_epilogue_activation<Acc>(act, v);
+  if (residual) {
+    const Acc r = static_cast<Acc>(*residual);
+    if constexpr (std::is_integral_v<Acc>) {
+      v = static_cast<Acc>(static_cast<uint64_t>(v) + static_cast<uint64_t>(r));
+    } else {
+      v += r;
+    }
+  }
+  return v;
+}
+
 }  // namespace smelt

@@ -540,8 +540,16 @@ template <class T>
 SMELT_HD bool lt(T a, T b) {
   return a < b;
 }
+/// a <= b and a >= b. For floating types on the host these are the quiet
+/// comparison builtins: GCC 12's relation oracle folds `x <= x` and `x >= x` to
+/// true when both sides are one value (after loop peeling in -O3 code), which
+/// is false for NaN; the builtins give the same IEEE result without that fold
+/// (seen as compiled ge(x, x) -> amin true where eager gave false).
 template <class T>
 SMELT_HD bool le(T a, T b) {
+#if defined(__GNUC__) && !defined(__CUDACC__) && !defined(__CUDACC_RTC__)
+  if constexpr (std::is_floating_point_v<T>) return __builtin_islessequal(a, b);
+#endif
   return a <= b;
 }
 template <class T>
@@ -550,6 +558,9 @@ SMELT_HD bool gt(T a, T b) {
 }
 template <class T>
 SMELT_HD bool ge(T a, T b) {
+#if defined(__GNUC__) && !defined(__CUDACC__) && !defined(__CUDACC_RTC__)
+  if constexpr (std::is_floating_point_v<T>) return __builtin_isgreaterequal(a, b);
+#endif
   return a >= b;
 }
 template <class T>

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -67,6 +68,73 @@ std::vector<std::string> minilm_ref_sentences(const std::string& shared_dir) {
 nn::Sequential make_seed_mlp() {
   return nn::Sequential(nn::Linear(1024, 1024), nn::GELU(), nn::Linear(1024, 512), nn::GELU(),
                         nn::Linear(512, 10));
+}
+
+std::pair<int64_t, int64_t> DigitsRun::rows(int64_t step, int64_t n) const {
+  if (batch <= 0) return {0, n};
+  const int64_t per_epoch = (n + batch - 1) / batch;
+  const int64_t first = step % per_epoch * batch;
+  return {first, std::min(batch, n - first)};
+}
+
+const std::vector<DigitsRun>& digits_runs() {
+  using P = std::vector<Tensor>;
+  static const std::vector<DigitsRun> runs = {
+      {"sgd",
+       [](P p) { return std::make_unique<optim::SGD>(std::move(p), optim::SGDOptions(0.1)); }},
+      {"sgd_momentum_nesterov_wd",
+       [](P p) {
+         return std::make_unique<optim::SGD>(
+             std::move(p), optim::SGDOptions(0.05).momentum(0.9).nesterov(true).weight_decay(1e-4));
+       }},
+      {"adam",
+       [](P p) { return std::make_unique<optim::Adam>(std::move(p), optim::AdamOptions(3e-3)); }},
+      {"adamw",
+       [](P p) {
+         return std::make_unique<optim::AdamW>(std::move(p),
+                                               optim::AdamWOptions(3e-3).weight_decay(0.05));
+       }},
+      {"adam_minibatch",
+       [](P p) { return std::make_unique<optim::Adam>(std::move(p), optim::AdamOptions(1e-3)); },
+       64},
+  };
+  return runs;
+}
+
+const DigitsRun& digits_run(const std::string& name) {
+  std::vector<std::string> names;
+  for (const auto& r : digits_runs()) {
+    if (r.name == name) return r;
+    names.push_back(r.name);
+  }
+  detail::throw_error(fmt::format("digits_run: no run called '{}' in training.json; the runs: {}",
+                                  name, fmt::join(names, ", ")));
+}
+
+double digits_run_accuracy(const std::string& shared_dir, const std::string& name) {
+  const std::string path = shared_dir + "/data/training.json";
+  std::ifstream f(path);
+  SMELT_CHECK(f.good(), "digits_run_accuracy: cannot open {}", path);
+  try {
+    return nlohmann::json::parse(f)
+        .at("digits")
+        .at("runs")
+        .at(name)
+        .at("test_accuracy")
+        .get<double>();
+  } catch (const nlohmann::json::exception& e) {
+    detail::throw_error(fmt::format(
+        "digits_run_accuracy: {} has no digits.runs.{}.test_accuracy ({})", path, name, e.what()));
+  }
+}
+
+nn::Sequential load_digits_init(const SharedData& training) {
+  auto m = make_digits_mlp();
+  nn::StateDict init;
+  for (const auto& [name, p] : m->named_parameters())
+    init[name] = training.at("digits/init/" + name);
+  m->load_state_dict(init);
+  return m;
 }
 
 nn::Sequential make_digits_mlp() {

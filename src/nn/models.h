@@ -2,11 +2,15 @@
 // models.json): builders for the same architectures in smelt::nn, loaders for
 // their weights, and the inputs / expected outputs stored beside them.
 #pragma once
+#include <functional>
 #include <map>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "smelt/nn.h"
+#include "smelt/optim.h"
 
 namespace smelt::models {
 
@@ -30,6 +34,26 @@ double digits_test_accuracy(const std::string& shared_dir);
 /// minilm_refs.json's "sentences": the 18 sentences whose sentence-transformers
 /// results minilm_refs.safetensors holds (SharedData::load(dir, "minilm_refs")).
 std::vector<std::string> minilm_ref_sentences(const std::string& shared_dir);
+
+/// One of the digits model's training runs of training.safetensors (PyTorch's,
+/// described by training.json): its name, the optimizer it used over given
+/// parameters, and its minibatch size (0: full batch; else minibatches in
+/// stored order, the last one of each epoch shorter).
+struct DigitsRun {
+  std::string name;  // "sgd", "sgd_momentum_nesterov_wd", "adam", "adamw", "adam_minibatch"
+  std::function<std::unique_ptr<optim::Optimizer>(std::vector<Tensor>)> make;
+  int64_t batch = 0;
+  /// The rows [first, first + count) of an `n`-row training set that step `step` trains on.
+  std::pair<int64_t, int64_t> rows(int64_t step, int64_t n) const;
+};
+/// The five runs, in training.json's order.
+const std::vector<DigitsRun>& digits_runs();
+/// The run called `name`; Error listing the names otherwise.
+const DigitsRun& digits_run(const std::string& name);
+/// training.json's test accuracy of run `name` (PyTorch's final model on x_test).
+double digits_run_accuracy(const std::string& shared_dir, const std::string& name);
+/// The digits model at the runs' common initial weights (training's digits/init/<param>).
+nn::Sequential load_digits_init(const SharedData& training);
 
 /// Sequential(Linear(1024,1024), GELU(), Linear(1024,512), GELU(), Linear(512,10)),
 /// PyTorch default initialization (the seed model).

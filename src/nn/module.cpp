@@ -311,10 +311,6 @@ LoadStateDictResult Module::load_state_dict(const StateDict& state, bool strict)
                 "Tensor::to",
                 nt.name, dtype_name(src.dtype()), nt.is_buffer ? "buffer" : "parameter",
                 dtype_name(nt.tensor.dtype()), dtype_name(src.dtype()));
-    SMELT_CHECK(src.device() == nt.tensor.device(),
-                "load_state_dict: device mismatch for \"{}\": the state dict has {} but the "
-                "module's tensor is on {}; move one of them first",
-                nt.name, src.device().str(), nt.tensor.device().str());
   }
   for (const auto& [k, v] : state)
     if (!my_names.count(k)) result.unexpected_keys.push_back(k);

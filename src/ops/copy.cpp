@@ -1,6 +1,9 @@
 // The copy/convert ops and the Tensor methods that read values: to_dtype,
-// clone, contiguous, Tensor::to, Tensor::copy_ (the one write primitive),
-// item and to_vector. Each runs on the backend of the tensor's device.
+// clone, contiguous, Tensor::to (dtypes and devices, non_blocking through
+// pinned memory), pin_memory, cpu(), cuda(),
+// Tensor::copy_ (the one write primitive, across devices too), item and
+// to_vector. Each runs on the backend of the tensor's device; reading values
+// to the host synchronizes with the device's queued work (copy_to_host).
 #include <cstring>
 #include <memory>
 
@@ -29,14 +32,88 @@ Tensor contiguous(const Tensor& x) { return x.is_contiguous() ? x : clone(x); }
 Tensor Tensor::contiguous() const { return smelt::contiguous(*this); }
 Tensor Tensor::clone() const { return smelt::clone(*this); }
 Tensor Tensor::to(DType t) const { return to_dtype(*this, t); }
+namespace {
+/// Copies the values of `c` (contiguous) into host memory `dst`.
+void read_to_host(const Tensor& c, void* dst);
+}  // namespace
+
 Tensor Tensor::to(Device d) const {
+  SMELT_CHECK(defined(), "to: called on an undefined tensor");
   if (d == device()) return *this;
-  backend::backend(d);  // Error when smelt has no backend for d
-  SMELT_CHECK(false, "to: copies from {} to {} are not implemented yet; keep the tensor on {}",
-              device().str(), d.str(), device().str());
-  return *this;
+  if (is_tracer())
+    detail::throw_value_read_while_tracing(
+        "to(device)", "move tensors between devices before calling the compiled function");
+  backend::Backend& to_be = backend::backend(d);  // Error when smelt has no backend for d
+  const Tensor src = contiguous();
+  Tensor out = detail::make_empty(sizes(), dtype(), d, "to");
+  const size_t nbytes = static_cast<size_t>(numel()) * element_size();
+  if (nbytes == 0) return out;
+  if (device().is_cpu() && src.is_pinned()) {  // a copy from pinned memory is asynchronous: wait
+    to_be.copy_from_pinned_async(out.data_ptr(), src.data_ptr(), nbytes, to_be.current_stream(d));
+    to_be.synchronize(to_be.current_stream(d));
+  } else if (device().is_cpu()) {
+    to_be.copy_from_host(out.data_ptr(), src.data_ptr(), nbytes, to_be.current_stream(d));
+  } else if (d.is_cpu()) {
+    read_to_host(src, out.data_ptr());
+  } else {  // between two GPUs: through the host
+    std::unique_ptr<char[]> host(new char[nbytes]);
+    read_to_host(src, host.get());
+    to_be.copy_from_host(out.data_ptr(), host.get(), nbytes, to_be.current_stream(d));
+    to_be.synchronize(to_be.current_stream(d));
+  }
+  return out;
 }
 Tensor Tensor::to(Device d, DType t) const { return to(d).to(t); }
+
+Tensor Tensor::to(Device d, bool non_blocking) const {
+  SMELT_CHECK(defined(), "to: called on an undefined tensor");
+  if (!non_blocking || d == device() || is_tracer()) return to(d);
+  const size_t nbytes = static_cast<size_t>(numel()) * element_size();
+  if (device().is_cpu() && is_pinned() && is_contiguous() && nbytes > 0) {
+    backend::Backend& be = backend::backend(d);
+    Tensor out = detail::make_empty(sizes(), dtype(), d, "to");
+    be.copy_from_pinned_async(out.data_ptr(), data_ptr(), nbytes, be.current_stream(d));
+    return out;
+  }
+  if (d.is_cpu() && nbytes > 0) {
+    backend::Backend& be = backend::backend(device());
+    if (Allocator* pinned = be.pinned_allocator()) {
+      const Tensor src = contiguous();
+      Tensor out = detail::make_empty(sizes(), dtype(), d, "to", pinned);
+      be.copy_to_pinned_async(out.data_ptr(), src.data_ptr(), nbytes, be.current_stream(device()));
+      return out;
+    }
+  }
+  return to(d);
+}
+
+bool Tensor::is_pinned() const { return defined() && storage() && storage()->pinned(); }
+
+Tensor Tensor::pin_memory() const {
+  SMELT_CHECK(defined(), "pin_memory: called on an undefined tensor");
+  SMELT_CHECK(is_cpu(),
+              "pin_memory: only CPU tensors can be pinned (this one is on {}); pin the CPU tensor "
+              "before moving it",
+              device().str());
+  if (is_pinned()) return *this;
+  if (is_tracer())
+    detail::throw_value_read_while_tracing("pin_memory()",
+                                           "pin tensors before calling the compiled function");
+  backend::Backend* cuda = backend::find_backend(DeviceType::CUDA);
+  Allocator* pinned = cuda ? cuda->pinned_allocator() : nullptr;
+  SMELT_CHECK(pinned != nullptr,
+              "pin_memory: smelt was built without CUDA, and pinned memory is CUDA's (configure "
+              "with -DSMELT_CUDA=ON on a machine with the CUDA toolkit)");
+  Tensor out = detail::make_empty(sizes(), dtype(), kCPU, "pin_memory", pinned);
+  if (numel() > 0) backend::backend(kCPU).copy(out, *this);
+  return out;
+}
+
+Tensor Tensor::cpu() const { return to(kCPU); }
+Tensor Tensor::cuda() const {
+  backend::Backend* be = backend::find_backend(DeviceType::CUDA);
+  return to(Device(DeviceType::CUDA, be ? be->current_device() : 0));
+}
 
 namespace {
 bool may_overlap(const Tensor& a, const Tensor& b) {
@@ -64,8 +141,6 @@ Tensor& Tensor::copy_(const Tensor& src) const {
   Shape b = broadcast_shapes(sizes(), src.sizes(), "copy_");
   SMELT_CHECK(b == sizes(), "copy_: source of shape {} cannot be broadcast to destination shape {}",
               detail::shape_str(src.sizes()), detail::shape_str(sizes()));
-  SMELT_CHECK(src.device() == device(), "copy_: source on {} but destination on {}",
-              src.device().str(), device().str());
   // A destination with internal overlap (an expanded view) has no single answer.
   for (int64_t i = 0; i < dim(); ++i)
     SMELT_CHECK(impl_->strides[i] != 0 || impl_->sizes[i] <= 1,
@@ -74,7 +149,11 @@ Tensor& Tensor::copy_(const Tensor& src) const {
                 detail::shape_str(sizes()), detail::shape_str(strides()));
   detail::run_copy(*this, src, [&] {
     backend::Backend& be = backend::backend(device());
-    if (may_overlap(*this, src)) {
+    // From another device: moved here first (a 0-dim CPU source is read as a value).
+    const bool cpu_scalar = src.device().is_cpu() && src.dim() == 0;
+    if (src.device() != device() && !cpu_scalar) {
+      be.copy(*this, src.to(device()));
+    } else if (may_overlap(*this, src)) {
       be.copy(*this, smelt::clone(src));
     } else {
       be.copy(*this, src);

@@ -6,7 +6,9 @@
 //
 // Precision follows PyTorch: float16 / bfloat16 inputs are computed in float32
 // and rounded once at the end (softmax, norms, attention); softmax subtracts
-// the row max before exp.
+// the row max before exp. Run eagerly over contiguous rows, softmax,
+// log_softmax and layer_norm may be taken whole by a backend's fused kernel
+// (Backend::fused_softmax / fused_layer_norm: the same formulas in one pass).
 #include <cmath>
 #include <limits>
 #include <string>
@@ -14,6 +16,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "core/tensor_impl.h"
 #include "ops/decompose.h"
 #include "ops/pointwise.h"
 #include "smelt/autograd.h"
@@ -42,50 +45,6 @@ struct OptionalInputs {
   }
 };
 
-/// True when `ts` (undefined ones skipped) are real tensors without autograd
-/// history to record: a backend's fused eager kernel may then compute a
-/// composite in place of its decomposition (see Backend::softmax_lastdim).
-bool eager_fusable(std::initializer_list<const Tensor*> ts) {
-  for (const Tensor* t : ts)
-    if (t->defined() && (t->is_tracer() || grad_needed(*t))) return false;
-  return true;
-}
-
-/// A fresh tensor of x's shape, dtype and device.
-Tensor empty_as(const Tensor& x) {
-  return empty(x.sizes(), TensorOptions(x.dtype()).device(x.device()));
-}
-
-/// softmax / log_softmax of xc over `dim` by the backend's fused kernel, or an
-/// undefined tensor when it has none for this case.
-Tensor fused_softmax(const Tensor& xc, int64_t dim, bool log) {
-  if (dim != xc.dim() - 1 || !eager_fusable({&xc})) return Tensor();
-  Tensor y = empty_as(xc);
-  return backend::backend(xc.device()).softmax_lastdim(xc, log, y) ? y : Tensor();
-}
-
-/// layer_norm of xc over its trailing dims `ns` by the backend's fused kernel,
-/// or an undefined tensor when it has none for this case.
-Tensor fused_layer_norm(const Tensor& xc, const std::vector<int64_t>& ns, const Tensor& w,
-                        const Tensor& b, double eps) {
-  if (!eager_fusable({&xc, &w, &b})) return Tensor();
-  // A weight or bias of a lower floating dtype (float16 weights of an upcast
-  // input) enters the decomposition's products converted to xc's dtype: the
-  // fused kernel takes it converted the same way.
-  auto as_xc = [&](const Tensor& p, bool& ok) {
-    if (!p.defined() || p.dtype() == xc.dtype()) return p;
-    ok = ok && promote_types(xc.dtype(), p.dtype()) == xc.dtype();
-    return ok ? to_dtype(p, xc.dtype()) : p;
-  };
-  bool ok = true;
-  const Tensor wc = as_xc(w, ok), bc = as_xc(b, ok);
-  if (!ok) return Tensor();
-  int64_t n = 1;
-  for (int64_t d : ns) n *= d;
-  Tensor y = empty_as(xc);
-  return backend::backend(xc.device()).layer_norm_rows(xc, n, wc, bc, eps, y) ? y : Tensor();
-}
-
 std::vector<int64_t> trailing_dims(int64_t ndim, int64_t count) {
   std::vector<int64_t> dims;
   for (int64_t d = ndim - count; d < ndim; ++d) dims.push_back(d);
@@ -100,18 +59,67 @@ std::vector<Tensor> linear_decomp(const std::vector<Tensor>& in, const Attrs& at
   return {y};
 }
 
+/// True when a decomposition runs eagerly on `x` over a contiguous row layout
+/// (last dim), where a backend's fused kernel may take the whole op.
+bool fusable_rows(const Tensor& x) {
+  return !is_tracer(x) && x.dim() >= 1 && x.numel() > 0 && x.is_contiguous() &&
+         is_floating(x.dtype());
+}
+
+/// softmax / log_softmax of x (fusable_rows) over its last dim by the
+/// backend's fused kernel, or an undefined tensor when it takes no such case.
+/// A backend that refuses a float16 / bfloat16 x is offered its float32
+/// upcast (the decomposition's own first step), rounded once at the end as the
+/// decomposition rounds.
+Tensor fused_softmax(const Tensor& x, bool log) {
+  const char* op = log ? "log_softmax" : "softmax";
+  backend::Backend& be = backend::backend(x.device());
+  Tensor y = make_empty(x.sizes(), x.dtype(), x.device(), op);
+  if (be.fused_softmax(x, log, y)) return y;
+  const Tensor xc = upcast(x);
+  if (xc.dtype() == x.dtype()) return Tensor();
+  Tensor yc = make_empty(xc.sizes(), xc.dtype(), xc.device(), op);
+  return be.fused_softmax(xc, log, yc) ? cast(yc, x.dtype()) : Tensor();
+}
+
+/// layer_norm of x (fusable_rows) over its last n elements by the backend's
+/// fused kernel, or an undefined tensor when it takes no such case. A backend
+/// that refuses x, or a weight / bias of another dtype, is offered x upcast to
+/// opmath with a weight / bias whose dtype promotes into opmath converted to
+/// it: the decomposition's products convert them so.
+Tensor fused_layer_norm(const Tensor& x, int64_t n, const Tensor& w, const Tensor& b, double eps) {
+  auto fits = [&](const Tensor& p) {
+    return !p.defined() || (!is_tracer(p) && p.is_contiguous() && p.device() == x.device());
+  };
+  if (!fits(w) || !fits(b)) return Tensor();
+  backend::Backend& be = backend::backend(x.device());
+  auto of_dtype = [](const Tensor& p, DType t) { return !p.defined() || p.dtype() == t; };
+  const bool as_is = of_dtype(w, x.dtype()) && of_dtype(b, x.dtype());
+  if (as_is) {
+    Tensor y = make_empty(x.sizes(), x.dtype(), x.device(), "layer_norm");
+    if (be.fused_layer_norm(x, n, w, b, eps, y)) return y;
+  }
+  const Tensor xc = upcast(x);
+  const DType c = xc.dtype();
+  auto into_c = [&](const Tensor& p) { return !p.defined() || promote_types(c, p.dtype()) == c; };
+  if ((as_is && c == x.dtype()) || !into_c(w) || !into_c(b)) return Tensor();
+  auto to_c = [&](const Tensor& p) { return p.defined() ? cast(p, c) : p; };
+  Tensor yc = make_empty(xc.sizes(), c, xc.device(), "layer_norm");
+  return be.fused_layer_norm(xc, n, to_c(w), to_c(b), eps, yc) ? cast(yc, x.dtype()) : Tensor();
+}
+
 std::vector<Tensor> softmax_common(const std::vector<Tensor>& in, const Attrs& attrs, bool log) {
   const DType out = attrs.as<DType>("dtype");
   const int64_t dim = attrs.as<int64_t>("dim");
   Tensor x = cast(in[0], out);  // PyTorch casts to `dtype` before the op
+  if (fusable_rows(x) && dim == x.dim() - 1)
+    if (Tensor y = fused_softmax(x, log); y.defined()) return {y};
   const bool scalar = x.dim() == 0;
   if (scalar) x = x.reshape({1});
   Tensor xc = upcast(x);
   Tensor y;
   if (xc.size(dim) == 0) {
     y = clone(xc);
-  } else if (Tensor f = fused_softmax(xc, dim, log); f.defined()) {
-    y = f;
   } else {
     Tensor shifted = sub(xc, amax(xc, {dim}, true));
     if (log) {
@@ -131,9 +139,10 @@ std::vector<Tensor> layer_norm_decomp(const std::vector<Tensor>& in, const Attrs
   Tensor w = opt.take("has_weight"), b = opt.take("has_bias");
   const auto& ns = attrs.as<std::vector<int64_t>>("normalized_shape");
   const std::vector<int64_t> dims = trailing_dims(x.dim(), static_cast<int64_t>(ns.size()));
+  if (fusable_rows(x))
+    if (Tensor y = fused_layer_norm(x, shape_numel(ns), w, b, attrs.as<double>("eps")); y.defined())
+      return {y};
   Tensor xc = upcast(x);
-  if (Tensor f = fused_layer_norm(xc, ns, w, b, attrs.as<double>("eps")); f.defined())
-    return {cast(f, x.dtype())};
   auto [var, mean] = var_mean(xc, dims, /*correction=*/0, /*keepdim=*/true);
   Tensor y = mul(sub(xc, mean), rsqrt(add(var, Scalar(attrs.as<double>("eps")))));
   if (w.defined()) y = mul(y, w);

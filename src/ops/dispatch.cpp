@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "ops/op_table.h"
 #include "smelt/autograd.h"
 
 namespace smelt::detail {
@@ -61,16 +62,6 @@ std::string Attrs::str() const {
 
 namespace {
 GradRecorder* g_grad_recorder = nullptr;
-
-/// Tracing an op whose input requires grad while grad mode is on: the compiled
-/// graph would lose the gradient, so the call runs eagerly (with autograd).
-[[noreturn]] void throw_autograd_break(const std::string& op) {
-  throw GraphBreak(op,
-                   "an input requires grad and grad mode is on; smelt::compile does not "
-                   "capture autograd yet, so this call runs eagerly with autograd",
-                   "run inference under smelt::NoGradGuard, or keep the function's inputs and "
-                   "parameters from requiring grad");
-}
 }  // namespace
 
 GradRecorder* grad_recorder() { return g_grad_recorder; }
@@ -90,7 +81,6 @@ std::vector<Tensor> run_differentiable(const std::string& op, const std::vector<
                                        const Attrs& attrs,
                                        const std::function<std::vector<Tensor>()>& compute) {
   if (!grad_needed(inputs)) return compute();
-  if (any_tracer(inputs)) throw_autograd_break(op);
   std::vector<Tensor> outs;
   {
     NoGradGuard no_grad;
@@ -128,14 +118,40 @@ static TraceContext& require_trace(const std::string& op) {
   return *ctx;
 }
 
+namespace {
+/// PyTorch's same-device rule: every input is on the outputs' device, except
+/// wrapped numbers, and 0-dim CPU tensors in ops whose kernels read them as
+/// values (pointwise ops, masked_fill, index_put's values); index_put's
+/// indices are read on the host wherever they are.
+void check_devices(const std::string& op, const std::vector<Tensor>& inputs, Device dev) {
+  const OpDef* def = find_op(op);
+  const bool cpu_scalars = (def != nullptr && def->kind == OpKind::Pointwise) ||
+                           op == "masked_fill" || op == "index_put";
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& t = inputs[i];
+    if (!t.defined() || t.is_wrapped_number() || t.device() == dev) continue;
+    if (op == "index_put" && i == 1) continue;
+    if (cpu_scalars && t.device().is_cpu() && t.dim() == 0) continue;
+    SMELT_CHECK(false,
+                "{}: Expected all tensors to be on the same device, but found at least two "
+                "devices, {} and {} (input {} of shape {}); move them with .to(device)",
+                op, dev.str(), t.device().str(), i, shape_str(t.sizes()));
+  }
+}
+}  // namespace
+
 std::vector<Tensor> run_op(const std::string& op, const std::vector<Tensor>& inputs,
                            const Attrs& attrs, const std::vector<OutMeta>& outs,
                            const Kernel& kernel) {
+  if (!outs.empty()) check_devices(op, inputs, outs[0].device);
   TraceContext* ctx = trace_context();
   const bool grad = grad_needed(inputs);
   if (any_tracer(inputs) || (ctx && ctx->captures(inputs))) {
-    if (grad) throw_autograd_break(op);
-    return require_trace(op).record(op, inputs, attrs, outs);
+    // Traced: a graph node, and under autograd the backward node eager mode
+    // records (a backward pass the function runs is then traced as well).
+    std::vector<Tensor> results = require_trace(op).record(op, inputs, attrs, outs);
+    if (grad) grad_recorder()->record(op, inputs, attrs, results);
+    return results;
   }
   OpScope scope(op.c_str());  // names the op if an allocation runs out of memory
   std::vector<Tensor> results;
@@ -161,13 +177,12 @@ Tensor run_op1(const std::string& op, const std::vector<Tensor>& inputs, const A
 void run_copy(const Tensor& dst, const Tensor& src, const std::function<void()>& eager_copy) {
   TraceContext* ctx = trace_context();
   const bool grad = grad_needed(dst) || grad_needed(src);
-  if (is_tracer(dst) || is_tracer(src) || (ctx && ctx->captures({dst, src}))) {
-    if (grad) throw_autograd_break("copy_");
-    require_trace("copy_").record_copy(dst, src);
-    return;
-  }
+  const bool traced = is_tracer(dst) || is_tracer(src) || (ctx && ctx->captures({dst, src}));
   if (grad) grad_recorder()->before_write(dst, src);
-  eager_copy();
+  if (traced)
+    require_trace("copy_").record_copy(dst, src);
+  else
+    eager_copy();
   dst.storage()->bump_version();
   if (grad) grad_recorder()->after_write(dst, src);
 }

@@ -51,12 +51,36 @@ class TraceContext {
                                      const Attrs& attrs, const std::vector<OutMeta>& outs) = 0;
   /// Records dst.copy_(src) (dst may be a view of a tracer or a constant).
   virtual void record_copy(const Tensor& dst, const Tensor& src) = 0;
+  /// Records that `dst` now holds `src`, a result that nothing else will read
+  /// (an optimizer step's new parameter): the tracer may give `dst` src's
+  /// buffer instead of recording a copy.
+  virtual void record_assign(const Tensor& dst, const Tensor& src) { record_copy(dst, src); }
   /// Called by ops that draw random numbers; tracing graph-breaks on them today.
   virtual void record_random(const std::string& op) = 0;
   /// True when an op over these real (non-tracer) tensors must still be
   /// recorded: the compiler lifts tensors captured from outside the traced
   /// function, so that later in-place updates of them are seen at every call.
   virtual bool captures(const std::vector<Tensor>& inputs) const { return false; }
+
+  // ---- host state a training step reads and changes (compiled training) ----
+  /// The function is about to read (`write` false: Tensor::grad(), an
+  /// accumulation) or to replace (`write` true: zero_grad, AccumulateGrad) the
+  /// .grad of `leaf`. The tracer guards the .grad the function finds on entry
+  /// when it reads it first, and makes the .grad it leaves a result of the graph.
+  virtual void note_grad(const Tensor& leaf, bool write) {}
+  /// The function ran a backward pass (autograd::backward or autograd::grad).
+  virtual void note_backward() {}
+  /// References to `t`'s storage the trace itself holds (its binding of a
+  /// tracer's buffer): they do not make `t`'s memory visible to anything else.
+  virtual long own_storage_refs(const Tensor& t) const { return 0; }
+  /// Host state the recorded graph depends on (an optimizer's options and which
+  /// of its state tensors exist): `check` returns "" while the graph still
+  /// applies, else why not; it runs before every call of the compiled graph
+  /// (a failed check recompiles).
+  virtual void add_guard(std::function<std::string()> check) {}
+  /// Undoes a host-side effect of the trace (state an optimizer created) when
+  /// the graph is not used: the call then runs eagerly and makes it again.
+  virtual void on_abort(std::function<void()> undo) {}
 };
 
 TraceContext* trace_context();

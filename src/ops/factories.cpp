@@ -149,18 +149,16 @@ Tensor from_vector(const std::vector<T>& values, const Shape& shape, TensorOptio
               "from_vector: {} values cannot fill a tensor of shape {} ({} elements); pass as "
               "many values as the shape holds",
               values.size(), detail::shape_str(shape), n);
-  SMELT_CHECK(opts.device_.is_cpu(),
-              "from_vector: values are host memory; make the tensor on 'cpu' (device {} asked)",
-              opts.device_.str());
-  Tensor t = detail::make_empty(shape, dtype_of<T>::value, opts.device_, "from_vector");
+  Tensor t = detail::make_empty(shape, dtype_of<T>::value, Device(), "from_vector");
   T* p = static_cast<T*>(t.data_ptr());
   for (int64_t i = 0; i < n; ++i) p[i] = values[i];  // works for std::vector<bool> too
   if (opts.has_dtype && opts.dtype_ != t.dtype()) {
-    Tensor c = detail::make_empty(shape, opts.dtype_, opts.device_, "from_vector");
+    Tensor c = detail::make_empty(shape, opts.dtype_, Device(), "from_vector");
     backend::backend(c.device()).copy(c, t);
-    return leaf(c, opts);
+    t = c;
   }
-  return leaf(t, opts);
+  // The values are host memory: made on the CPU, then moved (and made a leaf there).
+  return leaf(t.to(opts.device_), opts);
 }
 
 template Tensor from_vector<float>(const std::vector<float>&, const Shape&, TensorOptions);

@@ -27,39 +27,13 @@ Shape broadcast_batch(const Shape& a, const Shape& b, const Tensor& ta, const Te
   return out;
 }
 
-/// Element offset of every batch (row-major over `batch`) of an operand whose
-/// batch dims are `sizes`/`strides` (trailing-aligned, broadcast where size 1).
-std::vector<int64_t> batch_offsets(const Shape& batch, const Shape& sizes, const Shape& strides) {
-  const int64_t nb = detail::shape_numel(batch);
-  const size_t nd = batch.size();
-  Shape st(nd, 0);
-  for (size_t i = 0; i < sizes.size(); ++i) {
-    const size_t j = nd - sizes.size() + i;
-    st[j] = sizes[i] == 1 ? 0 : strides[i];
-  }
-  std::vector<int64_t> off(nb, 0);
-  Shape idx(nd, 0);
-  int64_t cur = 0;
-  for (int64_t b = 0; b < nb; ++b) {
-    off[b] = cur;
-    for (size_t d = nd; d-- > 0;) {
-      if (++idx[d] < batch[d]) {
-        cur += st[d];
-        break;
-      }
-      cur -= st[d] * (batch[d] - 1);
-      idx[d] = 0;
-    }
-  }
-  return off;
-}
-
-/// The common stride of `off` when it is an arithmetic progression.
-bool uniform_stride(const std::vector<int64_t>& off, int64_t* stride) {
-  *stride = off.size() > 1 ? off[1] - off[0] : 0;
-  for (size_t i = 1; i < off.size(); ++i)
-    if (off[i] - off[i - 1] != *stride) return false;
-  return true;
+/// The stride of each dim of `batch` of an operand whose batch dims are
+/// `sizes`/`strides` (trailing-aligned; 0 where it is broadcast).
+Shape batch_strides(const Shape& batch, const Shape& sizes, const Shape& strides) {
+  Shape st(batch.size(), 0);
+  for (size_t i = 0; i < sizes.size(); ++i)
+    st[batch.size() - sizes.size() + i] = sizes[i] == 1 ? 0 : strides[i];
+  return st;
 }
 
 }  // namespace
@@ -115,48 +89,24 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
         if (nb == 0 || m == 0 || n == 0) return;
         const Shape a_bstr(a.strides().begin(), a.strides().end() - std::min<int64_t>(da, 2));
         const Shape b_bstr(b.strides().begin(), b.strides().end() - std::min<int64_t>(db, 2));
-        const std::vector<int64_t> aoff = batch_offsets(batch, a_batch, a_bstr);
-        const std::vector<int64_t> boff = batch_offsets(batch, b_batch, b_bstr);
-        const int64_t esz = static_cast<int64_t>(a.element_size());
-        const char* ap = static_cast<const char*>(a.data_ptr());
-        const char* bp = static_cast<const char*>(b.data_ptr());
-        char* cp = static_cast<char*>(c.data_ptr());
+        const Shape as = batch_strides(batch, a_batch, a_bstr);
+        const Shape bs = batch_strides(batch, b_batch, b_bstr);
+        const Shape cs = detail::contiguous_strides(batch);
+        std::vector<backend::GemmBatchDim> dims(batch.size());
+        for (size_t d = 0; d < batch.size(); ++d)
+          dims[d] = {batch[d], as[d], bs[d], cs[d] * m * n, 0};
         backend::Backend& be = backend::backend(a.device());
-        const backend::Stream stream = be.current_stream(a.device());
         backend::Gemm g;
+        g.device = a.device();
         g.dtype = a.dtype();
         g.m = m;
         g.n = n;
         g.k = k;
-        g.a = {ap, 0, da == 1 ? k : a.stride(-2), a.stride(-1)};
-        g.b = {bp, 0, db == 1 ? b.stride(0) : b.stride(-2), db == 1 ? 1 : b.stride(-1)};
-        g.c = cp;
+        g.a = {a.data_ptr(), 0, da == 1 ? k : a.stride(-2), a.stride(-1)};
+        g.b = {b.data_ptr(), 0, db == 1 ? b.stride(0) : b.stride(-2), db == 1 ? 1 : b.stride(-1)};
+        g.c = c.data_ptr();
         g.c_row_stride = n;
-        int64_t as = 0, bs = 0;
-        const bool a_uniform = uniform_stride(aoff, &as);
-        const bool b_uniform = uniform_stride(boff, &bs);
-        // B shared by every batch and A's batches laid out as one tall matrix:
-        // a single (nb*m) x k @ k x n product (as PyTorch folds it).
-        if (nb > 1 && b_uniform && bs == 0 && a_uniform && as == m * g.a.row_stride) {
-          g.m = nb * m;
-          be.gemm(g, stream);
-          return;
-        }
-        g.c_batch_stride = m * n;
-        if (a_uniform && b_uniform) {
-          g.batch = nb;
-          g.a.batch_stride = as;
-          g.b.batch_stride = bs;
-          be.gemm(g, stream);
-          return;
-        }
-        for (int64_t i = 0; i < nb; ++i) {
-          backend::Gemm gi = g;
-          gi.a.data = ap + aoff[i] * esz;
-          gi.b.data = bp + boff[i] * esz;
-          gi.c = cp + i * m * n * esz;
-          be.gemm(gi, stream);
-        }
+        backend::gemm_over_batch(be, g, dims, be.current_stream(a.device()));
       });
 }
 

@@ -411,7 +411,7 @@ Tensor& Tensor::index_put_(const Tensor& indices, const Tensor& values) const {
         Shape flat{nrows};
         flat.insert(flat.end(), rest.begin(), rest.end());
         be.index_copy(make_view(out, flat, detail::contiguous_strides(flat), 0),
-                      from_vector(rows, {n}), vals);
+                      from_vector(rows, {n}, TensorOptions().device(device())), vals);
       });
   return copy_(result);
 }

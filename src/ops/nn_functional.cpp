@@ -291,7 +291,8 @@ Tensor dropout(const Tensor& x, double p, bool training) {
   detail::note_random("dropout");
   if (p == 1.0) return mul(x, scalar_tensor(0, x.dtype()));  // NaN stays NaN, as PyTorch
   // noise = bernoulli(1 - p) / (1 - p) in x's dtype; out = x * noise.
-  Tensor noise = div(to_dtype(detail::bernoulli_mask(x.sizes(), 1.0 - p), x.dtype()), 1.0 - p);
+  Tensor noise =
+      div(to_dtype(detail::bernoulli_mask(x.sizes(), 1.0 - p, x.device()), x.dtype()), 1.0 - p);
   return mul(x, noise);
 }
 

@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "core/tensor_impl.h"
+#include "ops/optimizer_step.h"
 #include "smelt/ops.h"
 
 namespace smelt::detail {
@@ -25,6 +26,7 @@ class Args {
       : op_(op), in_(in), attrs_(attrs) {}
 
   const std::string& op() const { return op_; }
+  const Attrs& attrs() const { return attrs_; }
   size_t n() const { return in_.size(); }
   const std::vector<Tensor>& all() const { return in_; }
   const Tensor& at(size_t i) const {
@@ -533,6 +535,15 @@ const std::map<std::string, Entry>& table() {
       d.masked_fill_(a.at(1), *v);
       return inplace_result(d);
     });
+    // The optimizers' multi-tensor steps (ops/optimizer_step.h): in place, the
+    // updated tensors returned.
+    add("_fused_sgd_", 2, kMany,
+        {"n", "lr", "momentum", "dampening", "weight_decay", "nesterov", "maximize", "first_step"},
+        [](const Args& a) -> Outs { return detail::fused_sgd_(a.all(), a.attrs()); });
+    add("_fused_adam_", 5, kMany,
+        {"n", "lr", "beta1", "beta2", "eps", "weight_decay", "amsgrad", "maximize",
+         "decoupled_weight_decay"},
+        [](const Args& a) -> Outs { return detail::fused_adam_(a.all(), a.attrs()); });
     add("index_put_", 3, 3, {"accumulate"}, [](const Args& a) -> Outs {
       SMELT_CHECK(!a.flag("accumulate", false), "index_put_: accumulate=true is not supported");
       Tensor d = a.at(0);

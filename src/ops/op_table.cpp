@@ -6,6 +6,8 @@
 
 #include <cmath>
 #include <numbers>
+#include <string_view>
+#include <unordered_map>
 
 #include "core/dtype_dispatch.h"
 #include "kernels/reduce_ops.h"
@@ -177,6 +179,7 @@ class Def {
   Def& accumulated() { return d_.precision = Precision::Accumulated, *this; }
   Def& not_differentiable() { return d_.differentiable = false, *this; }
   Def& scan() { return d_.scan = true, *this; }
+  Def& multi_tensor() { return d_.multi_tensor = true, *this; }
   /// The backward formula and what it reads (saved inputs / outputs, bit masks).
   Def& grad(DerivativeFn f, SaveMask inputs = kSaveNone, SaveMask outputs = kSaveNone) {
     d_.derivative = f, d_.save_inputs = inputs, d_.save_outputs = outputs;
@@ -552,6 +555,9 @@ const std::vector<OpDef>& op_table() {
       Def("zero_", K::InPlace).not_differentiable(),
       Def("masked_fill_", K::InPlace).grad_via("masked_fill, copy_"),
       Def("index_put_", K::InPlace).grad_via("index_put, copy_"),
+      // the optimizers' steps over all parameters at once (ops/optimizer_step.h)
+      Def("_fused_sgd_", K::InPlace).multi_tensor().not_differentiable(),
+      Def("_fused_adam_", K::InPlace).multi_tensor().not_differentiable(),
   };
   return table;
 }
@@ -569,9 +575,14 @@ const Tensor& GradContext::out(size_t i) const {
 }
 
 const OpDef* find_op(std::string_view name) {
-  for (const auto& op : op_table())
-    if (op.name == name) return &op;
-  return nullptr;
+  // Every eager call looks its op up: a hash index over the table, built once.
+  static const std::unordered_map<std::string_view, const OpDef*> index = [] {
+    std::unordered_map<std::string_view, const OpDef*> m;
+    for (const auto& op : op_table()) m.emplace(op.name, &op);
+    return m;
+  }();
+  auto it = index.find(name);
+  return it == index.end() ? nullptr : it->second;
 }
 
 const OpVariant* find_variant(const OpDef& def, const Attrs& attrs) {

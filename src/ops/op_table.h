@@ -204,6 +204,14 @@ struct OpDef {
   DerivativeFn derivative = nullptr;
   SaveMask save_inputs = kSaveNone;
   SaveMask save_outputs = kSaveNone;
+  /// An in-place multi-tensor op (the optimizers' fused steps, PyTorch's
+  /// _fused_sgd_ / _fused_adam_): it updates its first inputs in place (the
+  /// parameters, then the state tensors) from the others (gradients, step
+  /// counts). A graph records it functionally, output k being the new value of
+  /// input k; the compiler runs it as one step that launches the backend's
+  /// multi-tensor kernel over every tensor, in place where the old values are
+  /// not read again.
+  bool multi_tensor = false;
   /// For a differentiable op without a formula of its own: what autograd records
   /// instead, because the op's eager code is written over other recorded ops
   /// ("narrow" for split, "decomposition" for cross_entropy, "the engine" for copy_).

@@ -98,6 +98,27 @@ DType output_dtype(const std::string& op, DType dtype) {
   return dtype;
 }
 
+Device common_device(const char* op, const std::vector<Tensor>& tensors) {
+  // The device of the first tensor that is not a CPU scalar (wrapped numbers
+  // and 0-dim CPU tensors go with tensors of any device, as in PyTorch).
+  auto cpu_scalar = [](const Tensor& t) { return t.device().is_cpu() && t.dim() == 0; };
+  Device dev;
+  bool found = false;
+  for (auto& t : tensors) {
+    if (!t.defined() || cpu_scalar(t)) continue;
+    if (!found) {
+      dev = t.device();
+      found = true;
+    }
+    SMELT_CHECK(t.device() == dev,
+                "{}: Expected all tensors to be on the same device, but found at least two "
+                "devices, {} and {}; move them with .to(device) (a 0-dim CPU tensor may go with "
+                "tensors of any device)",
+                op, dev.str(), t.device().str());
+  }
+  return dev;
+}
+
 Shape broadcast_all(const std::vector<Tensor>& tensors, const char* op) {
   Shape s;
   bool first = true;
@@ -157,13 +178,7 @@ Tensor launch(const Launch& l, const std::vector<Tensor>& operands) {
   // compute dtype, or checked for overflow), before eager or traced use.
   const std::vector<Tensor> inputs = convert_numbers(l.op, l.record, l.dtype, operands);
   Shape shape = broadcast_all(inputs, l.op);
-  Device dev = inputs[0].device();
-  for (auto& t : inputs) {
-    if (t.is_wrapped_number()) continue;
-    if (inputs[0].is_wrapped_number()) dev = t.device();
-    SMELT_CHECK(t.device() == dev, "{}: expected all tensors on the same device, got {} and {}",
-                l.op, dev.str(), t.device().str());
-  }
+  const Device dev = common_device(l.op, inputs);
   Attrs attrs;
   attrs.set("dtype", l.dtype);
   for (auto& [k, v] : l.attrs.items) attrs.set(k, v);
@@ -174,19 +189,29 @@ Tensor launch(const Launch& l, const std::vector<Tensor>& operands) {
               dtype_name(l.dtype));
   return run_op1(l.record, inputs, attrs, {shape, l.out_dtype, dev},
                  [&](const std::vector<Tensor>& outs) {
-                   if (l.int_zero_check && outs[0].numel() > 0)
+                   if (l.int_zero_check && outs[0].numel() > 0 && !is_floating(l.dtype)) {
+                     // On the device (no wait) where the divisor is device memory.
+                     if (!inputs[1].is_cpu() &&
+                         be.pointwise_checked_divisor(call.functor, call.extra, l.dtype, outs[0],
+                                                      inputs, int_divisor_message(l.op, inputs[1])))
+                       return;
                      check_int_divisor(l.op, inputs[1], l.dtype);
+                   }
                    be.pointwise(call.functor, call.extra, l.dtype, outs[0], inputs);
                  });
+}
+
+std::string int_divisor_message(const char* op, const Tensor& divisor) {
+  return fmt::format(
+      "{}: ZeroDivisionError: integer division by zero (divisor of dtype {}, shape {}); use a "
+      "floating dtype to get inf/nan instead",
+      op, dtype_name(divisor.dtype()), shape_str(divisor.sizes()));
 }
 
 void check_int_divisor(const char* op, const Tensor& divisor, DType dtype) {
   if (is_floating(dtype)) return;
   for (int64_t v : to_dtype(divisor, dtype).to_vector<int64_t>())
-    SMELT_CHECK(v != 0,
-                "{}: ZeroDivisionError: integer division by zero (divisor of dtype {}, shape "
-                "{}); use a floating dtype to get inf/nan instead",
-                op, dtype_name(divisor.dtype()), shape_str(divisor.sizes()));
+    if (v == 0) throw_error(int_divisor_message(op, divisor));
 }
 
 }  // namespace detail::pw

@@ -52,6 +52,12 @@ DType compute_dtype(const std::string& op, const std::vector<Tensor>& inputs);
 /// comparisons, isnan/isinf and logical ops, `dtype` otherwise).
 DType output_dtype(const std::string& op, DType dtype);
 
+/// The device a pointwise op over `tensors` runs on: that of its tensors, where
+/// wrapped numbers and 0-dim CPU tensors go with tensors of any device
+/// (PyTorch's CPU-scalar exception; CPU when there is nothing else). Error
+/// naming `op` and two of the devices when the others differ.
+Device common_device(const char* op, const std::vector<Tensor>& tensors);
+
 /// Broadcast shape of all `tensors`; Error naming `op` and the shapes when incompatible.
 Shape broadcast_all(const std::vector<Tensor>& tensors, const char* op);
 

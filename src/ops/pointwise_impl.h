@@ -9,8 +9,14 @@
 namespace smelt::detail::pw {
 
 /// Raises the ZeroDivisionError PyTorch raises for integer division by zero
-/// (called by the eager kernel before it writes anything).
+/// (called by the eager kernel before it writes anything). It reads the
+/// divisor's values on the host; a GPU backend checks a divisor in its own
+/// memory in the kernel instead (Backend::pointwise_checked_divisor), raising
+/// the same message at the next synchronization, so that an integer div
+/// (with a rounding mode), remainder or fmod does not wait for the device.
 void check_int_divisor(const char* op, const Tensor& divisor, DType dtype);
+/// The message of that error.
+std::string int_divisor_message(const char* op, const Tensor& divisor);
 
 struct Launch {
   const char* op;      // user-facing name for errors

@@ -187,6 +187,8 @@ std::string Tensor::str() const {
   const DType dt = dtype();
   const bool default_dtype_ok = dt == default_dtype() || dt == DType::Int64 || dt == DType::Bool;
   std::vector<std::string> suffixes;
+  // PyTorch names a non-CPU device first: tensor([1.], device='cuda:0').
+  if (!device().is_cpu()) suffixes.push_back(fmt::format("device='{}'", device().str()));
   std::string body;
   if (numel() == 0) {
     if (dim() != 1) {

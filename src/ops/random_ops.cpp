@@ -94,7 +94,7 @@ Tensor randint(int64_t low, int64_t high, const Shape& size, TensorOptions opts)
 }
 
 namespace detail {
-Tensor bernoulli_mask(const Shape& shape, double keep_prob) {
+Tensor bernoulli_mask(const Shape& shape, double keep_prob, Device device) {
   note_random("bernoulli");
   check_size("bernoulli", shape);
   SMELT_CHECK(keep_prob >= 0.0 && keep_prob <= 1.0,
@@ -102,7 +102,7 @@ Tensor bernoulli_mask(const Shape& shape, double keep_prob) {
   backend::RandomFill r;
   r.kind = backend::RandomFill::Kind::Bernoulli;
   r.p = keep_prob;
-  return fill_random(make_empty(shape, DType::Bool, Device()), r);
+  return fill_random(make_empty(shape, DType::Bool, device), r);
 }
 }  // namespace detail
 

@@ -1,8 +1,7 @@
 // optim::Adam and optim::AdamW (torch.optim.Adam / AdamW): per-parameter step
-// counts and bias corrections, then one multi-tensor step per group through
-// detail::adam_step_ (the element update is optim_ops::adam).
-#include <cmath>
-
+// counts, then one multi-tensor step per group through detail::adam_step_
+// (which derives the bias corrections from the step counts; the element update
+// is optim_ops::adam).
 #include "ops/optimizer_step.h"
 #include "smelt/autograd.h"
 #include "smelt/ops.h"
@@ -58,6 +57,7 @@ void Adam::add_group_options(std::vector<Tensor> params, const AdamOptions& opti
 
 void Adam::step() {
   NoGradGuard no_grad;
+  guard_trace();
   for (size_t g = 0; g < num_param_groups(); ++g) {
     optim_ops::AdamHyper base;
     base.lr = option(g, "lr");
@@ -68,8 +68,7 @@ void Adam::step() {
     base.amsgrad = option(g, "amsgrad") != 0;
     base.maximize = option(g, "maximize") != 0;
     base.decoupled_weight_decay = option(g, "decoupled_weight_decay") != 0;
-    std::vector<Tensor> params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs;
-    std::vector<optim_ops::AdamHyper> hyper;
+    std::vector<Tensor> params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps;
     for (const Tensor& p : params_with_grad(g)) {
       auto& s = state_of(p);
       if (!s.count("step")) {
@@ -80,12 +79,6 @@ void Adam::step() {
         if (base.amsgrad) s["max_exp_avg_sq"] = zeros_like(p);
       }
       s["step"].add_(1.0);
-      const double step = s["step"].item<double>();
-      optim_ops::AdamHyper h = base;
-      const double bias_correction1 = 1 - std::pow(base.beta1, step);
-      const double bias_correction2 = 1 - std::pow(base.beta2, step);
-      h.step_size = base.lr / bias_correction1;
-      h.bias_correction2_sqrt = std::sqrt(bias_correction2);
       params.push_back(p);
       grads.push_back(p.grad().contiguous());
       exp_avgs.push_back(s["exp_avg"]);
@@ -95,10 +88,10 @@ void Adam::step() {
         if (!m.defined()) m = zeros_like(p);  // amsgrad turned on after loading a state
         max_exp_avg_sqs.push_back(m);
       }
-      hyper.push_back(h);
+      steps.push_back(s["step"]);
     }
     if (!params.empty())
-      detail::adam_step_(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, hyper);
+      detail::adam_step_(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, base);
   }
 }
 

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "core/tensor_impl.h"
+#include "ops/dispatch.h"
 #include "smelt/autograd.h"
 #include "smelt/ops.h"
 #include "smelt/optim.h"
@@ -77,6 +78,39 @@ std::vector<Tensor> Optimizer::params_with_grad(size_t g) const {
 
 std::map<std::string, Tensor>& Optimizer::state_of(const Tensor& p) { return state_[p.impl()]; }
 
+std::string Optimizer::trace_key() const {
+  std::string key = kind_;
+  for (const auto& g : groups_) {
+    for (const auto& [name, value] : g.options) key += fmt::format("|{}={:a}", name, value);
+    for (const auto& p : g.params) {
+      key += fmt::format("|p{}", static_cast<const void*>(p.impl()));
+      auto it = state_.find(p.impl());
+      if (it == state_.end()) continue;
+      for (const auto& [name, t] : it->second)
+        key += fmt::format(",{}:{}", name, static_cast<const void*>(t.impl()));
+    }
+  }
+  return key;
+}
+
+void Optimizer::guard_trace() {
+  detail::TraceContext* ctx = detail::trace_context();
+  if (!ctx) return;
+  std::weak_ptr<int> alive = alive_;
+  ctx->add_guard([this, alive, key = trace_key()]() -> std::string {
+    if (alive.expired()) return kind_ + ": the optimizer the graph steps was destroyed";
+    if (trace_key() == key) return "";
+    return fmt::format(
+        "{}: its options (a learning rate, ...) or its state (the first step makes it; "
+        "load_state_dict replaces it) changed since the graph was traced",
+        kind_);
+  });
+  // State the traced step makes is made again by an eager run of the call.
+  ctx->on_abort([this, alive, saved = state_] {
+    if (!alive.expired()) state_ = saved;
+  });
+}
+
 Tensor Optimizer::state(const Tensor& p, const std::string& name) const {
   auto it = state_.find(p.impl());
   if (it == state_.end()) return Tensor();
@@ -86,8 +120,11 @@ Tensor Optimizer::state(const Tensor& p, const std::string& name) const {
 
 void Optimizer::zero_grad(bool set_to_none) {
   NoGradGuard no_grad;
+  detail::TraceContext* ctx = detail::trace_context();
   for (const auto& g : groups_)
     for (const auto& p : g.params) {
+      // Under smelt::compile: set_to_none replaces the .grad whatever it was.
+      if (ctx && set_to_none) ctx->note_grad(p, true);
       Tensor& grad = p.mutable_grad();
       if (!grad.defined()) continue;
       if (set_to_none) {

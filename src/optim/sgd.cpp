@@ -34,6 +34,7 @@ void SGD::add_param_group(std::vector<Tensor> params, SGDOptions options) {
 
 void SGD::step() {
   NoGradGuard no_grad;
+  guard_trace();
   for (size_t g = 0; g < num_param_groups(); ++g) {
     optim_ops::SgdHyper h;
     h.lr = option(g, "lr");

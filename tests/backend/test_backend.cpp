@@ -19,16 +19,27 @@ using smelt_test::make_exact;
 using smelt_test::ScopedEnv;
 using smelt_test::vals;
 
-TEST(Backend, CpuIsRegisteredAndCudaIsNot) {
+TEST(Backend, CpuIsRegisteredAndCudaWhenBuilt) {
   backend::Backend& cpu = backend::backend(Device());
   EXPECT_EQ(cpu.type(), DeviceType::CPU);
   EXPECT_STREQ(cpu.name(), "cpu");
+  EXPECT_EQ(cpu.device_count(), 1);
   EXPECT_EQ(&cpu, &backend::backend_for(DeviceType::CPU));
-  expect_error_mentions([] { backend::backend_for(DeviceType::CUDA); },
-                        "smelt was built without CUDA");
-  // Eager ops reach the same answer through the allocator registry.
-  expect_error_mentions([] { zeros({2}, TensorOptions().device(Device("cuda:0"))); },
-                        "smelt was built without CUDA");
+  backend::Backend* cuda = backend::find_backend(DeviceType::CUDA);
+  if (cuda == nullptr) {
+    expect_error_mentions([] { backend::backend_for(DeviceType::CUDA); },
+                          "smelt was built without CUDA");
+    // Eager ops reach the same answer through the allocator registry.
+    expect_error_mentions([] { zeros({2}, TensorOptions().device(Device("cuda:0"))); },
+                          "smelt was built without CUDA");
+    return;
+  }
+  EXPECT_EQ(cuda->type(), DeviceType::CUDA);
+  EXPECT_STREQ(cuda->name(), "cuda");
+  EXPECT_EQ(cuda, &backend::backend_for(DeviceType::CUDA));
+  if (cuda->device_count() == 0)
+    expect_error_mentions([] { zeros({2}, TensorOptions().device(Device("cuda:0"))); },
+                          "no CUDA device");
 }
 
 TEST(Backend, MemoryThroughTheBackend) {

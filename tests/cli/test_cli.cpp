@@ -115,7 +115,7 @@ TEST(Cli, ErrorsArePrefixedOnce) {
   EXPECT_EQ(w.rc, 2);
   EXPECT_EQ(w.err,
             "smelt bench: unknown workload 'no_such_workload'; use pointwise, softmax, layernorm, "
-            "mlp, horizontal, chain, minilm, ops or all\n");
+            "mlp, train-mlp, horizontal, chain, minilm, ops or all\n");
   CliRun d = run_cli({"bench", "softmax", "--dtype", "int32"});
   EXPECT_EQ(d.err, "smelt bench: --dtype must be a floating dtype, got int32\n");
   // A library error gets the one prefix.
@@ -136,6 +136,28 @@ TEST(Cli, BenchOpsTimesSingleOps) {
       << r.out;
   EXPECT_NE(r.out.find("\"op\":\"log_softmax\""), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("\"op\":\"layer_norm\""), std::string::npos) << r.out;
+}
+
+TEST(Cli, TrainDigitsShowsEpochsAndAgreesWithPyTorch) {
+  // Two epochs of the minibatch Adam run, eagerly and compiled, with a progress line.
+  CliRun r = run_cli({"train", "digits", "--steps", "46"}, true);
+  ASSERT_EQ(r.rc, 0) << r.out << r.err;
+  for (const char* want :
+       {"run adam_minibatch (minibatches of 64), 46 steps over 1437 training images", "\neager\n",
+        "\ncompiled (smelt::compile of the training step)\n", "      1/2    2.242813    2.165985",
+        "      2/2    1.855372    1.488809      1.488809",
+        "losses vs PyTorch's, first 46 steps: max relative difference",
+        "compiled vs eager, every step: max relative difference 0.00e+00"})
+    EXPECT_NE(r.out.find(want), std::string::npos) << want << "\n" << r.out;
+  EXPECT_EQ(r.out.find("MISMATCH"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("\r\033[Ksmelt train digits (compiled): 46/46 steps (100%), "),
+            std::string::npos)
+      << r.err;
+  CliRun bad = run_cli({"train", "digits", "--run", "rmsprop"});
+  EXPECT_EQ(bad.rc, 2);
+  EXPECT_EQ(bad.err,
+            "smelt: digits_run: no run called 'rmsprop' in training.json; the runs: sgd, "
+            "sgd_momentum_nesterov_wd, adam, adamw, adam_minibatch\n");
 }
 
 TEST(Cli, BenchChainSplitsItsCompileTime) {

@@ -373,3 +373,32 @@ TEST_F(SpecialValues, FloatToIntegerMatchesPyTorchInEveryDtypePair) {
     }
   }
 }
+
+TEST_F(SpecialValues, ComparingAValueWithItselfHonoursNaN) {
+  // GCC 12 folded x >= x and x <= x to true after peeling the loop of a
+  // reduction over a dim of size 1: compiled amin(ge(x, x), 0) was true at a
+  // NaN, where eager (and PyTorch) give false (fuzz seed 4014, case 251). One
+  // compiled function per comparison: the fold needs the kernel of that shape.
+  using Cmp = Tensor (*)(const Tensor&, const Tensor&);
+  const std::vector<std::pair<const char*, Cmp>> cmps = {
+      {"eq", [](const Tensor& a, const Tensor& b) { return eq(a, b); }},
+      {"ne", [](const Tensor& a, const Tensor& b) { return ne(a, b); }},
+      {"lt", [](const Tensor& a, const Tensor& b) { return lt(a, b); }},
+      {"le", [](const Tensor& a, const Tensor& b) { return le(a, b); }},
+      {"gt", [](const Tensor& a, const Tensor& b) { return gt(a, b); }},
+      {"ge", [](const Tensor& a, const Tensor& b) { return ge(a, b); }}};
+  // PyTorch: a comparison with NaN is false, except ne.
+  const std::vector<std::vector<bool>> expected = {
+      {true, false, true, true}, {false, true, false, false},  {false, false, false, false},
+      {true, false, true, true}, {false, false, false, false}, {true, false, true, true}};
+  for (DType dt : {DType::Float32, DType::Float64}) {
+    Tensor x = smelt_test::make({1.0, kNaN, 2.0, 3.0}, {1, 2, 2}).to(dt);
+    for (size_t k = 0; k < cmps.size(); ++k) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " " + cmps[k].first);
+      Cmp cmp = cmps[k].second;
+      auto f = [cmp](const Tensor& x) { return amin(cmp(x, x), {0}, true); };
+      EXPECT_EQ(f(x).to_vector<bool>(), expected[k]);
+      EXPECT_EQ(compile(f)(x).to_vector<bool>(), expected[k]);
+    }
+  }
+}

@@ -223,13 +223,37 @@ Tensor make_input(const InputSpec& spec) {
     }
   }
   Tensor base = from_vector<double>(data, {spec.base_numel}).to(spec.dtype);
-  return detail::make_view(base, spec.sizes, spec.strides, spec.offset);
+  Tensor t = detail::make_view(base, spec.sizes, spec.strides, spec.offset);
+  if (spec.requires_grad) t.requires_grad_();
+  return t;
+}
+
+/// A gradient program's coefficients for output `k` (see fuzz.h): values in
+/// [0.5, 1.5) of its shape and dtype, fixed by k and the shape.
+Tensor coefficients(const Tensor& out, size_t k) {
+  std::mt19937_64 rng(0xc0ffeeull + k * 7919 + static_cast<uint64_t>(out.numel()));
+  std::uniform_real_distribution<double> u(0.5, 1.5);
+  std::vector<double> c(static_cast<size_t>(out.numel()));
+  for (auto& x : c) x = u(rng);
+  return from_vector<double>(c, out.sizes()).to(out.dtype());
+}
+
+/// A gradient program's backward pass over its outputs (see fuzz.h).
+void backward_from(const std::vector<Tensor>& outs) {
+  Tensor loss;
+  for (size_t k = 0; k < outs.size(); ++k) {
+    if (!outs[k].requires_grad()) continue;
+    Tensor term = sum(outs[k] * coefficients(outs[k], k)).to(DType::Float64);
+    loss = loss.defined() ? loss + term : term;
+  }
+  if (loss.defined()) loss.backward();
 }
 
 std::string input_str(const InputSpec& s, int id) {
-  return fmt::format("{}[{}] strides {} offset {} ({}{}; data seed {:#x})", dtype_name(s.dtype),
+  return fmt::format("{}[{}] strides {} offset {} ({}{}; data seed {:#x}){}", dtype_name(s.dtype),
                      fmt::join(s.sizes, ", "), detail::shape_str(s.strides), s.offset, s.layout,
-                     s.specials ? ", with NaN/inf/-0" : "", s.data_seed);
+                     s.specials ? ", with NaN/inf/-0" : "", s.data_seed,
+                     s.requires_grad ? ", requires grad" : "");
 }
 
 // ---- comparison --------------------------------------------------------------------
@@ -300,14 +324,28 @@ bool same_bits(const Tensor& a, const Tensor& b) {
 // ---- running compiled ------------------------------------------------------------
 
 struct CompiledRun {
-  std::vector<std::vector<Tensor>> outs;  // one per call
+  std::vector<std::vector<Tensor>> outs;   // one per call
+  std::vector<std::vector<Tensor>> grads;  // per call: each input's .grad (gradient programs)
   CompileStats stats;
 };
+
+/// Each input's .grad (undefined where it has none), which it then loses.
+std::vector<Tensor> take_grads(const std::vector<Tensor>& in) {
+  std::vector<Tensor> g;
+  for (const auto& t : in) {
+    g.push_back(t.grad());
+    if (t.requires_grad()) t.mutable_grad() = Tensor();
+  }
+  return g;
+}
 
 template <class F, class... T>
 CompiledRun call_compiled(F&& f, int calls, const T&... args) {
   CompiledRun r;
-  for (int i = 0; i < calls; ++i) r.outs.push_back(f(args...));
+  for (int i = 0; i < calls; ++i) {
+    r.outs.push_back(f(args...));
+    r.grads.push_back(take_grads({args...}));
+  }
   r.stats = f.stats();
   return r;
 }
@@ -355,6 +393,7 @@ struct Gen {
   std::vector<bool> usable;         // may feed later steps
   std::vector<int> uses;            // steps reading each value
   bool half_program = false;        // draws mostly float16 / bfloat16 (a third of the programs)
+  bool grad_program = false;        // float32 / float64 inputs that require grad
   bool replaying = false;           // replay(): steps come whole, outputs included
 
   explicit Gen(uint64_t seed) : rng(seed) {}
@@ -401,7 +440,9 @@ struct Gen {
     static const std::vector<double> w = {50, 10, 8, 7, 8, 10, 7};
     // A half program draws mostly float16 / bfloat16 (inputs and casts).
     static const std::vector<double> half_w = {12, 4, 32, 32, 6, 6, 8};
-    return t[weighted(half_program ? half_w : w)];
+    // A gradient program differentiates float32 and float64 values.
+    static const std::vector<double> grad_w = {60, 25, 0, 0, 5, 5, 5};
+    return t[weighted(grad_program ? grad_w : half_program ? half_w : w)];
   }
   /// A floating dtype for a reduction's or softmax's dtype= argument.
   DType rand_float_dtype() {
@@ -415,7 +456,8 @@ struct Gen {
     s.sizes = std::move(sizes);
     s.dtype = dt;
     s.data_seed = rng();
-    s.specials = is_floating(dt) && coin(0.15);
+    s.specials = is_floating(dt) && coin(grad_program ? 0.05 : 0.15);
+    s.requires_grad = grad_program && is_floating(dt) && coin(0.85);
     int64_t rank = static_cast<int64_t>(s.sizes.size());
     std::vector<int64_t> order(static_cast<size_t>(rank));
     std::iota(order.begin(), order.end(), 0);
@@ -474,7 +516,10 @@ struct Gen {
         s = rand_shape(zero_ok);
       }
       DType dt = (i > 0 && coin(0.4)) ? p.inputs[0].dtype : rand_dtype();
+      // A gradient program's first input is a floating leaf that requires grad.
+      if (grad_program && i == 0 && !is_floating(dt)) dt = DType::Float32;
       p.inputs.push_back(make_spec(s, dt));
+      if (grad_program && i == 0) p.inputs.back().requires_grad = true;
     }
     vals = make_inputs(p);
     for (int i = 0; i < n; ++i) {
@@ -889,6 +934,7 @@ struct Gen {
       scale = std::max(scale, p.scale[i]);
     }
     if (disc && any_fragile) return false;
+    if (grad_program && any_fragile && kinked_ops().count(s.op)) return false;
     std::vector<Tensor> args = step_args(s, vals);
     // Integer division by zero (and float->int casts of inf/NaN/huge values) are
     // undefined in C++: never generate them.
@@ -1015,8 +1061,10 @@ struct Gen {
     return p;
   }
 
-  Program run(int index) {
-    half_program = coin(0.35);
+  Program run(int index, bool grad) {
+    grad_program = grad;
+    p.grad = grad;
+    half_program = !grad && coin(0.35);
     make_inputs_();
     int n_steps = static_cast<int>(uni(2, 10));
     for (int k = 0; k < n_steps; ++k)
@@ -1052,6 +1100,7 @@ Program restrict_program(const Program& p, const std::vector<int>& outputs) {
   Program q;
   q.mode = p.mode;
   q.off = p.off;
+  q.grad = p.grad;
   std::vector<int> remap(static_cast<size_t>(n_val), -1);
   for (int v = 0; v < n_val; ++v) {
     if (!need[v]) continue;
@@ -1099,6 +1148,7 @@ std::vector<Tensor> interpret(const Program& p, const std::vector<Tensor>& input
   for (auto& s : p.steps) v.push_back(exec(s, v));
   std::vector<Tensor> out;
   for (int o : p.outputs) out.push_back(v.at(o));
+  if (p.grad) backward_from(out);
   return out;
 }
 
@@ -1119,6 +1169,11 @@ std::string program_str(const Program& p) {
   }
   std::vector<std::string> outs;
   for (int o : p.outputs) outs.push_back(vname(o));
+  if (p.grad)
+    r += fmt::format(
+        "    // sum over the outputs k that require grad of sum(out_k * c_k), c_k fixed\n"
+        "    fuzz::backward_from({{{}}});\n",
+        fmt::join(outs, ", "));
   r += fmt::format("    return std::vector<Tensor>{{{}}};\n  }});\n", fmt::join(outs, ", "));
   for (size_t i = 0; i < p.inputs.size(); ++i)
     r += fmt::format("  // {}: {}\n", vname(static_cast<int>(i)),
@@ -1126,13 +1181,24 @@ std::string program_str(const Program& p) {
   return r;
 }
 
-Program generate(uint64_t seed, int index) {
+Program generate(uint64_t seed, int index, bool grad) {
   // One independent stream per case: case i reproduces alone from (seed, i).
   std::seed_seq seq{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32),
-                    static_cast<uint32_t>(index), 0x5eedu};
+                    static_cast<uint32_t>(index), grad ? 0x67adu : 0x5eedu};
   std::mt19937_64 mix(seq);
-  Gen g(mix());
-  return g.run(index);
+  for (int attempt = 0;; ++attempt) {
+    Gen g(mix());
+    Program p = g.run(index, grad);
+    if (!grad || attempt == 8) return p;
+    // The generator runs each step forward only: keep a gradient program
+    // whose backward pass runs eagerly (PyTorch's derivatives raise for some
+    // valid forward programs too: pow with a bool exponent).
+    try {
+      interpret(p, make_inputs(p));
+      return p;
+    } catch (const Error&) {
+    }
+  }
 }
 
 Program replay(const std::vector<InputSpec>& inputs, const std::vector<Step>& steps,
@@ -1151,15 +1217,17 @@ CaseResult check_program(const Program& p, uint64_t seed, int index) {
                            index, program_str(p), what);
   };
   std::vector<Tensor> in = make_inputs(p);
-  std::vector<Tensor> want;
+  std::vector<Tensor> want, want_grads;
   try {
     want = interpret(p, in);
+    want_grads = take_grads(in);
   } catch (const Error& e) {
     fail(fmt::format("eager raised (the generator should not keep such programs): {}", e.what()));
     return r;
   }
+  in = make_inputs(p);  // fresh leaves for the compiled run
   std::vector<Tensor> before;
-  for (auto& t : in) before.push_back(t.clone());
+  for (auto& t : in) before.push_back(t.detach().clone());
   CompiledRun got;
   try {
     got = run_compiled(p, in);
@@ -1186,12 +1254,82 @@ CaseResult check_program(const Program& p, uint64_t seed, int index) {
         return r;
       }
     }
+    if (!p.grad) continue;
+    // A gradient mixes every value of the program: the largest scale, widened.
+    const double widest = *std::max_element(p.scale.begin(), p.scale.end());
+    for (size_t i = 0; i < in.size(); ++i) {
+      const Tensor& w = want_grads[i];
+      const Tensor& g = got.grads[c][i];
+      if (w.defined() != g.defined()) {
+        fail(fmt::format("the .grad of input {}{} is {} eagerly and {} compiled",
+                         vname(static_cast<int>(i)), call, w.defined() ? "defined" : "undefined",
+                         g.defined() ? "defined" : "undefined"));
+        return r;
+      }
+      if (!w.defined()) continue;
+      ++r.grads;
+      const double tol = std::max(base_tol(w.dtype()), widest * kGradTolFactor);
+      std::string d = compare(w, g, tol);
+      if (!d.empty()) {
+        fail(fmt::format("the .grad of input {}{}: {}", vname(static_cast<int>(i)), call, d));
+        return r;
+      }
+    }
   }
   for (size_t i = 0; i < in.size(); ++i)
     if (!same_bits(before[i], in[i])) {
       fail(fmt::format("compiled code modified input {}", vname(static_cast<int>(i))));
       return r;
     }
+  return r;
+}
+
+CaseResult check_program_on_device(const Program& p, Device device, uint64_t seed, int index) {
+  CaseResult r;
+  g_bad_output = -1;
+  auto fail = [&](const std::string& what) {
+    r.ok = false;
+    r.summary = fmt::format("case {} (seed {}, {}): {}", index, seed, device.str(), what);
+    r.report = fmt::format("--- reproducer: smelt fuzz --device {} --seed {} (case {}) ---\n{}{}\n",
+                           device.str(), seed, index, program_str(p), what);
+  };
+  std::vector<Tensor> in = make_inputs(p);
+  std::vector<Tensor> want;
+  try {
+    want = interpret(p, in);
+  } catch (const Error& e) {
+    fail(fmt::format("eager raised (the generator should not keep such programs): {}", e.what()));
+    return r;
+  }
+  std::vector<Tensor> on_device;
+  for (auto& t : in) on_device.push_back(t.to(device));
+  std::vector<Tensor> got;
+  try {
+    got = interpret(p, on_device);
+  } catch (const std::exception& e) {
+    fail(fmt::format("{} raised, the CPU did not: {}", device.str(), e.what()));
+    return r;
+  }
+  r.kernels = "eager on " + device.str();
+  if (got.size() != want.size()) {
+    fail(fmt::format("{} returned {} outputs, the CPU {}", device.str(), got.size(), want.size()));
+    return r;
+  }
+  for (size_t k = 0; k < want.size(); ++k) {
+    const int v = p.outputs[k];
+    if (got[k].device() != device) {
+      fail(fmt::format("output {} ({}) is on {}, not {}", k, vname(v), got[k].device().str(),
+                       device.str()));
+      return r;
+    }
+    const double tol = std::max(base_tol(want[k].dtype()), p.scale[v]);
+    const std::string d = compare(want[k], got[k].cpu(), tol);
+    if (!d.empty()) {
+      g_bad_output = static_cast<int>(k);
+      fail(fmt::format("output {} ({}): {}", k, vname(v), d));
+      return r;
+    }
+  }
   return r;
 }
 
@@ -1227,6 +1365,13 @@ Program minimize(const Program& p, uint64_t seed, int index) {
   return best;
 }
 
+const std::set<std::string>& kinked_ops() {
+  static const std::set<std::string> ops = {
+      "abs",       "relu", "maximum", "minimum", "fmax", "fmin", "clamp",     "clamp_min",
+      "clamp_max", "amax", "amin",    "max",     "min",  "prod", "nan_to_num"};
+  return ops;
+}
+
 std::vector<std::string> fuzzed_ops() {
   std::set<std::string> ops(built_ops().begin(), built_ops().end());
   for (const auto& by_arity : op_sets().pointwise)
@@ -1246,11 +1391,14 @@ FuzzSummary run(const FuzzOptions& opts, std::FILE* log) {
   use_private_cache_dir();
   FuzzSummary sum;
   for (int i = 0; i < opts.cases; ++i) {
-    Program p = generate(opts.seed, i);
+    Program p = generate(opts.seed, i, opts.grad);
     for (const Step& s : p.steps) ++sum.op_counts[s.op];
-    CaseResult r = check_program(p, opts.seed, i);
+    CaseResult r = opts.device.empty()
+                       ? check_program(p, opts.seed, i)
+                       : check_program_on_device(p, Device(opts.device), opts.seed, i);
     ++sum.cases;
     if (r.graph_break) ++sum.graph_breaks;
+    if (r.grads > 0) ++sum.grad_cases;
     if (!r.ok) ++sum.mismatches;
     if (opts.before_log && (opts.verbose || !r.ok)) opts.before_log();
     if (r.ok) {
@@ -1264,7 +1412,7 @@ FuzzSummary run(const FuzzOptions& opts, std::FILE* log) {
     sum.failures.push_back(r.summary);
     std::fprintf(log, "FAIL %s\n", r.summary.c_str());
     if (opts.verbose) std::fprintf(log, "%s", r.report.c_str());
-    if (opts.minimize) {
+    if (opts.minimize && opts.device.empty()) {
       Program m = minimize(p, opts.seed, i);
       CaseResult mr = check_program(m, opts.seed, i);
       std::fprintf(log, "%s", (mr.ok ? r.report : mr.report).c_str());

@@ -1,4 +1,5 @@
-// Differential fuzzing of smelt::compile against eager mode. Not part of the
+// Differential fuzzing of smelt::compile against eager mode, and of eager mode
+// on a GPU against eager mode on the CPU (FuzzOptions::device). Not part of the
 // library: built as the static library smelt_fuzz, which `smelt fuzz` and
 // tests/fuzz/test_fuzz.cpp link.
 //
@@ -36,6 +37,19 @@
 // A third of the programs are *half programs*: their inputs, casts and dtype=
 // arguments are mostly float16 / bfloat16.
 //
+// Gradient programs (`smelt fuzz --grad`, Program::grad): float32 / float64
+// inputs that require grad (integer and bool ones besides), and a function
+// that, after the steps, calls backward() on sum_k sum(out_k * c_k) over its
+// floating outputs that require grad (c_k: fixed pseudo-random coefficients of
+// out_k's shape, so that every element's gradient differs): the compiled
+// graph then holds the backward pass, traced through the op table's
+// derivatives. The inputs' .grad are compared with eager's besides the
+// outputs, within the largest tolerance scale of the program's values (a
+// gradient mixes all of them) times kGradTolFactor, at least the dtype's
+// tolerance. Ops whose derivative jumps where their value does not (abs,
+// relu, maximum, clamp, amax, ..., kinked_ops()) never take inexact values in
+// a gradient program: a rounding difference could move a tie or a kink.
+//
 // Values whose eager and compiled results may legitimately differ by rounding
 // ("inexact": anything downstream of a floating reduction or of a chained
 // float16/bfloat16 op) are never fed to discontinuous ops (OpDef::discontinuous:
@@ -49,6 +63,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -69,8 +84,9 @@ struct InputSpec {
   int64_t base_numel = 0;
   DType dtype = DType::Float32;
   uint64_t data_seed = 0;
-  bool specials = false;  // sprinkle NaN / +-inf / -0.0 / 0 / 1 into float data
-  std::string layout;     // "contiguous", "transposed", "sliced", "expanded", ...
+  bool specials = false;       // sprinkle NaN / +-inf / -0.0 / 0 / 1 into float data
+  std::string layout;          // "contiguous", "transposed", "sliced", "expanded", ...
+  bool requires_grad = false;  // a leaf that requires grad (gradient programs)
 };
 
 /// One step: `out = call_op(op, args, attrs)[output]`, where args are the
@@ -90,16 +106,21 @@ struct Program {
   std::vector<double> scale;     // per value: tolerance multiplier (see above)
   std::string mode = "default";  // compile mode ("default" / "reduce-overhead")
   std::vector<std::string> off;  // compile stages turned off: "fuse", "cse", "gemm_epilogue", ...
+  /// A gradient program: the function also runs backward() (see above) and the
+  /// inputs' .grad are compared.
+  bool grad = false;
 };
 
 /// Builds the input tensors of a program (deterministic from the specs).
 std::vector<Tensor> make_inputs(const Program& p);
-/// Runs the program's steps over `inputs` (works eagerly and while tracing).
+/// Runs the program's steps over `inputs` (works eagerly and while tracing);
+/// for a gradient program, then backward() from its outputs (see above).
 std::vector<Tensor> interpret(const Program& p, const std::vector<Tensor>& inputs);
 /// Readable C++-like form of the program, inputs included.
 std::string program_str(const Program& p);
-/// The random program of case `index` of a run with `seed`.
-Program generate(uint64_t seed, int index);
+/// The random program of case `index` of a run with `seed` (a gradient
+/// program with `grad`).
+Program generate(uint64_t seed, int index, bool grad = false);
 /// The program of the given steps (their `output` kept) over `inputs`, with
 /// the tolerance scales the generator gives them; raises smelt::Error when a
 /// step is one the generator would not keep (it raises eagerly, say).
@@ -109,12 +130,17 @@ Program replay(const std::vector<InputSpec>& inputs, const std::vector<Step>& st
 struct CaseResult {
   bool ok = true;
   bool graph_break = false;  // the compiled function ran eagerly (not a mismatch)
+  int grads = 0;             // input gradients compared (gradient programs)
   std::string summary;       // one line: what failed
   std::string report;        // full reproducer (empty when ok)
   std::string kernels;       // the compiled graph's steps (kernel names)
 };
 /// Runs `p` eagerly and compiled and compares; `seed`/`index` only label the report.
 CaseResult check_program(const Program& p, uint64_t seed, int index);
+/// Runs `p` eagerly on the CPU and eagerly on `device` (its inputs moved there)
+/// and compares as check_program does (the device's library math and
+/// summation order differ from the CPU's as generated code's do).
+CaseResult check_program_on_device(const Program& p, Device device, uint64_t seed, int index);
 /// Drops every step and output the first failing output does not need, and
 /// returns the smallest program that still fails (or `p` if none does).
 Program minimize(const Program& p, uint64_t seed, int index);
@@ -123,6 +149,7 @@ struct FuzzSummary {
   int cases = 0;
   int mismatches = 0;
   int graph_breaks = 0;
+  int grad_cases = 0;                    // cases that compared at least one input gradient
   std::vector<std::string> failures;     // the one-line summaries
   std::map<std::string, int> op_counts;  // steps generated per op
 };
@@ -130,7 +157,11 @@ struct FuzzOptions {
   int cases = 100;
   uint64_t seed = 0;
   bool verbose = false;
+  bool grad = false;     // gradient programs (compiled backward against eager backward)
   bool minimize = true;  // print a minimized reproducer after a failure
+  /// Empty: compiled vs eager. "cuda" (or "cuda:N"): eager on that device vs
+  /// eager on the CPU (check_program_on_device).
+  std::string device;
   /// Called after every case with the counts so far (`smelt fuzz` draws its progress line).
   std::function<void(const FuzzSummary&)> on_case;
   /// Called before anything is written to the log (to erase a progress line first).
@@ -138,6 +169,11 @@ struct FuzzOptions {
 };
 /// The op-table ops the generator can draw (what `op_counts` is measured against).
 std::vector<std::string> fuzzed_ops();
+/// The drawn ops whose derivative is discontinuous where the op is not (abs,
+/// relu, maximum, clamp, amax, ...): in gradient programs they take exact values only.
+const std::set<std::string>& kinked_ops();
+/// A gradient program's gradient tolerance: this times its largest tolerance scale.
+constexpr double kGradTolFactor = 16;
 /// Sets SMELT_CACHE_DIR to a private directory under /tmp unless the user set it.
 void use_private_cache_dir();
 /// Runs `opts.cases` cases; prints one line per failing case (and its

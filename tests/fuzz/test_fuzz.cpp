@@ -33,6 +33,19 @@ TEST(Fuzz, FortyRandomProgramsMatchEager) {
   EXPECT_EQ(s.mismatches, 0) << join(s.failures);
 }
 
+// The eager part of the fuzzer on a GPU: 300 random programs eager on CUDA
+// against eager on the CPU. Reproduce with `smelt fuzz --device cuda --seed 8 --cases 300 -v`.
+TEST(Fuzz, EagerCudaMatchesEagerCpu) {
+  SMELT_SKIP_WITHOUT_CUDA();
+  fuzz::FuzzOptions o;
+  o.cases = 300;
+  o.seed = 8;
+  o.device = "cuda";
+  fuzz::FuzzSummary s = fuzz::run(o, stderr);
+  EXPECT_EQ(s.cases, 300);
+  EXPECT_EQ(s.mismatches, 0) << join(s.failures);
+}
+
 TEST(Fuzz, GenerationIsDeterministicPerCase) {
   for (int i = 0; i < 20; ++i) {
     fuzz::Program a = fuzz::generate(99, i), b = fuzz::generate(99, i);

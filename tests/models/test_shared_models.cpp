@@ -12,6 +12,7 @@
 
 #include "nn/models.h"
 #include "smelt/smelt.h"
+#include "test_util.h"
 
 using namespace smelt;
 
@@ -98,6 +99,58 @@ TEST(SharedModels, LoadErrorsNameTheProblem) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("size mismatch"), std::string::npos) << e.what();
   }
+}
+
+// ---- the same models on a GPU (eager) -----------------------------------------
+// Same tolerances: cuBLAS computes float32 products in float32 by default.
+
+TEST(SharedModelsCuda, SeedMlpMatchesPyTorch) {
+  SMELT_SKIP_WITHOUT_CUDA();
+  auto data = models::SharedData::load(kShared, "seed_mlp");
+  auto model = models::load_seed_mlp(data);
+  model->to(Device("cuda"));
+  Tensor y = model(data.at("input").cuda());
+  ASSERT_TRUE(y.is_cuda());
+  auto a = models::compare(y, data.at("output"));
+  EXPECT_LT(a.rel_err(), kRelTolF32) << "max abs err " << a.max_abs_err;
+  model->to(DType::Float64);
+  auto a64 =
+      models::compare(model(data.at("input").to(DType::Float64).cuda()), data.at("output_f64"));
+  EXPECT_LT(a64.rel_err(), kRelTolF64) << "max abs err " << a64.max_abs_err;
+}
+
+TEST(SharedModelsCuda, DigitsMlpKeepsItsAccuracy) {
+  SMELT_SKIP_WITHOUT_CUDA();
+  auto data = models::SharedData::load(kShared, "digits_mlp");
+  auto model = models::load_digits_mlp(data);
+  model->eval();
+  model->to(Device("cuda"));
+  Tensor logits = model(data.at("x_test").cuda());
+  auto a = models::compare(logits, data.at("logits_test"));
+  EXPECT_LT(a.rel_err(), kRelTolF32) << "max abs err " << a.max_abs_err;
+  auto ours = argmax_rows(logits), theirs = argmax_rows(data.at("logits_test"));
+  auto labels = data.at("y_test").to_vector<int64_t>();
+  int agree = 0, correct = 0;
+  for (size_t i = 0; i < ours.size(); ++i) {
+    agree += ours[i] == theirs[i];
+    correct += ours[i] == labels[i];
+  }
+  EXPECT_EQ(agree, 360);
+  EXPECT_EQ(correct, 348);  // 96.67%, PyTorch's test accuracy
+}
+
+TEST(SharedModelsCuda, Gpt2BlockMatchesPyTorch) {
+  SMELT_SKIP_WITHOUT_CUDA();
+  auto data = models::SharedData::load(kShared, "gpt2_block");
+  auto block = models::load_gpt2_block(data);
+  block->eval();
+  block->to(Device("cuda"));
+  auto a = models::compare(block(data.at("input").cuda()), data.at("output"));
+  EXPECT_LT(a.rel_err(), kRelTolF32) << "max abs err " << a.max_abs_err;
+  block->to(DType::Float64);
+  auto a64 =
+      models::compare(block(data.at("input").to(DType::Float64).cuda()), data.at("output_f64"));
+  EXPECT_LT(a64.rel_err(), kRelTolF64) << "max abs err " << a64.max_abs_err;
 }
 
 // ---- the same models through smelt::compile ----------------------------------

@@ -8,6 +8,12 @@
 // loss within 3.2e-7 relative over the first 50 steps, 1.9e-6 over whole runs,
 // and the same test accuracy to the sample.)
 //
+// Each runs eagerly and through smelt::compile (the *Compiled suites): the
+// compiled function runs the forward pass, backward() and the optimizer's
+// step, so its graph holds the backward pass and the update; its gradients and
+// losses must equal eager's (float32: within 1e-6 relative; observed: equal
+// bit for bit with one thread) besides following PyTorch's.
+//
 // Tolerance: max|smelt - torch| / max|torch| per tensor (models::compare). Float32
 // gradients are sums of many products rounded differently on each side (matrix
 // products of length up to 1024, reductions over the batch): 1e-5 (observed:
@@ -15,10 +21,8 @@
 // 1e-6 (observed 6e-8); the GPT-2 block's are float64: 1e-12 (observed 8e-16).
 #include <gtest/gtest.h>
 
-#include <fstream>
-#include <functional>
 #include <memory>
-#include <nlohmann/json.hpp>
+#include <optional>
 
 #include "nn/models.h"
 #include "smelt/optim.h"
@@ -45,7 +49,41 @@ void expect_grads(const models::SharedData& refs, const std::string& prefix, con
   EXPECT_LT(a.rel_err(), tol) << tag << " grad_input: max abs err " << a.max_abs_err;
 }
 
-TEST(TrainingGrads, SeedMlpCrossEntropyMatchesPyTorch) {
+/// Runs `step` (computes a loss, calls backward() and returns the loss) on
+/// (a, b) eagerly, or through a fresh smelt::compile, which must run it as one
+/// graph (no graph break).
+template <class F>
+Tensor run_step(bool compiled, F step, const Tensor& a, const Tensor& b) {
+  if (!compiled) return step(a, b);
+  auto c = compile(step);
+  Tensor r = c(a, b);
+  EXPECT_EQ(c.stats().graph_breaks, 0) << c.stats().last_graph_break;
+  EXPECT_EQ(c.stats().compiles, 1);
+  EXPECT_LT(c.stats().kernels, c.stats().eager_ops) << "the backward pass is fused too";
+  return r;
+}
+
+/// Every parameter's .grad() and the input's, in that order (copies).
+std::vector<Tensor> grads_of(nn::Module& model, const Tensor& input) {
+  std::vector<Tensor> g;
+  for (const auto& p : model.parameters()) g.push_back(p.grad().clone());
+  g.push_back(input.grad().clone());
+  return g;
+}
+
+/// A compiled run's gradients `got` against eager's for the same step: equal
+/// up to float32 reassociation of the sums (1e-6 relative; observed: equal
+/// bit for bit with one thread).
+void expect_same_grads(const std::vector<Tensor>& got, const std::vector<Tensor>& eager,
+                       const std::string& tag) {
+  ASSERT_EQ(got.size(), eager.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    auto a = models::compare(got[i], eager[i]);
+    EXPECT_LT(a.rel_err(), tag == "f32" ? 1e-6 : 1e-13) << tag << " gradient " << i;
+  }
+}
+
+void seed_mlp_grads(bool compiled) {
   auto data = models::SharedData::load(kShared, "seed_mlp");
   auto refs = models::SharedData::load(kShared, "training");
   auto model = models::load_seed_mlp(data);
@@ -53,130 +91,149 @@ TEST(TrainingGrads, SeedMlpCrossEntropyMatchesPyTorch) {
   std::vector<int64_t> t(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) t[i] = (7 * i) % 10;
   Tensor target = from_vector(t, {n});
+  auto step = [&model](const Tensor& x, const Tensor& target) {
+    Tensor loss = cross_entropy(model(x), target);
+    loss.backward();
+    return loss;
+  };
   for (const std::string tag : {"f32", "f64"}) {
     if (tag == "f64") model->to(DType::Float64);
     const DType dt = tag == "f32" ? DType::Float32 : DType::Float64;
     Tensor x = data.at("input").to(dt).clone().requires_grad_();
-    Tensor loss = cross_entropy(model(x), target);
-    loss.backward();
+    Tensor loss = run_step(compiled, step, x, target);
     const double want = refs.at("seed_mlp/" + tag + "/loss").item<double>();
     EXPECT_NEAR(loss.item<double>(), want, (tag == "f32" ? 1e-6 : 1e-12) * std::abs(want)) << tag;
     expect_grads(refs, "seed_mlp", tag, *model, x, tag == "f32" ? kRelTolF32 : kRelTolStoredF32);
+    if (compiled) {
+      const std::vector<Tensor> got = grads_of(*model, x);
+      for (auto& p : model->parameters()) p.mutable_grad() = Tensor();
+      Tensor xe = x.detach().clone().requires_grad_();
+      step(xe, target);
+      expect_same_grads(got, grads_of(*model, xe), tag);
+    }
     for (auto& p : model->parameters()) p.mutable_grad() = Tensor();
   }
 }
 
-TEST(TrainingGrads, Gpt2BlockMatchesPyTorch) {
+void gpt2_block_grads(bool compiled) {
   auto data = models::SharedData::load(kShared, "gpt2_block");
   auto refs = models::SharedData::load(kShared, "training");
   auto block = models::load_gpt2_block(data);
   block->eval();
+  // backward() from a given upstream gradient; returns the block's output.
+  auto step = [&block](const Tensor& x, const Tensor& grad_output) {
+    Tensor y = block(x);
+    y.backward(grad_output);
+    return y;
+  };
   for (const std::string tag : {"f32", "f64"}) {
     if (tag == "f64") block->to(DType::Float64);
     const DType dt = tag == "f32" ? DType::Float32 : DType::Float64;
     Tensor x = data.at("input").to(dt).clone().requires_grad_();
-    block(x).backward(refs.at("gpt2_block/grad_output").to(dt));
+    const Tensor go = refs.at("gpt2_block/grad_output").to(dt);
+    run_step(compiled, step, x, go);
     expect_grads(refs, "gpt2_block", tag, *block, x, tag == "f32" ? kRelTolF32 : kRelTolF64);
+    if (compiled) {
+      const std::vector<Tensor> got = grads_of(*block, x);
+      for (auto& p : block->parameters()) p.mutable_grad() = Tensor();
+      Tensor xe = x.detach().clone().requires_grad_();
+      step(xe, go);
+      expect_same_grads(got, grads_of(*block, xe), tag);
+    }
     for (auto& p : block->parameters()) p.mutable_grad() = Tensor();
   }
 }
 
+TEST(TrainingGrads, SeedMlpCrossEntropyMatchesPyTorch) { seed_mlp_grads(false); }
+TEST(TrainingGrads, Gpt2BlockMatchesPyTorch) { gpt2_block_grads(false); }
+TEST(TrainingGradsCompiled, SeedMlpCrossEntropyMatchesEagerAndPyTorch) { seed_mlp_grads(true); }
+TEST(TrainingGradsCompiled, Gpt2BlockMatchesEagerAndPyTorch) { gpt2_block_grads(true); }
+
 // ---- the digits model trained by each optimizer ----------------------------------
 
-struct Run {
-  std::string name;
-  std::function<std::unique_ptr<optim::Optimizer>(std::vector<Tensor>)> make;
-  int64_t batch = 0;  // 0: full batch
+/// The digits model at training.json's initialization, and `run`'s optimizer over it.
+struct Trainee {
+  nn::Sequential model{nullptr};
+  std::unique_ptr<optim::Optimizer> opt;
+  Trainee(const models::DigitsRun& run, const models::SharedData& refs)
+      : model(models::load_digits_init(refs)), opt(run.make(model->parameters())) {}
+  /// One step as PyTorch's run: zero_grad, cross_entropy, backward, step; the loss.
+  Tensor step(const Tensor& x, const Tensor& y) {
+    opt->zero_grad();
+    Tensor loss = cross_entropy(model(x), y);
+    loss.backward();
+    opt->step();
+    return loss;
+  }
 };
 
-/// training.json's test accuracy of PyTorch's run `run`.
-double refs_accuracy(const std::string& run) {
-  std::ifstream f(kShared + "/data/training.json");
-  const auto j = nlohmann::json::parse(f);
-  return j.at("digits").at("runs").at(run).at("test_accuracy").get<double>();
-}
-
 /// Trains the digits model from training.json's initialization as PyTorch did
-/// (zero_grad, cross_entropy, backward, step; the loss recorded before each step)
-/// and compares the losses and the test accuracy with PyTorch's.
-void expect_curve(const Run& run) {
-  SCOPED_TRACE(run.name);
+/// (the loss recorded before each step) and compares the losses and the test
+/// accuracy with PyTorch's. `compiled`: each step runs through smelt::compile
+/// (forward, backward and the optimizer's step in one graph), beside an eager
+/// twin whose losses it must equal.
+void expect_curve(const std::string& name, bool compiled = false) {
+  SCOPED_TRACE(name);
+  const models::DigitsRun& run = models::digits_run(name);
   auto data = models::SharedData::load(kShared, "digits_mlp");
   auto refs = models::SharedData::load(kShared, "training");
-  auto model = models::make_digits_mlp();
-  nn::StateDict init;
-  for (const auto& [name, p] : model->named_parameters())
-    init[name] = refs.at("digits/init/" + name);
-  model->load_state_dict(init);
-  auto opt = run.make(model->parameters());
+  Trainee t(run, refs);
+  std::optional<Trainee> twin;
+  if (compiled) twin.emplace(run, refs);
+  auto compiled_step = compile([&t](const Tensor& x, const Tensor& y) { return t.step(x, y); });
   const Tensor want = refs.at("digits/" + run.name + "/losses");
   const Tensor x = data.at("x_train"), y = data.at("y_train");
   const int64_t n = x.size(0), steps = want.numel();
   const std::vector<double> losses = want.to_vector<double>();
-  int64_t start = 0;
   for (int64_t s = 0; s < steps; ++s) {
-    Tensor xb = x, yb = y;
-    if (run.batch > 0) {  // minibatches in stored order, the last one shorter
-      const int64_t len = std::min(run.batch, n - start);
-      xb = x.narrow(0, start, len);
-      yb = y.narrow(0, start, len);
-      start = start + len == n ? 0 : start + len;
-    }
-    opt->zero_grad();
-    Tensor loss = cross_entropy(model(xb), yb);
-    loss.backward();
-    opt->step();
-    const double got = loss.item<double>();
+    const auto [first, count] = run.rows(s, n);
+    const Tensor xb = x.narrow(0, first, count), yb = y.narrow(0, first, count);
+    const double got = (compiled ? compiled_step(xb, yb) : t.step(xb, yb)).item<double>();
     // float32 training: PyTorch's curve within 1e-4 relative over the first 50 steps.
     if (s < 50) {
       EXPECT_NEAR(got, losses[s], 1e-4 * losses[s]) << "step " << s;
     }
+    if (compiled) {
+      // Compiled equals eager: within 1e-6 relative over the first 50 steps
+      // (observed: bit for bit with one thread).
+      const double eager = twin->step(xb, yb).item<double>();
+      if (s < 50) {
+        EXPECT_NEAR(got, eager, 1e-6 * eager) << "step " << s;
+      }
+    }
+  }
+  if (compiled) {
+    const CompileStats& st = compiled_step.stats();
+    EXPECT_EQ(st.graph_breaks, 0) << st.last_graph_break;
+    EXPECT_EQ(st.eager_calls, 0);
+    // The first step (which makes the optimizer's state) and the later ones;
+    // minibatches add the shorter last batch.
+    EXPECT_LE(st.compiles, run.batch > 0 ? 4 : 2) << st.last_recompile_reason;
   }
   // The final model classifies the test set as PyTorch's did, within one sample.
   NoGradGuard no_grad;
-  const Tensor logits = model(data.at("x_test"));
+  const Tensor logits = t.model(data.at("x_test"));
   const auto pred = argmax(logits, 1).to_vector<int64_t>();
   const auto labels = data.at("y_test").to_vector<int64_t>();
   int64_t correct = 0;
   for (size_t i = 0; i < pred.size(); ++i) correct += pred[i] == labels[i];
   const auto torch_correct = static_cast<int64_t>(
-      std::lround(refs_accuracy(run.name) * static_cast<double>(labels.size())));
+      std::lround(models::digits_run_accuracy(kShared, name) * static_cast<double>(labels.size())));
   EXPECT_NEAR(correct, torch_correct, 1) << correct << " of " << labels.size();
 }
 
-TEST(TrainingCurves, DigitsSgd) {
-  expect_curve({"sgd", [](std::vector<Tensor> p) {
-                  return std::make_unique<optim::SGD>(std::move(p), optim::SGDOptions(0.1));
-                }});
-}
+TEST(TrainingCurves, DigitsSgd) { expect_curve("sgd"); }
+TEST(TrainingCurves, DigitsSgdNesterovWeightDecay) { expect_curve("sgd_momentum_nesterov_wd"); }
+TEST(TrainingCurves, DigitsAdam) { expect_curve("adam"); }
+TEST(TrainingCurves, DigitsAdamW) { expect_curve("adamw"); }
+TEST(TrainingCurves, DigitsMinibatchAdam) { expect_curve("adam_minibatch"); }
 
-TEST(TrainingCurves, DigitsSgdNesterovWeightDecay) {
-  expect_curve({"sgd_momentum_nesterov_wd", [](std::vector<Tensor> p) {
-                  return std::make_unique<optim::SGD>(
-                      std::move(p),
-                      optim::SGDOptions(0.05).momentum(0.9).nesterov(true).weight_decay(1e-4));
-                }});
+TEST(TrainingCurvesCompiled, DigitsSgd) { expect_curve("sgd", true); }
+TEST(TrainingCurvesCompiled, DigitsSgdNesterovWeightDecay) {
+  expect_curve("sgd_momentum_nesterov_wd", true);
 }
-
-TEST(TrainingCurves, DigitsAdam) {
-  expect_curve({"adam", [](std::vector<Tensor> p) {
-                  return std::make_unique<optim::Adam>(std::move(p), optim::AdamOptions(3e-3));
-                }});
-}
-
-TEST(TrainingCurves, DigitsAdamW) {
-  expect_curve({"adamw", [](std::vector<Tensor> p) {
-                  return std::make_unique<optim::AdamW>(
-                      std::move(p), optim::AdamWOptions(3e-3).weight_decay(0.05));
-                }});
-}
-
-TEST(TrainingCurves, DigitsMinibatchAdam) {
-  expect_curve({"adam_minibatch",
-                [](std::vector<Tensor> p) {
-                  return std::make_unique<optim::Adam>(std::move(p), optim::AdamOptions(1e-3));
-                },
-                64});
-}
+TEST(TrainingCurvesCompiled, DigitsAdam) { expect_curve("adam", true); }
+TEST(TrainingCurvesCompiled, DigitsAdamW) { expect_curve("adamw", true); }
+TEST(TrainingCurvesCompiled, DigitsMinibatchAdam) { expect_curve("adam_minibatch", true); }
 
 }  // namespace

@@ -15,10 +15,13 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "nn/models.h"
 #include "smelt/autograd.h"
 #include "smelt/compile.h"
+#include "smelt/memory.h"
 #include "smelt/nn.h"
 #include "smelt/ops.h"
+#include "smelt/optim.h"
 
 namespace smelt::cli {
 
@@ -41,6 +44,11 @@ struct Workload {
   int64_t items = 0;            // units of work per call (sentences), for a throughput
   std::string items_unit = "";  // "sentences"
   std::function<nlohmann::json()> extra = nullptr;  // more facts for the report
+  /// A training workload (each call is a step that changes the weights): puts
+  /// the weights and optimizer back to their initial state, so that eager and
+  /// compiled runs are compared from the same start, over `check_steps` steps.
+  std::function<void()> reset = nullptr;
+  int check_steps = 1;
 };
 
 double now_ms() {
@@ -82,6 +90,67 @@ std::function<CompiledFn(CompileOptions)> compiler_of(F f) {
     };
     return {call, [c] { return c->stats(); }};
   };
+}
+
+/// One training step of the seed MLP (bench/torch_compare.py's train-mlp): at
+/// PyTorch's initial weights and on its input (shared/data/seed_mlp.safetensors)
+/// with the labels (7 i) % 10 of training.safetensors' seed_mlp reference:
+/// zero_grad, forward, cross_entropy, backward and SGD (lr 0.01); the step
+/// returns the loss. Each call trains on (the weights move from call to call,
+/// eagerly and compiled alike); the first loss is checked against PyTorch's.
+Workload train_mlp_workload(DType dt) {
+  namespace nn = smelt::nn;
+  const std::string shared = SMELT_SHARED_DIR;
+  auto data = models::SharedData::load(shared, "seed_mlp");
+  auto model = models::load_seed_mlp(data);
+  model->to(dt);
+  Tensor x = data.at("input").to(dt);
+  const int64_t n = x.size(0);
+  std::vector<int64_t> labels(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) labels[static_cast<size_t>(i)] = (7 * i) % 10;
+  Tensor y = from_vector(labels, {n});
+  nn::StateDict init;
+  for (const auto& [name, p] : model->named_parameters()) init[name] = p.detach().clone();
+  auto opt = std::make_shared<optim::SGD>(model->parameters(), optim::SGDOptions(0.01));
+  auto step = [model, opt](const Tensor& x, const Tensor& y) {
+    EnableGradGuard grad;  // `smelt bench` runs under NoGradGuard
+    opt->zero_grad();
+    Tensor loss = cross_entropy(model(x), y);
+    loss.backward();
+    opt->step();
+    return loss;
+  };
+  Workload w{
+      "train-mlp",
+      "seed MLP training step (forward, cross_entropy, backward, SGD), batch 256",
+      {x, y},
+      [step](const std::vector<Tensor>& in) { return std::vector<Tensor>{step(in[0], in[1])}; },
+      [step](CompileOptions o) -> CompiledFn {
+        auto c = std::make_shared<decltype(smelt::compile(step, o))>(smelt::compile(step, o));
+        return {
+            [c](const std::vector<Tensor>& in) { return std::vector<Tensor>{(*c)(in[0], in[1])}; },
+            [c] { return c->stats(); }};
+      }};
+  w.reset = [model, opt, init] {
+    model->load_state_dict(init);
+    opt->zero_grad();
+  };
+  w.check_steps = 3;
+  w.extra = [step, model, init, opt, x, y, shared, dt] {
+    // The first step's loss, from PyTorch's initial weights, against PyTorch's
+    // (which training.safetensors holds for float32 and float64).
+    if (dt != DType::Float32 && dt != DType::Float64) return nlohmann::json::object();
+    model->load_state_dict(init);
+    opt->zero_grad();
+    const double got = step(x, y).item<double>();
+    const std::string tag = dt == DType::Float64 ? "f64" : "f32";
+    const double want =
+        models::SharedData::load(shared, "training").at("seed_mlp/" + tag + "/loss").item<double>();
+    return nlohmann::json{{"first_loss", got},
+                          {"torch_first_loss", want},
+                          {"first_loss_rel_err", std::abs(got - want) / std::abs(want)}};
+  };
+  return w;
 }
 
 std::vector<Workload> workloads(DType dt) {
@@ -135,6 +204,7 @@ std::vector<Workload> workloads(DType dt) {
                    [c] { return c->stats(); }};
          }});
   }
+  w.push_back(train_mlp_workload(dt));
   {
     Tensor x = randn({1 << 24}).to(dt);
     auto f = [](const Tensor& x) { return std::make_tuple(sin(x), cos(x)); };
@@ -269,9 +339,17 @@ nlohmann::json bench_one(const std::string& name, const BenchOptions& opts) {
     const char* old = std::getenv("SMELT_CACHE_DIR");
     std::string saved = old ? old : "";
     setenv("SMELT_CACHE_DIR", dir.c_str(), 1);
+    // The first `check_steps` calls from the initial state (a training workload:
+    // steps), whose last result is compared with eager's.
+    auto check_run = [&](const Fn& f) {
+      if (w.reset) w.reset();
+      std::vector<Tensor> r;
+      for (int i = 0; i < w.check_steps; ++i) r = f(w.inputs);
+      return r;
+    };
     // Compile times: trace, passes, codegen and build/load, without the run.
     CompiledFn cold = w.compiled(co);
-    std::vector<Tensor> got = cold.call(w.inputs);
+    std::vector<Tensor> got = check_run(cold.call);
     double cold_ms = cold.stats().last_compile_ms;
     CompileStats::Phases cold_phases = cold.stats().last_compile_phases;
     bool cold_hit = cold.stats().last_cache_hit;
@@ -284,10 +362,21 @@ nlohmann::json bench_one(const std::string& name, const BenchOptions& opts) {
     else
       unsetenv("SMELT_CACHE_DIR");
     if (!keep) std::filesystem::remove_all(dir);
-    std::vector<Tensor> want = w.eager(w.inputs);
+    std::vector<Tensor> want = check_run(w.eager);
     Errors err = compare(want, got);
     double eager_ms = time_ms([&] { w.eager(w.inputs); }, opts.iters);
     double comp_ms = time_ms([&] { warm.call(w.inputs); }, opts.iters);
+    // Peak memory of one call: what it allocates on top of what was alive
+    // when it started (weights, inputs and the other workloads' tensors), at
+    // its highest point (intermediates, results, gradients, the compiled
+    // graph's arena).
+    auto peak_of = [&](const Fn& f) {
+      const int64_t before = memory_allocated(kCPU);
+      reset_peak_memory_stats(kCPU);
+      f(w.inputs);
+      return max_memory_allocated(kCPU) - before;
+    };
+    const int64_t peak_eager = peak_of(w.eager), peak_compiled = peak_of(warm.call);
     nlohmann::json j;
     j["workload"] = name;
     j["description"] = w.description;
@@ -310,6 +399,8 @@ nlohmann::json bench_one(const std::string& name, const BenchOptions& opts) {
     j["bytes_eager"] = st.bytes_eager;
     j["bytes_compiled"] = st.bytes_compiled;
     j["kernel_names"] = st.kernel_names;
+    j["peak_bytes_eager"] = peak_eager;
+    j["peak_bytes_compiled"] = peak_compiled;
     if (w.items > 0) {
       j["items_unit"] = w.items_unit;
       j["items_per_s_eager"] = static_cast<double>(w.items) / eager_ms * 1e3;
@@ -351,6 +442,13 @@ void print_kernels(const std::vector<nlohmann::json>& rows) {
                             j["items_unit"].get<std::string>() + "/s",
                             j["items_per_s_compiled"].get<double>())
                     .c_str());
+    if (j.contains("first_loss"))
+      std::puts(fmt::format("  {:<11} first loss {:.7f}, PyTorch's {:.7f} (relative difference "
+                            "{:.1e}; the same initial weights and batch)",
+                            j["workload"].get<std::string>(), j["first_loss"].get<double>(),
+                            j["torch_first_loss"].get<double>(),
+                            j["first_loss_rel_err"].get<double>())
+                    .c_str());
     if (j.contains("layer_kernels")) {
       std::string names;
       for (auto& n : j["layer_kernel_names"])
@@ -361,6 +459,12 @@ void print_kernels(const std::vector<nlohmann::json>& rows) {
                     .c_str());
     }
   }
+  for (auto& j : rows)
+    std::puts(fmt::format("  {:<11} peak memory a call adds: eager {:.1f} MiB, compiled {:.1f} MiB",
+                          j["workload"].get<std::string>(),
+                          j["peak_bytes_eager"].get<int64_t>() / 1048576.0,
+                          j["peak_bytes_compiled"].get<int64_t>() / 1048576.0)
+                  .c_str());
   for (auto& j : rows)
     for (const char* which : {"cold", "warm"}) {
       const auto& p = j[fmt::format("compile_phases_{}", which)];
@@ -383,8 +487,8 @@ void print_kernels(const std::vector<nlohmann::json>& rows) {
   }
 }
 
-const std::vector<std::string> kWorkloads = {"pointwise", "softmax", "layernorm", "mlp",
-                                             "horizontal"};
+const std::vector<std::string> kWorkloads = {"pointwise", "softmax",   "layernorm",
+                                             "mlp",       "train-mlp", "horizontal"};
 
 }  // namespace
 
@@ -421,7 +525,7 @@ int cmd_bench(const BenchOptions& opts) {
     SMELT_CHECK(n == "minilm" || n == "chain" ||
                     std::find(kWorkloads.begin(), kWorkloads.end(), n) != kWorkloads.end(),
                 "smelt bench: unknown workload '{}'; use pointwise, softmax, layernorm, mlp, "
-                "horizontal, chain, minilm, ops or all",
+                "train-mlp, horizontal, chain, minilm, ops or all",
                 n);
   std::vector<nlohmann::json> rows;
   if (!opts.json) print_header();

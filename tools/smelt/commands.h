@@ -12,10 +12,11 @@ namespace smelt::cli {
 int cmd_ops();
 
 struct GoldenOptions {
-  std::string manifest;   // path to a golden .json manifest
-  bool compiled = false;  // run each case's op through smelt::compile
-  std::string filter;     // only cases whose id contains this
-  bool verbose = false;   // also print passing cases
+  std::string manifest;        // path to a golden .json manifest
+  bool compiled = false;       // run each case's op through smelt::compile
+  std::string filter;          // only cases whose id contains this
+  bool verbose = false;        // also print passing cases
+  std::string device = "cpu";  // where the ops run: cpu, cuda, cuda:N (inputs moved there)
 };
 /// `smelt golden <manifest>`: runs every case, one line per failure, then
 /// "N passed, M failed"; returns 0 only when none failed (golden.cpp).
@@ -32,8 +33,8 @@ int cmd_cache(const CacheOptions& opts);
 int cmd_demo(const std::string& shared_dir);
 
 struct BenchOptions {
-  std::string
-      workload;  // pointwise | softmax | layernorm | mlp | horizontal | chain | minilm | all
+  std::string workload;  // pointwise | softmax | layernorm | mlp | train-mlp | horizontal | chain |
+                         // minilm | all
   std::string device = "cpu";
   std::string dtype = "float32";
   std::string mode = "default";
@@ -73,12 +74,26 @@ int cmd_embed(const EmbedOptions& opts);
 /// (sentences[0], sentences[1] of opts) (embed.cpp).
 int cmd_similarity(const EmbedOptions& opts);
 
+struct TrainOptions {
+  std::string model = "digits";        // the only model trained so far
+  std::string run = "adam_minibatch";  // a digits run of training.json (models::digits_runs)
+  std::string mode = "both";           // eager | compiled | both
+  int64_t steps = 0;                   // 0: the run's whole schedule (PyTorch's)
+  std::string shared_dir;              // folder with data/training.safetensors
+};
+/// `smelt train digits`: trains the digits model from PyTorch's initial weights,
+/// eagerly and/or compiled, with a progress line and the loss per epoch, and
+/// checks the loss curve and test accuracy against PyTorch's (train.cpp).
+int cmd_train(const TrainOptions& opts);
+
 struct FuzzOptions {
   int cases = 100;
   uint64_t seed = 0;
   bool verbose = false;
+  std::string device;  // "": compiled vs eager; "cuda": eager on the GPU vs eager on the CPU
+  bool grad = false;  // gradient programs: compiled backward against eager backward
 };
-/// `smelt fuzz --cases N --seed S`: differential compiled-vs-eager fuzzing (fuzz.cpp).
+/// `smelt fuzz --cases N --seed S [--grad]`: differential compiled-vs-eager fuzzing (fuzz.cpp).
 int cmd_fuzz(const FuzzOptions& opts);
 
 }  // namespace smelt::cli

@@ -1,6 +1,7 @@
-// `smelt demo`: the seed model run eagerly, then smelt against PyTorch on the
-// three reference models of <shared>/data. One function per section; each
-// model check returns whether smelt agreed with PyTorch.
+// `smelt demo`: the seed model run eagerly, the benchmarks (inference and a
+// training step), a short training run against PyTorch's loss curve, then
+// smelt against PyTorch on the reference models of <shared>/data. One
+// function per section; each model check returns whether smelt agreed with PyTorch.
 #include <fmt/format.h>
 
 #include <filesystem>
@@ -292,6 +293,14 @@ int cmd_demo(const std::string& shared_dir) {
     BenchOptions b;
     b.workload = "all";
     return cmd_bench(b) == 0;
+  });
+  ok &= guarded("training", [&] {
+    print_title(
+        "Training: the digits MLP from PyTorch's initial weights, eager and compiled (smelt "
+        "train digits)");
+    TrainOptions t;
+    t.shared_dir = shared_dir;
+    return cmd_train(t) == 0;
   });
   ok &= section_pytorch_agreement(shared_dir);
   ok &= guarded("sentence embeddings", section_sentence_embeddings);

@@ -1,8 +1,9 @@
 // `smelt golden <manifest.json>`: runs every case of a golden manifest (format in
-// shared/golden/README.md) through detail::call_op and compares with what PyTorch
-// returned or raised. A gradient manifest (cases with "grads", grad_golden.json)
-// also runs autograd: the gradients with respect to the stored input tensors,
-// for the case's upstream gradients, against PyTorch autograd's.
+// shared/golden/README.md) through detail::call_op, on the CPU or (--device cuda)
+// on a GPU, and compares with what PyTorch (on the CPU) returned or raised. A
+// gradient manifest (cases with "grads", grad_golden.json) also runs autograd: the
+// gradients with respect to the stored input tensors, for the case's upstream
+// gradients, against PyTorch autograd's.
 #include <cstdio>
 #include <exception>
 #include <fstream>
@@ -15,6 +16,7 @@
 #include <atomic>
 #include <chrono>
 #include <thread>
+#include <utility>
 
 #include "commands.h"
 #include "golden_compare.h"
@@ -22,6 +24,7 @@
 #include "progress.h"
 #include "smelt/autograd.h"
 #include "smelt/compile.h"
+#include "smelt/cuda.h"
 #include "smelt/io.h"
 #include "smelt/ops.h"
 
@@ -136,11 +139,13 @@ struct CaseResult {
 /// The case's positional inputs: wrapped numbers, or stored tensors with their view
 /// applied. Each stored tensor whose index is in `leaves` is first copied into a
 /// leaf that requires grad (returned in `leaf_of`, by input index), as the
-/// gradient cases differentiate with respect to the stored tensor. An error
-/// message, or "".
+/// gradient cases differentiate with respect to the stored tensor. `fresh`:
+/// every stored tensor is copied (a case that writes its inputs in place can
+/// run again on the stored values). Stored tensors are moved to `device`
+/// first. An error message, or "".
 std::string load_inputs(const json& c, const std::map<std::string, Tensor>& tensors,
-                        const std::set<size_t>& leaves, std::vector<Tensor>& inputs,
-                        std::map<size_t, Tensor>& leaf_of) {
+                        const std::set<size_t>& leaves, Device device, std::vector<Tensor>& inputs,
+                        std::map<size_t, Tensor>& leaf_of, bool fresh) {
   for (const json& in : c.at("inputs")) {
     if (in.contains("scalar")) {
       inputs.push_back(detail::wrapped_scalar(json_scalar(in.at("scalar"))));
@@ -149,12 +154,13 @@ std::string load_inputs(const json& c, const std::map<std::string, Tensor>& tens
     const std::string key = in.at("key").get<std::string>();
     auto it = tensors.find(key);
     if (it == tensors.end()) return fmt::format("tensor '{}' missing from the file", key);
-    Tensor x = it->second;
+    Tensor x = it->second.to(device);
     if (dtype_name(x.dtype()) != in.at("dtype").get<std::string>() ||
         x.sizes() != in.at("shape").get<Shape>())
       return fmt::format("tensor '{}' in the file is {} {}, manifest says {} {}", key,
                          dtype_name(x.dtype()), detail::shape_str(x.sizes()),
                          in.at("dtype").get<std::string>(), in.at("shape").dump());
+    if (fresh && x.storage() == it->second.storage()) x = x.clone();
     if (leaves.count(inputs.size())) {
       x = x.clone().requires_grad_(true);
       leaf_of[inputs.size()] = x;
@@ -172,10 +178,11 @@ std::string load_inputs(const json& c, const std::map<std::string, Tensor>& tens
 }
 
 /// The gradient part of a case of grad_golden.json: `out` are the op's outputs,
-/// `leaf_of` the leaves made for its differentiable inputs.
+/// `leaf_of` the leaves made for its differentiable inputs (on `device`, where the
+/// upstream gradients are moved).
 CaseResult check_grads(const json& c, const std::map<std::string, Tensor>& tensors,
                        const std::string& op, const std::vector<Tensor>& out,
-                       const std::map<size_t, Tensor>& leaf_of) {
+                       const std::map<size_t, Tensor>& leaf_of, Device device) {
   auto tensor_of = [&](const json& ref) -> Tensor {
     auto it = tensors.find(ref.at("key").get<std::string>());
     SMELT_CHECK(it != tensors.end(), "golden: tensor '{}' missing from the file",
@@ -187,7 +194,7 @@ CaseResult check_grads(const json& c, const std::map<std::string, Tensor>& tenso
   for (size_t i = 0; i < gouts.size() && i < out.size(); ++i) {
     if (gouts[i].is_null()) continue;
     roots.push_back(out[i]);
-    upstream.push_back(tensor_of(gouts[i]));
+    upstream.push_back(tensor_of(gouts[i]).to(device));
   }
   std::vector<const json*> wanted;
   for (const json& g : c.at("grads")) {
@@ -211,41 +218,93 @@ CaseResult check_grads(const json& c, const std::map<std::string, Tensor>& tenso
   return {true, ""};
 }
 
-CaseResult run_case(const json& c, const std::map<std::string, Tensor>& tensors, bool compiled) {
-  const std::string op = c.at("op").get<std::string>();
-  // ---- inputs (leaves that require grad for the inputs a gradient case differentiates) ----
-  const bool grads = c.contains("grads");
+/// Waits for `device`'s queued work: on CUDA an error a kernel flagged (integer
+/// division by zero) is raised at this synchronization point, so the case that
+/// caused it reports it rather than a later one.
+void synchronize(Device device) {
+  if (device.is_cuda()) cuda::synchronize();
+}
+
+/// A case ready to run: its op, inputs and eager computation.
+struct PreparedCase {
+  std::string op;
+  std::vector<Tensor> inputs;        // on the case's device
+  std::map<size_t, Tensor> leaf_of;  // leaves of a gradient case, by input index
+  Runner eager;                      // the case's computation, a function of its inputs
+  std::string error;                 // why the inputs could not be loaded, or ""
+  Device device;
+};
+
+PreparedCase prepare_case(const json& c, const std::map<std::string, Tensor>& tensors, bool fresh,
+                          Device device) {
+  PreparedCase p;
+  p.device = device;
+  p.op = c.at("op").get<std::string>();
+  // Leaves that require grad for the inputs a gradient case differentiates.
   std::set<size_t> leaves;
-  if (grads)
+  if (c.contains("grads"))
     for (const json& g : c.at("grads"))
       if (!g.at("key").is_null()) leaves.insert(g.at("input").get<size_t>());
-  std::vector<Tensor> inputs;
-  std::map<size_t, Tensor> leaf_of;
-  if (std::string why = load_inputs(c, tensors, leaves, inputs, leaf_of); !why.empty())
-    return {false, why};
-  detail::Attrs attrs = json_attrs(op, c.value("kwargs", json::object()), inputs.size());
-
-  // The case's computation, as a function of its tensor inputs (smelt::compile can wrap it).
-  Runner eager = [&op, &attrs](const std::vector<Tensor>& in) -> std::vector<Tensor> {
+  p.error = load_inputs(c, tensors, leaves, device, p.inputs, p.leaf_of, fresh);
+  if (!p.error.empty()) return p;
+  detail::Attrs attrs = json_attrs(p.op, c.value("kwargs", json::object()), p.inputs.size());
+  p.eager = [op = p.op, attrs](const std::vector<Tensor>& in) -> std::vector<Tensor> {
     if (kTensorOnlyOther.count(op) && in.size() > 1 && in[1].is_wrapped_number())
       detail::throw_error(
           fmt::format("{}: argument 'other' (position 2) must be a Tensor, not a number", op));
     return detail::call_op(op, in, attrs);
   };
+  return p;
+}
+
+/// Compares the outputs `out` of a value case with PyTorch's (and its gradients,
+/// for a gradient case).
+CaseResult check_outputs(const json& c, const std::map<std::string, Tensor>& tensors,
+                         const PreparedCase& p, std::vector<Tensor> out) {
+  const json& outs = c.at("outputs");
+  // batch_norm in training mode: PyTorch's outputs 2 and 3 are the running stats it updated.
+  if (p.op == "batch_norm" && outs.size() == 3 && p.inputs.size() >= 3) {
+    out.resize(1);
+    out.push_back(p.inputs[1]);
+    out.push_back(p.inputs[2]);
+  }
+  if (out.size() != outs.size())
+    return {false, fmt::format("{} outputs but PyTorch gives {}", out.size(), outs.size())};
+  for (size_t i = 0; i < out.size(); ++i) {
+    const std::string key = outs[i].at("key").get<std::string>();
+    auto it = tensors.find(key);
+    if (it == tensors.end()) return {false, fmt::format("tensor '{}' missing from the file", key)};
+    std::string why;
+    try {
+      why = compare_tensors(out[i], it->second, golden_tolerance(p.op, it->second.dtype()));
+    } catch (const std::exception& e) {
+      why = fmt::format("cannot read the output: {}", e.what());
+    }
+    if (!why.empty()) return {false, out.size() > 1 ? fmt::format("output {}: {}", i, why) : why};
+  }
+  if (c.contains("grads")) return check_grads(c, tensors, p.op, out, p.leaf_of, p.device);
+  return {true, ""};
+}
+
+CaseResult run_case(const json& c, const std::map<std::string, Tensor>& tensors, bool compiled,
+                    Device device) {
+  PreparedCase p = prepare_case(c, tensors, /*fresh=*/compiled, device);
+  if (!p.error.empty()) return {false, p.error};
   // --compiled: the same function through smelt::compile (fullgraph, so that a
   // graph break is reported instead of silently running eagerly).
   auto core = std::make_shared<detail::CompiledCore>(
-      CompileOptions{.fullgraph = !kMayBreakGraph.count(op)}, nullptr, nullptr);
-  Runner run =
-      compiled
-          ? Runner([core, eager](const std::vector<Tensor>& in) { return core->call(in, eager); })
-          : eager;
+      CompileOptions{.fullgraph = !kMayBreakGraph.count(p.op)}, nullptr, nullptr);
+  Runner run = compiled ? Runner([core, eager = p.eager](const std::vector<Tensor>& in) {
+    return core->call(in, eager);
+  })
+                        : p.eager;
 
   // ---- error cases: only smelt::Error counts ----
   if (c.contains("error")) {
     std::string want = c.at("error").get<std::string>();
     try {
-      std::vector<Tensor> out = run(inputs);
+      std::vector<Tensor> out = run(p.inputs);
+      synchronize(device);
       return {false, fmt::format("returned a result; PyTorch raises {}", want)};
     } catch (const Error&) {
       return {true, ""};
@@ -260,35 +319,88 @@ CaseResult run_case(const json& c, const std::map<std::string, Tensor>& tensors,
   // ---- value cases ----
   std::vector<Tensor> out;
   try {
-    out = run(inputs);
+    out = run(p.inputs);
+    synchronize(device);
   } catch (const std::exception& e) {
     return {false, fmt::format("raised: {}", e.what())};
   } catch (...) {
     return {false, "threw a non-std exception"};
   }
-  const json& outs = c.at("outputs");
-  // batch_norm in training mode: PyTorch's outputs 2 and 3 are the running stats it updated.
-  if (op == "batch_norm" && outs.size() == 3 && inputs.size() >= 3) {
-    out.resize(1);
-    out.push_back(inputs[1]);
-    out.push_back(inputs[2]);
+  return check_outputs(c, tensors, p, std::move(out));
+}
+
+/// Whether a case may share one compiled function with others (--compiled):
+/// a value case whose op cannot break the graph.
+bool batchable(const json& c) {
+  return !c.contains("error") && !c.contains("grads") &&
+         !kMayBreakGraph.count(c.at("op").get<std::string>());
+}
+
+/// --compiled, several value cases through ONE compiled function: a graph of
+/// all their ops, its kernels built in one go, where a function per case costs
+/// a system-compiler start each (~0.3 s of a core). A case that fails here, or
+/// every case of a batch that raises, is run again alone: a failure alone is
+/// reported as such; a case that passes alone but fails beside others is a
+/// failure of compiling them together, reported with both results.
+std::vector<CaseResult> run_batch_compiled(const std::vector<const json*>& batch,
+                                           const std::map<std::string, Tensor>& tensors,
+                                           Device device) {
+  std::vector<CaseResult> results(batch.size());
+  std::vector<PreparedCase> ps;
+  std::vector<size_t> first{0};  // case k's inputs are all[first[k], first[k + 1])
+  std::vector<Tensor> all;
+  for (const json* c : batch) {
+    ps.push_back(prepare_case(*c, tensors, /*fresh=*/true, device));
+    all.insert(all.end(), ps.back().inputs.begin(), ps.back().inputs.end());
+    first.push_back(all.size());
   }
-  if (out.size() != outs.size())
-    return {false, fmt::format("{} outputs but PyTorch gives {}", out.size(), outs.size())};
-  for (size_t i = 0; i < out.size(); ++i) {
-    const std::string key = outs[i].at("key").get<std::string>();
-    auto it = tensors.find(key);
-    if (it == tensors.end()) return {false, fmt::format("tensor '{}' missing from the file", key)};
-    std::string why;
-    try {
-      why = compare_tensors(out[i], it->second, golden_tolerance(op, it->second.dtype()));
-    } catch (const std::exception& e) {
-      why = fmt::format("cannot read the output: {}", e.what());
+  std::vector<size_t> n_out(batch.size(), 0);
+  Runner whole = [&](const std::vector<Tensor>& in) {
+    std::vector<Tensor> outs;
+    for (size_t k = 0; k < ps.size(); ++k) {
+      if (!ps[k].error.empty()) continue;
+      std::vector<Tensor> mine(in.begin() + static_cast<std::ptrdiff_t>(first[k]),
+                               in.begin() + static_cast<std::ptrdiff_t>(first[k + 1]));
+      std::vector<Tensor> o = ps[k].eager(mine);
+      n_out[k] = o.size();
+      outs.insert(outs.end(), o.begin(), o.end());
     }
-    if (!why.empty()) return {false, out.size() > 1 ? fmt::format("output {}: {}", i, why) : why};
+    return outs;
+  };
+  std::vector<Tensor> out;
+  std::string raised;
+  try {
+    detail::CompiledCore core(CompileOptions{.fullgraph = true}, nullptr, nullptr);
+    out = core.call(all, whole);
+    synchronize(device);
+  } catch (const std::exception& e) {
+    raised = e.what();
   }
-  if (grads) return check_grads(c, tensors, op, out, leaf_of);
-  return {true, ""};
+  size_t at = 0;
+  for (size_t k = 0; k < batch.size(); ++k) {
+    if (!ps[k].error.empty()) {
+      results[k] = {false, ps[k].error};
+      continue;
+    }
+    CaseResult together{false, "the batch raised: " + raised};
+    if (raised.empty()) {
+      std::vector<Tensor> mine(out.begin() + static_cast<std::ptrdiff_t>(at),
+                               out.begin() + static_cast<std::ptrdiff_t>(at + n_out[k]));
+      at += n_out[k];
+      together = check_outputs(*batch[k], tensors, ps[k], std::move(mine));
+    }
+    if (together.pass) {
+      results[k] = together;
+      continue;
+    }
+    CaseResult alone = run_case(*batch[k], tensors, /*compiled=*/true, device);
+    results[k] = alone.pass
+                     ? CaseResult{false, fmt::format("passes compiled alone, fails compiled "
+                                                     "in one function with {} other cases: {}",
+                                                     batch.size() - 1, together.reason)}
+                     : alone;
+  }
+  return results;
 }
 
 }  // namespace
@@ -324,20 +436,49 @@ int cmd_golden(const GoldenOptions& opts) {
               "smelt golden: no case of {} has an id containing '{}' (--filter matches part of a "
               "case id, e.g. 'softmax'; run with -v and no --filter to list them)",
               opts.manifest, opts.filter);
+  const Device device(opts.device);
+  if (device.is_cuda()) (void)zeros({1}, TensorOptions().device(device));  // Error without a GPU
+  // Work items: one case, or (--compiled) a batch of value cases compiled as one function.
+  constexpr size_t kBatch = 48;
+  std::vector<std::vector<size_t>> items;
+  std::vector<size_t> pending;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    if (opts.compiled && batchable(*cases[i])) {
+      pending.push_back(i);
+      if (pending.size() == kBatch) items.push_back(std::exchange(pending, {}));
+    } else {
+      items.push_back({i});
+    }
+  }
+  if (!pending.empty()) items.push_back(pending);
   std::vector<CaseResult> results(cases.size());
   std::atomic<int64_t> done{0}, failed_so_far{0};
-  auto run_one = [&](size_t i) {
-    CaseResult r;
+  auto guarded = [](auto&& f) -> std::vector<CaseResult> {
     try {
-      r = run_case(*cases[i], tensors, opts.compiled);
+      return f();
     } catch (const std::exception& e) {
-      r = {false, fmt::format("malformed case or harness error: {}", e.what())};
+      return {{false, fmt::format("malformed case or harness error: {}", e.what())}};
     } catch (...) {
-      r = {false, "malformed case: unknown exception"};
+      return {{false, "malformed case: unknown exception"}};
     }
-    results[i] = r;
-    if (!r.pass) ++failed_so_far;
-    ++done;
+  };
+  auto run_item = [&](const std::vector<size_t>& item) {
+    std::vector<CaseResult> r;
+    if (item.size() > 1) {
+      std::vector<const json*> batch;
+      for (size_t i : item) batch.push_back(cases[i]);
+      r = guarded([&] { return run_batch_compiled(batch, tensors, device); });
+    } else {
+      r = guarded([&] {
+        return std::vector<CaseResult>{run_case(*cases[item[0]], tensors, opts.compiled, device)};
+      });
+    }
+    r.resize(item.size(), r.empty() ? CaseResult{} : r.front());
+    for (size_t k = 0; k < item.size(); ++k) {
+      results[item[k]] = r[k];
+      if (!r[k].pass) ++failed_so_far;
+      ++done;
+    }
   };
   // Compiled cases spend their time in the system compiler: run them on all cores.
   size_t workers = opts.compiled ? std::max(1u, std::thread::hardware_concurrency()) : 1;
@@ -345,10 +486,12 @@ int cmd_golden(const GoldenOptions& opts) {
   std::vector<std::thread> pool;
   for (size_t w = 0; w < workers; ++w)
     pool.emplace_back([&] {
-      for (size_t i = next++; i < cases.size(); i = next++) run_one(i);
+      for (size_t i = next++; i < items.size(); i = next++) run_item(items[i]);
     });
   {
-    Progress progress(opts.compiled ? "smelt golden --compiled" : "smelt golden",
+    Progress progress(opts.compiled     ? "smelt golden --compiled"
+                      : device.is_cpu() ? "smelt golden"
+                                        : "smelt golden --device " + opts.device,
                       static_cast<int64_t>(cases.size()));
     while (progress.active() && done.load() < static_cast<int64_t>(cases.size())) {
       progress.update(done.load(), failed_so_far.load());

@@ -25,6 +25,9 @@ int main(int argc, char** argv) {
   g->add_option("--filter", golden.filter,
                 "only cases whose id contains this (an error when none does)");
   g->add_flag("-v,--verbose", golden.verbose, "print passing cases too");
+  g->add_option("--device", golden.device,
+                "device the ops run on: cpu, cuda or cuda:N (tensor inputs are moved there; "
+                "results are read back to compare)");
   g->footer("A progress line with counts and ETA is shown on stderr when it is a terminal.");
 
   CacheOptions cache;
@@ -37,10 +40,9 @@ int main(int argc, char** argv) {
 
   BenchOptions bench;
   auto* b = app.add_subcommand("bench", "eager vs compiled on a workload");
-  b->add_option(
-       "workload", bench.workload,
-       "pointwise|softmax|layernorm|mlp|horizontal|chain|minilm|ops|all (all: every one but "
-       "chain, minilm and ops; ops: eager time of single ops)")
+  b->add_option("workload", bench.workload,
+                "pointwise|softmax|layernorm|mlp|train-mlp|horizontal|chain|minilm|ops|all (all: "
+                "every one but chain, minilm and ops; ops: eager time of single ops)")
       ->required();
   b->add_option("--device", bench.device,
                 "device the workload runs on: cpu (the only one in this build; CUDA is not "
@@ -86,11 +88,33 @@ int main(int argc, char** argv) {
   s->add_option("sentences", sim.sentences, "two sentences")->expected(2)->required();
   add_model_options(s, sim);
 
+  TrainOptions train;
+  train.shared_dir = SMELT_SHARED_DIR;
+  auto* t = app.add_subcommand(
+      "train",
+      "train a model from PyTorch's initial weights, eagerly and compiled, against "
+      "PyTorch's loss curve");
+  t->add_option("model", train.model, "the model: digits (the digits MLP)")->required();
+  t->add_option("--run", train.run,
+                "the run of training.json: sgd, sgd_momentum_nesterov_wd, adam, adamw, "
+                "adam_minibatch");
+  t->add_option("--mode", train.mode, "eager, compiled (smelt::compile of the step) or both");
+  t->add_option("--steps", train.steps, "steps to train (0: the run's own schedule)")
+      ->check(CLI::NonNegativeNumber);
+  t->add_option("--shared", train.shared_dir, "folder with data/training.safetensors");
+  t->footer("A progress line is shown on stderr when it is a terminal.");
+
   FuzzOptions fuzz;
   auto* f = app.add_subcommand("fuzz", "differential fuzzing: compiled vs eager");
   f->add_option("--cases", fuzz.cases, "number of random graphs")->check(CLI::Range(1, 1000000));
   f->add_option("--seed", fuzz.seed, "seed");
   f->add_flag("-v,--verbose", fuzz.verbose, "print every case");
+  f->add_option("--device", fuzz.device,
+                "compare eager on this device (cuda, cuda:N) with eager on the CPU instead of "
+                "compiled with eager");
+  f->add_flag("--grad", fuzz.grad,
+              "gradient programs: inputs that require grad, backward() in the compiled "
+              "function; the inputs' gradients are compared with eager's too");
   f->footer("A progress line with counts and ETA is shown on stderr when it is a terminal.");
 
   CLI11_PARSE(app, argc, argv);
@@ -104,6 +128,7 @@ int main(int argc, char** argv) {
       return cmd_bench(bench);
     }
     if (app.got_subcommand(f)) return cmd_fuzz(fuzz);
+    if (app.got_subcommand(t)) return cmd_train(train);
     if (app.got_subcommand(e)) return cmd_embed(embed);
     if (app.got_subcommand(s)) return cmd_similarity(sim);
   } catch (const smelt::Error& e) {

@@ -28,9 +28,10 @@ Progress::Progress(std::string label, int64_t total, std::string unit)
 
 std::string Progress::line(const std::string& label, const std::string& unit, int64_t total,
                            int64_t done, int64_t failed, double elapsed_s) {
-  std::string s =
-      fmt::format("{}: {}/{} {} ({}%), {} failed, {} elapsed", label, done, total, unit,
-                  total > 0 ? done * 100 / total : 100, failed, duration_str(elapsed_s));
+  std::string s = fmt::format("{}: {}/{} {} ({}%), ", label, done, total, unit,
+                              total > 0 ? done * 100 / total : 100);
+  if (failed >= 0) s += fmt::format("{} failed, ", failed);
+  s += fmt::format("{} elapsed", duration_str(elapsed_s));
   if (done > 0 && done < total)
     s += ", ETA " +
          duration_str(elapsed_s / static_cast<double>(done) * static_cast<double>(total - done));

@@ -18,7 +18,8 @@ class Progress {
   Progress(const Progress&) = delete;
   Progress& operator=(const Progress&) = delete;
 
-  /// `done` of the items finished, `failed` of them failed. One thread at a time.
+  /// `done` of the items finished, `failed` of them failed (negative: items
+  /// cannot fail, and the line does not count failures). One thread at a time.
   void update(int64_t done, int64_t failed);
   /// Erases the line (before other output is printed, and at the end).
   void clear();

@@ -224,22 +224,11 @@ void epilogue_loop(int64_t batch, int64_t m, int64_t n, T* c, int64_t cbs, int64
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) {
         T& out = c[bi * cbs + i * crs + j * ccs];
-        Acc v = static_cast<Acc>(out);
-        if constexpr (std::is_integral_v<T>) {
-          if (bias) v = static_cast<Acc>(static_cast<uint64_t>(v) + static_cast<uint64_t>(bias[j]));
-        } else {
-          if (bias) v += static_cast<Acc>(bias[j]);
-        }
-        v = apply_epilogue_activation<Acc>(act, v);
-        if (res) {
-          Acc r = static_cast<Acc>(res[bi * e.residual_batch_stride + i * e.residual_row_stride +
-                                       j * e.residual_col_stride]);
-          if constexpr (std::is_integral_v<T>)
-            v = static_cast<Acc>(static_cast<uint64_t>(v) + static_cast<uint64_t>(r));
-          else
-            v += r;
-        }
-        out = static_cast<T>(v);
+        const T* r = res ? res + bi * e.residual_batch_stride + i * e.residual_row_stride +
+                               j * e.residual_col_stride
+                         : nullptr;
+        out = static_cast<T>(
+            apply_epilogue<Acc>(static_cast<Acc>(out), bias ? bias + j : nullptr, act, r));
       }
 }
 
@@ -484,13 +473,11 @@ void gemm_fused(DType dtype, int64_t batch, int64_t m, int64_t n, int64_t k, con
         for (int64_t bi = 0; bi < batch; ++bi)
           for (int64_t i = 0; i < m; ++i)
             for (int64_t j = 0; j < n; ++j) {
-              float v = cf[(bi * m + i) * n + j];
-              if (bias) v += static_cast<float>(bias[j]);
-              v = apply_epilogue_activation<float>(act, v);
-              if (res)
-                v += static_cast<float>(res[bi * e.residual_batch_stride +
-                                            i * e.residual_row_stride + j * e.residual_col_stride]);
-              cp[bi * cbs + i * crs + j * ccs] = T(v);
+              const T* r = res ? res + bi * e.residual_batch_stride + i * e.residual_row_stride +
+                                     j * e.residual_col_stride
+                               : nullptr;
+              cp[bi * cbs + i * crs + j * ccs] = T(apply_epilogue<float>(
+                  cf[(bi * m + i) * n + j], bias ? bias + j : nullptr, act, r));
             }
       }
     });

@@ -41,7 +41,7 @@ bool fused_rows_ok(const Tensor& x, int64_t n, const Tensor& out) {
   return reduce::inner_splits(x.numel() / n, n, omp_get_max_threads()) == 1;
 }
 
-/// weight / bias of layer_norm_rows: absent, or contiguous [n] of dtype t.
+/// weight / bias of fused_layer_norm: absent, or contiguous [n] of dtype t.
 bool row_param_ok(const Tensor& p, int64_t n, DType t) {
   return !p.defined() || (p.dtype() == t && p.is_contiguous() && p.numel() == n);
 }
@@ -67,6 +67,8 @@ class CpuBackend final : public backend::Backend {
   DeviceType type() const override { return DeviceType::CPU; }
   const char* name() const override { return "cpu"; }
 
+  int device_count() override { return 1; }
+
   Allocator& allocator() override { return allocator_; }
   void memset(void* dst, int value, size_t nbytes, Stream) override {
     std::memset(dst, value, nbytes);
@@ -75,6 +77,9 @@ class CpuBackend final : public backend::Backend {
     std::memmove(dst, src, nbytes);
   }
   void copy_to_host(void* dst, const void* src, size_t nbytes, Stream) override {
+    std::memcpy(dst, src, nbytes);
+  }
+  void copy_from_host(void* dst, const void* src, size_t nbytes, Stream) override {
     std::memcpy(dst, src, nbytes);
   }
 
@@ -156,13 +161,13 @@ class CpuBackend final : public backend::Backend {
     cumsum_kernel(x, dim, out);
   }
 
-  bool softmax_lastdim(const Tensor& x, bool log, const Tensor& out) override {
+  bool fused_softmax(const Tensor& x, bool log, const Tensor& out) override {
     if (x.dim() == 0 || !fused_rows_ok(x, x.sizes().back(), out)) return false;
     softmax_rows_stub(x, log, out);
     return true;
   }
-  bool layer_norm_rows(const Tensor& x, int64_t n, const Tensor& weight, const Tensor& bias,
-                       double eps, const Tensor& out) override {
+  bool fused_layer_norm(const Tensor& x, int64_t n, const Tensor& weight, const Tensor& bias,
+                        double eps, const Tensor& out) override {
     if (!fused_rows_ok(x, n, out) || x.numel() % n != 0 || !row_param_ok(weight, n, x.dtype()) ||
         !row_param_ok(bias, n, x.dtype()))
       return false;

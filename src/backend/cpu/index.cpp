@@ -7,6 +7,7 @@
 
 #include "backend/cpu/copy.h"
 #include "backend/cpu/loops.h"
+#include "kernels/scalar_ops.h"
 
 namespace smelt::cpu {
 
@@ -129,14 +130,8 @@ void scatter_add(const Tensor& out, int64_t dim, const Tensor& index, const Tens
   SMELT_DISPATCH_ALL(out.dtype(), "scatter_add", [&] {
     const T* from = static_cast<const T*>(src.data_ptr());
     T* dst = static_cast<T*>(out.data_ptr());
-    auto add_to = [](T& d, T v) {
-      if constexpr (std::is_same_v<T, bool>) {
-        d = d || v;
-      } else {
-        d = static_cast<T>(d + v);
-      }
-    };
-    if (ind == 0) {  // a 0-dim out, index and src
+    auto add_to = [](T& d, T v) { d = scalar::add<T>(d, v); };  // bool: or; integers wrap
+    if (ind == 0) {                                             // a 0-dim out, index and src
       add_to(dst[0], from[0]);
       return;
     }

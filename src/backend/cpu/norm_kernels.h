@@ -5,7 +5,7 @@
 // (src/kernels/scalar_ops.h) in the same order, and the row reductions (max,
 // sum, Welford var_mean) through the same InnerOrder (src/kernels/reduce_ops.h)
 // eager's reduction kernels use. Built once per CPU capability (capability.h);
-// the CPU backend checks the cases they take (see Backend::softmax_lastdim).
+// the CPU backend checks the cases they take (see Backend::fused_softmax).
 #pragma once
 #include <cstdint>
 

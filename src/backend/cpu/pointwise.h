@@ -22,6 +22,7 @@
 
 #include "backend/cpu/loops.h"
 #include "backend/cpu/pointwise_table.h"
+#include "kernels/pointwise_list.h"  // the X-macro lists the kernel sources expand
 #include "kernels/scalar_ops.h"
 #include "smelt/scalar.h"
 
@@ -31,6 +32,7 @@
 
 namespace smelt::cpu::SMELT_CPU_CAP::pw {
 
+// Compute-type sets an op supports (kernels/pointwise_list.h).
 using ::smelt::cpu::pw::kAll;
 using ::smelt::cpu::pw::kB;
 using ::smelt::cpu::pw::kF;
@@ -203,3 +205,7 @@ PointwiseKernel make_kernel() {
 /// instantiated for compute-type set `set`.
 #define SMELT_PW_ENTRY(fn, arity, extra, set) \
   { #fn, ::smelt::cpu::SMELT_CPU_CAP::pw::make_kernel < set, arity, extra, fn##_functor>() }
+
+/// X-macro adapters over the lists of kernels/pointwise_list.h.
+#define SMELT_PW_DEFINE_FUNCTOR(fn, arity, extra, set) SMELT_PW_FUNCTOR(fn)
+#define SMELT_PW_TABLE_ROW(fn, arity, extra, set) SMELT_PW_ENTRY(fn, arity, extra, set),

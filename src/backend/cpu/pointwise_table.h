@@ -9,12 +9,18 @@
 
 #include "backend/cpu/capability.h"
 #include "core/tensor_impl.h"
+#include "kernels/pointwise_list.h"
 #include "smelt/scalar.h"
 
 namespace smelt::cpu::pw {
 
-/// Compute-type sets an op supports (bit mask over categories of C).
-enum : int { kB = 1, kI = 2, kF = 4, kIB = kI | kB, kIF = kI | kF, kAll = kB | kI | kF };
+// Compute-type sets an op supports (kernels/pointwise_list.h).
+using ::smelt::pw::kAll;
+using ::smelt::pw::kB;
+using ::smelt::pw::kF;
+using ::smelt::pw::kI;
+using ::smelt::pw::kIB;
+using ::smelt::pw::kIF;
 
 /// True when dtype `t`'s category is in Set.
 inline bool in_set(int set, DType t) {

@@ -127,6 +127,12 @@ std::string compiler() {
 ///   (pow(x, 0.5) -> sqrt(x), wrong at -0.0 and -inf; pow(x, 2) -> x*x):
 ///   scalar::pow hides its exponent from constant folding (scalar::opaque), and
 ///   scalar::fmax/fmin avoid std::fmax, whose sign of a zero result is unspecified.
+/// -fno-trapping-math: floating-point operations may be assumed not to trap,
+///   so a select (where, masked_fill, relu, a causal or padding mask before
+///   softmax) computes both sides and vectorizes; with trapping math GCC kept
+///   such loops scalar ("control flow in loop"). It changes no value: only
+///   which exception flags an operation may raise, which nothing reads
+///   (-frounding-math stays off: round-to-nearest is assumed, as eager builds do).
 /// -fopenmp: only the printed pragmas (no `omp simd`, which would allow
 ///   reassociating reductions). -shared, -fPIC, -std=c++17, -w: no effect on values.
 const std::vector<std::string>& flag_list() {
@@ -134,6 +140,7 @@ const std::vector<std::string>& flag_list() {
                                              "-march=native",
                                              "-ffp-contract=off",
                                              "-fno-math-errno",
+                                             "-fno-trapping-math",
                                              "-fopenmp",
                                              "-shared",
                                              "-fPIC",

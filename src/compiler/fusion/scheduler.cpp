@@ -352,6 +352,15 @@ class Scheduler {
       Step st;
       if (k == LoopKind::Extern) {
         st = extern_steps_.at(i);
+      } else if (const detail::OpDef* def = detail::find_op(n.op); def && def->multi_tensor) {
+        // Named in finalize_names: <target>_for_<op>_<n>.
+        st.kind = Step::Kind::Fallback;
+        st.node = i;
+        st.kernel_kind = "for";
+        log(
+            fmt::format("{} (%{}): one multi-tensor kernel of the backend over its {} tensors, "
+                        "updating them in place where their old values are not read again",
+                        n.op, n.outputs[0], n.inputs.size()));
       } else {
         st.kind = Step::Kind::Fallback;
         st.node = i;
@@ -421,6 +430,13 @@ class Scheduler {
     int index = 0;
     for (auto& st : s_.steps) {
       if (st.kind == Step::Kind::Fallback) {
+        if (st.kernel_kind == "for") {
+          // "_fused_sgd_" -> cpp_for_fused_sgd_3
+          std::string op = g_.nodes[st.node].op;
+          while (!op.empty() && op.front() == '_') op.erase(op.begin());
+          while (!op.empty() && op.back() == '_') op.pop_back();
+          st.name = fmt::format("{}_for_{}_{}", target_name(target_), op, index++);
+        }
         st.reads.clear();
         for (auto& in : g_.nodes[st.node].inputs)
           if (!in.is_scalar()) st.reads.push_back(in.buf);

@@ -92,7 +92,8 @@ std::string Graph::str() const {
   std::string s;
   for (auto& b : buffers)
     if (b.kind != BufferKind::Node)
-      s += fmt::format("  %{} = {} {} extent={}\n", b.id, b.name(), dtype_name(b.dtype), b.extent);
+      s += fmt::format("  %{} = {} {} extent={}{}\n", b.id, b.name(), dtype_name(b.dtype), b.extent,
+                       b.written ? " (written)" : "");
   for (auto& n : nodes) {
     std::vector<std::string> outs, ins;
     for (int o : n.outputs)
@@ -190,6 +191,7 @@ uint64_t Graph::hash() const {
     h.add(static_cast<uint64_t>(b.producer));
     h.add(static_cast<uint64_t>(b.input_index));
     h.add(static_cast<uint64_t>(b.captured));
+    h.add(static_cast<uint64_t>(b.written));
   }
   h.add(nodes.size());
   for (auto& n : nodes) {

@@ -36,6 +36,10 @@ struct Buffer {
   /// outside) rather than being created by it. Captured constants are read at
   /// every call (in-place updates are seen), so they are never folded.
   bool captured = false;
+  /// Constant: the function writes into it (an optimizer's parameter or state,
+  /// a .grad accumulated into): the graph writes its final value back into the
+  /// tensor at every call (Graph::mutations), and nothing over it is folded.
+  bool written = false;
   std::string name() const;  // "buf3", "arg0", "param1", "const2"
 };
 

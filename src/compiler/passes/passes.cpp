@@ -73,10 +73,12 @@ void append_input_key(std::string& key, const Operand& now, const void* real) {
 }
 
 /// Whether a real (non-tracer) input lets its node fold: only constants the
-/// function created fold; a captured tensor is read at every call.
+/// function created and never writes fold; a captured tensor is read at every
+/// call, a written one changes from call to call.
 bool folds(const Graph& g, const Operand& in) {
-  return in.is_scalar() ||
-         !(g.buffers[in.buf].kind == BufferKind::Constant && g.buffers[in.buf].captured);
+  if (in.is_scalar()) return true;
+  const Buffer& b = g.buffers[in.buf];
+  return !(b.kind == BufferKind::Constant && (b.captured || b.written));
 }
 
 bool foldable(const std::string& op) {
@@ -137,7 +139,7 @@ class Replayer {
           o = whole(nb_.graph.buffers[nb_.graph.nodes[node].outputs[0]]);
         }
       }
-      nb_.graph.mutations.emplace_back(input_map_.at(dst), o.buf);
+      nb_.graph.mutations.emplace_back(new_buffer_of(dst), o.buf);
     }
     // Writes a decomposition made into an input or parameter (batch_norm's
     // running stats): the storage was rebound to the buffer holding the new value.
@@ -151,6 +153,16 @@ class Replayer {
   }
 
  private:
+  /// The new graph's buffer for old input, parameter or (written) constant `dst`.
+  int new_buffer_of(int dst) {
+    const Buffer& b = src_.buffers[dst];
+    if (b.kind != BufferKind::Constant) return input_map_.at(dst);
+    const Operand c = nb_.operand_of(b.constant);
+    SMELT_INTERNAL_ASSERT(!c.is_scalar(), "replay: written constant %{} is a number", dst);
+    nb_.graph.buffers[c.buf].written = true;
+    return c.buf;
+  }
+
   /// The tensor (tracer in the new graph, or a real constant) an old operand reads.
   Tensor tensor_of(const Operand& o) {
     if (o.is_scalar()) return nb_.view_of(o);

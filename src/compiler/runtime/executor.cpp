@@ -35,8 +35,42 @@ std::string MemoryPlan::str(const Graph& g) const {
     if (offset[b] >= 0)
       s += fmt::format("  {} {} x {} at arena+{}\n", g.buffers[b].name(),
                        dtype_name(g.buffers[b].dtype), g.buffers[b].extent, offset[b]);
+  for (size_t b = 0; b < in_place.size(); ++b)
+    if (in_place[b] >= 0)
+      s += fmt::format("  {} written in place into {}\n", g.buffers[b].name(),
+                       g.buffers[in_place[b]].name());
   return s;
 }
+
+namespace {
+/// MemoryPlan::in_place for the multi-tensor steps of `s`.
+std::vector<int> plan_in_place(const Graph& g, const Schedule& s) {
+  std::vector<int> in_place(g.buffers.size(), -1);
+  std::vector<int> last_read(g.buffers.size(), -1);
+  for (size_t i = 0; i < s.steps.size(); ++i)
+    for (int b : s.steps[i].reads) last_read[b] = static_cast<int>(i);
+  std::vector<int> written_back(g.buffers.size(), -1);  // source -> destination
+  for (auto& [dst, src] : g.mutations) written_back[src] = dst;
+  std::vector<bool> taken(g.buffers.size(), false);
+  for (size_t i = 0; i < s.steps.size(); ++i) {
+    const Step& st = s.steps[i];
+    if (st.kind != Step::Kind::Fallback || st.kernel_kind != "for") continue;
+    const Node& n = g.nodes[st.node];
+    for (size_t k = 0; k < n.outputs.size(); ++k) {
+      const Operand& in = n.inputs[k];
+      const int out = n.outputs[k];
+      if (in.is_scalar() || written_back[out] != in.buf || taken[in.buf]) continue;
+      const Buffer& b = g.buffers[in.buf];
+      if (b.kind == BufferKind::Node || b.extent != g.buffers[out].extent ||
+          !is_whole_contiguous(in, b) || last_read[in.buf] > static_cast<int>(i))
+        continue;
+      in_place[out] = in.buf;
+      taken[in.buf] = true;
+    }
+  }
+  return in_place;
+}
+}  // namespace
 
 MemoryPlan plan_memory(const Graph& g, const Schedule& s) {
   MemoryPlan mp;
@@ -80,6 +114,7 @@ CompiledGraph::CompiledGraph(Graph g, Schedule s, std::shared_ptr<backend::Modul
                              bool keep_arena)
     : g_(std::move(g)), s_(std::move(s)), module_(std::move(module)), keep_arena_(keep_arena) {
   mem_ = plan_memory(g_, s_);
+  mem_.in_place = plan_in_place(g_, s_);
   escaping_ = escaping(g_);
   if (!g_.buffers.empty()) device_ = g_.buffers[0].device;
   // The launch plan: one record per generated kernel, its arguments as slots.
@@ -131,7 +166,7 @@ Tensor view_over(void* base, const Operand& o) {
 
 /// C = A @ B (+ epilogue) for a matmul node whose operands are windows of buffers.
 void run_matmul(const Graph& g, const Step& st, const std::vector<void*>& ptr, backend::Backend& be,
-                backend::Stream stream) {
+                Device device, backend::Stream stream) {
   const Node& n = g.nodes[st.node];
   Operand a = n.inputs[0], b = n.inputs[1];
   const Buffer& out = g.buffers[st.writes[0]];
@@ -148,8 +183,8 @@ void run_matmul(const Graph& g, const Step& st, const std::vector<void*>& ptr, b
   const int64_t m = a.sizes[a.sizes.size() - 2], k = a.sizes.back(), nn = b.sizes.back();
   Shape abatch(a.sizes.begin(), a.sizes.end() - 2), bbatch(b.sizes.begin(), b.sizes.end() - 2);
   Shape batch = broadcast_shapes(abatch, bbatch, "matmul");
-  const int64_t nb = detail::shape_numel(batch);
   backend::Gemm gm;
+  gm.device = device;
   gm.dtype = dt;
   gm.n = nn;
   gm.k = k;
@@ -166,48 +201,25 @@ void run_matmul(const Graph& g, const Step& st, const std::vector<void*>& ptr, b
     ep.residual_row_stride = out.sizes.empty() ? 1 : out.sizes.back();
     ep.residual_col_stride = 1;
   }
-  char* c = static_cast<char*>(ptr[out.id]);
   const size_t isz = itemsize(dt);
-  // Fast path: B has no batch dims and A's batch and row dims merge into one.
-  bool b_shared = true;
-  for (size_t d = 0; d < bbatch.size(); ++d)
-    if (bbatch[d] != 1) b_shared = false;
-  bool a_merge = true;
-  int64_t expect = a.strides[a.sizes.size() - 2];
-  for (int64_t d = static_cast<int64_t>(abatch.size()) - 1; d >= 0; --d) {
-    expect *= (d + 1 == static_cast<int64_t>(abatch.size())) ? m : abatch[d + 1];
-    if (abatch[d] != 1 && a.strides[d] != expect) a_merge = false;
-  }
-  if (b_shared && a_merge && detail::shape_numel(abatch) == nb) {
-    gm.m = nb * m;
-    gm.a = {static_cast<char*>(ptr[a.buf]) + a.offset * isz, 0, a.strides[a.sizes.size() - 2],
-            a.strides.back()};
-    gm.b = {static_cast<char*>(ptr[b.buf]) + b.offset * isz, 0, b.strides[b.sizes.size() - 2],
-            b.strides.back()};
-    gm.c = c;
-    be.gemm(gm, stream);
-    return;
-  }
   gm.m = m;
-  const void* residual = ep.residual;
-  Shape bcs = detail::contiguous_strides(batch);
-  for (int64_t bi = 0; bi < nb; ++bi) {
-    int64_t aoff = a.offset, boff = b.offset;
-    for (size_t d = 0; d < batch.size(); ++d) {
-      int64_t idx = (bi / bcs[d]) % batch[d];
-      int64_t ad = static_cast<int64_t>(d) - static_cast<int64_t>(batch.size() - abatch.size());
-      int64_t bd = static_cast<int64_t>(d) - static_cast<int64_t>(batch.size() - bbatch.size());
-      if (ad >= 0 && abatch[ad] != 1) aoff += idx * a.strides[ad];
-      if (bd >= 0 && bbatch[bd] != 1) boff += idx * b.strides[bd];
-    }
-    gm.a = {static_cast<char*>(ptr[a.buf]) + aoff * isz, 0, a.strides[a.sizes.size() - 2],
-            a.strides.back()};
-    gm.b = {static_cast<char*>(ptr[b.buf]) + boff * isz, 0, b.strides[b.sizes.size() - 2],
-            b.strides.back()};
-    gm.c = c + bi * m * nn * isz;
-    if (residual) ep.residual = static_cast<const char*>(residual) + bi * m * nn * isz;
-    be.gemm(gm, stream);
+  gm.a = {static_cast<char*>(ptr[a.buf]) + a.offset * isz, 0, a.strides[a.sizes.size() - 2],
+          a.strides.back()};
+  gm.b = {static_cast<char*>(ptr[b.buf]) + b.offset * isz, 0, b.strides[b.sizes.size() - 2],
+          b.strides.back()};
+  gm.c = ptr[out.id];
+  // Batch dims: A's and B's strides (0 where broadcast); C and the residual
+  // are contiguous m x n matrices in batch order.
+  const Shape cs = detail::contiguous_strides(batch);
+  std::vector<backend::GemmBatchDim> dims(batch.size());
+  for (size_t d = 0; d < batch.size(); ++d) {
+    const int64_t ad = static_cast<int64_t>(d) - static_cast<int64_t>(batch.size() - abatch.size());
+    const int64_t bd = static_cast<int64_t>(d) - static_cast<int64_t>(batch.size() - bbatch.size());
+    const int64_t cstr = cs[d] * m * nn;
+    dims[d] = {batch[d], ad >= 0 && abatch[ad] != 1 ? a.strides[ad] : 0,
+               bd >= 0 && bbatch[bd] != 1 ? b.strides[bd] : 0, cstr, ep.residual ? cstr : 0};
   }
+  backend::gemm_over_batch(be, gm, dims, stream);
 }
 
 /// Runs eagerly, even inside a trace (a fallback step computes real values).
@@ -229,6 +241,19 @@ void run_fallback(const Graph& g, const Step& st, const std::vector<void*>& ptr)
   for (auto& in : n.inputs)
     inputs.push_back(in.is_scalar() ? detail::wrapped_scalar(*in.scalar)
                                     : view_over(ptr[in.buf], in));
+  if (st.kernel_kind == "for") {
+    // A multi-tensor step: output k is input k updated in place. Each output
+    // starts as its input (nothing to copy where it is the input's memory:
+    // MemoryPlan::in_place), then the op updates the outputs.
+    for (size_t k = 0; k < n.outputs.size(); ++k) {
+      const Buffer& out = g.buffers[n.outputs[k]];
+      Tensor o = from_blob(ptr[out.id], inputs[k].sizes(), out.dtype);
+      if (o.data_ptr() != inputs[k].data_ptr() || !inputs[k].is_contiguous()) o.copy_(inputs[k]);
+      inputs[k] = o;
+    }
+    detail::call_op(n.op, inputs, n.attrs);
+    return;
+  }
   if (n.op == "copy_") {
     const Buffer& out = g.buffers[n.outputs[0]];
     Tensor dst = from_blob(ptr[out.id], {out.extent}, out.dtype);
@@ -304,15 +329,26 @@ std::vector<Tensor> CompiledGraph::run(const std::vector<Tensor>& args,
         ptr[b.id] = b.constant.storage()->data();
         break;
       case BufferKind::Node:
-        if (mem_.offset[b.id] >= 0) {
+        if (mem_.in_place[b.id] >= 0) break;  // bound below, once its input is
+        // Buffers of their own (results, write-back sources) are allocated
+        // when the step that writes them comes (allocate_owned), so that the
+        // peak memory of a call is what its steps need (a training step's
+        // gradients come after its activations).
+        if (mem_.offset[b.id] >= 0)
           ptr[b.id] = static_cast<char*>(arena->data()) + mem_.offset[b.id];
-        } else if (s_.materialized[b.id] || escaping_[b.id]) {
-          owned[b.id] = detail::make_empty({b.extent}, b.dtype, b.device);
-          ptr[b.id] = owned[b.id].data_ptr();
-        }
         break;
     }
   }
+  auto allocate_owned = [&](int id) {
+    const Buffer& b = g_.buffers[static_cast<size_t>(id)];
+    if (ptr[id] != nullptr || b.kind != BufferKind::Node || mem_.in_place[id] >= 0 ||
+        mem_.offset[id] >= 0 || !(s_.materialized[id] || escaping_[id]))
+      return;
+    owned[id] = detail::make_empty({b.extent}, b.dtype, b.device);
+    ptr[id] = owned[id].data_ptr();
+  };
+  for (auto& b : g_.buffers)
+    if (mem_.in_place[b.id] >= 0) ptr[b.id] = ptr[mem_.in_place[b.id]];
   // Raises the error of the first kernel (in launch order) that set its flag.
   // Called once after all steps, and before an eager fallback when a kernel
   // that may fail ran since the last check (a fallback reads values on the
@@ -335,6 +371,7 @@ std::vector<Tensor> CompiledGraph::run(const std::vector<Tensor>& args,
   std::vector<void*> kargs(max_args_);
   for (size_t i = 0; i < s_.steps.size(); ++i) {
     const Step& st = s_.steps[i];
+    for (int b : st.writes) allocate_owned(b);
     auto t0 = std::chrono::steady_clock::now();
     switch (st.kind) {
       case Step::Kind::Kernel: {
@@ -350,7 +387,7 @@ std::vector<Tensor> CompiledGraph::run(const std::vector<Tensor>& args,
         break;
       }
       case Step::Kind::Extern:
-        run_matmul(g_, st, ptr, be, stream);
+        run_matmul(g_, st, ptr, be, device_, stream);
         break;
       case Step::Kind::Fallback:
         check_errors();
@@ -364,9 +401,11 @@ std::vector<Tensor> CompiledGraph::run(const std::vector<Tensor>& args,
     }
   }
   check_errors();
+  for (auto& b : g_.buffers) allocate_owned(b.id);  // results no step writes (none expected)
   for (auto& [dst, src] : g_.mutations) {
-    be.copy_on_device(ptr[dst], ptr[src], g_.buffers[dst].extent * itemsize(g_.buffers[dst].dtype),
-                      stream);
+    if (ptr[dst] != ptr[src])  // else written in place
+      be.copy_on_device(ptr[dst], ptr[src],
+                        g_.buffers[dst].extent * itemsize(g_.buffers[dst].dtype), stream);
     // An in-place write, as eager's copy_: the version counter moves on.
     const Buffer& b = g_.buffers[dst];
     if (b.kind == BufferKind::Input) args.at(b.input_index).storage()->bump_version();

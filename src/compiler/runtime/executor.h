@@ -25,6 +25,11 @@ struct MemoryPlan {
   std::vector<int64_t> offset;
   int64_t arena_bytes = 0;
   int reused = 0;  // buffers placed in memory freed by an earlier one
+  /// Per buffer: the input, parameter or constant whose memory it is written
+  /// into (-1: none). A multi-tensor step (an optimizer's) updates a tensor in
+  /// place when the tensor's old value is not read after it and the result is
+  /// written back into it anyway: the write-back then has nothing to copy.
+  std::vector<int> in_place;
   std::string str(const Graph& g) const;
 };
 MemoryPlan plan_memory(const Graph& g, const Schedule& s);

@@ -2,8 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "core/tensor_impl.h"
 #include "ops/op_call.h"
+#include "smelt/autograd.h"
 
 namespace smelt::compiler {
 
@@ -58,12 +61,28 @@ Tensor GraphBuilder::add_input(const Tensor& arg, int index) {
   b.device = arg.device();
   b.extent = detail::storage_extent(arg.sizes(), arg.strides(), 0);
   b.input_index = index;
+  next_input_ = std::max(next_input_, index + 1);
   int id = graph.add_buffer(std::move(b));
   ++graph.num_inputs;
   bound_.emplace_back(id, storage_for(id));
   Tensor t = view_of(id, arg.sizes(), arg.strides(), 0);
   // A C++ number keeps its low promotion priority (its value is still a graph input).
   t.impl()->wrapped_number = arg.is_wrapped_number();
+  if (arg.requires_grad()) {
+    // A leaf of the trace, standing for the argument: its .grad is the
+    // argument's (a real tensor the graph reads and writes like state).
+    if (!arg.is_leaf())
+      throw GraphBreak("autograd",
+                       fmt::format("argument {} requires grad and is the result of recorded ops "
+                                   "(it has a grad_fn): a compiled graph cannot extend the "
+                                   "autograd graph it belongs to",
+                                   index),
+                       "pass a leaf (x.detach().requires_grad_()), or run the ops that made it "
+                       "inside the compiled function");
+    t.requires_grad_(true);
+    if (arg.grad().defined()) t.mutable_grad() = arg.grad();
+    input_leaves_[t.impl()] = index;
+  }
   return t;
 }
 
@@ -83,6 +102,70 @@ void GraphBuilder::add_param(const Tensor& param, int index) {
   storages_[id] = storage;
   swapped_params_.push_back(storage);
   bound_.emplace_back(id, storage);
+}
+
+void GraphBuilder::lift(const Tensor& t) {
+  const Operand o = operand_of(t);  // its constant buffer (made if the function never read it)
+  SMELT_INTERNAL_ASSERT(!o.is_scalar() && graph.buffers[o.buf].kind == BufferKind::Constant,
+                        "lift: {} is not a constant", detail::shape_str(t.sizes()));
+  graph.buffers[o.buf].written = true;
+  const auto& storage = t.storage();
+  storage->set_trace(std::make_shared<TracedBuffer>(o.buf));
+  if (storages_.size() <= static_cast<size_t>(o.buf)) storages_.resize(o.buf + 1);
+  storages_[o.buf] = storage;
+  swapped_params_.push_back(storage);
+  bound_.emplace_back(o.buf, storage);
+}
+
+bool GraphBuilder::is_real(const Tensor& t) const {
+  if (!t.storage()->is_tracer()) return true;
+  for (const auto& s : swapped_params_)
+    if (s == t.storage()) return true;
+  return false;
+}
+
+void GraphBuilder::note_grad(const Tensor& leaf, bool write) {
+  const TensorImpl* impl = leaf.impl();
+  if (slot_of_.count(impl)) return;
+  auto arg = input_leaves_.find(impl);
+  // Only the .grad of a tensor that outlives the trace (a real one, or an
+  // argument's tracer, which stands for the argument) is state.
+  if (arg == input_leaves_.end() && !is_real(leaf)) return;
+  GradSlot s;
+  s.leaf = leaf.impl_ptr();
+  s.arg = arg == input_leaves_.end() ? -1 : arg->second;
+  detail::AutogradMeta* m = leaf.impl()->autograd.get();
+  if (m) s.entry = m->grad;
+  s.guarded = !write;
+  if (s.guarded && s.entry.defined() && is_real(s.entry)) {
+    // The function reads the .grad it finds: a graph input, bound at each call
+    // to the .grad of the moment (accumulating into it writes it back).
+    s.input = next_input_;
+    s.traced = add_input(s.entry, next_input_);
+    m->grad = s.traced;
+  }
+  slot_of_[impl] = grad_slots.size();
+  grad_slots.push_back(std::move(s));
+}
+
+long GraphBuilder::own_storage_refs(const Tensor& t) const {
+  return t.defined() && t.storage()->is_tracer() && !is_real(t) ? 1 : 0;
+}
+
+void GraphBuilder::restore_grads() {
+  for (auto& s : grad_slots)
+    if (detail::AutogradMeta* m = s.leaf->autograd.get()) m->grad = s.entry;
+}
+
+void GraphBuilder::add_guard(std::function<std::string()> check) {
+  host_guards.push_back(std::move(check));
+}
+
+void GraphBuilder::on_abort(std::function<void()> undo) { undo_.push_back(std::move(undo)); }
+
+void GraphBuilder::abort() {
+  for (auto it = undo_.rbegin(); it != undo_.rend(); ++it) (*it)();
+  undo_.clear();
 }
 
 Operand GraphBuilder::operand_of(const Tensor& t) {
@@ -137,14 +220,16 @@ std::vector<Tensor> GraphBuilder::record(const std::string& op, const std::vecto
 }
 
 void GraphBuilder::record_copy(const Tensor& dst, const Tensor& src) {
-  if (!dst.is_tracer())
-    throw GraphBreak(
-        "copy_",
-        fmt::format("writes into a tensor that is not an input, parameter, buffer or result of "
-                    "the compiled function (destination {} {}), which cannot be captured",
-                    dtype_name(dst.dtype()), detail::shape_str(dst.sizes())),
-        "pass the tensor written into as an argument of the compiled function, or make it a "
-        "module buffer");
+  if (!dst.is_tracer()) {
+    if (dst.is_wrapped_number())
+      throw GraphBreak("copy_",
+                       "writes into a C++ number passed as a tensor, which the graph holds as a "
+                       "constant",
+                       "pass a real tensor (smelt::scalar_tensor) to write into");
+    // A captured tensor (an optimizer's parameter or state) or one the function
+    // made: its final value is written back at every call.
+    lift(dst);
+  }
   int base = current_buffer(dst);
   // The source, broadcast to the destination's shape (operand_of may add a
   // constant buffer, so `b` is a copy taken afterwards, not a reference).
@@ -186,6 +271,28 @@ void GraphBuilder::record_copy(const Tensor& dst, const Tensor& src) {
   storages_[out] = dst.storage();
 }
 
+void GraphBuilder::record_assign(const Tensor& dst, const Tensor& src) {
+  if (!dst.is_tracer() && !dst.is_wrapped_number()) lift(dst);
+  if (dst.is_tracer() && src.is_tracer() && dst.dtype() == src.dtype()) {
+    const int base = current_buffer(dst), from = current_buffer(src);
+    const Buffer b = graph.buffers[base];
+    Operand d;
+    d.buf = base;
+    d.sizes = dst.sizes();
+    d.strides = dst.strides();
+    d.offset = dst.storage_offset();
+    d.dtype = dst.dtype();
+    const Buffer& f = graph.buffers[from];
+    if (f.kind == BufferKind::Node && is_whole_contiguous(d, b) &&
+        is_whole_contiguous(operand_of(src), f) && f.extent == b.extent) {
+      // dst's memory now is src's buffer (functionalization without a copy).
+      dst.storage()->set_trace(std::make_shared<TracedBuffer>(from));
+      return;
+    }
+  }
+  record_copy(dst, src);
+}
+
 bool GraphBuilder::captures(const std::vector<Tensor>& inputs) const {
   for (auto& t : inputs)
     if (t.defined() && !t.is_tracer() && !t.is_wrapped_number() && t.storage() &&
@@ -207,6 +314,23 @@ void GraphBuilder::record_random(const std::string& op) {
 
 void GraphBuilder::finish(const std::vector<Tensor>& outputs) {
   for (auto& t : outputs) graph.outputs.push_back(operand_of(t));
+  num_results = static_cast<int>(outputs.size());
+  // Every .grad the function replaced: its final value is a result too.
+  for (size_t i = 0; i < grad_slots.size(); ++i) {
+    const GradSlot& s = grad_slots[i];
+    const detail::AutogradMeta* m = s.leaf->autograd.get();
+    const Tensor now = m ? m->grad : Tensor();
+    // Untouched, or written in place (the write-back of an input).
+    if (now.impl() == s.entry.impl() || (s.traced.defined() && now.impl() == s.traced.impl()))
+      continue;
+    GradEffect e;
+    e.slot = static_cast<int>(i);
+    if (now.defined()) {
+      e.output = static_cast<int>(graph.outputs.size());
+      graph.outputs.push_back(operand_of(now));
+    }
+    grad_effects.push_back(e);
+  }
   for (auto& [orig, storage] : bound_) {
     int now = dynamic_cast<TracedBuffer*>(storage->trace().get())->buf;
     if (now != orig) graph.mutations.emplace_back(orig, now);
