@@ -49,6 +49,20 @@ Workloads:
           three steps from the initial weights; their losses are compared
           with each other and the first with training.safetensors' reference.
 
+  compiled-cuda
+          the compiled GPU workloads of `smelt bench --device cuda`:
+          sigmoid(x * w + b) over 2^26 float32, the manual softmax
+          exp(x - amax) / sum over 8192x8192 float32, layer_norm over
+          16384x4096 bfloat16 with weight and bias, and the seed MLP at batch
+          256 in float32 and bfloat16. PyTorch makes the inputs (seed 0) and
+          the weights and hands them to smelt (`smelt bench --inputs`), so all
+          four columns compute on identical inputs: PyTorch eager,
+          torch.compile, smelt eager and smelt compiled, each as the mean of
+          back-to-back calls between two CUDA events, with the achieved
+          bandwidth (bytes each call must move / time) and the largest
+          difference of smelt's compiled result from PyTorch eager's. --smelt
+          names the smelt binary (default: build/smelt).
+
 Threads: --threads, else $OMP_NUM_THREADS, else every core (torch.set_num_threads;
 ops: smelt runs with OMP_NUM_THREADS set to it).
 The model folder comes from tools/fetch_model.py (the same files smelt loads).
@@ -497,8 +511,134 @@ def bench_train_mlp(args, torch):
     return row
 
 
+def bench_compiled_cuda(args, torch):
+    """PyTorch eager and torch.compile beside `smelt bench --device cuda` (eager
+    and compiled) on identical inputs; see the module docstring."""
+    import tempfile
+
+    import torch.nn.functional as F
+    from safetensors.torch import load_file, save_file
+
+    smelt = args.smelt
+    dev = "cuda"
+
+    def device_ms(fn, iters):
+        # As smelt bench on a GPU: warm-up, then the mean of back-to-back calls.
+        for _ in range(3):
+            fn()
+        torch.cuda.synchronize()
+        if iters <= 0:
+            t0 = time.perf_counter()
+            fn()
+            torch.cuda.synchronize()
+            one = max((time.perf_counter() - t0) * 1e3, 1e-3)
+            iters = int(min(max(300.0 / one, 5), 500))
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        for _ in range(iters):
+            fn()
+        b.record()
+        b.synchronize()
+        return a.elapsed_time(b) / iters
+
+    rows = []
+    cases = [("pointwise", "float32"), ("softmax", "float32"), ("layernorm", "bfloat16"),
+             ("mlp", "float32"), ("mlp", "bfloat16")]
+    with tempfile.TemporaryDirectory() as tmp, torch.inference_mode():
+        for name, dt in cases:
+            dtype = getattr(torch, dt)
+            torch.manual_seed(0)
+            tensors = {}
+
+            def t(*shape):  # in the order smelt's workloads() draws them: t0, t1, ...
+                x = torch.randn(*shape, device=dev).to(dtype)
+                tensors[f"t{len(tensors)}"] = x
+                return x
+
+            size = dtype.itemsize
+            if name == "pointwise":
+                n = 1 << 26
+                x, w, b = t(n), t(n), t(n)
+                fn, nbytes = (lambda: torch.sigmoid(x * w + b)), 4 * n * size
+            elif name == "softmax":
+                x = t(8192, 8192)
+
+                def fn():
+                    e = torch.exp(x - x.amax(-1, keepdim=True))
+                    return e / e.sum(-1, keepdim=True)
+
+                nbytes = 2 * x.numel() * size
+            elif name == "layernorm":
+                x, g, b = t(16384, 4096), t(4096), t(4096)
+                fn = lambda: F.layer_norm(x, (4096,), g, b, 1e-5)  # noqa: E731
+                nbytes = 2 * x.numel() * size + 2 * 4096 * size
+            else:
+                net = torch.nn.Sequential(torch.nn.Linear(1024, 1024), torch.nn.GELU(),
+                                          torch.nn.Linear(1024, 512), torch.nn.GELU(),
+                                          torch.nn.Linear(512, 10)).to(dev, dtype)
+                x = t(256, 1024)
+                fn, nbytes = (lambda: net(x)), None
+            weights = {f"mlp.{k}": v for k, v in net.state_dict().items()} if name == "mlp" else {}
+            inputs = os.path.join(tmp, "inputs.safetensors")
+            outputs = os.path.join(tmp, "outputs.safetensors")
+            save_file({k: v.contiguous() for k, v in {**tensors, **weights}.items()}, inputs)
+            compiled = torch.compile(fn)
+            t0 = time.perf_counter()
+            compiled()
+            torch.cuda.synchronize()
+            first_ms = (time.perf_counter() - t0) * 1e3
+            ref = fn().float()
+            row = {"workload": name, "dtype": dt,
+                   "torch_eager_ms": device_ms(fn, args.iters),
+                   "torch_compiled_ms": device_ms(compiled, args.iters),
+                   "torch_first_compiled_call_ms": first_ms,
+                   "torch_compiled_max_abs_err": (compiled().float() - ref).abs().max().item()}
+            cmd = [smelt, "bench", name, "--device", "cuda", "--dtype", dt, "--json",
+                   "--inputs", inputs, "--save-outputs", outputs]
+            if args.iters:
+                cmd += ["--iters", str(args.iters)]
+            out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True).stdout
+            sm = json.loads(out.strip().splitlines()[-1])
+            got = load_file(outputs, device=dev)
+            diff = (got["compiled0"].float() - ref).abs()
+            row.update({"smelt_eager_ms": sm["eager_ms"], "smelt_compiled_ms": sm["compiled_ms"],
+                        "smelt_kernels": sm["kernel_names"],
+                        "smelt_compile_ms_cold": sm["compile_ms_cold"],
+                        "smelt_compile_ms_warm": sm["compile_ms_warm"],
+                        "smelt_max_abs_err": diff.max().item(),
+                        "smelt_max_rel_err": (diff / ref.abs().clamp_min(1e-3)).max().item(),
+                        "smelt_eager_vs_torch_max_abs_err":
+                            (got["eager0"].float() - ref).abs().max().item(),
+                        "bytes": nbytes})
+            tol = 1e-4 if dt == "float32" else 5e-2
+            row["agree"] = row["smelt_max_abs_err"] <= tol * (1 + ref.abs().max().item())
+            rows.append(row)
+            del tensors, weights, compiled, ref, got
+            torch.cuda.empty_cache()
+    return {"workload": "compiled-cuda", "rows": rows}
+
+
+def print_compiled_cuda(row):
+    cols = ["torch_eager_ms", "torch_compiled_ms", "smelt_eager_ms", "smelt_compiled_ms"]
+    print(f"{'workload':18} {'torch eager':>12} {'torch.compile':>14} {'smelt eager':>12} "
+          f"{'smelt compiled':>15} {'max abs err':>12} {'agree':>6}")
+    for r in row["rows"]:
+        def cell(key, width):
+            ms = r[key]
+            rate = f" {r['bytes'] / ms / 1e6:5.0f}G" if r["bytes"] else ""
+            return f"{ms * 1e3:{width - len(rate) - 2}.0f}us{rate}"
+        print(f"{r['workload'] + ' ' + r['dtype']:18} {cell(cols[0], 12)} {cell(cols[1], 14)} "
+              f"{cell(cols[2], 12)} {cell(cols[3], 15)} {r['smelt_max_abs_err']:12.2e} "
+              f"{'yes' if r['agree'] else 'NO':>6}")
+    for r in row["rows"]:
+        print(f"  {r['workload']} {r['dtype']}: smelt kernels {', '.join(r['smelt_kernels'])}; "
+              f"smelt compile {r['smelt_compile_ms_cold']:.0f} ms cold, "
+              f"{r['smelt_compile_ms_warm']:.1f} ms warm; torch.compile first call "
+              f"{r['torch_first_compiled_call_ms']:.0f} ms")
+
+
 WORKLOADS = {"minilm": bench_minilm, "eager-cuda": bench_eager_cuda, "train-mlp": bench_train_mlp,
-             "ops": None}
+             "compiled-cuda": bench_compiled_cuda, "ops": None}
 
 
 def main():
@@ -519,7 +659,7 @@ def main():
     p.add_argument("--smelt-json", default="",
                    help="eager-cuda: smelt_benchmarks' JSON output to print beside PyTorch's")
     p.add_argument("--smelt", default=os.path.join(HERE, "..", "build", "smelt"),
-                   help="ops: the smelt binary")
+                   help="ops, compiled-cuda: the smelt binary")
     p.add_argument("--filter", default="", help="ops: only the ops whose name contains this")
     args = p.parse_args()
     try:
@@ -542,6 +682,11 @@ def main():
     if args.workload == "eager-cuda":
         print(f"eager-cuda ({row['framework']}, {torch.cuda.get_device_name()})")
         print_eager_cuda(row, args.smelt_json)
+        return
+    if args.workload == "compiled-cuda":
+        print(f"compiled-cuda ({row['framework']}, {torch.cuda.get_device_name()}); "
+              "us per call and achieved GB/s")
+        print_compiled_cuda(row)
         return
     print(f"{row['workload']} ({row['framework']}, {args.device}, {args.dtype}, {threads} threads)")
     if args.workload == "train-mlp":

@@ -94,7 +94,9 @@ struct CompileOptions {
   bool fullgraph = false;
   /// Accepted; symbolic shapes are not implemented yet, so a new shape recompiles.
   bool dynamic = false;
-  /// "cpp" (generated C++ on the CPU). "cuda" is refused until the CUDA backend lands.
+  /// The code generator, named for torch.compile compatibility: "inductor",
+  /// "cpp" and "cuda" all generate code for the device of the tensors (C++
+  /// built by the system compiler on the CPU, CUDA C++ built by NVRTC on a GPU).
   std::string backend = "cpp";
   /// Distinct graphs kept per function before it falls back to eager.
   int recompile_limit = 8;

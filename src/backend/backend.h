@@ -84,6 +84,9 @@ class Module {
   virtual KernelHandle function(const std::string& name) const = 0;
   /// Where the binary lives (for messages).
   virtual const std::string& path() const = 0;
+  /// Bytes of static shared memory kernel `name` uses on the current device
+  /// (CUDA; 0 elsewhere), for the launch plan's log.
+  virtual size_t static_shared_bytes(const std::string& name) const { return 0; }
 };
 
 /// How a build went (filled by Backend::build).
@@ -137,6 +140,8 @@ struct LaunchConfig {
   uint32_t grid[3] = {1, 1, 1};
   uint32_t block[3] = {1, 1, 1};
   size_t shared_mem_bytes = 0;
+  /// Entries of the argument array (CUDA passes each one to the kernel).
+  size_t num_args = 0;
 };
 
 // ------------------------------------------------------------------- GEMM --
@@ -491,5 +496,26 @@ inline Backend& backend(Device device) { return backend_for(device.type); }
 /// as ATen folds batch dims; when B is shared and A's and C's batches stack
 /// into tall matrices, the whole batch is one (batch * m) x k product.
 void gemm_over_batch(Backend& be, Gemm g, const std::vector<GemmBatchDim>& dims, Stream stream);
+
+/// Makes `device` the calling thread's current device of its backend for the
+/// guard's lifetime (c10::DeviceGuard): work queued meanwhile (kernel builds,
+/// launches) goes to it. No-op on the CPU.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(Device device) : be_(backend(device)) {
+    if (device.is_cpu()) return;
+    prev_ = be_.current_device();
+    if (prev_ != device.index) be_.set_device(device.index);
+  }
+  ~DeviceGuard() {
+    if (prev_ >= 0 && prev_ != be_.current_device()) be_.set_device(prev_);
+  }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  Backend& be_;
+  int prev_ = -1;
+};
 
 }  // namespace smelt::backend

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <optional>
 
+#include "compiler/codegen/cuda_dialect.h"
 #include "compiler/codegen/generate.h"
 #include "compiler/codegen/printer.h"
 #include "compiler/fusion/scheduler.h"
@@ -48,19 +49,25 @@ struct TensorGuard {
   Shape sizes, strides;
   DType dtype;
   Device device;
-  std::string value;  // a wrapped number's value (specialized), else ""
+  std::string value;    // a wrapped number's value (specialized), else ""
+  bool aligned = true;  // compiler::input_aligned: 16-byte aligned data (CUDA)
   static TensorGuard of(const Tensor& t) {
-    return {t.sizes(), t.strides(), t.dtype(), t.device(),
-            t.is_wrapped_number() ? t.item().str() : ""};
+    return {t.sizes(),
+            t.strides(),
+            t.dtype(),
+            t.device(),
+            t.is_wrapped_number() ? t.item().str() : "",
+            t.is_wrapped_number() || input_aligned(t)};
   }
   std::string str() const {
     if (!value.empty()) return fmt::format("the number {} ({})", value, dtype_name(dtype));
-    return fmt::format("{} {} strides {} on {}", dtype_name(dtype), shape_str(sizes),
-                       shape_str(strides), device.str());
+    return fmt::format("{} {} strides {} on {}{}", dtype_name(dtype), shape_str(sizes),
+                       shape_str(strides), device.str(),
+                       aligned ? "" : " (data not 16-byte aligned)");
   }
   bool operator==(const TensorGuard& o) const {
     return sizes == o.sizes && strides == o.strides && dtype == o.dtype && device == o.device &&
-           value == o.value;
+           value == o.value && aligned == o.aligned;
   }
 };
 
@@ -229,9 +236,11 @@ class CompiledState {
         "smelt::compile: unknown mode '{}'; use \"default\", \"reduce-overhead\" or "
         "\"max-autotune\"",
         opts.mode);
-    SMELT_CHECK(opts.backend == "cpp" || opts.backend == "cpu" || opts.backend == "inductor",
-                "smelt::compile: backend '{}' is not available; this build generates C++ for the "
-                "CPU (backend \"cpp\"); the CUDA backend is not implemented yet",
+    SMELT_CHECK(opts.backend == "cpp" || opts.backend == "cpu" || opts.backend == "cuda" ||
+                    opts.backend == "inductor",
+                "smelt::compile: backend '{}' is not available; use \"inductor\" (the default "
+                "code generator: C++ for CPU tensors, CUDA C++ for GPU tensors), \"cpp\" or "
+                "\"cuda\"",
                 opts.backend);
     SMELT_CHECK(opts.recompile_limit >= 1, "smelt::compile: recompile_limit must be >= 1, got {}",
                 opts.recompile_limit);
@@ -352,6 +361,17 @@ class CompiledState {
     return out;
   }
 
+  /// Counts and logs a graph break (the call then runs eagerly); raises it
+  /// under fullgraph.
+  void graph_break(const GraphBreak& br) {
+    ++stats.graph_breaks;
+    stats.last_graph_break = br.what();
+    if (opts.fullgraph) throw Error(fullgraph_message(br));
+    if (log_enabled("graph_breaks"))
+      log_artifact("graph_breaks", "graph break, running eagerly",
+                   fmt::format("graph break at {}; this call runs eagerly", br.what()));
+  }
+
   Entry compile(const std::vector<Tensor>& args, const std::vector<nn::NamedTensor>& named,
                 const std::string& mode, const ErasedFn& fn) {
     auto t0 = std::chrono::steady_clock::now();
@@ -469,12 +489,7 @@ class CompiledState {
       };
       captured = std::move(gb.graph);
     } catch (const GraphBreak& br) {
-      ++stats.graph_breaks;
-      stats.last_graph_break = br.what();
-      if (opts.fullgraph) throw Error(fullgraph_message(br));
-      if (log_enabled("graph_breaks"))
-        log_artifact("graph_breaks", "graph break, running eagerly",
-                     fmt::format("graph break at {}; this call runs eagerly", br.what()));
+      graph_break(br);
       return e;  // graph == null: eager for these guards
     }
     if (log_enabled("graph")) log_artifact("graph", "captured graph", captured.str());
@@ -503,8 +518,23 @@ class CompiledState {
     Graph g = run_passes(std::move(captured), po, &ps);
     if (log_enabled("graph")) log_artifact("graph", "after passes (" + ps.str() + ")", g.str());
     ph.passes_ms = lap();
-    // 3-6. lowering, fusion and codegen, or the plan a compile of this graph stored
-    CppDialect dialect;
+    // A graph reading tensors of several devices (a CPU tensor given to a GPU
+    // computation) runs eagerly, which moves or rejects them as eager does.
+    if (!g.on_one_device()) {
+      GraphBreak br(
+          "a graph over several devices",
+          fmt::format("the function reads tensors on {} and on another device", g.device().str()),
+          "move every tensor the function reads to one device");
+      graph_break(br);
+      return e;
+    }
+    const Device device = g.device();
+    // 3-6. lowering, fusion and codegen, or the plan a compile of this graph
+    // stored; C++ for the CPU, CUDA C++ for a GPU.
+    const CppDialect cpp_dialect;
+    const CudaDialect cuda_dialect;
+    const Dialect& dialect =
+        device.is_cuda() ? static_cast<const Dialect&>(cuda_dialect) : cpp_dialect;
     const FusionOptions fo{opts.fuse, opts.gemm_epilogue, opts.round_intermediates};
     const std::string key =
         plan_key(g, fmt::format("fuse={} gemm_epilogue={} round_intermediates={} target={}",
@@ -521,7 +551,8 @@ class CompiledState {
       s = schedule(g, fo, dialect.target());
       ph.fuse_ms = lap();
       generate_kernels(g, s, dialect);
-      units = split_units(s, dialect.preamble(), build_parallelism());
+      units = split_units(s, dialect.preamble(), build_parallelism(),
+                          device.is_cuda() ? kCudaUnitLines : kUnitLines);
       ph.codegen_ms = lap();
     }
     if (log_enabled("fusion")) {
@@ -538,7 +569,7 @@ class CompiledState {
       for (auto& u : units) e.source += u.source;
       // 7. build and load
       try {
-        lib = build_units(units, backend::backend(Device()), kernel_cache(), &bi);
+        lib = build_units(units, backend::backend(device), device, kernel_cache(), &bi);
       } catch (const backend::ToolchainUnavailable& err) {
         undo_trace();
         if (opts.fullgraph) throw;

@@ -255,7 +255,10 @@ struct Welford {
     if (b.count == 0) return a;
     int64_t n = a.count + b.count;
     A d = b.mean - a.mean;
-    A nb_over_n = static_cast<A>(b.count) / static_cast<A>(n);
+    // Equal counts (every level of a GPU row's combine tree but the last
+    // thread's): nb / n is exactly 1/2, without a division (a double division
+    // is a long instruction sequence on a GPU).
+    A nb_over_n = a.count == b.count ? A(0.5) : static_cast<A>(b.count) / static_cast<A>(n);
     acc_t r;
     r.mean = a.mean + d * nb_over_n;
     r.m2 = a.m2 + b.m2 + d * d * static_cast<A>(a.count) * nb_over_n;

@@ -229,14 +229,10 @@ template <class T>
 SMELT_HD T gelu(T a) {
   const T kAlpha = static_cast<T>(0.70710678118654752440);  // 1/sqrt(2)
   const T r = a * T(0.5) * (T(1) + vmath::erf(a * kAlpha));
-  if constexpr (std::is_same_v<T, float>) {
-    // The quiet NaN at +inf, merged in through the bits: GCC vectorizes loops
-    // over this form, not over a select (or an early return).
-    const uint32_t at_inf = 0u - static_cast<uint32_t>(a == std::numeric_limits<T>::infinity());
-    return half_detail::bits_float((half_detail::float_bits(r) & ~at_inf) | (0x7fc00000u & at_inf));
-  } else {
-    return r;
-  }
+  // +inf -> NaN without a branch, so that loops stay vectorized (the vector
+  // erf): a - a is +0 for every finite a (r - 0 is r, -0.0 included), NaN for inf.
+  if constexpr (std::is_same_v<T, float>) return r - (a - a);
+  return r;
 }
 /// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (Hendrycks & Gimpel 2016).
 template <class T>

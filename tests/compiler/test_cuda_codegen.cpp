@@ -1,12 +1,25 @@
 // Device-free: the CUDA dialect prints kernels through the same kernel
 // description and printer as the C++ one, and NVRTC (which needs no GPU)
-// compiles them to PTX for sm_90. Skipped with a message when the toolkit's
-// NVRTC was not found at configure time.
+// compiles them. Every fusion pattern of fusion_patterns.h and every
+// pointwise op and reduction of the op table (in float32, bfloat16 and the
+// integer dtypes, inner and column reductions) is generated for CUDA and
+// compiled to a CUBIN for sm_90, so CI catches a CUDA kernel that does not
+// compile; the PTX of the benchmark shapes shows the layouts the configs ask
+// for (16-byte vector accesses, warp shuffles, a row read once). Skipped with
+// a message when the toolkit's NVRTC was not found at configure time.
 #include <gtest/gtest.h>
+
+#include <map>
+#include <regex>
+#include <set>
 
 #include "compiler/codegen/cuda_dialect.h"
 #include "compiler/codegen/generate.h"
 #include "compiler/compile_test_util.h"
+#include "compiler/fusion_patterns.h"
+#include "compiler/runtime/units.h"
+#include "ops/op_call.h"
+#include "ops/op_table.h"
 
 #ifdef SMELT_TEST_NVRTC
 #include <nvrtc.h>
@@ -31,33 +44,105 @@ bool has(const std::string& hay, const std::string& needle) {
   return hay.find(needle) != std::string::npos;
 }
 
+int count(const std::string& hay, const std::string& needle) {
+  int n = 0;
+  for (size_t p = hay.find(needle); p != std::string::npos; p = hay.find(needle, p + 1)) ++n;
+  return n;
+}
+
+/// Traces `fn` over tracers standing for `inputs`, as smelt::compile does.
+Graph trace_vector(const smelt_test::PatternFn& fn, const std::vector<Tensor>& inputs) {
+  GraphBuilder gb;
+  std::vector<Tensor> tracers;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    tracers.push_back(gb.add_input(inputs[i], static_cast<int>(i)));
+  std::vector<Tensor> outs;
+  {
+    TraceScope scope(&gb);
+    outs = fn(tracers);
+  }
+  gb.finish(outs);
+  gb.restore_params();
+  return std::move(gb.graph);
+}
+
+/// One graph to generate CUDA code for, and what it is.
+struct Program {
+  std::string label;
+  Graph graph;
+};
+
+/// The kernels of every program, renamed apart (each schedule numbers its
+/// kernels from 0), in one translation unit after the CUDA preamble.
+struct Unit {
+  std::string source;
+  std::vector<std::string> kernels;
+  std::map<std::string, std::string> label_of;  // kernel -> program label
+};
+
+Unit unit_of(const std::vector<Program>& programs) {
+  Unit u;
+  u.source = CudaDialect().preamble();
+  for (size_t p = 0; p < programs.size(); ++p) {
+    Schedule s = cuda_schedule(programs[p].graph);
+    for (auto& st : s.steps) {
+      if (st.kind != Step::Kind::Kernel) continue;
+      const std::string name = fmt::format("{}_p{}", st.name, p);
+      u.source += "\n" + std::regex_replace(st.source, std::regex(st.name + "\\b"), name);
+      u.kernels.push_back(name);
+      u.label_of[name] = programs[p].label;
+    }
+  }
+  return u;
+}
+
 #ifdef SMELT_TEST_NVRTC
-/// Compiles `source` with NVRTC for compute_90; returns the PTX, or fails the
-/// test with NVRTC's log.
-std::string nvrtc_ptx(const std::string& source) {
+/// Compiles `source` with NVRTC (the library's options, cuda::impl::nvrtc_options)
+/// for sm_90: PTX (`cubin` false) or a CUBIN, whose ptxas
+/// step checks registers and shared memory too. Returns the PTX (empty for a
+/// CUBIN), or fails the test with NVRTC's log.
+std::string nvrtc(const std::string& source, bool cubin = false) {
   nvrtcProgram prog;
   EXPECT_EQ(nvrtcCreateProgram(&prog, source.c_str(), "smelt_kernels.cu", 0, nullptr, nullptr),
             NVRTC_SUCCESS);
-  std::string inc = std::string("-I") + SMELT_CUDA_CCCL_INCLUDE;
-  const char* opts[] = {"--gpu-architecture=compute_90", "-std=c++17", inc.c_str()};
-  nvrtcResult r = nvrtcCompileProgram(prog, 3, opts);
+  const char* arch = cubin ? "--gpu-architecture=sm_90" : "--gpu-architecture=compute_90";
+  const char* opts[] = {arch, "-std=c++17", "--fmad=false", "--minimal", "--diag-suppress=177,550"};
+  nvrtcResult r = nvrtcCompileProgram(prog, 5, opts);
   size_t log_size = 0;
   nvrtcGetProgramLogSize(prog, &log_size);
   std::string log(log_size, '\0');
   nvrtcGetProgramLog(prog, log.data());
   std::string ptx;
-  if (r == NVRTC_SUCCESS) {
+  if (r == NVRTC_SUCCESS && !cubin) {
     size_t n = 0;
     nvrtcGetPTXSize(prog, &n);
     ptx.resize(n);
     nvrtcGetPTX(prog, ptx.data());
   }
   nvrtcDestroyProgram(&prog);
-  EXPECT_EQ(r, NVRTC_SUCCESS) << log << "\n--- source tail ---\n"
-                              << source.substr(source.size() > 3000 ? source.size() - 3000 : 0);
+  EXPECT_EQ(r, NVRTC_SUCCESS) << log.substr(0, 20000);
   return ptx;
 }
+
+/// The PTX of one kernel's entry (up to the next entry).
+std::string ptx_of(const std::string& ptx, const std::string& kernel) {
+  const size_t at = ptx.find(".entry " + kernel);
+  if (at == std::string::npos) return "";
+  const size_t end = ptx.find(".entry ", at + 1);
+  return ptx.substr(at, end == std::string::npos ? std::string::npos : end - at);
+}
 #endif
+
+/// The only kernel step of a schedule (a test failure otherwise).
+const Step& only_kernel(const Schedule& s) {
+  static const Step none;
+  int kernels = 0;
+  const Step* k = &none;
+  for (auto& st : s.steps)
+    if (st.kind == Step::Kind::Kernel) ++kernels, k = &st;
+  EXPECT_EQ(kernels, 1) << smelt_test::step_names(s);
+  return *k;
+}
 
 class CudaCodegen : public smelt_test::CompilerTest {};
 
@@ -73,8 +158,15 @@ TEST_F(CudaCodegen, PointwiseKernelPrintsThroughTheSamePath) {
   EXPECT_EQ(st.name, "cuda_poi_fused_add_mul_sigmoid_0");
   EXPECT_EQ(st.config.target, Target::Cuda);
   EXPECT_EQ(st.config.index_bits, 32);  // 6400 elements: 32-bit indexing
-  EXPECT_TRUE(has(st.source, "extern \"C\" __global__ void cuda_poi_fused_add_mul_sigmoid_0("))
+  // One thread per 4 consecutive floats (a 16-byte vector), 256 threads a block.
+  EXPECT_EQ(st.config.vec, 4);
+  EXPECT_EQ(st.config.block_size, 256);
+  EXPECT_EQ(st.config.grid, 7);  // ceil(6400 / 1024)
+  EXPECT_TRUE(has(st.source,
+                  "__global__ void __launch_bounds__(256) "
+                  "cuda_poi_fused_add_mul_sigmoid_0("))
       << st.source;
+  EXPECT_TRUE(has(st.source, "__builtin_assume_aligned(in_arg0_p, 16)")) << st.source;
   EXPECT_TRUE(has(st.source, "blockIdx.x")) << st.source;
   EXPECT_TRUE(has(st.source, "int32_t i =")) << st.source;
   EXPECT_TRUE(has(st.source, "smelt::scalar::sigmoid<float>")) << st.source;
@@ -83,8 +175,20 @@ TEST_F(CudaCodegen, PointwiseKernelPrintsThroughTheSamePath) {
   EXPECT_FALSE(has(st.source, "#pragma omp")) << st.source;
 }
 
-// A scan prints through the same statements: one thread per row (grid-stride
-// over rows), the scanned dim walked in order (a parallel CUDA scan is later work).
+// A misaligned input (a view at an odd offset) is not declared aligned; the
+// others still are.
+TEST_F(CudaCodegen, OnlyAlignedBuffersAreDeclaredAligned) {
+  Graph g =
+      trace_graph([](const Tensor& x, const Tensor& y) { return x + y; }, randn({64}), randn({64}));
+  g.buffers[0].aligned = false;  // as the tracer marks a misaligned CUDA input
+  Schedule s = cuda_schedule(g);
+  const Step& st = only_kernel(s);
+  EXPECT_FALSE(has(st.source, "in_arg0_p")) << st.source;
+  EXPECT_TRUE(has(st.source, "__builtin_assume_aligned(in_arg1_p, 16)")) << st.source;
+}
+
+// A scan prints through the same statements: one thread per row, the scanned
+// dim walked in order (a parallel CUDA scan is later work).
 TEST_F(CudaCodegen, ScanKernelWalksEachRowOnOneThread) {
   Tensor x = randn({64, 100});
   Schedule s = cuda_schedule(trace_graph([](const Tensor& x) { return cumsum(exp(x), 1) * 2; }, x));
@@ -92,39 +196,279 @@ TEST_F(CudaCodegen, ScanKernelWalksEachRowOnOneThread) {
   const Step& st = s.steps[0];
   EXPECT_EQ(st.name, "cuda_red_fused_cumsum_exp_mul_0");
   EXPECT_TRUE(st.config.scan);
+  EXPECT_EQ(st.config.grid, 1);  // 64 rows, 256 threads a block
   EXPECT_TRUE(has(st.source, "blockIdx.x")) << st.source;
   EXPECT_TRUE(has(st.source, "int32_t r = 0; r < 100; ++r")) << st.source;
   EXPECT_TRUE(has(st.source, "smelt::reduce::Sum<double>::step")) << st.source;
 }
 
-TEST_F(CudaCodegen, NvrtcCompilesGeneratedKernels) {
+// The layouts the heuristic picks for the benchmark shapes.
+TEST_F(CudaCodegen, ReductionLayouts) {
+  {  // softmax over 8192 float32: 512 threads a row, 4 steps of 4 floats each, in registers
+    Schedule s = cuda_schedule(
+        trace_graph([](const Tensor& x) { return softmax(x, -1); }, randn({16, 8192})));
+    const Step& st = only_kernel(s);
+    EXPECT_EQ(st.name.rfind("cuda_per_fused_", 0), 0u) << st.name;
+    EXPECT_TRUE(st.config.persistent);
+    EXPECT_EQ(st.config.threads_per_row, 512);
+    EXPECT_EQ(st.config.rows_per_block, 1);
+    EXPECT_EQ(st.config.vec, 4);
+    EXPECT_EQ(st.config.row_iters, 4);
+    EXPECT_EQ(st.config.grid, 16);
+    EXPECT_FALSE(st.config.outer);
+    EXPECT_TRUE(
+        has(st.source, "smelt::device::row_reduce<smelt::reduce::Max<float>, 512, 1, false>"))
+        << st.source;
+    EXPECT_TRUE(
+        has(st.source, "smelt::device::row_reduce<smelt::reduce::Sum<float>, 512, 1, false>"))
+        << st.source;
+    // The row is read once: later loops take it from the row buffer (registers).
+    EXPECT_EQ(count(st.source, "in_arg0["), 1) << st.source;
+    EXPECT_TRUE(has(st.source, "[r_k * 4 + r_v]")) << st.source;
+  }
+  {  // layer_norm over 4096 bfloat16: Welford as shifted sums per thread, 8 values a step
+    Tensor x = randn({16, 4096}).to(DType::BFloat16), w = randn({4096}).to(DType::BFloat16);
+    Schedule s = cuda_schedule(trace_graph(
+        [](const Tensor& x, const Tensor& w) { return layer_norm(x, {4096}, w, w, 1e-5); }, x, w));
+    const Step& st = only_kernel(s);
+    EXPECT_TRUE(st.config.persistent);
+    EXPECT_EQ(st.config.vec, 8);
+    EXPECT_EQ(st.config.threads_per_row, 128);
+    EXPECT_EQ(st.config.rows_per_block, 2);
+    EXPECT_TRUE(has(st.source, "smelt::reduce::ShiftedWelford<double>::step")) << st.source;
+    EXPECT_TRUE(has(st.source, "row_reduce<smelt::reduce::Welford<double>, 128, 2, false>"))
+        << st.source;
+  }
+  {  // a column sum with few columns: the column's threads interleave with the columns'
+    Schedule s =
+        cuda_schedule(trace_graph([](const Tensor& x) { return sum(x, {0}); }, randn({4096, 16})));
+    const Step& st = only_kernel(s);
+    EXPECT_TRUE(st.config.outer);
+    EXPECT_EQ(st.config.rows_per_block, 16);
+    EXPECT_EQ(st.config.threads_per_row, 16);
+    EXPECT_FALSE(st.config.persistent);  // 4096 elements over 16 threads: looped
+    EXPECT_EQ(st.name.rfind("cuda_red_fused_", 0), 0u) << st.name;
+    EXPECT_TRUE(has(st.source, "r_lane = static_cast<int>(threadIdx.x) / 16")) << st.source;
+  }
+  {  // many short rows: one thread each, 256 rows a block
+    Schedule s =
+        cuda_schedule(trace_graph([](const Tensor& x) { return sum(x, {1}); }, randn({100000, 8})));
+    const Step& st = only_kernel(s);
+    EXPECT_EQ(st.config.threads_per_row, 1);
+    EXPECT_EQ(st.config.rows_per_block, 256);
+    EXPECT_EQ(st.config.grid, 391);
+    EXPECT_EQ(st.config.vec, 4);
+  }
+}
+
+// A graph of several CUDA kernels builds as several translation units (NVRTC
+// runs on them side by side), each kernel whole in one of them.
+TEST_F(CudaCodegen, SeveralKernelsBuildAsSeveralUnits) {
+  const smelt_test::FusionPattern* gpt2 = nullptr;
+  for (auto& p : smelt_test::fusion_patterns())
+    if (p.name == "gpt2_block") gpt2 = &p;
+  ASSERT_NE(gpt2, nullptr);
+  smelt_test::PatternCase c = gpt2->make(Device());
+  Schedule s = cuda_schedule(trace_vector(c.fn, c.inputs));
+  int kernels = 0;
+  for (auto& st : s.steps) kernels += st.kind == Step::Kind::Kernel;
+  ASSERT_GE(kernels, 4) << smelt_test::step_names(s);
+  std::vector<KernelUnit> units = split_units(s, "PRE", 8, kCudaUnitLines);
+  EXPECT_GE(units.size(), 2u);
+  size_t in_units = 0;
+  for (auto& u : units) {
+    EXPECT_EQ(u.source.rfind("PRE", 0), 0u);
+    in_units += u.kernels.size();
+  }
+  EXPECT_EQ(in_units, static_cast<size_t>(kernels));
+  EXPECT_EQ(split_units(s, "PRE", 8).size(), 1u);  // the C++ policy: one unit
+}
+
+#ifdef SMELT_TEST_NVRTC
+
+// The PTX shows what the configs ask for: 16-byte vector loads and stores in
+// a pointwise kernel, and in a softmax the row read once with vector loads and
+// combined with warp shuffles.
+TEST_F(CudaCodegen, PtxHasVectorAccessesAndShuffles) {
+  Tensor x = randn({1 << 20}), w = randn({1 << 20}), b = randn({1 << 20});
+  Graph pw = trace_graph(
+      [](const Tensor& x, const Tensor& w, const Tensor& b) { return sigmoid(x * w + b); }, x, w,
+      b);
+  Graph sm = trace_graph([](const Tensor& x) { return softmax(x, -1); }, randn({16, 8192}));
+  Unit u = unit_of({{"pointwise", std::move(pw)}, {"softmax", std::move(sm)}});
+  ASSERT_EQ(u.kernels.size(), 2u);
+  const std::string ptx = nvrtc(u.source);
+  const std::string p = ptx_of(ptx, u.kernels[0]), s = ptx_of(ptx, u.kernels[1]);
+  ASSERT_FALSE(p.empty() || s.empty()) << u.kernels[0] << " " << u.kernels[1];
+  EXPECT_EQ(count(p, "ld.global.nc.v4.f32") + count(p, "ld.global.v4.f32"), 3) << p;
+  EXPECT_EQ(count(p, "st.global.v4.f32"), 1) << p;
+  // softmax: 4 steps of one vector each per thread, read once; shuffles combine.
+  EXPECT_EQ(count(s, "ld.global.nc.v4.f32") + count(s, "ld.global.v4.f32"), 4) << s;
+  EXPECT_EQ(count(s, "st.global.v4.f32"), 4) << s;
+  EXPECT_TRUE(has(s, "shfl.sync.down")) << s;
+}
+
+// Every fusion pattern's CUDA program compiles (a CUBIN for sm_90).
+TEST_F(CudaCodegen, NvrtcCompilesEveryFusionPattern) {
+  std::vector<Program> programs;
+  for (auto& p : smelt_test::fusion_patterns()) {
+    smelt_test::PatternCase c = p.make(Device());
+    programs.push_back({p.name, trace_vector(c.fn, c.inputs)});
+  }
+  Unit u = unit_of(programs);
+  EXPECT_GE(u.kernels.size(), programs.size());
+  nvrtc(u.source, /*cubin=*/true);
+  // The error flag of integer division and index checks.
+  EXPECT_TRUE(has(u.source, "atomicExch(smelt_error, 1)"));
+  EXPECT_TRUE(has(u.source, "atomicExch(smelt_error, 2)"));
+}
+
+#endif
+
+// ---- every pointwise op and reduction of the op table ---------------------------
+
+namespace {
+
+/// An input of `dtype` for op-table programs: [8, 36] (36: a multiple of
+/// every vector width), nonzero integers (divisors), or `sizes`.
+Tensor op_input(DType dtype, const Shape& sizes = {8, 36}) {
+  if (dtype == DType::Bool) return randint(0, 2, sizes).to(DType::Bool);
+  if (!is_floating(dtype)) return randint(1, 7, sizes).to(dtype);
+  return (rand(sizes) + 0.25).to(dtype);  // positive: log, sqrt, pow are defined
+}
+
+/// The graph of `op(inputs, attrs)` when eager mode accepts the call, else none.
+std::optional<Graph> op_graph(const std::string& op, const std::vector<Tensor>& inputs,
+                              const detail::Attrs& attrs) {
+  try {
+    detail::call_op(op, inputs, attrs);
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+  return trace_vector([&](const std::vector<Tensor>& in) { return detail::call_op(op, in, attrs); },
+                      inputs);
+}
+
+/// Programs of every pointwise op (and its attribute variants) with inputs of
+/// `dtype`: each op called with `arity` inputs; `covered` collects the ops
+/// eager mode accepted.
+std::vector<Program> pointwise_programs(DType dtype, std::set<std::string>* covered) {
+  std::vector<Program> out;
+  for (const auto& def : detail::op_table()) {
+    if (def.kind != detail::OpKind::Pointwise || def.rule == detail::DTypeRule::None ||
+        def.arity < 1)
+      continue;
+    const std::string op(def.name);
+    std::vector<detail::Attrs> variants = {{}};
+    for (auto& v : def.variants) variants.push_back({{std::string(v.attr), std::string(v.value)}});
+    for (auto& attrs : variants) {
+      manual_seed(7);
+      std::vector<Tensor> in;
+      for (int k = 0; k < def.arity; ++k)
+        in.push_back(op_input(k == 2 && op == "where" ? DType::Bool : dtype,
+                              k == 0 ? Shape{8, 36} : Shape{36}));
+      if (op == "where") std::swap(in[0], in[2]);  // where(condition, x, y)
+      if (auto g = op_graph(op, in, attrs)) {
+        out.push_back(
+            {fmt::format("{}({}) {}", op, dtype_name(dtype), attrs.str()), std::move(*g)});
+        covered->insert(op);
+      }
+    }
+  }
+  return out;
+}
+
+/// Programs of every reduction over inputs of `dtype`: over the last dim
+/// (inner) or the first (`outer`: a column reduction), dims given as a list
+/// or as one dim, whichever the op takes.
+std::vector<Program> reduction_programs(DType dtype, bool outer, std::set<std::string>* covered) {
+  std::vector<Program> out;
+  for (const auto& def : detail::op_table()) {
+    if (def.kind != detail::OpKind::Reduction || def.accumulator == detail::Accumulator::None)
+      continue;
+    const std::string op(def.name);
+    manual_seed(7);
+    // A row of 1000: persistent with vectors; outer: columns of 1000 elements.
+    const Tensor x = op_input(dtype, outer ? Shape{1000, 24} : Shape{24, 1000});
+    const int64_t dim = outer ? 0 : 1;
+    std::optional<Graph> g;
+    for (const detail::Attrs& attrs :
+         {detail::Attrs{{"dim", std::vector<int64_t>{dim}}}, detail::Attrs{{"dim", dim}}}) {
+      if ((g = op_graph(op, {x}, attrs))) break;
+    }
+    if (!g) continue;
+    out.push_back(
+        {fmt::format("{}({}{})", op, dtype_name(dtype), outer ? ", dim 0" : ""), std::move(*g)});
+    covered->insert(op);
+  }
+  return out;
+}
+
+struct OpGroup {
+  std::string name;
+  std::function<std::vector<Program>(std::set<std::string>*)> programs;
+};
+
+const std::vector<OpGroup>& op_groups() {
+  static const std::vector<OpGroup> groups = {
+      {"pointwise_float32", [](auto* c) { return pointwise_programs(DType::Float32, c); }},
+      {"pointwise_bfloat16", [](auto* c) { return pointwise_programs(DType::BFloat16, c); }},
+      {"pointwise_float16", [](auto* c) { return pointwise_programs(DType::Float16, c); }},
+      {"pointwise_int32", [](auto* c) { return pointwise_programs(DType::Int32, c); }},
+      {"pointwise_uint8", [](auto* c) { return pointwise_programs(DType::UInt8, c); }},
+      {"pointwise_bool", [](auto* c) { return pointwise_programs(DType::Bool, c); }},
+      {"reductions_float32", [](auto* c) { return reduction_programs(DType::Float32, false, c); }},
+      {"reductions_bfloat16",
+       [](auto* c) { return reduction_programs(DType::BFloat16, false, c); }},
+      {"reductions_int64", [](auto* c) { return reduction_programs(DType::Int64, false, c); }},
+      {"reductions_bool", [](auto* c) { return reduction_programs(DType::Bool, false, c); }},
+      {"reductions_column_float32",
+       [](auto* c) { return reduction_programs(DType::Float32, true, c); }},
+      {"reductions_column_float16",
+       [](auto* c) { return reduction_programs(DType::Float16, true, c); }},
+  };
+  return groups;
+}
+
+class CudaOpTable : public smelt_test::CompilerTest,
+                    public ::testing::WithParamInterface<size_t> {};
+
+}  // namespace
+
+// Every pointwise op (with its attribute variants) and every reduction of the
+// op table has a CUDA program in some dtype: the groups below compile them all.
+TEST_F(CudaCodegen, OpTableGroupsCoverEveryPointwiseOpAndReduction) {
+  std::set<std::string> covered;
+  for (auto& g : op_groups()) g.programs(&covered);
+  std::vector<std::string> missing;
+  for (const auto& def : detail::op_table()) {
+    const bool pointwise = def.kind == detail::OpKind::Pointwise &&
+                           def.rule != detail::DTypeRule::None && def.arity >= 1;
+    const bool reduction =
+        def.kind == detail::OpKind::Reduction && def.accumulator != detail::Accumulator::None;
+    if ((pointwise || reduction) && !covered.count(std::string(def.name)))
+      missing.emplace_back(def.name);
+  }
+  EXPECT_TRUE(missing.empty()) << "no CUDA program for: "
+                               << fmt::format("{}", fmt::join(missing, ", "));
+  EXPECT_GE(covered.size(), 60u);
+}
+
+TEST_P(CudaOpTable, NvrtcCompilesTheGroup) {
+  const OpGroup& g = op_groups()[GetParam()];
+  std::set<std::string> covered;
+  std::vector<Program> programs = g.programs(&covered);
+  ASSERT_FALSE(programs.empty()) << g.name;
+  Unit u = unit_of(programs);
+  EXPECT_GE(u.kernels.size(), programs.size() / 2) << g.name;
 #ifndef SMELT_TEST_NVRTC
   GTEST_SKIP() << "skipped: NVRTC (CUDA toolkit) not found at configure time";
 #else
-  Tensor x = randn({64, 100}), w = randn({100}), b = randn({64, 100});
-  std::string source = CudaDialect().preamble();
-  std::vector<std::string> names;
-  auto add = [&](const Schedule& s) {
-    for (auto& st : s.steps) {
-      ASSERT_EQ(st.kind, Step::Kind::Kernel) << st.name;
-      source += "\n" + st.source;
-      names.push_back(st.name);
-    }
-  };
-  add(cuda_schedule(trace_graph(
-      [](const Tensor& x, const Tensor& w, const Tensor& b) { return sigmoid(x * w + b); }, x, w,
-      b)));
-  // bfloat16 storage and rounding, a transposed read, erf gelu.
-  Tensor h = randn({32, 48}).to(DType::BFloat16);
-  add(cuda_schedule(trace_graph([](const Tensor& h) { return gelu(h.t() * 2); }, h)));
-  // Integer division checks set the device error flag.
-  Tensor i = arange(0, 40).to(DType::Int32), j = arange(1, 41).to(DType::Int32);
-  add(cuda_schedule(
-      trace_graph([](const Tensor& i, const Tensor& j) { return remainder(i, j) + i; }, i, j)));
-  add(cuda_schedule(trace_graph([](const Tensor& x) { return cumsum(exp(x), 0) * 2; }, x)));
-  ASSERT_EQ(names.size(), 4u);
-  EXPECT_TRUE(has(source, "atomicExch(smelt_error, 1)"));
-  std::string ptx = nvrtc_ptx(source);
-  for (auto& n : names) EXPECT_TRUE(has(ptx, ".entry " + n)) << n;
+  nvrtc(u.source, /*cubin=*/true);
 #endif
 }
+
+INSTANTIATE_TEST_SUITE_P(Groups, CudaOpTable, ::testing::Range<size_t>(0, op_groups().size()),
+                         [](const ::testing::TestParamInfo<size_t>& info) {
+                           return op_groups()[info.param].name;
+                         });

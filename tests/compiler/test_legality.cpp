@@ -184,7 +184,22 @@ TEST(KernelConfig, IsAValue) {
   b = a;
   b.target = Target::Cuda;
   b.block_size = 256;
-  b.items_per_thread = 4;
+  b.items_per_thread = 16;
   b.index_bits = 32;
-  EXPECT_EQ(b.str(), "cuda reduction parallel persistent idx32 block=256x4");
+  b.grid = 64;
+  b.vec = 4;
+  b.threads_per_row = 128;
+  b.rows_per_block = 2;
+  b.row_iters = 4;
+  EXPECT_EQ(b.str(),
+            "cuda reduction parallel persistent idx32 block=256x16 grid=64 vec=4 row=128x2 "
+            "row_iters=4");
+  KernelConfig c = b;
+  EXPECT_EQ(b, c);
+  c.outer = true;
+  EXPECT_NE(b, c);
+  EXPECT_NE(b.hash(), c.hash());
+  EXPECT_EQ(c.str(),
+            "cuda reduction parallel persistent idx32 block=256x16 grid=64 vec=4 row=outer "
+            "128x2 row_iters=4");
 }

@@ -56,7 +56,9 @@
 // floor, round, comparisons, argmax, remainder, ...; and float->int casts),
 // where a rounding difference could flip the result. Float->int casts of
 // non-finite or out-of-range values (undefined in C++) and integer division by
-// zero (RuntimeCheck::IntegerDivisionByZero) are never generated.
+// zero (RuntimeCheck::IntegerDivisionByZero) are never generated, nor Welford
+// reductions (var, std, var_mean) over values with +-inf, whose result (NaN or
+// +-inf) depends on the order elements are combined in, in PyTorch as here.
 #pragma once
 #include <cstdint>
 #include <cstdio>
@@ -137,13 +139,17 @@ struct CaseResult {
 };
 /// Runs `p` eagerly and compiled and compares; `seed`/`index` only label the report.
 CaseResult check_program(const Program& p, uint64_t seed, int index);
-/// Runs `p` eagerly on the CPU and eagerly on `device` (its inputs moved there)
-/// and compares as check_program does (the device's library math and
-/// summation order differ from the CPU's as generated code's do).
+/// Runs `p` eagerly on the CPU, eagerly on `device` (its inputs moved there)
+/// and compiled on `device`, and compares as check_program does: the device's
+/// eager results and its compiled ones against the CPU's eager ones, and the
+/// compiled ones against the device's eager ones (the device's library math
+/// and summation order differ from the CPU's as generated code's do).
 CaseResult check_program_on_device(const Program& p, Device device, uint64_t seed, int index);
 /// Drops every step and output the first failing output does not need, and
-/// returns the smallest program that still fails (or `p` if none does).
-Program minimize(const Program& p, uint64_t seed, int index);
+/// returns the smallest program that still fails (or `p` if none does), as
+/// check_program says, or check_program_on_device with `device`.
+Program minimize(const Program& p, uint64_t seed, int index,
+                 std::optional<Device> device = std::nullopt);
 
 struct FuzzSummary {
   int cases = 0;
@@ -159,8 +165,8 @@ struct FuzzOptions {
   bool verbose = false;
   bool grad = false;     // gradient programs (compiled backward against eager backward)
   bool minimize = true;  // print a minimized reproducer after a failure
-  /// Empty: compiled vs eager. "cuda" (or "cuda:N"): eager on that device vs
-  /// eager on the CPU (check_program_on_device).
+  /// Empty: compiled vs eager. "cuda" (or "cuda:N"): eager and compiled on that
+  /// device vs eager on the CPU, and compiled vs eager there (check_program_on_device).
   std::string device;
   /// Called after every case with the counts so far (`smelt fuzz` draws its progress line).
   std::function<void(const FuzzSummary&)> on_case;

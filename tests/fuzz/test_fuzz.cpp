@@ -33,16 +33,18 @@ TEST(Fuzz, FortyRandomProgramsMatchEager) {
   EXPECT_EQ(s.mismatches, 0) << join(s.failures);
 }
 
-// The eager part of the fuzzer on a GPU: 300 random programs eager on CUDA
-// against eager on the CPU. Reproduce with `smelt fuzz --device cuda --seed 8 --cases 300 -v`.
-TEST(Fuzz, EagerCudaMatchesEagerCpu) {
+// The fuzzer on a GPU: 150 random programs eager and compiled on CUDA against
+// eager on the CPU, and compiled against eager on CUDA (each case builds its
+// kernels with NVRTC). Reproduce with `smelt fuzz --device cuda --seed 8 --cases 150 -v`.
+TEST(Fuzz, EagerAndCompiledCudaMatchEagerCpu) {
   SMELT_SKIP_WITHOUT_CUDA();
+  fuzz::use_private_cache_dir();
   fuzz::FuzzOptions o;
-  o.cases = 300;
+  o.cases = 150;
   o.seed = 8;
   o.device = "cuda";
   fuzz::FuzzSummary s = fuzz::run(o, stderr);
-  EXPECT_EQ(s.cases, 300);
+  EXPECT_EQ(s.cases, 150);
   EXPECT_EQ(s.mismatches, 0) << join(s.failures);
 }
 

@@ -1,8 +1,11 @@
-// `smelt bench <workload>`: runs a workload eagerly and compiled on the same
-// seeded inputs, checks they agree, and reports times, kernel counts, bytes
-// moved, errors and compile times (cold: empty kernel cache; warm: a fresh
-// compile() loading the kernels from the disk cache). Each row is printed as
-// its workload finishes; bench_columns_help() says what the columns mean.
+// `smelt bench <workload> [--device cuda]`: runs a workload eagerly and
+// compiled on the same seeded inputs, checks they agree, and reports times,
+// kernel counts, bytes moved, achieved bandwidth, errors and compile times
+// (cold: empty kernel cache; warm: a fresh compile() loading the kernels from
+// the disk cache). On a GPU the workloads are larger (pointwise 2^26,
+// softmax 8192x8192, layer_norm 16384x4096) and timed with CUDA events over
+// many calls. Each row is printed as its workload finishes;
+// bench_columns_help() says what the columns mean.
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -14,10 +17,13 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 
+#include "backend/backend.h"
 #include "commands.h"
+#include "core/tensor_impl.h"
 #include "nn/models.h"
 #include "smelt/autograd.h"
 #include "smelt/compile.h"
+#include "smelt/io.h"
 #include "smelt/memory.h"
 #include "smelt/nn.h"
 #include "smelt/ops.h"
@@ -57,9 +63,32 @@ double now_ms() {
       .count();
 }
 
-/// Median wall time of `f` over `iters` runs (after one warm-up); iters 0 = automatic.
-double time_ms(const std::function<void()>& f, int iters) {
+/// Median wall time of `f` over `iters` runs (after one warm-up); iters 0 =
+/// automatic. On a GPU: the mean over `iters` back-to-back calls between two
+/// CUDA events (launches overlap as in a real loop), after a warm-up.
+double time_ms(const std::function<void()>& f, int iters, Device device) {
   f();
+  if (device.is_cuda()) {
+    backend::Backend& be = backend::backend(device);
+    const backend::Stream s = be.current_stream(device);
+    be.synchronize(s);
+    if (iters <= 0) {
+      const double t0 = now_ms();
+      f();
+      be.synchronize(s);
+      const double one = std::max(now_ms() - t0, 1e-3);
+      iters = static_cast<int>(std::clamp(300.0 / one, 5.0, 500.0));
+    }
+    backend::Event start = be.create_event(true), end = be.create_event(true);
+    be.record(start, s);
+    for (int i = 0; i < iters; ++i) f();
+    be.record(end, s);
+    be.event_synchronize(end);
+    const double ms = be.elapsed_ms(start, end) / iters;
+    be.destroy_event(start);
+    be.destroy_event(end);
+    return ms;
+  }
   if (iters <= 0) {
     double t0 = now_ms();
     f();
@@ -98,17 +127,18 @@ std::function<CompiledFn(CompileOptions)> compiler_of(F f) {
 /// zero_grad, forward, cross_entropy, backward and SGD (lr 0.01); the step
 /// returns the loss. Each call trains on (the weights move from call to call,
 /// eagerly and compiled alike); the first loss is checked against PyTorch's.
-Workload train_mlp_workload(DType dt) {
+Workload train_mlp_workload(DType dt, Device device) {
   namespace nn = smelt::nn;
   const std::string shared = SMELT_SHARED_DIR;
   auto data = models::SharedData::load(shared, "seed_mlp");
   auto model = models::load_seed_mlp(data);
   model->to(dt);
-  Tensor x = data.at("input").to(dt);
+  model->to(device);
+  Tensor x = data.at("input").to(dt).to(device);
   const int64_t n = x.size(0);
   std::vector<int64_t> labels(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) labels[static_cast<size_t>(i)] = (7 * i) % 10;
-  Tensor y = from_vector(labels, {n});
+  Tensor y = from_vector(labels, {n}).to(device);
   nn::StateDict init;
   for (const auto& [name, p] : model->named_parameters()) init[name] = p.detach().clone();
   auto opt = std::make_shared<optim::SGD>(model->parameters(), optim::SGDOptions(0.01));
@@ -153,46 +183,102 @@ Workload train_mlp_workload(DType dt) {
   return w;
 }
 
-std::vector<Workload> workloads(DType dt) {
+/// The workloads' inputs: seeded randn made on the device (the same numbers
+/// on every device), or, for the workload `file_for` names, the tensors
+/// t0, t1, ... of `file` (non-empty) in the order the workload draws them.
+class Inputs {
+ public:
+  Inputs(DType dt, Device device, const std::string& file, std::string file_for)
+      : dt_(dt), device_(device), file_for_(std::move(file_for)) {
+    if (!file.empty()) file_ = load_safetensors(file, device);
+  }
+  /// The workload whose inputs are drawn next.
+  void begin(const std::string& workload) {
+    from_file_ = !file_.empty() && workload == file_for_;
+    next_ = 0;
+  }
+  Tensor next(const Shape& s) {
+    if (!from_file_) return randn(s, TensorOptions().device(device_)).to(dt_);
+    const std::string key = fmt::format("t{}", next_++);
+    auto it = file_.find(key);
+    SMELT_CHECK(it != file_.end(), "smelt bench --inputs: the file has no tensor '{}'", key);
+    SMELT_CHECK(it->second.sizes() == s, "smelt bench --inputs: '{}' has shape {}, expected {}",
+                key, detail::shape_str(it->second.sizes()), detail::shape_str(s));
+    return it->second.to(dt_);
+  }
+  /// Loads the tensors named `prefix` + a state_dict key into `m`, if the file has them.
+  void weights(nn::Module& m, const std::string& prefix) {
+    if (!from_file_) return;
+    nn::StateDict sd;
+    for (auto& [k, t] : file_)
+      if (k.rfind(prefix, 0) == 0) sd[k.substr(prefix.size())] = t.to(dt_);
+    if (!sd.empty()) m.load_state_dict(sd);
+  }
+
+ private:
+  DType dt_;
+  Device device_;
+  std::string file_for_;
+  std::map<std::string, Tensor> file_;
+  bool from_file_ = false;
+  int next_ = 0;
+};
+
+/// The workloads at `dt` on `device`; the one named `inputs_for` reads its
+/// inputs from `inputs_file` when that is not empty (`smelt bench --inputs`).
+std::vector<Workload> workloads(DType dt, Device device, const std::string& inputs_file,
+                                const std::string& inputs_for) {
   std::vector<Workload> w;
   manual_seed(0);
+  const bool gpu = device.is_cuda();
+  Inputs inputs(dt, device, inputs_file, inputs_for);
+  auto randn_on = [&](const Shape& s) { return inputs.next(s); };
   {
-    Tensor x = randn({1 << 24}).to(dt), wt = randn({1 << 24}).to(dt), b = randn({1 << 24}).to(dt);
+    inputs.begin("pointwise");
+    const int64_t n = gpu ? int64_t{1} << 26 : int64_t{1} << 24;
+    Tensor x = randn_on({n}), wt = randn_on({n}), b = randn_on({n});
     auto f = [](const Tensor& x, const Tensor& w, const Tensor& b) { return sigmoid(x * w + b); };
     w.push_back(
         {"pointwise",
-         "sigmoid(x * w + b), 2^24 elements",
+         fmt::format("sigmoid(x * w + b), 2^{} elements", gpu ? 26 : 24),
          {x, wt, b},
          [f](const std::vector<Tensor>& in) { return std::vector<Tensor>{f(in[0], in[1], in[2])}; },
          compiler_of(f)});
   }
   {
-    Tensor x = randn({4096, 4096}).to(dt);
+    inputs.begin("softmax");
+    const int64_t n = gpu ? 8192 : 4096;
+    Tensor x = randn_on({n, n});
     auto f = [](const Tensor& x) {
       Tensor e = exp(x - amax(x, {-1}, true));
       return e / sum(e, {-1}, true);
     };
     w.push_back({"softmax",
-                 "exp(x - amax(x)) / sum(...), 4096x4096",
+                 fmt::format("exp(x - amax(x)) / sum(...), {}x{}", n, n),
                  {x},
                  [f](const std::vector<Tensor>& in) { return std::vector<Tensor>{f(in[0])}; },
                  compiler_of(f)});
   }
   {
-    Tensor x = randn({8192, 2048}).to(dt), g = randn({2048}).to(dt), b = randn({2048}).to(dt);
-    auto f = [g, b](const Tensor& x) { return layer_norm(x, {2048}, g, b, 1e-5); };
+    inputs.begin("layernorm");
+    const int64_t rows = gpu ? 16384 : 8192, cols = gpu ? 4096 : 2048;
+    Tensor x = randn_on({rows, cols}), g = randn_on({cols}), b = randn_on({cols});
+    auto f = [g, b, cols](const Tensor& x) { return layer_norm(x, {cols}, g, b, 1e-5); };
     w.push_back({"layernorm",
-                 "layer_norm over 8192x2048 with weight and bias",
+                 fmt::format("layer_norm over {}x{} with weight and bias", rows, cols),
                  {x},
                  [f](const std::vector<Tensor>& in) { return std::vector<Tensor>{f(in[0])}; },
                  compiler_of(f)});
   }
   {
+    inputs.begin("mlp");
     namespace nn = smelt::nn;
     auto model = nn::Sequential(nn::Linear(1024, 1024), nn::GELU(), nn::Linear(1024, 512),
                                 nn::GELU(), nn::Linear(512, 10));
     model->to(dt);
-    Tensor x = randn({256, 1024}).to(dt);
+    model->to(device);
+    inputs.weights(*model, "mlp.");
+    Tensor x = randn_on({256, 1024});
     w.push_back(
         {"mlp",
          "seed MLP 1024-1024-512-10 with GELU, batch 256",
@@ -204,12 +290,13 @@ std::vector<Workload> workloads(DType dt) {
                    [c] { return c->stats(); }};
          }});
   }
-  w.push_back(train_mlp_workload(dt));
+  w.push_back(train_mlp_workload(dt, device));
   {
-    Tensor x = randn({1 << 24}).to(dt);
+    inputs.begin("horizontal");
+    Tensor x = randn_on({gpu ? int64_t{1} << 26 : int64_t{1} << 24});
     auto f = [](const Tensor& x) { return std::make_tuple(sin(x), cos(x)); };
     w.push_back({"horizontal",
-                 "sin(x) and cos(x) of one input, 2^24 elements",
+                 fmt::format("sin(x) and cos(x) of one input, 2^{} elements", gpu ? 26 : 24),
                  {x},
                  [f](const std::vector<Tensor>& in) {
                    auto [s, c] = f(in[0]);
@@ -301,18 +388,20 @@ nlohmann::json phases_json(const CompileStats::Phases& p) {
 struct Errors {
   double abs = 0, rel = 0;
 };
+/// Largest absolute and relative difference of `a` from `b` (infinite where
+/// one is NaN and the other not), computed on their device.
 Errors compare(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
   Errors e;
   for (size_t k = 0; k < a.size(); ++k) {
-    auto x = a[k].to(DType::Float64).to_vector<double>();
-    auto y = b[k].to(DType::Float64).to_vector<double>();
-    for (size_t i = 0; i < x.size(); ++i) {
-      double d = std::abs(x[i] - y[i]);
-      if (std::isnan(x[i]) != std::isnan(y[i])) d = INFINITY;
-      if (std::isnan(d)) continue;
-      e.abs = std::max(e.abs, d);
-      e.rel = std::max(e.rel, d / std::max(std::abs(x[i]), 1e-6));
-    }
+    const Tensor x = a[k].to(DType::Float64), y = b[k].to(DType::Float64);
+    if (x.numel() == 0) continue;
+    if (ne(isnan(x), isnan(y)).any().item().to_double() != 0) return {INFINITY, INFINITY};
+    const Tensor d = where(isnan(x), 0.0, abs(x - y));
+    e.abs = std::max(e.abs, amax(d).item().to_double());
+    e.rel = std::max(e.rel,
+                     amax(d / clamp(abs(x), std::optional<Scalar>(1e-6), std::optional<Scalar>()))
+                         .item()
+                         .to_double());
   }
   return e;
 }
@@ -321,10 +410,11 @@ Errors compare(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
 
 nlohmann::json bench_one(const std::string& name, const BenchOptions& opts) {
   const DType dt = dtype_from_name(opts.dtype);
+  const Device device(opts.device);
   // The pretrained model is loaded only when asked for.
   for (auto& w : name == "minilm"  ? std::vector<Workload>{minilm_workload(dt, opts.model)}
                  : name == "chain" ? std::vector<Workload>{chain_workload(dt, opts.nodes)}
-                                   : workloads(dt)) {
+                                   : workloads(dt, device, opts.inputs, name)) {
     if (w.name != name) continue;
     CompileOptions co;
     co.mode = opts.mode;
@@ -364,17 +454,25 @@ nlohmann::json bench_one(const std::string& name, const BenchOptions& opts) {
     if (!keep) std::filesystem::remove_all(dir);
     std::vector<Tensor> want = check_run(w.eager);
     Errors err = compare(want, got);
-    double eager_ms = time_ms([&] { w.eager(w.inputs); }, opts.iters);
-    double comp_ms = time_ms([&] { warm.call(w.inputs); }, opts.iters);
+    if (!opts.save_outputs.empty()) {
+      std::map<std::string, Tensor> out;
+      for (size_t k = 0; k < want.size(); ++k) {
+        out[fmt::format("eager{}", k)] = want[k].cpu();
+        out[fmt::format("compiled{}", k)] = got[k].cpu();
+      }
+      save_safetensors(opts.save_outputs, out);
+    }
+    double eager_ms = time_ms([&] { w.eager(w.inputs); }, opts.iters, device);
+    double comp_ms = time_ms([&] { warm.call(w.inputs); }, opts.iters, device);
     // Peak memory of one call: what it allocates on top of what was alive
     // when it started (weights, inputs and the other workloads' tensors), at
     // its highest point (intermediates, results, gradients, the compiled
     // graph's arena).
     auto peak_of = [&](const Fn& f) {
-      const int64_t before = memory_allocated(kCPU);
-      reset_peak_memory_stats(kCPU);
+      const int64_t before = memory_allocated(device);
+      reset_peak_memory_stats(device);
       f(w.inputs);
-      return max_memory_allocated(kCPU) - before;
+      return max_memory_allocated(device) - before;
     };
     const int64_t peak_eager = peak_of(w.eager), peak_compiled = peak_of(warm.call);
     nlohmann::json j;
@@ -398,6 +496,9 @@ nlohmann::json bench_one(const std::string& name, const BenchOptions& opts) {
     j["compiled_kernels"] = st.kernels;
     j["bytes_eager"] = st.bytes_eager;
     j["bytes_compiled"] = st.bytes_compiled;
+    // Achieved bandwidth: the bytes each call must move over its time (GB/s).
+    j["gbps_eager"] = static_cast<double>(st.bytes_eager) / eager_ms / 1e6;
+    j["gbps_compiled"] = static_cast<double>(st.bytes_compiled) / comp_ms / 1e6;
     j["kernel_names"] = st.kernel_names;
     j["peak_bytes_eager"] = peak_eager;
     j["peak_bytes_compiled"] = peak_compiled;
@@ -415,22 +516,23 @@ nlohmann::json bench_one(const std::string& name, const BenchOptions& opts) {
 namespace {
 
 void print_header() {
-  std::puts(
-      fmt::format("{:<11} {:>9} {:>9} {:>7} {:>6} {:>6} {:>11} {:>11} {:>9} {:>9} {:>9} {:>8}",
-                  "workload", "eager_ms", "comp_ms", "speedup", "k_eag", "k_comp", "bytes_eager",
-                  "bytes_comp", "max_abs", "max_rel", "cold_ms", "warm_ms")
-          .c_str());
+  std::puts(fmt::format(
+                "{:<11} {:>9} {:>9} {:>7} {:>6} {:>6} {:>11} {:>11} {:>8} {:>9} {:>9} {:>9} {:>8}",
+                "workload", "eager_ms", "comp_ms", "speedup", "k_eag", "k_comp", "bytes_eager",
+                "bytes_comp", "GB/s", "max_abs", "max_rel", "cold_ms", "warm_ms")
+                .c_str());
 }
 
 void print_row(const nlohmann::json& j) {
-  std::puts(fmt::format("{:<11} {:>9.3f} {:>9.3f} {:>6.2f}x {:>6} {:>6} {:>11} {:>11} {:>9.2e} "
-                        "{:>9.2e} {:>9.1f} {:>8.1f}",
+  std::puts(fmt::format("{:<11} {:>9.3f} {:>9.3f} {:>6.2f}x {:>6} {:>6} {:>11} {:>11} {:>8.1f} "
+                        "{:>9.2e} {:>9.2e} {:>9.1f} {:>8.1f}",
                         j["workload"].get<std::string>(), j["eager_ms"].get<double>(),
                         j["compiled_ms"].get<double>(), j["speedup"].get<double>(),
                         j["eager_kernels"].get<int>(), j["compiled_kernels"].get<int>(),
                         j["bytes_eager"].get<int64_t>(), j["bytes_compiled"].get<int64_t>(),
-                        j["max_abs_err"].get<double>(), j["max_rel_err"].get<double>(),
-                        j["compile_ms_cold"].get<double>(), j["compile_ms_warm"].get<double>())
+                        j["gbps_compiled"].get<double>(), j["max_abs_err"].get<double>(),
+                        j["max_rel_err"].get<double>(), j["compile_ms_cold"].get<double>(),
+                        j["compile_ms_warm"].get<double>())
                 .c_str());
 }
 
@@ -499,6 +601,7 @@ const char* bench_columns_help() {
          "  k_eag, k_comp            kernels launched per call: eager (one per primitive op) and\n"
          "                           compiled\n"
          "  bytes_eager, bytes_comp  bytes read and written per call, estimated from the graph\n"
+         "  GB/s                     bytes_comp / comp_ms: the compiled call's achieved bandwidth\n"
          "  max_abs, max_rel         largest absolute and relative difference of the compiled\n"
          "                           result from eager\n"
          "  cold_ms                  first compile with an empty kernel cache (trace, passes,\n"
@@ -512,10 +615,13 @@ const char* bench_columns_help() {
 
 int cmd_bench(const BenchOptions& opts) {
   NoGradGuard no_grad;  // the workloads are inference (module parameters require grad)
-  SMELT_CHECK(opts.device == "cpu",
-              "smelt bench: device '{}' is not available in this build (the CUDA backend is not "
-              "implemented yet); use --device cpu",
-              opts.device);
+  SMELT_CHECK(opts.device == "cpu" || opts.device.rfind("cuda", 0) == 0,
+              "smelt bench: --device must be cpu, cuda or cuda:N, got '{}'", opts.device);
+  const Device device(opts.device);
+  if (device.is_cuda()) (void)zeros({1}, TensorOptions().device(device));  // Error without a GPU
+  SMELT_CHECK(device.is_cpu() ||
+                  (opts.workload != "minilm" && opts.workload != "chain" && opts.workload != "ops"),
+              "smelt bench: the {} workload runs on the CPU only; drop --device", opts.workload);
   SMELT_CHECK(is_floating(dtype_from_name(opts.dtype)),
               "smelt bench: --dtype must be a floating dtype, got {}", opts.dtype);
   if (opts.workload == "ops") return cmd_bench_ops(opts);

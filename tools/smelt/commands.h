@@ -47,6 +47,13 @@ struct BenchOptions {
   /// one, removed after the row): a second run with the same folder measures
   /// a warm compile in a fresh process.
   std::string cache_dir;
+  /// A safetensors file holding the workload's inputs ("t0", "t1", ... in the
+  /// order the workload makes them) and a model's weights ("mlp." + its
+  /// state_dict keys) instead of seeded random ones: bench/torch_compare.py
+  /// gives smelt the very inputs PyTorch runs ("" = seeded randn).
+  std::string inputs;
+  /// Where to write the outputs ("eager0", "compiled0", ...) as safetensors ("" = nowhere).
+  std::string save_outputs;
   std::string filter;  // ops: only the ops whose name contains this
 };
 /// `smelt bench <workload>`: eager vs compiled; prints each row as it finishes (bench.cpp).

@@ -45,8 +45,7 @@ int main(int argc, char** argv) {
                 "every one but chain, minilm and ops; ops: eager time of single ops)")
       ->required();
   b->add_option("--device", bench.device,
-                "device the workload runs on: cpu (the only one in this build; CUDA is not "
-                "implemented yet)");
+                "device the workload runs on: cpu, cuda or cuda:N (larger inputs on a GPU)");
   b->add_option("--dtype", bench.dtype, "float32|float64|float16|bfloat16");
   b->add_option("--mode", bench.mode, "compile mode: default|reduce-overhead|max-autotune");
   b->add_flag("--json", bench.json, "print one JSON object per workload");
@@ -57,6 +56,12 @@ int main(int argc, char** argv) {
   b->add_option("--nodes", bench.nodes,
                 "chain: the number of adds y = y + k (a graph of that many nodes)")
       ->check(CLI::Range(int64_t{1}, int64_t{10000000}));
+  b->add_option("--inputs", bench.inputs,
+                "safetensors file of the inputs (t0, t1, ...) and weights (mlp.*) to use instead "
+                "of seeded random ones (bench/torch_compare.py writes it)");
+  b->add_option("--save-outputs", bench.save_outputs,
+                "write the eager and compiled outputs (eager0, compiled0, ...) to this "
+                "safetensors file");
   b->add_option("--filter", bench.filter, "ops: only the ops whose name contains this");
   b->add_option("--cache-dir", bench.cache_dir,
                 "compile into this kernel cache and keep it (default: a fresh private cache, "

@@ -10,9 +10,9 @@
 // and the host waits only where a value reaches it (copy_to_host: item(),
 // to_vector(), printing, copies to the CPU) or where asked to. Checks that
 // need values (an integer division by zero) are made by the kernels, which
-// set a device error flag (error_flag.h) that every synchronization raises. The generated-code
-// toolchain is not part of this backend yet: build() raises ToolchainUnavailable, so smelt::compile
-// runs CUDA programs eagerly.
+// set a device error flag (error_flag.h) that every synchronization raises.
+// Generated code (smelt::compile) is built by NVRTC and launched through the
+// driver API (toolchain.h).
 #include <fmt/format.h>
 
 #include <cstring>
@@ -29,6 +29,7 @@
 #include "backend/cuda/pointwise.h"
 #include "backend/cuda/reduce.h"
 #include "backend/cuda/tensor_args.h"
+#include "backend/cuda/toolchain.h"
 #include "core/tensor_impl.h"
 
 namespace smelt::cuda::impl {
@@ -218,14 +219,13 @@ class CudaBackend final : public backend::Backend {
   }
 
   // ---- toolchain and launch ----
-  std::shared_ptr<backend::Module> build(const std::string&, backend::ModuleCache&,
-                                         backend::BuildInfo*) override {
-    throw backend::ToolchainUnavailable(
-        "the CUDA backend has no generated-code toolchain yet (NVRTC and the driver API come with "
-        "the GPU compiler); smelt::compile runs CUDA tensors eagerly");
+  std::shared_ptr<backend::Module> build(const std::string& source, backend::ModuleCache& cache,
+                                         backend::BuildInfo* info) override {
+    return impl::build_module(source, cache, info);
   }
-  void launch(backend::KernelHandle, void* const*, const backend::LaunchConfig&, Stream) override {
-    SMELT_INTERNAL_ASSERT(false, "CUDA launch: no module can have been built");
+  void launch(backend::KernelHandle kernel, void* const* args, const backend::LaunchConfig& config,
+              Stream stream) override {
+    launch_kernel(kernel, args, config, stream_of(stream));
   }
 
   // ---- GEMM ----

@@ -57,7 +57,7 @@ void CppDialect::range_begin(const Range& r, const KernelConfig& c, CodeBuffer& 
 }
 
 void CppDialect::split_reduce(const Stmt& s, const std::string& acc_type, const std::string& loop,
-                              CodeBuffer& out) const {
+                              const KernelConfig&, CodeBuffer& out) const {
   // Eager's stretches where eager splits the row (reduce::inner_splits /
   // column_splits of the same geometry and thread count: bitwise eager), else
   // one per thread; each folded in the row's order, combined in order.

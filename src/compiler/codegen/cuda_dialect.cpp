@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <optional>
 #include <sstream>
 
 #include "kernels/embedded_source.h"
@@ -13,12 +15,12 @@ namespace smelt::compiler {
 namespace {
 
 /// What the embedded headers take from the standard library, for NVRTC
-/// (which has no host headers): libcu++ (CCCL, shipped with the toolkit)
-/// provides the type traits and limits; the math functions map onto CUDA's
-/// math library; the fixed-width integer types and memcpy are the compiler's.
+/// (which has no host headers): the few type traits and numeric_limits they
+/// use, written here (libcu++'s <cuda/std/type_traits> and <cuda/std/limits>
+/// would do, but parsing them costs NVRTC seconds per translation unit); the
+/// math functions map onto CUDA's math library; the fixed-width integer types
+/// and memcpy are the compiler's.
 const char* kDevicePrelude = R"(// smelt CUDA translation unit (NVRTC)
-#include <cuda/std/type_traits>
-#include <cuda/std/limits>
 using int8_t = signed char;
 using int16_t = short;
 using int32_t = int;
@@ -31,20 +33,92 @@ using uint64_t = unsigned long long;
 #define INT64_C(c) c##LL
 #endif
 namespace std {
-using cuda::std::false_type;
-using cuda::std::true_type;
-using cuda::std::conditional;
-using cuda::std::conditional_t;
-using cuda::std::is_floating_point;
-using cuda::std::is_floating_point_v;
-using cuda::std::is_integral;
-using cuda::std::is_integral_v;
-using cuda::std::is_same;
-using cuda::std::is_same_v;
-using cuda::std::is_signed_v;
-using cuda::std::make_unsigned;
-using cuda::std::make_unsigned_t;
-using cuda::std::numeric_limits;
+template <class T, T v>
+struct integral_constant {
+  static constexpr T value = v;
+};
+using true_type = integral_constant<bool, true>;
+using false_type = integral_constant<bool, false>;
+template <bool B, class T, class F>
+struct conditional {
+  using type = T;
+};
+template <class T, class F>
+struct conditional<false, T, F> {
+  using type = F;
+};
+template <bool B, class T, class F>
+using conditional_t = typename conditional<B, T, F>::type;
+template <class A, class B>
+struct is_same : false_type {};
+template <class A>
+struct is_same<A, A> : true_type {};
+template <class A, class B>
+inline constexpr bool is_same_v = is_same<A, B>::value;
+template <class T>
+struct is_floating_point : integral_constant<bool, is_same_v<T, float> || is_same_v<T, double>> {};
+template <class T>
+inline constexpr bool is_floating_point_v = is_floating_point<T>::value;
+template <class T>
+struct is_integral
+    : integral_constant<bool, is_same_v<T, bool> || is_same_v<T, char> ||
+                                  is_same_v<T, signed char> || is_same_v<T, unsigned char> ||
+                                  is_same_v<T, short> || is_same_v<T, unsigned short> ||
+                                  is_same_v<T, int> || is_same_v<T, unsigned> ||
+                                  is_same_v<T, long> || is_same_v<T, unsigned long> ||
+                                  is_same_v<T, long long> || is_same_v<T, unsigned long long>> {};
+template <class T>
+inline constexpr bool is_integral_v = is_integral<T>::value;
+template <class T>
+inline constexpr bool is_signed_v = is_floating_point_v<T> || (is_integral_v<T> && T(-1) < T(0));
+template <class T> struct make_unsigned { using type = T; };
+template <> struct make_unsigned<char> { using type = unsigned char; };
+template <> struct make_unsigned<signed char> { using type = unsigned char; };
+template <> struct make_unsigned<short> { using type = unsigned short; };
+template <> struct make_unsigned<int> { using type = unsigned; };
+template <> struct make_unsigned<long> { using type = unsigned long; };
+template <> struct make_unsigned<long long> { using type = unsigned long long; };
+template <class T>
+using make_unsigned_t = typename make_unsigned<T>::type;
+template <class T>
+struct numeric_limits {  // integers
+  static constexpr bool is_signed = is_signed_v<T>;
+  __host__ __device__ static constexpr T min() {
+    return is_signed ? T(static_cast<make_unsigned_t<T>>(1) << (sizeof(T) * 8 - 1)) : T(0);
+  }
+  __host__ __device__ static constexpr T max() { return T(~min()); }
+  __host__ __device__ static constexpr T lowest() { return min(); }
+};
+template <>
+struct numeric_limits<bool> {
+  __host__ __device__ static constexpr bool min() { return false; }
+  __host__ __device__ static constexpr bool max() { return true; }
+  __host__ __device__ static constexpr bool lowest() { return false; }
+};
+template <>
+struct numeric_limits<float> {
+  __host__ __device__ static constexpr float infinity() { return __builtin_bit_cast(float, 0x7f800000u); }
+  __host__ __device__ static constexpr float quiet_NaN() { return __builtin_bit_cast(float, 0x7fc00000u); }
+  __host__ __device__ static constexpr float max() { return __builtin_bit_cast(float, 0x7f7fffffu); }
+  __host__ __device__ static constexpr float min() { return __builtin_bit_cast(float, 0x00800000u); }
+  __host__ __device__ static constexpr float lowest() { return -max(); }
+};
+template <>
+struct numeric_limits<double> {
+  __host__ __device__ static constexpr double infinity() {
+    return __builtin_bit_cast(double, 0x7ff0000000000000ull);
+  }
+  __host__ __device__ static constexpr double quiet_NaN() {
+    return __builtin_bit_cast(double, 0x7ff8000000000000ull);
+  }
+  __host__ __device__ static constexpr double max() {
+    return __builtin_bit_cast(double, 0x7fefffffffffffffull);
+  }
+  __host__ __device__ static constexpr double min() {
+    return __builtin_bit_cast(double, 0x0010000000000000ull);
+  }
+  __host__ __device__ static constexpr double lowest() { return -max(); }
+};
 __device__ inline void* memcpy(void* d, const void* s, unsigned long n) { return ::memcpy(d, s, n); }
 // CUDA's math library: f-suffixed functions for float, plain ones for double.
 #define SMELT_MATH1(F) \
@@ -68,51 +142,174 @@ SMELT_MATH2(copysign)
 std::string CudaDialect::preamble() const {
   static const std::string prelude =
       kDevicePrelude +
-      kernels::embedded_source({"half.h", "vector_math.h", "scalar_ops.h", "reduce_ops.h"}, false);
+      kernels::embedded_source(
+          {"half.h", "vector_math.h", "scalar_ops.h", "reduce_ops.h", "cuda_device.h"}, false);
   return prelude;
 }
+
+namespace {
+
+std::string const_of(const KernelArg& a) { return a.write ? "" : "const "; }
+
+/// Steps of `vec` elements in a row of `extent` elements.
+std::string units_of(const Range& r, const KernelConfig& c) {
+  return c.vec > 1 ? fmt::format("({}) / {}", r.extent.str(), c.vec) : r.extent.str();
+}
+
+}  // namespace
 
 void CudaDialect::kernel_begin(const KernelDesc& k, CodeBuffer& out) const {
   std::vector<std::string> params;
   for (auto& a : k.args)
-    params.push_back(fmt::format("{}{}* __restrict__ {}", a.write ? "" : "const ",
-                                 storage_type(a.dtype), a.name));
-  if (!k.error_ops.empty()) params.push_back("int* smelt_error");
-  out.line(fmt::format("extern \"C\" __global__ void {}({}) {{", k.name, fmt::join(params, ", ")));
+    params.push_back(fmt::format("{}{}* __restrict__ {}{}", const_of(a), storage_type(a.dtype),
+                                 a.name, a.aligned ? "_p" : ""));
+  if (!k.error_ops.empty()) params.push_back("int* __restrict__ smelt_error");
+  out.line(fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}({}) {{",
+                       std::max(1, k.config.block_size), k.name, fmt::join(params, ", ")));
   out.indent();
+  // Buffers the runtime guarantees 16-byte aligned (allocator blocks, the
+  // arena, inputs whose alignment the guards check): the compiler then
+  // merges consecutive accesses into vector loads and stores.
+  for (auto& a : k.args)
+    if (a.aligned)
+      out.line(fmt::format(
+          "{0}{1}* __restrict__ {2} = static_cast<{0}{1}*>(__builtin_assume_aligned({2}_p, 16));",
+          const_of(a), storage_type(a.dtype), a.name));
+  const KernelConfig& c = k.config;
+  if (c.threads_per_row > 0) {
+    // The thread's row in its block and its place among the row's threads.
+    const int lanes = c.threads_per_row, rows = c.rows_per_block;
+    out.line(fmt::format("const int r_lane = static_cast<int>(threadIdx.x) {} {};",
+                         c.outer ? "/" : "%", c.outer ? rows : lanes));
+    out.line(fmt::format("const int r_row = static_cast<int>(threadIdx.x) {} {};",
+                         c.outer ? "%" : "/", c.outer ? rows : lanes));
+  }
 }
 
 void CudaDialect::range_begin(const Range& r, const KernelConfig& c, CodeBuffer& out) const {
   const std::string t = index_type(c.index_bits);
   const std::string n = r.extent.str();
+  const std::string& v = r.var;
   switch (r.tag) {
     case RangeTag::Serial:
     case RangeTag::Vector:
-      out.line(fmt::format("for ({0} {1} = 0; {1} < {2}; ++{1}) {{", t, r.var, n));
+      out.line(fmt::format("for ({0} {1} = 0; {1} < {2}; ++{1}) {{", t, v, n));
       return;
-    case RangeTag::Parallel:  // grid-stride: every thread of the grid
-      out.line(fmt::format(
-          "for ({0} {1} = static_cast<{0}>(blockIdx.x) * blockDim.x + threadIdx.x; {1} < {2}; "
-          "{1} += static_cast<{0}>(gridDim.x) * blockDim.x) {{",
-          t, r.var, n));
+    case RangeTag::Parallel: {
+      // One thread per `vec` consecutive iterations (a grid that covers them).
+      const std::string base =
+          fmt::format("(static_cast<{0}>(blockIdx.x) * {1} + static_cast<{0}>(threadIdx.x))", t,
+                      std::max(1, c.block_size));
+      if (c.vec <= 1) {
+        out.line(fmt::format("const {} {} = {};", t, v, base));
+        out.line(fmt::format("if ({} < {}) {{", v, n));
+        return;
+      }
+      out.line(fmt::format("const {} {}_base = {} * {};", t, v, base, c.vec));
+      out.line(fmt::format("if ({}_base < {}) {{", v, n));
+      out.line("#pragma unroll");
+      out.line(fmt::format("for (int {0}_v = 0; {0}_v < {1}; ++{0}_v) {{", v, c.vec));
+      out.line(fmt::format("const {0} {1} = {1}_base + {1}_v;", t, v));
       return;
-    case RangeTag::Block:
+    }
+    case RangeTag::Block: {
+      // Rows over blocks, rows_per_block at a time; a last block's rows past
+      // the end repeat the last row (every thread takes part in the
+      // combinations, which synchronize the block).
+      const int p = std::max(1, c.rows_per_block);
       out.line(
-          fmt::format("for ({0} {1} = blockIdx.x; {1} < {2}; {1} += gridDim.x) {{", t, r.var, n));
+          fmt::format("for ({0} {1}_b = static_cast<{0}>(blockIdx.x); {1}_b < ({2} + {3}) / {4}; "
+                      "{1}_b += static_cast<{0}>(gridDim.x)) {{",
+                      t, v, n, p - 1, p));
+      if (p == 1) {
+        out.line(fmt::format("const {0} {1} = {1}_b;", t, v));
+      } else {
+        out.line(fmt::format("const {0} {1}_at = {1}_b * {2} + r_row;", t, v, p));
+        out.line(fmt::format("const {0} {1} = {1}_at < {2} ? {1}_at : {2} - 1;", t, v, n));
+      }
       return;
-    case RangeTag::Thread:
-      out.line(
-          fmt::format("for ({0} {1} = threadIdx.x; {1} < {2}; {1} += blockDim.x) {{", t, r.var, n));
+    }
+    case RangeTag::Thread: {
+      const int lanes = std::max(1, c.threads_per_row);
+      const std::string units = units_of(r, c);
+      std::string step;
+      if (c.row_iters > 0) {
+        // A persistent row: row_iters unrolled steps (its row buffers stay in registers).
+        out.line("#pragma unroll");
+        out.line(fmt::format("for (int {0}_k = 0; {0}_k < {1}; ++{0}_k) {{", v, c.row_iters));
+        // No bound check where the steps cover the row exactly (a row of 4096
+        // in 4 steps of 128 lanes x 8): without the branch between them, the
+        // steps' loads are all issued before the first is used.
+        const std::optional<int64_t> extent = r.extent.as_const();
+        const int64_t per_step = static_cast<int64_t>(lanes) * std::max(1, c.vec);
+        if (!extent || *extent != static_cast<int64_t>(c.row_iters) * per_step)
+          out.line(fmt::format("if ({0}_k * {1} + r_lane >= {2}) break;", v, lanes, units));
+        step = fmt::format("(static_cast<{}>({}_k) * {} + r_lane)", t, v, lanes);
+      } else {
+        out.line(fmt::format("for ({0} {1}_s = r_lane; {1}_s < {2}; {1}_s += {3}) {{", t, v, units,
+                             lanes));
+        step = v + "_s";
+      }
+      if (c.vec <= 1) {
+        out.line(fmt::format("const {} {} = {};", t, v, step));
+        return;
+      }
+      out.line("#pragma unroll");
+      out.line(fmt::format("for (int {0}_v = 0; {0}_v < {1}; ++{0}_v) {{", v, c.vec));
+      out.line(fmt::format("const {0} {1} = {2} * {3} + {1}_v;", t, v, step, c.vec));
       return;
+    }
   }
 }
 
+void CudaDialect::range_end(const Range& r, const KernelConfig& c, CodeBuffer& out) const {
+  const bool vector_loop = c.vec > 1 && (r.tag == RangeTag::Parallel || r.tag == RangeTag::Thread);
+  out.line(vector_loop ? "}}" : "}");
+}
+
+std::string CudaDialect::row_buffer(const std::string& type, const std::string& name,
+                                    int64_t extent, const KernelConfig& c) const {
+  SMELT_INTERNAL_ASSERT(c.row_iters > 0, "row buffer {} outside a persistent CUDA row", name);
+  // This thread's share of the row (registers, once the steps are unrolled).
+  return fmt::format("{} {}[{}];", type, name, c.row_iters * std::max(1, c.vec));
+}
+
+std::string CudaDialect::row_slot(const IndexExpr& index, const KernelConfig& c) const {
+  SMELT_INTERNAL_ASSERT(index.str() == "r", "row buffer read at {}, not at the row position r",
+                        index.str());
+  return c.vec > 1 ? fmt::format("r_k * {} + r_v", c.vec) : "r_k";
+}
+
+std::string CudaDialect::once_per_row(const KernelConfig& c) const {
+  return c.threads_per_row > 1 ? "if (r_lane == 0) " : "";
+}
+
 void CudaDialect::split_reduce(const Stmt& s, const std::string& acc_type, const std::string& loop,
-                               CodeBuffer& out) const {
-  SMELT_INTERNAL_ASSERT(false,
-                        "the CUDA dialect does not print split reductions yet ({} over {}): the "
-                        "GPU compiler adds warp and block combines",
-                        s.name, acc_type);
+                               const KernelConfig& c, CodeBuffer& out) const {
+  // `loop` folds this thread's share of the row into its partial; the row's
+  // threads then combine theirs (every thread gets the result).
+  out.line("{");
+  out.indent();
+  std::istringstream in(loop);
+  for (std::string l; std::getline(in, l);) out.line(l);
+  out.line(fmt::format(
+      "{} = smelt::device::row_reduce<{}, {}, {}, {}>(smelt::device::partial_value({}), r_lane);",
+      s.name, acc_type, std::max(1, c.threads_per_row), std::max(1, c.rows_per_block),
+      c.outer ? "true" : "false", s.partial));
+  out.dedent();
+  out.line("}");
+}
+
+std::string CudaDialect::storage_type(DType t) const {
+  return t == DType::Float16 || t == DType::BFloat16 ? "uint16_t" : Dialect::storage_type(t);
+}
+
+std::string CudaDialect::half_to_float(DType t, const std::string& v) const {
+  return fmt::format("smelt::device::{}_to_float({})", t == DType::BFloat16 ? "bf16" : "f16", v);
+}
+
+std::string CudaDialect::float_to_half(DType t, const std::string& v) const {
+  return fmt::format("smelt::device::float_to_{}({})", t == DType::BFloat16 ? "bf16" : "f16", v);
 }
 
 std::string CudaDialect::set_error_flag(int code) const {

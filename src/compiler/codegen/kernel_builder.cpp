@@ -113,7 +113,7 @@ class Builder {
     std::string name = fmt::format("{}_{}", write ? "out" : "in", g_.buffers[buf].name());
     for (auto& a : args_)
       if (a.buf == buf && a.write == write) return name;
-    args_.push_back(KernelArg{buf, g_.buffers[buf].dtype, write, name});
+    args_.push_back(KernelArg{buf, g_.buffers[buf].dtype, write, name, g_.buffers[buf].aligned});
     return name;
   }
 
@@ -513,8 +513,10 @@ class Builder {
     IndexExpr o = IndexExpr::var("o", std::max<int64_t>(1, outer));
     IndexExpr r = IndexExpr::var("r", std::max<int64_t>(1, rnumel_));
     Index full = domain_index(s, grp_.rdims, o, r);
-    Stmt& row_loop = open(loop("o", outer, cfg_.parallel ? RangeTag::Parallel : RangeTag::Serial));
-    (void)row_loop;
+    // CUDA: rows over blocks, each row's elements over its threads.
+    const bool cuda = cfg_.target == Target::Cuda;
+    open(loop("o", outer,
+              cuda ? RangeTag::Block : (cfg_.parallel ? RangeTag::Parallel : RangeTag::Serial)));
     int acc_id = 0;
     for (int node : grp_.reductions) {
       const Node& n = g_.nodes[node];
@@ -525,7 +527,8 @@ class Builder {
       // Rows are combined in eager's order (ReductionOrder: InnerOrder or
       // ColumnOrder of reduce_ops.h), so a row reduced on one thread equals
       // eager bit for bit; a split row is cut into eager's stretches when eager
-      // cuts it too. The CUDA dialect steps rows in index order (Plain).
+      // cuts it too. On CUDA each of the row's threads steps its elements in
+      // index order (Plain), then the threads' partials are combined.
       const AccOrder order = info.order.column ? AccOrder::Column : AccOrder::Inner;
       const bool plain = !cfg_.split && cfg_.target != Target::Cpp;
       const std::string target = cfg_.split || plain ? acc : acc + "_order";
@@ -563,34 +566,52 @@ class Builder {
       auto input = [&](const Index& at) { return value(n.inputs[0], at); };
       bool prefill =
           std::find(cfg_.prefill.begin(), cfg_.prefill.end(), node) != cfg_.prefill.end();
-      if (cfg_.split) {
-        // One long row split across threads: eager's stretches (or one per
-        // thread where eager does not split), combined in order.
+      // The row cut among threads, each folding its part into `acc`_local,
+      // the parts then combined into `acc` (the dialect's split_reduce).
+      auto split_row = [&] {
         Stmt sr;
         sr.kind = Stmt::Kind::SplitReduce;
         sr.name = acc;
         sr.partial = acc + "_local";
         sr.accumulator = info.accumulator;
         sr.acc_dtype = info.acc_dtype;
-        sr.order = order;
         sr.extent = rnumel_;
         sr.rows = info.outer;
+        return sr;
+      };
+      if (cuda) {
+        // Each thread folds its elements into its partial (Welford's as
+        // shifted sums: no division per element), then the row's threads
+        // combine their partials (CudaDialect::split_reduce).
+        Stmt sr = split_row();
+        open(sr);
+        Stmt local;
+        local.kind = Stmt::Kind::AccInit;
+        local.name = sr.partial;
+        local.accumulator = info.accumulator == "Welford" ? "ShiftedWelford" : info.accumulator;
+        local.acc_dtype = info.acc_dtype;
+        add(local);
+        open(loop("r", rnumel_, RangeTag::Thread));
+        Stmt st;
+        st.kind = Stmt::Kind::AccStep;
+        st.name = local.name;
+        st.accumulator = local.accumulator;
+        st.acc_dtype = info.acc_dtype;
+        st.indexed = indexed;
+        st.value = element(value(n.inputs[0], full));
+        add(std::move(st));
+        close();
+        close();
+      } else if (cfg_.split) {
+        // One long row split across threads: eager's stretches (or one per
+        // thread where eager does not split), combined in order.
+        Stmt sr = split_row();
+        sr.order = order;
         sr.tasks = info.order.tasks;
         open(sr);
         const int64_t bound = std::max<int64_t>(1, rnumel_ + 1);
         stretch(sr.partial, IndexExpr::var("r_begin", bound), IndexExpr::var("r_end", bound),
                 input);
-        close();
-      } else if (plain) {
-        open(loop("r", rnumel_, RangeTag::Serial));
-        Stmt st;
-        st.kind = Stmt::Kind::AccStep;
-        st.name = target;
-        st.accumulator = info.accumulator;
-        st.acc_dtype = info.acc_dtype;
-        st.indexed = indexed;
-        st.value = element(value(n.inputs[0], full));
-        add(std::move(st));
         close();
       } else if (prefill) {
         // Persistent row, computed element: the row in its own loop (which
@@ -658,7 +679,8 @@ class Builder {
       store(n.outputs[0], node_value(node, unflatten(g_.buffers[n.outputs[0]].sizes, o)), o);
     }
     if (!full_stores.empty()) {
-      open(loop("r", rnumel_, cfg_.split ? RangeTag::Parallel : RangeTag::Vector));
+      open(loop("r", rnumel_,
+                cuda ? RangeTag::Thread : (cfg_.split ? RangeTag::Parallel : RangeTag::Vector)));
       for (int node : full_stores)
         store(g_.nodes[node].outputs[0], node_value(node, full), flat_index(full));
       close();
@@ -805,19 +827,27 @@ class Builder {
   // ---- persistent rows -----------------------------------------------------
   /// Values computed (by a functor) in more than one loop over the row are
   /// computed once: the first loop stores them in a row buffer, later loops
-  /// read it. Only the outermost such values are kept.
+  /// read it. Only the outermost such values are kept. On CUDA every value
+  /// several loops need is kept, loads too (the row is then read from memory
+  /// once; the buffers are registers, and the compiler drops those no later
+  /// loop reads).
   void keep_rows_resident(std::vector<Stmt>& body) {
+    const bool cuda = cfg_.target == Target::Cuda;
     for (auto& top : body) {
       if (top.kind != Stmt::Kind::Loop || top.range.var != "o") continue;
       std::vector<Stmt*> row_loops;
-      for (auto& s : top.body)
+      for (auto& s : top.body) {
         if (s.kind == Stmt::Kind::Loop && s.range.var == "r") row_loops.push_back(&s);
+        if (s.kind == Stmt::Kind::SplitReduce)  // the loop of a row's threads (CUDA)
+          for (auto& b : s.body)
+            if (b.kind == Stmt::Kind::Loop && b.range.var == "r") row_loops.push_back(&b);
+      }
       std::map<int, std::set<size_t>> loops_of;
       for (size_t l = 0; l < row_loops.size(); ++l)
         for (auto& s : row_loops[l]->body)
           if (s.kind == Stmt::Kind::Let) {
             int id = temp_value_.at(s.name);
-            if (values_[id].depends_on_r && values_[id].computed) loops_of[id].insert(l);
+            if (values_[id].depends_on_r && (values_[id].computed || cuda)) loops_of[id].insert(l);
           }
       std::vector<int> shared;
       for (auto& [id, ls] : loops_of)
@@ -826,7 +856,7 @@ class Builder {
       for (int c : shared) {
         bool inner = false;
         for (int d : shared)
-          if (d != c && part_of(c, d)) inner = true;
+          if (!cuda && d != c && part_of(c, d)) inner = true;
         if (!inner) kept.push_back(c);
       }
       if (kept.empty()) continue;

@@ -40,6 +40,8 @@ struct KernelArg {
   DType dtype = DType::Float32;
   bool write = false;
   std::string name;  // "in_buf3", "out_buf5"
+  /// The pointer is 16-byte aligned at every call (Buffer::aligned).
+  bool aligned = false;
 };
 
 /// A scalar value expression. Values a kernel computes are named temporaries

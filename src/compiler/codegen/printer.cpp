@@ -43,6 +43,14 @@ std::string Dialect::value_type(DType t) const {
   return (t == DType::Float16 || t == DType::BFloat16) ? "float" : storage_type(t);
 }
 
+std::string Dialect::half_to_float(DType, const std::string& v) const {
+  return fmt::format("static_cast<float>({})", v);
+}
+
+std::string Dialect::float_to_half(DType t, const std::string& v) const {
+  return fmt::format("{}({})", storage_type(t), v);
+}
+
 namespace {
 /// `d` converted to integer dtype `t` as eager converts it (scalar::cast).
 int64_t float_to_integer(double d, DType t) {
@@ -89,6 +97,17 @@ std::string Dialect::load(const std::string& ptr, const std::string& index) cons
 std::string Dialect::store(const std::string& ptr, const std::string& index,
                            const std::string& value) const {
   return fmt::format("{}[{}] = {}", ptr, index, value);
+}
+
+void Dialect::range_end(const Range&, const KernelConfig&, CodeBuffer& out) const { out.line("}"); }
+
+std::string Dialect::row_buffer(const std::string& type, const std::string& name, int64_t extent,
+                                const KernelConfig&) const {
+  return fmt::format("alignas(64) {} {}[{}];", type, name, extent);
+}
+
+std::string Dialect::row_slot(const IndexExpr& index, const KernelConfig&) const {
+  return index.str();
 }
 
 std::string Dialect::index_type(int bits) const { return bits == 32 ? "int32_t" : "int64_t"; }
@@ -146,7 +165,7 @@ class Printer {
         return d_.literal(e.literal, e.dtype);
       case Expr::Kind::Load: {
         std::string l = d_.load(e.name, e.index.str());
-        if (is_half(e.dtype)) l = fmt::format("static_cast<float>({})", l);
+        if (is_half(e.dtype)) l = d_.half_to_float(e.dtype, l);
         // A guarded read happens only where its guard holds.
         if (e.mask) l = fmt::format("({} ? {} : {}(0))", expr(*e.mask), l, d_.value_type(e.dtype));
         return l;
@@ -171,7 +190,7 @@ class Printer {
                            n, n > 0 ? n - 1 : 0);
       }
       case Expr::Kind::RowLoad:
-        return fmt::format("{}[{}]", e.name, e.index.str());
+        return fmt::format("{}[{}]", e.name, d_.row_slot(e.index, k_.config));
       case Expr::Kind::Call: {
         std::vector<std::string> args;
         for (auto& o : e.operands) args.push_back(expr(*o));
@@ -184,8 +203,8 @@ class Printer {
         if (e.from == e.dtype) return v;
         if (e.dtype == DType::Bool) return fmt::format("({} != 0)", v);
         if (is_half(e.dtype))
-          return fmt::format("static_cast<float>({}(static_cast<float>({})))",
-                             d_.storage_type(e.dtype), v);
+          return d_.half_to_float(
+              e.dtype, d_.float_to_half(e.dtype, fmt::format("static_cast<float>({})", v)));
         return convert_value(v, e.from, e.dtype);
       }
       case Expr::Kind::Cast:
@@ -217,27 +236,35 @@ class Printer {
 
   void stmt(const Stmt& s) {
     switch (s.kind) {
-      case Stmt::Kind::Loop:
+      case Stmt::Kind::Loop: {
+        const bool lanes = s.range.tag == RangeTag::Thread;
         d_.range_begin(s.range, k_.config, out_);
         out_.indent();
+        thread_ranges_ += lanes;
         body(s.body);
+        thread_ranges_ -= lanes;
         out_.dedent();
-        out_.line("}");
+        d_.range_end(s.range, k_.config, out_);
         return;
+      }
       case Stmt::Kind::Let:
         out_.line(fmt::format("const {} {} = {};", d_.value_type(s.dtype), s.name, expr(*s.value)));
         return;
       case Stmt::Kind::Store: {
         std::string v = expr(*s.value);
-        if (is_half(s.dtype)) v = fmt::format("{}({})", d_.storage_type(s.dtype), v);
-        out_.line(d_.store(s.name, s.index.str(), v) + ";");
+        if (is_half(s.dtype)) v = d_.float_to_half(s.dtype, v);
+        // A per-row result of a reduction: stored by one of the row's threads.
+        const std::string once =
+            k_.config.reduction && thread_ranges_ == 0 ? d_.once_per_row(k_.config) : "";
+        out_.line(once + d_.store(s.name, s.index.str(), v) + ";");
         return;
       }
       case Stmt::Kind::RowBuffer:
-        out_.line(fmt::format("alignas(64) {} {}[{}];", d_.value_type(s.dtype), s.name, s.extent));
+        out_.line(d_.row_buffer(d_.value_type(s.dtype), s.name, s.extent, k_.config));
         return;
       case Stmt::Kind::RowStore:
-        out_.line(fmt::format("{}[{}] = {};", s.name, s.index.str(), expr(*s.value)));
+        out_.line(
+            fmt::format("{}[{}] = {};", s.name, d_.row_slot(s.index, k_.config), expr(*s.value)));
         return;
       case Stmt::Kind::CheckZero:
         out_.line(fmt::format("if ({}{} == 0) {}", s.mask ? expr(*s.mask) + " && " : "",
@@ -288,11 +315,9 @@ class Printer {
         out_.line(fmt::format("const auto {} = {}.result();", s.name, s.partial));
         return;
       case Stmt::Kind::SplitReduce: {
-        CodeBuffer inner;
         Printer p(k_, d_);
-        p.out_ = CodeBuffer();
         p.body(s.body);
-        d_.split_reduce(s, acc_type(s.accumulator, s.acc_dtype), p.out_.str(), out_);
+        d_.split_reduce(s, acc_type(s.accumulator, s.acc_dtype), p.out_.str(), k_.config, out_);
         return;
       }
     }
@@ -301,6 +326,7 @@ class Printer {
   const KernelDesc& k_;
   const Dialect& d_;
   CodeBuffer out_;
+  int thread_ranges_ = 0;  // Thread ranges (a row's elements over its threads) open
 };
 
 }  // namespace

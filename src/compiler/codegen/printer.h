@@ -43,13 +43,26 @@ class Dialect {
   virtual void kernel_begin(const KernelDesc& k, CodeBuffer& out) const = 0;
   /// Opens a range: a loop, or the mapping of its iterations onto threads.
   virtual void range_begin(const Range& r, const KernelConfig& c, CodeBuffer& out) const = 0;
+  /// Closes what range_begin opened ("}" by default).
+  virtual void range_end(const Range& r, const KernelConfig& c, CodeBuffer& out) const;
+  /// Declares row buffer `name` of `extent` values of C type `type`
+  /// (Stmt::RowBuffer), and names the slot holding element `index` of the row
+  /// (the index itself by default: one thread holds the whole row).
+  virtual std::string row_buffer(const std::string& type, const std::string& name, int64_t extent,
+                                 const KernelConfig& c) const;
+  virtual std::string row_slot(const IndexExpr& index, const KernelConfig& c) const;
+  /// Prefix of a statement a reduction kernel runs once per row, outside the
+  /// loops over the row's elements (a store of a per-row result): "" where one
+  /// thread handles the row, a guard letting one of its threads run it where
+  /// several share it.
+  virtual std::string once_per_row(const KernelConfig& c) const { return ""; }
   /// A barrier among the threads that share a range ("" where none is needed).
   virtual std::string barrier() const = 0;
   /// Prints a row split across threads (Stmt::SplitReduce): each stretch
   /// [r_begin, r_end) folded by `loop` into its own order struct `s.partial`
   /// over accumulator `acc_type`, the results combined into `s.name` in order.
   virtual void split_reduce(const Stmt& s, const std::string& acc_type, const std::string& loop,
-                            CodeBuffer& out) const = 0;
+                            const KernelConfig& c, CodeBuffer& out) const = 0;
   /// Statement that sets the kernel's error flag to `code` (a RuntimeCheck of
   /// the op table: the runtime names the failed check from it).
   virtual std::string set_error_flag(int code) const = 0;
@@ -64,6 +77,12 @@ class Dialect {
   virtual std::string storage_type(DType t) const;
   /// C type a value of `t` is computed in (float for float16/bfloat16).
   virtual std::string value_type(DType t) const;
+  /// A float16/bfloat16 element `v` (of storage_type) as a float, and a float
+  /// `v` rounded to nearest-even into float16/bfloat16 storage (the CPU: the
+  /// conversions of smelt/half.h; CUDA: the hardware's cvt instructions, the
+  /// same values).
+  virtual std::string half_to_float(DType t, const std::string& v) const;
+  virtual std::string float_to_half(DType t, const std::string& v) const;
   /// A literal of `s` typed as `t`.
   virtual std::string literal(const Scalar& s, DType t) const;
 };
@@ -78,7 +97,7 @@ class CppDialect : public Dialect {
   void range_begin(const Range& r, const KernelConfig& c, CodeBuffer& out) const override;
   std::string barrier() const override { return ""; }
   void split_reduce(const Stmt& s, const std::string& acc_type, const std::string& loop,
-                    CodeBuffer& out) const override;
+                    const KernelConfig& c, CodeBuffer& out) const override;
   std::string set_error_flag(int code) const override;
 };
 

@@ -8,6 +8,8 @@
 #include <functional>
 
 #include "compiler/fusion/legality.h"
+#include "compiler/fusion/schedule.h"
+#include "compiler/lower/loop_ir.h"
 #include "core/tensor_impl.h"
 
 namespace smelt::compiler {
@@ -19,7 +21,9 @@ bool KernelConfig::operator==(const KernelConfig& o) const {
          scan_lanes == o.scan_lanes && tile_rows == o.tile_rows && parallel == o.parallel &&
          split == o.split && persistent == o.persistent && prefill == o.prefill &&
          round_intermediates == o.round_intermediates && index_bits == o.index_bits &&
-         block_size == o.block_size && items_per_thread == o.items_per_thread;
+         block_size == o.block_size && items_per_thread == o.items_per_thread && grid == o.grid &&
+         vec == o.vec && threads_per_row == o.threads_per_row &&
+         rows_per_block == o.rows_per_block && outer == o.outer && row_iters == o.row_iters;
 }
 
 size_t KernelConfig::hash() const {
@@ -38,18 +42,104 @@ std::string KernelConfig::str() const {
   if (scan_lanes) s += fmt::format(" lanes={}", scan_lanes);
   if (!round_intermediates) s += " no_rounding";
   s += fmt::format(" idx{}", index_bits);
-  if (block_size) s += fmt::format(" block={}x{}", block_size, items_per_thread);
+  if (block_size) s += fmt::format(" block={}x{} grid={}", block_size, items_per_thread, grid);
+  if (vec > 1) s += fmt::format(" vec={}", vec);
+  if (threads_per_row)
+    s += fmt::format(" row={}{}x{}", outer ? "outer " : "", threads_per_row, rows_per_block);
+  if (row_iters) s += fmt::format(" row_iters={}", row_iters);
   return s;
 }
 
 namespace {
 
 /// 32-bit indexing is enough when every buffer the kernel touches and its
-/// iteration space have fewer than 2^31 elements.
+/// iteration space have fewer than 2^31 elements, less a margin for the
+/// positions a thread forms past the end before it checks them (at most a
+/// block of vectors).
 int index_bits_for(const Graph& g, const std::vector<int>& buffers, int64_t numel) {
   int64_t most = numel;
   for (int b : buffers) most = std::max(most, g.buffers[b].extent);
-  return most < (int64_t{1} << 31) ? 32 : 64;
+  constexpr int64_t kMargin = int64_t{1} << 16;
+  return most + kMargin < (int64_t{1} << 31) ? 32 : 64;
+}
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/// The smallest power of two >= n (n >= 1).
+int64_t pow2_ceil(int64_t n) {
+  int64_t p = 1;
+  while (p < n) p *= 2;
+  return p;
+}
+
+/// Elements of the narrowest dtype among `buffers` in 16 bytes (at most 8),
+/// halved until it divides `n`: the vector width of a kernel over n elements.
+int vector_width(const Graph& g, const std::vector<int>& buffers, int64_t n) {
+  size_t narrowest = 8;
+  for (int b : buffers) narrowest = std::min(narrowest, itemsize(g.buffers[b].dtype));
+  int vec = static_cast<int>(std::min<size_t>(8, 16 / std::max<size_t>(1, narrowest)));
+  while (vec > 1 && n % vec != 0) vec /= 2;
+  return vec;
+}
+
+/// The CUDA layout (index_bits already set). Pointwise: one thread per `vec`
+/// consecutive elements, blocks of kCudaBlock threads. Scans: one thread per
+/// row. Reductions: `threads_per_row` threads per row (a power of two),
+/// `rows_per_block` rows per block; a row that fits in kCudaRowIters steps
+/// per thread stays in registers (persistent), a longer one is looped.
+KernelConfig cuda_config(const Graph& g, const KernelGroup& group, const std::vector<int>& touched,
+                         KernelConfig c) {
+  const Shape& s = group.shape;
+  const int64_t n = detail::shape_numel(s);
+  c.parallel = true;
+  if (!group.reduction) {
+    c.block_size = kCudaBlock;
+    c.vec = vector_width(g, touched, n);
+    c.items_per_thread = c.vec;
+    c.grid = std::max<int64_t>(1, ceil_div(n, int64_t{kCudaBlock} * c.vec));
+    return c;
+  }
+  // Rows: the kept dims (an empty reduction still has its outputs).
+  int64_t rn = 1, rows = 1;
+  for (size_t d = 0; d < s.size(); ++d)
+    (std::find(group.rdims.begin(), group.rdims.end(), static_cast<int64_t>(d)) != group.rdims.end()
+         ? rn
+         : rows) *= s[d];
+  if (group.scan) {
+    c.scan = true;
+    c.block_size = kCudaBlock;
+    c.items_per_thread = 1;
+    c.grid = std::max<int64_t>(1, ceil_div(rows, kCudaBlock));
+    return c;
+  }
+  const ReductionInfo info = reduction_info(g, g.nodes[group.reductions[0]]);
+  c.outer = info.order.column;
+  // Inner rows read contiguous runs: `vec` elements per step where the row
+  // divides into them.
+  c.vec = !c.outer && info.order.contiguous && info.order.run == rn
+              ? vector_width(g, touched, std::max<int64_t>(1, rn))
+              : 1;
+  const int64_t units = ceil_div(std::max<int64_t>(1, rn), c.vec);
+  int64_t lanes;
+  if (c.outer) {
+    // Neighbouring threads take neighbouring rows (coalesced reads); many rows
+    // keep one thread each, few rows share their elements among more threads.
+    const int64_t across = std::min<int64_t>(32, pow2_ceil(std::max<int64_t>(1, rows)));
+    lanes = rows >= 8192 ? 1 : std::min<int64_t>(kCudaBlock / across, pow2_ceil(units));
+  } else {
+    // About 4 steps per thread, at most kCudaRowThreads threads per row.
+    lanes = std::clamp<int64_t>(pow2_ceil(ceil_div(units, 4)), 1, kCudaRowThreads);
+    if (lanes < 4) lanes = 1;  // short rows: one thread each, rows side by side
+  }
+  c.threads_per_row = static_cast<int>(lanes);
+  c.rows_per_block = static_cast<int>(std::max<int64_t>(1, kCudaBlock / lanes));
+  c.block_size = c.threads_per_row * c.rows_per_block;
+  const int64_t iters = ceil_div(units, lanes);
+  c.persistent = iters <= kCudaRowIters;
+  c.row_iters = c.persistent ? static_cast<int>(iters) : 0;
+  c.items_per_thread = static_cast<int>(c.persistent ? iters * c.vec : c.vec);
+  c.grid = std::max<int64_t>(1, ceil_div(rows, c.rows_per_block));
+  return c;
 }
 
 }  // namespace
@@ -67,15 +157,10 @@ KernelConfig choose_config(const Graph& g, const KernelGroup& group, const Group
   // The CPU indexes with int64_t (loops over 64-bit counters vectorize as
   // well); the GPU uses 32-bit arithmetic when bounds allow.
   c.index_bits = target == Target::Cuda ? index_bits_for(g, touched, n) : 64;
+  if (target == Target::Cuda) return cuda_config(g, group, touched, c);
   if (!group.reduction) {
     const int64_t last = s.empty() ? 1 : s.back();
     const int64_t rows = last > 0 ? n / last : 0;
-    if (target == Target::Cuda) {
-      c.parallel = true;
-      c.block_size = 256;
-      c.items_per_thread = 4;
-      return c;
-    }
     c.tile_rows = s.size() >= 2 && last >= 16 && rows >= 2;
     c.parallel = n >= kJitParallelGrain;
     return c;
@@ -87,12 +172,6 @@ KernelConfig choose_config(const Graph& g, const KernelGroup& group, const Group
     // A row's steps depend on each other: rows spread over threads, never
     // split (CUDA: one thread per row, a grid-stride loop over rows).
     c.scan = true;
-    if (target == Target::Cuda) {
-      c.parallel = true;
-      c.block_size = 256;
-      c.items_per_thread = 1;
-      return c;
-    }
     // Rows along inner positions are scanned side by side: the largest count
     // of them up to kScanLanes that divides the inner positions (a large scan
     // keeps about 16 groups of rows or more for the threads).

@@ -25,6 +25,14 @@ inline constexpr int64_t kJitParallelGrain = 32768;
 /// Longest reduced row a reduction kernel keeps resident (persistent); longer
 /// rows are looped and recompute what later loops need.
 inline constexpr int64_t kPersistentRow = 8192;
+/// CUDA: threads per block of pointwise kernels and of reductions whose rows
+/// take one thread each.
+inline constexpr int kCudaBlock = 256;
+/// CUDA: most threads one row of a reduction takes (one block).
+inline constexpr int kCudaRowThreads = 512;
+/// CUDA: most steps of `vec` elements one thread holds of a persistent row
+/// (longer rows are looped: 512 threads x 8 x 4 float32 = 16384 elements).
+inline constexpr int kCudaRowIters = 8;
 /// With fewer rows than this, each long row is split across threads instead.
 inline constexpr int64_t kSplitRowsBelow = 8;
 /// Most ops one kernel computes. The C++ compiler's time grows faster than
@@ -78,6 +86,25 @@ struct KernelConfig {
   /// CUDA: threads per block and elements per thread (0 on the CPU).
   int block_size = 0;
   int items_per_thread = 0;
+  /// CUDA: blocks launched (the grid; every kernel is a 1-D grid of 1-D blocks).
+  int64_t grid = 0;
+  /// CUDA: consecutive elements a thread handles at once; their loads and
+  /// stores become 16-byte vector accesses where contiguity and alignment are
+  /// proven (1: one element).
+  int vec = 1;
+  /// CUDA reduction: threads sharing one row (a power of two; their partial
+  /// accumulators are combined with warp shuffles, then through shared memory
+  /// across warps) and rows per block (block_size = threads_per_row *
+  /// rows_per_block). 0 on the CPU and for scans (one thread per row).
+  int threads_per_row = 0;
+  int rows_per_block = 0;
+  /// CUDA reduction: the threads of a row are strided along the rows (outer,
+  /// column reductions: neighbouring threads read neighbouring outputs'
+  /// elements) instead of along the row (inner).
+  bool outer = false;
+  /// CUDA persistent reduction: each thread's share of the row, in steps of
+  /// `vec` elements (values several loops over the row need stay in registers).
+  int row_iters = 0;
 
   bool operator==(const KernelConfig& o) const;
   bool operator!=(const KernelConfig& o) const { return !(*this == o); }

@@ -179,6 +179,19 @@ struct Hasher {
 
 }  // namespace
 
+Device Graph::device() const {
+  for (auto& b : buffers)
+    if (!b.device.is_cpu()) return b.device;
+  return Device();
+}
+
+bool Graph::on_one_device() const {
+  const Device d = device();
+  for (auto& b : buffers)
+    if (b.device != d) return false;
+  return true;
+}
+
 uint64_t Graph::hash() const {
   Hasher h;
   h.add(buffers.size());
@@ -192,6 +205,7 @@ uint64_t Graph::hash() const {
     h.add(static_cast<uint64_t>(b.input_index));
     h.add(static_cast<uint64_t>(b.captured));
     h.add(static_cast<uint64_t>(b.written));
+    h.add(static_cast<uint64_t>(b.aligned));
   }
   h.add(nodes.size());
   for (auto& n : nodes) {

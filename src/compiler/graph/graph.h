@@ -40,6 +40,11 @@ struct Buffer {
   /// a .grad accumulated into): the graph writes its final value back into the
   /// tensor at every call (Graph::mutations), and nothing over it is folded.
   bool written = false;
+  /// The base pointer is 16-byte aligned at every call: node outputs, parameters
+  /// and constants (whole allocator blocks or arena slots) always; an input
+  /// when its data pointer was when traced (a guard of smelt::compile checks
+  /// it on CUDA, where generated code uses it for vector loads).
+  bool aligned = true;
   std::string name() const;  // "buf3", "arg0", "param1", "const2"
 };
 
@@ -76,6 +81,11 @@ struct Graph {
   int num_params = 0;
 
   int add_buffer(Buffer b);
+  /// The device the graph runs on: the first GPU any buffer is on, else the
+  /// CPU (smelt::compile runs a graph over several devices eagerly).
+  Device device() const;
+  /// True when every buffer is on device().
+  bool on_one_device() const;
   /// Appends a node; creates its contiguous output buffers.
   int add_node(const std::string& op, std::vector<Operand> inputs, detail::Attrs attrs,
                const std::vector<detail::OutMeta>& outs);

@@ -116,7 +116,7 @@ CompiledGraph::CompiledGraph(Graph g, Schedule s, std::shared_ptr<backend::Modul
   mem_ = plan_memory(g_, s_);
   mem_.in_place = plan_in_place(g_, s_);
   escaping_ = escaping(g_);
-  if (!g_.buffers.empty()) device_ = g_.buffers[0].device;
+  device_ = g_.device();
   // The launch plan: one record per generated kernel, its arguments as slots.
   launch_of_step_.assign(s_.steps.size(), -1);
   for (size_t i = 0; i < s_.steps.size(); ++i) {
@@ -126,12 +126,16 @@ CompiledGraph::CompiledGraph(Graph g, Schedule s, std::shared_ptr<backend::Modul
     LaunchRecord r;
     r.step = static_cast<int>(i);
     r.kernel = module_->function(st.name);
+    // The grid and block the kernel was laid out for (CUDA; the CPU ignores them).
+    r.config.grid[0] = static_cast<uint32_t>(std::max<int64_t>(1, st.config.grid));
+    r.config.block[0] = static_cast<uint32_t>(std::max(1, st.config.block_size));
     for (int b : st.reads) r.args.push_back({ArgSlot::Kind::Buffer, b});
     for (int b : st.writes) r.args.push_back({ArgSlot::Kind::Buffer, b});
     if (!st.error_ops.empty()) {
       r.error_flag = error_flags_++;
       r.args.push_back({ArgSlot::Kind::ErrorFlag, r.error_flag});
     }
+    r.config.num_args = r.args.size();
     max_args_ = std::max(max_args_, r.args.size());
     launch_of_step_[i] = static_cast<int>(launches_.size());
     launches_.push_back(std::move(r));
@@ -148,9 +152,16 @@ std::string CompiledGraph::plan_str() const {
     for (int b : st.writes) w.push_back(g_.buffers[b].name());
     std::string what = st.name;
     if (st.kind == Step::Kind::Extern && !st.epilogue.empty())
-      what += fmt::format(" [oneDNN matmul, post-ops: {}{}{}]", st.bias >= 0 ? "bias" : "",
+      what += fmt::format(" [{} matmul, {}: {}{}{}]", device_.is_cuda() ? "cuBLAS" : "oneDNN",
+                          device_.is_cuda() ? "epilogue" : "post-ops", st.bias >= 0 ? "bias" : "",
                           st.activation.empty() ? "" : ", " + st.activation,
                           st.residual >= 0 ? ", residual add" : "");
+    if (st.kind == Step::Kind::Kernel && device_.is_cuda()) {
+      const backend::LaunchConfig& c = launches_[static_cast<size_t>(launch_of_step_[i])].config;
+      what += fmt::format(" <<<grid {}, block {}, shared {} B, idx{}>>>", c.grid[0], c.block[0],
+                          c.shared_mem_bytes + module_->static_shared_bytes(st.name),
+                          st.config.index_bits);
+    }
     s += fmt::format("  {}: {}({}) -> {}\n", i, what, fmt::join(r, ", "), fmt::join(w, ", "));
   }
   s += mem_.str(g_);
@@ -159,9 +170,22 @@ std::string CompiledGraph::plan_str() const {
 
 namespace {
 
-Tensor view_over(void* base, const Operand& o) {
+/// A tensor over `data` (memory of `device`, not owned) with these sizes and strides.
+Tensor blob(void* data, const Shape& sizes, DType dtype, const Shape& strides, Device device) {
+  auto impl = std::make_shared<TensorImpl>();
+  const Shape st = strides.empty() ? detail::contiguous_strides(sizes) : strides;
+  const int64_t extent = detail::storage_extent(sizes, st, 0);
+  impl->storage = Storage::wrap(data, static_cast<size_t>(extent) * itemsize(dtype), device);
+  impl->sizes = sizes;
+  impl->strides = st;
+  impl->dtype = dtype;
+  impl->device = device;  // eager ops dispatch on it (a fallback step's views of device memory)
+  return Tensor(std::move(impl));
+}
+
+Tensor view_over(void* base, const Operand& o, Device device) {
   char* p = static_cast<char*>(base) + o.offset * static_cast<int64_t>(itemsize(o.dtype));
-  return from_blob(p, o.sizes, o.dtype, o.strides);
+  return blob(p, o.sizes, o.dtype, o.strides, device);
 }
 
 /// C = A @ B (+ epilogue) for a matmul node whose operands are windows of buffers.
@@ -240,14 +264,14 @@ void run_fallback(const Graph& g, const Step& st, const std::vector<void*>& ptr)
   std::vector<Tensor> inputs;
   for (auto& in : n.inputs)
     inputs.push_back(in.is_scalar() ? detail::wrapped_scalar(*in.scalar)
-                                    : view_over(ptr[in.buf], in));
+                                    : view_over(ptr[in.buf], in, g.buffers[in.buf].device));
   if (st.kernel_kind == "for") {
     // A multi-tensor step: output k is input k updated in place. Each output
     // starts as its input (nothing to copy where it is the input's memory:
     // MemoryPlan::in_place), then the op updates the outputs.
     for (size_t k = 0; k < n.outputs.size(); ++k) {
       const Buffer& out = g.buffers[n.outputs[k]];
-      Tensor o = from_blob(ptr[out.id], inputs[k].sizes(), out.dtype);
+      Tensor o = blob(ptr[out.id], inputs[k].sizes(), out.dtype, {}, out.device);
       if (o.data_ptr() != inputs[k].data_ptr() || !inputs[k].is_contiguous()) o.copy_(inputs[k]);
       inputs[k] = o;
     }
@@ -256,7 +280,7 @@ void run_fallback(const Graph& g, const Step& st, const std::vector<void*>& ptr)
   }
   if (n.op == "copy_") {
     const Buffer& out = g.buffers[n.outputs[0]];
-    Tensor dst = from_blob(ptr[out.id], {out.extent}, out.dtype);
+    Tensor dst = blob(ptr[out.id], {out.extent}, out.dtype, {}, out.device);
     dst.copy_(inputs[0]);
     Operand w;
     w.buf = out.id;
@@ -264,7 +288,7 @@ void run_fallback(const Graph& g, const Step& st, const std::vector<void*>& ptr)
     w.strides = n.attrs.as<std::vector<int64_t>>("strides");
     w.offset = n.attrs.as<int64_t>("offset");
     w.dtype = out.dtype;
-    view_over(ptr[out.id], w).copy_(inputs[1]);
+    view_over(ptr[out.id], w, out.device).copy_(inputs[1]);
     return;
   }
   std::vector<Tensor> results = detail::call_op(n.op, inputs, n.attrs);
@@ -273,7 +297,7 @@ void run_fallback(const Graph& g, const Step& st, const std::vector<void*>& ptr)
                         n.outputs.size());
   for (size_t k = 0; k < results.size(); ++k) {
     const Buffer& out = g.buffers[n.outputs[k]];
-    from_blob(ptr[out.id], out.sizes, out.dtype).copy_(results[k]);
+    blob(ptr[out.id], out.sizes, out.dtype, {}, out.device).copy_(results[k]);
   }
 }
 
@@ -282,6 +306,7 @@ void run_fallback(const Graph& g, const Step& st, const std::vector<void*>& ptr)
 std::vector<Tensor> CompiledGraph::run(const std::vector<Tensor>& args,
                                        const std::vector<Tensor>& params) {
   backend::Backend& be = backend::backend(device_);
+  backend::DeviceGuard on_device(device_);
   const backend::Stream stream = be.current_stream(device_);
   // The arena: intermediates, then one int flag per kernel that may fail.
   const int64_t arena_bytes = error_flags_ > 0

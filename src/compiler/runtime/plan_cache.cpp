@@ -61,7 +61,15 @@ json config_json(const KernelConfig& c) {
           {"round_intermediates", c.round_intermediates},
           {"index_bits", c.index_bits},
           {"block_size", c.block_size},
-          {"items_per_thread", c.items_per_thread}};
+          {"items_per_thread", c.items_per_thread},
+          {"scan", c.scan},
+          {"scan_lanes", c.scan_lanes},
+          {"grid", c.grid},
+          {"vec", c.vec},
+          {"threads_per_row", c.threads_per_row},
+          {"rows_per_block", c.rows_per_block},
+          {"outer", c.outer},
+          {"row_iters", c.row_iters}};
 }
 
 KernelConfig config_of(const json& j) {
@@ -77,6 +85,14 @@ KernelConfig config_of(const json& j) {
   c.index_bits = j.at("index_bits").get<int>();
   c.block_size = j.at("block_size").get<int>();
   c.items_per_thread = j.at("items_per_thread").get<int>();
+  c.scan = j.at("scan").get<bool>();
+  c.scan_lanes = j.at("scan_lanes").get<int64_t>();
+  c.grid = j.at("grid").get<int64_t>();
+  c.vec = j.at("vec").get<int>();
+  c.threads_per_row = j.at("threads_per_row").get<int>();
+  c.rows_per_block = j.at("rows_per_block").get<int>();
+  c.outer = j.at("outer").get<bool>();
+  c.row_iters = j.at("row_iters").get<int>();
   return c;
 }
 
@@ -85,6 +101,7 @@ json step_json(const Step& st) {
           {"name", st.name},
           {"kernel_kind", st.kernel_kind},
           {"reduction", st.group.reduction},
+          {"scan", st.group.scan},
           {"shape", st.group.shape},
           {"rdims", st.group.rdims},
           {"reductions", st.group.reductions},
@@ -107,6 +124,7 @@ Step step_of(const json& j) {
   st.name = j.at("name").get<std::string>();
   st.kernel_kind = j.at("kernel_kind").get<std::string>();
   st.group.reduction = j.at("reduction").get<bool>();
+  st.group.scan = j.at("scan").get<bool>();
   st.group.shape = j.at("shape").get<Shape>();
   st.group.rdims = j.at("rdims").get<std::vector<int64_t>>();
   st.group.reductions = j.at("reductions").get<std::vector<int>>();

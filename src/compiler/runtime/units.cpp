@@ -33,6 +33,10 @@ class UnitModules final : public backend::Module {
     return modules_[it->second]->function(name);
   }
   const std::string& path() const override { return path_; }
+  size_t static_shared_bytes(const std::string& name) const override {
+    auto it = unit_of_.find(name);
+    return it == unit_of_.end() ? 0 : modules_[it->second]->static_shared_bytes(name);
+  }
 
  private:
   std::vector<std::shared_ptr<backend::Module>> modules_;
@@ -47,7 +51,8 @@ int build_parallelism() {
   return static_cast<int>(std::clamp(n, 1u, 8u));
 }
 
-std::vector<KernelUnit> split_units(const Schedule& s, const std::string& preamble, int parallel) {
+std::vector<KernelUnit> split_units(const Schedule& s, const std::string& preamble, int parallel,
+                                    int64_t unit_lines) {
   std::vector<int64_t> lines;
   int64_t total = 0;
   for (auto& st : s.steps)
@@ -56,7 +61,8 @@ std::vector<KernelUnit> split_units(const Schedule& s, const std::string& preamb
       total += lines.back();
     }
   if (lines.empty()) return {};
-  const int64_t count = std::clamp<int64_t>(total / kUnitLines, 1, std::max(1, parallel));
+  const int64_t count =
+      std::clamp<int64_t>(total / std::max<int64_t>(1, unit_lines), 1, std::max(1, parallel));
   // Unit u takes the kernels that start within the u-th of `count` equal shares.
   std::vector<size_t> per_unit;
   int64_t done = 0;
@@ -87,7 +93,8 @@ std::vector<KernelUnit> join_units(const Schedule& s, const std::string& preambl
 }
 
 std::shared_ptr<backend::Module> build_units(const std::vector<KernelUnit>& units,
-                                             backend::Backend& be, backend::ModuleCache& cache,
+                                             backend::Backend& be, Device device,
+                                             backend::ModuleCache& cache,
                                              backend::BuildInfo* info) {
   const size_t n = units.size();
   std::vector<std::shared_ptr<backend::Module>> modules(n);
@@ -95,6 +102,7 @@ std::shared_ptr<backend::Module> build_units(const std::vector<KernelUnit>& unit
   std::vector<std::exception_ptr> errors(n);
   auto build_one = [&](size_t u) {
     try {
+      backend::DeviceGuard on_device(device);
       modules[u] = be.build(units[u].source, cache, &infos[u]);
     } catch (...) {
       errors[u] = std::current_exception();

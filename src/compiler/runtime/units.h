@@ -16,6 +16,10 @@ namespace smelt::compiler {
 /// Source lines per unit below which a long source is not split further
 /// (each unit pays the compiler's start and the preamble, ~0.3 s with g++).
 inline constexpr int64_t kUnitLines = 4000;
+/// The same for NVRTC, whose start and preamble cost ~0.1 s while ptxas
+/// takes about as long for each unrolled reduction kernel: a graph of a few
+/// kernels already builds them side by side.
+inline constexpr int64_t kCudaUnitLines = 50;
 
 /// One translation unit: the dialect's preamble and the source of some kernels.
 struct KernelUnit {
@@ -24,9 +28,10 @@ struct KernelUnit {
 };
 
 /// The kernel steps of `s` (their Step::source) after `preamble`, in order,
-/// in min(`parallel`, lines / kUnitLines) units (at least one) of about equal
-/// length. No unit when `s` has no kernel.
-std::vector<KernelUnit> split_units(const Schedule& s, const std::string& preamble, int parallel);
+/// in min(`parallel`, lines / `unit_lines`) units (at least one) of about
+/// equal length. No unit when `s` has no kernel.
+std::vector<KernelUnit> split_units(const Schedule& s, const std::string& preamble, int parallel,
+                                    int64_t unit_lines = kUnitLines);
 
 /// The kernel steps of `s` after `preamble`, the first kernels_per_unit[0]
 /// in the first unit, the next kernels_per_unit[1] in the second, and so on
@@ -37,14 +42,14 @@ std::vector<KernelUnit> join_units(const Schedule& s, const std::string& preambl
 /// How many units may build at once: the machine's hardware threads, at most 8.
 int build_parallelism();
 
-/// Builds (or loads from `cache`) every unit through `be`, the units at the
-/// same time, and returns one module whose function() finds any of their
-/// kernels. `info`: cache_hit when every unit came from the cache, build_ms the
-/// longest compiler run (they run at the same time), key and source_path those
+/// Builds (or loads from `cache`) every unit through `be` for `device` (the
+/// current device of every building thread), the units at the same time, and returns one module
+/// whose function() finds any of their kernels. `info`: cache_hit when every unit came from the
+/// cache, build_ms the longest compiler run (they run at the same time), key and source_path those
 /// of each unit joined by ", ". Rethrows the first unit's failure after all
 /// finished.
 std::shared_ptr<backend::Module> build_units(const std::vector<KernelUnit>& units,
-                                             backend::Backend& be, backend::ModuleCache& cache,
-                                             backend::BuildInfo* info);
+                                             backend::Backend& be, Device device,
+                                             backend::ModuleCache& cache, backend::BuildInfo* info);
 
 }  // namespace smelt::compiler

@@ -54,6 +54,19 @@ Tensor GraphBuilder::view_of(const Operand& o) {
   return view_of(o.buf, o.sizes, o.strides, o.offset);
 }
 
+bool input_aligned(const Tensor& arg) {
+  return !arg.device().is_cuda() || reinterpret_cast<uintptr_t>(arg.data_ptr()) % 16 == 0;
+}
+
+namespace {
+/// Whether the base of `t`'s storage (what a parameter's or constant's buffer
+/// points at) is 16-byte aligned on CUDA: allocator blocks are; memory
+/// wrapped from elsewhere may not be.
+bool storage_aligned(const Tensor& t) {
+  return !t.device().is_cuda() || reinterpret_cast<uintptr_t>(t.storage()->data()) % 16 == 0;
+}
+}  // namespace
+
 Tensor GraphBuilder::add_input(const Tensor& arg, int index) {
   Buffer b;
   b.kind = BufferKind::Input;
@@ -62,6 +75,7 @@ Tensor GraphBuilder::add_input(const Tensor& arg, int index) {
   b.extent = detail::storage_extent(arg.sizes(), arg.strides(), 0);
   b.input_index = index;
   next_input_ = std::max(next_input_, index + 1);
+  b.aligned = input_aligned(arg);
   int id = graph.add_buffer(std::move(b));
   ++graph.num_inputs;
   bound_.emplace_back(id, storage_for(id));
@@ -95,6 +109,7 @@ void GraphBuilder::add_param(const Tensor& param, int index) {
   b.device = param.device();
   b.extent = static_cast<int64_t>(storage->nbytes() / itemsize(param.dtype()));
   b.input_index = index;
+  b.aligned = storage_aligned(param);  // the same storage at every call (guarded)
   int id = graph.add_buffer(std::move(b));
   ++graph.num_params;
   storage->set_trace(std::make_shared<TracedBuffer>(id));
@@ -195,6 +210,7 @@ Operand GraphBuilder::operand_of(const Tensor& t) {
     b.extent = static_cast<int64_t>(t.storage()->nbytes() / itemsize(t.dtype()));
     b.constant = t;
     b.captured = t.storage()->serial() < graph.trace_serial;
+    b.aligned = storage_aligned(t);
     id = graph.add_buffer(std::move(b));
     constants_[key] = id;
   }

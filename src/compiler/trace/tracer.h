@@ -30,6 +30,12 @@ struct TracedBuffer : detail::TraceValue {
   int buf;
 };
 
+/// Whether argument `arg`'s data pointer is 16-byte aligned, as far as code
+/// generation cares: on CUDA the generated kernels use vector accesses on
+/// aligned buffers (Buffer::aligned) and smelt::compile guards it; elsewhere
+/// it is always true (CPU kernels do not depend on it, so no recompile).
+bool input_aligned(const Tensor& arg);
+
 class GraphBuilder : public detail::TraceContext {
  public:
   /// `trace_serial`: storages older than this are captured constants (0: now).

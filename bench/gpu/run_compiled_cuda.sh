@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# The GPU checks and benchmarks of smelt::compile on CUDA, in one run of 5 to 8
+# minutes on one H200 with 16 cores, in this order:
+#   1. the CUDA compiler tests (device-free NVRTC compiles of every fusion
+#      pattern and op-table op, and every pattern compiled on the GPU against
+#      CUDA eager and CPU eager, error flags, alignment guard, disk cache...);
+#   2. `smelt bench --device cuda`: pointwise sigmoid(x*w+b) 2^26 f32, manual
+#      softmax 8192x8192 f32, layer_norm 16384x4096 bf16, seed MLP f32 / bf16
+#      at batch 256 (times, achieved GB/s, errors, cold and warm compile);
+#   3. `smelt golden --compiled --device cuda` on the shared golden files;
+#   4. a CUDA fuzz campaign (`smelt fuzz --device cuda`: compiled on the GPU vs
+#      eager on the GPU and on the CPU), 8 processes with their own seeds;
+#   5. bench/torch_compare.py --workload compiled-cuda (PyTorch eager,
+#      torch.compile, smelt eager, smelt compiled on identical inputs) where
+#      PyTorch is installed.
+# Every stage has a time limit; logs go to $OUT (default ./out): tests.log,
+# golden.log, fuzz.log, bench.log, torch_compare.log and summary.txt.
+#
+# Usage: bench/gpu/run_compiled_cuda.sh BUILD_DIR [SHARED_DIR]
+#   BUILD_DIR   a build with -DSMELT_CUDA=ON (smelt, smelt_tests)
+#   SHARED_DIR  the folder holding golden/ (default: ./shared, then ../shared)
+set -u
+BUILD=$(cd "${1:?usage: run_compiled_cuda.sh BUILD_DIR [SHARED_DIR]}" && pwd)
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
+SHARED=${2:-}
+if [ -z "$SHARED" ]; then
+  for d in "$REPO/shared" "$REPO/../shared"; do [ -d "$d/golden" ] && SHARED=$d && break; done
+fi
+OUT=${OUT:-$PWD/out}
+mkdir -p "$OUT"
+SUMMARY=$OUT/summary.txt
+: > "$SUMMARY"
+export SMELT_CACHE_DIR=${SMELT_CACHE_DIR:-/tmp/smelt-gpu-run-cache}
+JOBS=$(nproc)
+note() { echo "$*" | tee -a "$SUMMARY"; }
+stage() {  # stage NAME LIMIT_S LOG CMD...: runs CMD with a time limit, notes its status
+  local name=$1 limit=$2 log=$3; shift 3
+  local t0=$SECONDS
+  timeout --kill-after=10 "$limit" "$@" >> "$log" 2>&1
+  local rc=$?
+  note "$(printf '%-28s rc=%-3s %4ss%s' "$name" "$rc" "$((SECONDS - t0))" \
+    "$([ "$rc" = 124 ] && echo '  (time limit)')")"
+}
+
+note "smelt compiled-CUDA run: $(date -u +%FT%TZ), build $BUILD, $JOBS cores"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | tee -a "$SUMMARY"
+
+# 1. tests (ctest runs each gtest case as its own process, JOBS at a time)
+stage "tests" 120 "$OUT/tests.log" \
+  ctest --test-dir "$BUILD" -j "$JOBS" --output-on-failure --timeout 110 \
+  -R 'CudaCompile|CudaCodegen|CudaOpTable'
+grep -E "tests passed|tests failed|\((Failed|Timeout|SEGFAULT|Subprocess aborted)\)" "$OUT/tests.log" \
+  | tail -40 >> "$SUMMARY"
+
+# 2. benchmarks
+for w in "pointwise float32" "softmax float32" "layernorm bfloat16" "mlp float32" \
+         "mlp bfloat16"; do
+  set -- $w
+  echo "=== smelt bench $1 --device cuda --dtype $2" >> "$OUT/bench.log"
+  stage "bench $1 $2" 40 "$OUT/bench.log" "$BUILD/smelt" bench "$1" --device cuda --dtype "$2"
+done
+grep -E "^(pointwise|softmax|layernorm|mlp) " "$OUT/bench.log" >> "$SUMMARY"
+
+# 3. golden cases compiled on the GPU
+if [ -n "$SHARED" ]; then
+  for f in golden golden_scalars; do
+    [ -f "$SHARED/golden/$f.json" ] || continue
+    echo "=== $f.json --compiled --device cuda" >> "$OUT/golden.log"
+    stage "golden $f" 90 "$OUT/golden.log" \
+      "$BUILD/smelt" golden "$SHARED/golden/$f.json" --compiled --device cuda
+    tail -3 "$OUT/golden.log" >> "$SUMMARY"
+  done
+else
+  note "golden: no shared/golden folder found (pass SHARED_DIR)"
+fi
+
+# 4. fuzz: 8 processes, seeds 9001-9008, 120 cases each (80 s at most; a
+# process stopped by the limit prints its failures but not its summary)
+t0=$SECONDS
+for s in 1 2 3 4 5 6 7 8; do
+  timeout 80 "$BUILD/smelt" fuzz --device cuda --cases 120 --seed $((9000 + s)) \
+    > "$OUT/fuzz.$s.tmp" 2>&1 &
+done
+wait
+for s in 1 2 3 4 5 6 7 8; do
+  echo "=== seed $((9000 + s))" >> "$OUT/fuzz.log"
+  cat "$OUT/fuzz.$s.tmp" >> "$OUT/fuzz.log"
+  grep -E "^[0-9]+ cases" "$OUT/fuzz.$s.tmp" | sed "s/^/  seed $((9000 + s)): /" >> "$SUMMARY"
+  rm -f "$OUT/fuzz.$s.tmp"
+done
+note "$(printf '%-28s %4ss, FAIL lines: %s' "fuzz (8 x 120 cases)" "$((SECONDS - t0))" \
+  "$(grep -c '^FAIL' "$OUT/fuzz.log")")"
+grep '^FAIL' "$OUT/fuzz.log" | head -20 >> "$SUMMARY"
+
+# 5. PyTorch side by side
+if python3 -c 'import torch, safetensors' 2>/dev/null; then
+  stage "torch_compare compiled-cuda" 110 "$OUT/torch_compare.log" \
+    python3 "$REPO/bench/torch_compare.py" --workload compiled-cuda --smelt "$BUILD/smelt"
+  tail -12 "$OUT/torch_compare.log" >> "$SUMMARY"
+else
+  note "torch_compare: PyTorch (with safetensors) is not installed here; skipped"
+fi
+note "total ${SECONDS}s"

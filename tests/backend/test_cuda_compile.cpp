@@ -1,0 +1,228 @@
+// smelt::compile on CUDA tensors (needs a GPU; every test skips itself with
+// "no CUDA device" where there is none): every fusion pattern of
+// tests/compiler/fusion_patterns.h compiled on the GPU against CUDA eager and
+// CPU eager, kernel counts and names, the error flag of integer division and
+// index checks, the alignment guard, the disk cache of CUBINs, the launch
+// plan, streams and the reduce-overhead arena.
+#include <gtest/gtest.h>
+
+#include "backend/backend.h"
+#include "compiler/compile_test_util.h"
+#include "compiler/fusion_patterns.h"
+#include "compiler/runtime/kernel_cache.h"
+#include "smelt/cuda.h"
+
+using namespace smelt;
+using smelt_test::close;
+using smelt_test::expect_error_mentions;
+
+namespace {
+
+const Device kGpu("cuda:0");
+
+/// A compiled function of a vector of tensors (the patterns' form).
+struct VectorCompiled {
+  explicit VectorCompiled(CompileOptions o = {}) : core(std::move(o), nullptr, nullptr) {}
+  std::vector<Tensor> operator()(const smelt_test::PatternFn& fn, const std::vector<Tensor>& in) {
+    return core.call(in, fn);
+  }
+  detail::CompiledCore core;
+};
+
+std::vector<Tensor> to_cpu(const std::vector<Tensor>& ts) {
+  std::vector<Tensor> out;
+  for (auto& t : ts) out.push_back(t.to(Device()));
+  return out;
+}
+
+class CudaCompile : public smelt_test::CompilerTest {};
+class CudaCompilePattern : public smelt_test::CompilerTest,
+                           public ::testing::WithParamInterface<size_t> {};
+
+}  // namespace
+
+// Compiled on the GPU == eager on the GPU == eager on the CPU (within the
+// pattern's tolerance), with the kernels named for CUDA.
+TEST_P(CudaCompilePattern, CompiledMatchesCudaEagerAndCpuEager) {
+  SMELT_SKIP_WITHOUT_CUDA();
+  const smelt_test::FusionPattern& p = smelt_test::fusion_patterns()[GetParam()];
+  smelt_test::PatternCase gpu = p.make(kGpu), cpu = p.make(Device());
+  CompileOptions o;
+  o.fullgraph = true;  // a graph break would hide the compiled path
+  VectorCompiled c(o);
+  std::vector<Tensor> got = to_cpu(c(gpu.fn, gpu.inputs));
+  const CompileStats& st = c.core.stats();
+  EXPECT_EQ(st.compiles, 1);
+  EXPECT_EQ(st.eager_calls, 0);
+  for (auto& n : st.kernel_names)
+    EXPECT_TRUE(n.rfind("cuda_", 0) == 0 || n.rfind("extern_", 0) == 0 ||
+                n.rfind("fallback_", 0) == 0)
+        << n;
+  if (p.cuda_steps >= 0) {
+    EXPECT_EQ(st.kernels, p.cuda_steps) << smelt_test::names(c.core);
+  }
+  const std::vector<Tensor> eager_gpu = to_cpu(gpu.fn(gpu.inputs));
+  const std::vector<Tensor> eager_cpu = cpu.fn(cpu.inputs);
+  ASSERT_EQ(got.size(), eager_gpu.size());
+  for (size_t k = 0; k < got.size(); ++k) {
+    EXPECT_TRUE(close(got[k], eager_gpu[k], p.tol))
+        << p.name << " output " << k << " vs CUDA eager";
+    EXPECT_TRUE(close(got[k], eager_cpu[k], p.tol)) << p.name << " output " << k << " vs CPU eager";
+  }
+  // A second call runs the same kernels (no recompile) and gives the same values.
+  std::vector<Tensor> again = to_cpu(c(gpu.fn, gpu.inputs));
+  EXPECT_EQ(c.core.stats().compiles, 1);
+  for (size_t k = 0; k < got.size(); ++k) EXPECT_TRUE(smelt_test::same(again[k], got[k]));
+}
+
+INSTANTIATE_TEST_SUITE_P(Patterns, CudaCompilePattern,
+                         ::testing::Range<size_t>(0, smelt_test::fusion_patterns().size()),
+                         [](const ::testing::TestParamInfo<size_t>& info) {
+                           return smelt_test::fusion_patterns()[info.param].name;
+                         });
+
+TEST_F(CudaCompile, PointwiseChainIsOneVectorizedKernel) {
+  SMELT_SKIP_WITHOUT_CUDA();
+  auto f =
+      compile([](const Tensor& x, const Tensor& w, const Tensor& b) { return sigmoid(x * w + b); });
+  Tensor x = randn({1 << 20}, TensorOptions().device(kGpu)), w = randn({1 << 20}).cuda(),
+         b = randn({1 << 20}).cuda();
+  Tensor y = f(x, w, b);
+  EXPECT_EQ(y.device(), kGpu);
+  EXPECT_EQ(smelt_test::names(f), "cuda_poi_fused_add_mul_sigmoid_0");
+  EXPECT_TRUE(close(y.cpu(), sigmoid(x * w + b).cpu(), 1e-6));
+  EXPECT_NE(f.generated_code().find("__global__"), std::string::npos);
+  EXPECT_NE(f.launch_plan().find("<<<grid 1024, block 256"), std::string::npos) << f.launch_plan();
+}
+
+TEST_F(CudaCompile, IntegerDivisionByZeroRaisesNamingTheOp) {
+  SMELT_SKIP_WITHOUT_CUDA();
+  auto f = compile([](const Tensor& a, const Tensor& b) { return remainder(a, b) * 2; });
+  Tensor a = arange(0, 100).to(DType::Int32).cuda(), b = arange(1, 101).to(DType::Int32).cuda();
+  EXPECT_TRUE(close(f(a, b).cpu(), (remainder(a, b) * 2).cpu(), 0));
+  Tensor z = b.clone();
+  z.narrow(0, 50, 1).fill_(0);
+  expect_error_mentions([&] { f(a, z); }, "remainder");
+  // The process and the compiled function stay usable.
+  EXPECT_TRUE(close(f(a, b).cpu(), (remainder(a, b) * 2).cpu(), 0));
+}
+
+TEST_F(CudaCompile, IndexOutOfRangeRaises) {
+  SMELT_SKIP_WITHOUT_CUDA();
+  auto f = compile([](const Tensor& w, const Tensor& i) { return embedding(w, i) + 1; });
+  Tensor w = randn({10, 4}).cuda();
+  EXPECT_TRUE(
+      close(f(w, arange(0, 10).cuda()).cpu(), (embedding(w, arange(0, 10).cuda()) + 1).cpu()));
+  expect_error_mentions([&] { f(w, full({3}, 10, TensorOptions(DType::Int64).device(kGpu))); },
+                        "out of range");
+}
+
+// A view whose data is not 16-byte aligned is guarded: the graph compiled for
+// aligned inputs is not reused for it (no vector access may touch it).
+TEST_F(CudaCompile, MisalignedInputRecompiles) {
+  SMELT_SKIP_WITHOUT_CUDA();
+  auto f = compile([](const Tensor& x) { return x * 2 + 1; });
+  Tensor base = randn({4097}).cuda();
+  Tensor aligned = base.narrow(0, 0, 4096), odd = base.narrow(0, 1, 4096);
+  EXPECT_TRUE(close(f(aligned).cpu(), (aligned * 2 + 1).cpu(), 0));
+  EXPECT_TRUE(close(f(odd).cpu(), (odd * 2 + 1).cpu(), 0));
+  EXPECT_EQ(f.stats().recompiles, 1);
+  EXPECT_NE(f.stats().last_recompile_reason.find("16-byte"), std::string::npos)
+      << f.stats().last_recompile_reason;
+  EXPECT_EQ(f.generated_code().find("in_arg0_p, 16"), std::string::npos) << f.generated_code();
+}
+
+// A second compile of the same graph (a new compiled object) loads its CUBIN
+// from the disk cache: NVRTC does not run.
+TEST_F(CudaCompile, WarmCompileLoadsFromTheDiskCache) {
+  SMELT_SKIP_WITHOUT_CUDA();
+  smelt_test::ScopedEnv dir("SMELT_CACHE_DIR", smelt_test::fresh_cache_dir("cudawarm"));
+  auto fn = [](const Tensor& x) { return softmax(x * 3, -1); };
+  Tensor x = randn({64, 1000}).cuda();
+  auto cold = compile(fn);
+  Tensor a = cold(x);
+  EXPECT_FALSE(cold.stats().last_cache_hit);
+  const int builds = compiler::compiler_invocations();
+  auto warm = compile(fn);
+  Tensor b = warm(x);
+  EXPECT_TRUE(warm.stats().last_cache_hit);
+  EXPECT_EQ(compiler::compiler_invocations(), builds);
+  EXPECT_TRUE(smelt_test::same(a.cpu(), b.cpu()));
+}
+
+TEST_F(CudaCompile, RunsOnTheCurrentStream) {
+  SMELT_SKIP_WITHOUT_CUDA();
+  auto f = compile([](const Tensor& x) { return layer_norm(x, {256}) * 2; });
+  Tensor x = randn({128, 256}).cuda();
+  Tensor want = f(x).cpu();
+  backend::Backend& be = backend::backend(kGpu);
+  backend::Stream s = be.create_stream(kGpu);
+  be.set_current_stream(kGpu, s);
+  Tensor got = f(x);
+  be.synchronize(s);
+  be.set_current_stream(kGpu, {});
+  be.destroy_stream(s);
+  EXPECT_TRUE(smelt_test::same(got.cpu(), want));
+}
+
+TEST_F(CudaCompile, ReduceOverheadKeepsOneArena) {
+  SMELT_SKIP_WITHOUT_CUDA();
+  CompileOptions o;
+  o.mode = "reduce-overhead";
+  auto f = compile([](const Tensor& x) { return sum(exp(x) * 2, {1}) + amax(x, {1}); }, o);
+  Tensor x = randn({300, 500}).cuda();
+  Tensor want = (sum(exp(x) * 2, {1}) + amax(x, {1})).cpu();
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(close(f(x).cpu(), want, 1e-4));
+  EXPECT_EQ(f.stats().compiles, 1);
+}
+
+TEST_F(CudaCompile, OutputCodeLogShowsLaunchConfigs) {
+  SMELT_SKIP_WITHOUT_CUDA();
+  auto f = compile([](const Tensor& x) { return softmax(x, -1); });
+  f(randn({32, 8192}).cuda());
+  EXPECT_NE(f.generated_code().find("// cuda_per_fused_"), std::string::npos);
+  EXPECT_NE(f.generated_code().find("block=512x16 grid=32"), std::string::npos)
+      << f.generated_code().substr(0, 4000);
+  EXPECT_NE(f.launch_plan().find("<<<grid 32, block 512, shared 136 B, idx32>>>"),
+            std::string::npos)
+      << f.launch_plan();
+}
+
+TEST_F(CudaCompile, SecondDeviceRunsItsOwnKernels) {
+  SMELT_SKIP_WITHOUT_CUDA();
+  if (cuda::device_count() < 2) GTEST_SKIP() << "one CUDA device";
+  auto f = compile([](const Tensor& x) { return exp(x) + 1; });
+  Tensor x = randn({1000});
+  for (int d : {0, 1}) {
+    Tensor xd = x.to(Device(DeviceType::CUDA, d));
+    Tensor y = f(xd);
+    EXPECT_EQ(y.device().index, d);
+    EXPECT_TRUE(close(y.cpu(), exp(x) + 1, 1e-6));
+  }
+  EXPECT_EQ(cuda::current_device(), 0);
+}
+
+// Ops the code generator leaves to eager kernels (fallback steps) run on the
+// graph's device over views of its buffers: stack and scatter_add (with the
+// index a node of the graph computes) against CUDA eager.
+TEST_F(CudaCompile, FallbackStepsRunOnTheDevice) {
+  SMELT_SKIP_WITHOUT_CUDA();
+  auto f = [](const Tensor& x, const Tensor& idx) {
+    Tensor s = stack({x * 2, x + 1}, 0);
+    Tensor i = 3 - idx;  // computed in the graph, still in [0, 4)
+    return std::vector<Tensor>{
+        s, scatter_add(zeros({4, 3}, TensorOptions().device(x.device())), 0, i, exp(x))};
+  };
+  Tensor x = randn({5, 3}).to(kGpu);
+  Tensor idx =
+      from_vector(std::vector<int64_t>{0, 3, 1, 2, 3, 0, 2, 2, 1, 0, 3, 1, 2, 0, 1}, {5, 3})
+          .to(kGpu);
+  auto c = compile([&](const Tensor& a, const Tensor& b) { return f(a, b); });
+  std::vector<Tensor> got = c(x, idx), want = f(x, idx);
+  ASSERT_EQ(got.size(), 2u);
+  for (size_t k = 0; k < 2; ++k) {
+    EXPECT_EQ(got[k].device(), kGpu);
+    EXPECT_TRUE(close(got[k].cpu(), want[k].cpu(), 1e-6)) << "output " << k;
+  }
+  EXPECT_EQ(c.stats().eager_calls, 0);
+}
