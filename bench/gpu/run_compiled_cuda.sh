@@ -6,7 +6,10 @@
 #      CUDA eager and CPU eager, error flags, alignment guard, disk cache...);
 #   2. `smelt bench --device cuda`: pointwise sigmoid(x*w+b) 2^26 f32, manual
 #      softmax 8192x8192 f32, layer_norm 16384x4096 bf16, seed MLP f32 / bf16
-#      at batch 256 (times, achieved GB/s, errors, cold and warm compile);
+#      at batch 256 (times, achieved GB/s, errors, cold and warm compile), and
+#      the 8192^3 bf16 GEMMs (gemm, linear-gelu, linear-gelu-erf: TFLOP/s and
+#      the epilogue's cost over the GEMM alone), with and without rounding
+#      intermediates (without: bias + tanh-GELU in cuBLASLt's epilogue);
 #   3. `smelt golden --compiled --device cuda` on the shared golden files;
 #   4. a CUDA fuzz campaign (`smelt fuzz --device cuda`: compiled on the GPU vs
 #      eager on the GPU and on the CPU), 8 processes with their own seeds;
@@ -48,7 +51,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>
 # 1. tests (ctest runs each gtest case as its own process, JOBS at a time)
 stage "tests" 120 "$OUT/tests.log" \
   ctest --test-dir "$BUILD" -j "$JOBS" --output-on-failure --timeout 110 \
-  -R 'CudaCompile|CudaCodegen|CudaOpTable'
+  -R 'CudaCompile|CudaCodegen|CudaOpTable|CublasLt'
 grep -E "tests passed|tests failed|\((Failed|Timeout|SEGFAULT|Subprocess aborted)\)" "$OUT/tests.log" \
   | tail -40 >> "$SUMMARY"
 
@@ -59,7 +62,13 @@ for w in "pointwise float32" "softmax float32" "layernorm bfloat16" "mlp float32
   echo "=== smelt bench $1 --device cuda --dtype $2" >> "$OUT/bench.log"
   stage "bench $1 $2" 40 "$OUT/bench.log" "$BUILD/smelt" bench "$1" --device cuda --dtype "$2"
 done
-grep -E "^(pointwise|softmax|layernorm|mlp) " "$OUT/bench.log" >> "$SUMMARY"
+for extra in "" --no-round-intermediates; do
+  echo "=== smelt bench gemm,linear-gelu,linear-gelu-erf --device cuda $extra" >> "$OUT/bench.log"
+  stage "bench gemms bfloat16 $extra" 90 "$OUT/bench.log" \
+    "$BUILD/smelt" bench gemm,linear-gelu,linear-gelu-erf --device cuda $extra
+done
+grep -E "^(pointwise|softmax|layernorm|mlp|gemm|linear-gelu) |TFLOP/s" "$OUT/bench.log" \
+  >> "$SUMMARY"
 
 # 3. golden cases compiled on the GPU
 if [ -n "$SHARED" ]; then

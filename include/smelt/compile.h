@@ -110,7 +110,9 @@ struct CompileOptions {
   /// Round every float16/bfloat16 intermediate inside a fused kernel to its
   /// dtype, as eager mode stores it, so compiled results equal eager ones
   /// (Inductor's emulate_precision_casts). Off: intermediates stay in float32
-  /// registers (slightly faster, results may drift from eager).
+  /// registers (slightly faster, results may drift from eager), and a
+  /// float16/bfloat16 GEMM takes its bias, activation and residual add into
+  /// the GEMM call (cuBLASLt's epilogue on a GPU), rounded once.
   bool round_intermediates = true;
 };
 

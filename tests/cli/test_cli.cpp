@@ -93,8 +93,9 @@ TEST(Cli, HelpShowsEveryDefaultAndDescribesDevice) {
   CliRun r = run_cli({"bench", "--help"});
   EXPECT_EQ(r.rc, 0) << r.err;
   for (const char* want :
-       {"--device TEXT=cpu", "device the workload runs on: cpu", "--dtype TEXT=float32",
-        "--mode TEXT=default", "--iters INT=0", "\n  eager_ms, comp_ms        median wall time",
+       {"--device TEXT=cpu", "device the workload runs on: cpu", "--dtype TEXT ",
+        "(default: float32; bfloat16 for the GEMM workloads on a GPU)", "--mode TEXT=default",
+        "--iters INT=0", "\n  eager_ms, comp_ms        median wall time",
         "\n  cold_ms                  first compile with an empty kernel cache"})
     EXPECT_NE(r.out.find(want), std::string::npos) << want << "\n" << r.out;
   CliRun f = run_cli({"fuzz", "--help"});
@@ -113,7 +114,8 @@ TEST(Cli, ErrorsArePrefixedOnce) {
   EXPECT_EQ(w.rc, 2);
   EXPECT_EQ(w.err,
             "smelt bench: unknown workload 'no_such_workload'; use pointwise, softmax, layernorm, "
-            "mlp, train-mlp, horizontal, chain, minilm, ops or all\n");
+            "mlp, train-mlp, horizontal, gemm, linear-gelu, linear-gelu-erf, chain, minilm, ops or "
+            "all\n");
   CliRun d = run_cli({"bench", "softmax", "--dtype", "int32"});
   EXPECT_EQ(d.err, "smelt bench: --dtype must be a floating dtype, got int32\n");
   // A library error gets the one prefix.
@@ -162,8 +164,8 @@ TEST(Cli, BenchChainSplitsItsCompileTime) {
   // 600 adds: three kernels of at most 256 ops; the compile time by phase.
   CliRun r = run_cli({"bench", "chain", "--nodes", "600", "--iters", "1"});
   EXPECT_EQ(r.rc, 0) << r.err;
-  EXPECT_NE(r.out.find("chain       cold compile: trace "), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("chain       warm compile: trace "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("chain           cold compile: trace "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("chain           warm compile: trace "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find(", C++ compiler 0.0, load "), std::string::npos) << "warm: no compiler run";
   EXPECT_NE(r.out.find("kernels: cpp_poi_fused_add_0, cpp_poi_fused_add_1, cpp_poi_fused_add_2\n"),
             std::string::npos)

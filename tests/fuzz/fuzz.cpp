@@ -1319,18 +1319,26 @@ CaseResult check_program_on_device(const Program& p, Device device, uint64_t see
                            device.str(), seed, index, program_str(p), what);
   };
   std::vector<Tensor> in = make_inputs(p);
-  std::vector<Tensor> want;
+  std::vector<Tensor> want, want_grads;
   try {
     want = interpret(p, in);
+    want_grads = take_grads(in);
   } catch (const Error& e) {
     fail(fmt::format("eager raised (the generator should not keep such programs): {}", e.what()));
     return r;
   }
+  // The same inputs on the device, leaves of their own where the CPU's
+  // require grad (gradient programs: their .grad is compared too).
   std::vector<Tensor> on_device;
-  for (auto& t : in) on_device.push_back(t.to(device));
-  std::vector<Tensor> got;
+  for (auto& t : make_inputs(p)) {
+    Tensor d = t.detach().to(device);
+    if (t.requires_grad()) d.requires_grad_(true);
+    on_device.push_back(d);
+  }
+  std::vector<Tensor> got, got_grads;
   try {
     got = interpret(p, on_device);
+    got_grads = take_grads(on_device);
   } catch (const std::exception& e) {
     fail(fmt::format("{} raised, the CPU did not: {}", device.str(), e.what()));
     return r;
@@ -1360,8 +1368,32 @@ CaseResult check_program_on_device(const Program& p, Device device, uint64_t see
     }
     return true;
   };
+  // A gradient mixes every value of the program: the largest scale, widened.
+  const double widest = *std::max_element(p.scale.begin(), p.scale.end());
+  auto check_grads = [&](const std::vector<Tensor>& grads, const std::vector<Tensor>& ref,
+                         const std::string& what, const std::string& ref_what) {
+    for (size_t i = 0; i < ref.size() && i < grads.size(); ++i) {
+      const std::string name = vname(static_cast<int>(i));
+      if (ref[i].defined() != grads[i].defined()) {
+        fail(fmt::format("the .grad of input {} is {} {} and {} {}", name,
+                         ref[i].defined() ? "defined" : "undefined", ref_what,
+                         grads[i].defined() ? "defined" : "undefined", what));
+        return false;
+      }
+      if (!ref[i].defined()) continue;
+      ++r.grads;
+      const double tol = std::max(base_tol(ref[i].dtype()), widest * kGradTolFactor);
+      const std::string d = compare(ref[i].cpu(), grads[i].cpu(), tol);
+      if (!d.empty()) {
+        fail(fmt::format("{} vs {}: the .grad of input {}: {}", what, ref_what, name, d));
+        return false;
+      }
+    }
+    return true;
+  };
   const std::string eager_what = "eager on " + device.str();
   if (!check(got, want, eager_what, "eager on the CPU")) return r;
+  if (p.grad && !check_grads(got_grads, want_grads, eager_what, "eager on the CPU")) return r;
   std::vector<Tensor> before;
   for (auto& t : on_device) before.push_back(t.cpu());
   CompiledRun compiled;
@@ -1374,10 +1406,14 @@ CaseResult check_program_on_device(const Program& p, Device device, uint64_t see
   r.graph_break = compiled.stats.graph_breaks > 0 || compiled.stats.eager_calls > 0;
   r.kernels = fmt::format("{}", fmt::join(compiled.stats.kernel_names, ", "));
   const std::string compiled_what = "compiled on " + device.str();
-  for (auto& outs : compiled.outs)
-    if (!check(outs, want, compiled_what, "eager on the CPU") ||
-        !check(outs, got, compiled_what, eager_what))
+  for (size_t c = 0; c < compiled.outs.size(); ++c) {
+    if (!check(compiled.outs[c], want, compiled_what, "eager on the CPU") ||
+        !check(compiled.outs[c], got, compiled_what, eager_what))
       return r;
+    if (p.grad && (!check_grads(compiled.grads[c], want_grads, compiled_what, "eager on the CPU") ||
+                   !check_grads(compiled.grads[c], got_grads, compiled_what, eager_what)))
+      return r;
+  }
   for (size_t i = 0; i < on_device.size(); ++i)
     if (!same_bits(before[i], on_device[i].cpu())) {
       fail(fmt::format("compiled code on {} modified input {}", device.str(),

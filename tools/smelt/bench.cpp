@@ -3,9 +3,12 @@
 // kernel counts, bytes moved, achieved bandwidth, errors and compile times
 // (cold: empty kernel cache; warm: a fresh compile() loading the kernels from
 // the disk cache). On a GPU the workloads are larger (pointwise 2^26,
-// softmax 8192x8192, layer_norm 16384x4096) and timed with CUDA events over
-// many calls. Each row is printed as its workload finishes;
-// bench_columns_help() says what the columns mean.
+// softmax 8192x8192, layer_norm 16384x4096, GEMMs 8192^3 in bfloat16 unless
+// --dtype says otherwise) and timed with CUDA events over many calls. Each
+// row is printed as its workload finishes; bench_columns_help() says what the
+// columns mean. The GEMM workloads (gemm, linear-gelu, linear-gelu-erf) also
+// report TFLOP/s, and compiled linear-gelu's time over compiled gemm's: what
+// the epilogue costs on top of the product.
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -49,6 +52,7 @@ struct Workload {
   std::function<CompiledFn(CompileOptions)> compiled;  // a fresh smelt::compile of it
   int64_t items = 0;            // units of work per call (sentences), for a throughput
   std::string items_unit = "";  // "sentences"
+  double flops = 0;             // floating-point operations per call (GEMMs: 2 m n k)
   std::function<nlohmann::json()> extra = nullptr;  // more facts for the report
   /// A training workload (each call is a step that changes the weights): puts
   /// the weights and optimizer back to their initial state, so that eager and
@@ -304,6 +308,44 @@ std::vector<Workload> workloads(DType dt, Device device, const std::string& inpu
                  },
                  compiler_of(f)});
   }
+  {
+    // One linear layer's GEMM, x [n, n] @ W^T (W [n, n], PyTorch's layout),
+    // alone and with its bias and GELU: the epilogue's cost is the ratio of
+    // their times. tanh-GELU is cuBLASLt's epilogue on a GPU (float16 /
+    // bfloat16 with --no-round-intermediates: one call); the exact erf GELU
+    // runs as a pointwise kernel after the GEMM.
+    const int64_t n = gpu ? 8192 : 1024;
+    Tensor x = randn_on({n, n}), wt = randn_on({n, n}), b = randn_on({n});
+    const double flops = 2.0 * static_cast<double>(n) * static_cast<double>(n) * n;
+    auto mm = [](const Tensor& x, const Tensor& w, const Tensor&) { return matmul(x, w.t()); };
+    auto lg = [](const Tensor& x, const Tensor& w, const Tensor& b) {
+      return gelu(linear(x, w, b), "tanh");
+    };
+    auto lge = [](const Tensor& x, const Tensor& w, const Tensor& b) {
+      return gelu(linear(x, w, b));
+    };
+    auto pack = [](auto f) {
+      return [f](const std::vector<Tensor>& in) {
+        return std::vector<Tensor>{f(in[0], in[1], in[2])};
+      };
+    };
+    w.push_back({"gemm",
+                 fmt::format("x @ W^T, {0}x{0} by {0}x{0}", n),
+                 {x, wt, b},
+                 pack(mm),
+                 compiler_of(mm)});
+    w.push_back({"linear-gelu",
+                 fmt::format("gelu(x @ W^T + b, approximate='tanh'), {0}x{0} by {0}x{0}", n),
+                 {x, wt, b},
+                 pack(lg),
+                 compiler_of(lg)});
+    w.push_back({"linear-gelu-erf",
+                 fmt::format("gelu(x @ W^T + b) (exact erf), {0}x{0} by {0}x{0}", n),
+                 {x, wt, b},
+                 pack(lge),
+                 compiler_of(lge)});
+    for (size_t i = w.size() - 3; i < w.size(); ++i) w[i].flops = flops;
+  }
   return w;
 }
 
@@ -406,10 +448,23 @@ Errors compare(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
   return e;
 }
 
+/// True for the workloads whose work is one large GEMM.
+bool is_gemm_workload(const std::string& name) {
+  return name == "gemm" || name == "linear-gelu" || name == "linear-gelu-erf";
+}
+
+/// --dtype, or the workload's default: bfloat16 for the GEMMs on a GPU
+/// (tensor cores), float32 otherwise.
+std::string dtype_of(const std::string& name, const BenchOptions& opts) {
+  if (!opts.dtype.empty()) return opts.dtype;
+  return is_gemm_workload(name) && Device(opts.device).is_cuda() ? "bfloat16" : "float32";
+}
+
 }  // namespace
 
 nlohmann::json bench_one(const std::string& name, const BenchOptions& opts) {
-  const DType dt = dtype_from_name(opts.dtype);
+  const std::string dtype = dtype_of(name, opts);
+  const DType dt = dtype_from_name(dtype);
   const Device device(opts.device);
   // The pretrained model is loaded only when asked for.
   for (auto& w : name == "minilm"  ? std::vector<Workload>{minilm_workload(dt, opts.model)}
@@ -479,7 +534,7 @@ nlohmann::json bench_one(const std::string& name, const BenchOptions& opts) {
     j["workload"] = name;
     j["description"] = w.description;
     j["device"] = opts.device;
-    j["dtype"] = opts.dtype;
+    j["dtype"] = dtype;
     j["mode"] = opts.mode;
     j["eager_ms"] = eager_ms;
     j["compiled_ms"] = comp_ms;
@@ -502,6 +557,10 @@ nlohmann::json bench_one(const std::string& name, const BenchOptions& opts) {
     j["kernel_names"] = st.kernel_names;
     j["peak_bytes_eager"] = peak_eager;
     j["peak_bytes_compiled"] = peak_compiled;
+    if (w.flops > 0) {
+      j["tflops_eager"] = w.flops / eager_ms / 1e9;
+      j["tflops_compiled"] = w.flops / comp_ms / 1e9;
+    }
     if (w.items > 0) {
       j["items_unit"] = w.items_unit;
       j["items_per_s_eager"] = static_cast<double>(w.items) / eager_ms * 1e3;
@@ -517,14 +576,14 @@ namespace {
 
 void print_header() {
   std::puts(fmt::format(
-                "{:<11} {:>9} {:>9} {:>7} {:>6} {:>6} {:>11} {:>11} {:>8} {:>9} {:>9} {:>9} {:>8}",
+                "{:<15} {:>9} {:>9} {:>7} {:>6} {:>6} {:>11} {:>11} {:>8} {:>9} {:>9} {:>9} {:>8}",
                 "workload", "eager_ms", "comp_ms", "speedup", "k_eag", "k_comp", "bytes_eager",
                 "bytes_comp", "GB/s", "max_abs", "max_rel", "cold_ms", "warm_ms")
                 .c_str());
 }
 
 void print_row(const nlohmann::json& j) {
-  std::puts(fmt::format("{:<11} {:>9.3f} {:>9.3f} {:>6.2f}x {:>6} {:>6} {:>11} {:>11} {:>8.1f} "
+  std::puts(fmt::format("{:<15} {:>9.3f} {:>9.3f} {:>6.2f}x {:>6} {:>6} {:>11} {:>11} {:>8.1f} "
                         "{:>9.2e} {:>9.2e} {:>9.1f} {:>8.1f}",
                         j["workload"].get<std::string>(), j["eager_ms"].get<double>(),
                         j["compiled_ms"].get<double>(), j["speedup"].get<double>(),
@@ -537,15 +596,29 @@ void print_row(const nlohmann::json& j) {
 }
 
 void print_kernels(const std::vector<nlohmann::json>& rows) {
+  const nlohmann::json* gemm = nullptr;
+  for (auto& j : rows)
+    if (j["workload"] == "gemm") gemm = &j;
   for (auto& j : rows) {
+    if (j.contains("tflops_eager")) {
+      std::string ratio;
+      if (gemm && &j != gemm)
+        ratio = fmt::format(" ({:.3f}x compiled gemm's time)",
+                            j["compiled_ms"].get<double>() / (*gemm)["compiled_ms"].get<double>());
+      std::puts(fmt::format("  {:<15} {:.3g} TFLOP/s eager, {:.3g} compiled{} ({})",
+                            j["workload"].get<std::string>(), j["tflops_eager"].get<double>(),
+                            j["tflops_compiled"].get<double>(), ratio,
+                            j["dtype"].get<std::string>())
+                    .c_str());
+    }
     if (j.contains("items_per_s_eager"))
-      std::puts(fmt::format("  {:<11} {:.1f} {} eager, {:.1f} compiled",
+      std::puts(fmt::format("  {:<15} {:.1f} {} eager, {:.1f} compiled",
                             j["workload"].get<std::string>(), j["items_per_s_eager"].get<double>(),
                             j["items_unit"].get<std::string>() + "/s",
                             j["items_per_s_compiled"].get<double>())
                     .c_str());
     if (j.contains("first_loss"))
-      std::puts(fmt::format("  {:<11} first loss {:.7f}, PyTorch's {:.7f} (relative difference "
+      std::puts(fmt::format("  {:<15} first loss {:.7f}, PyTorch's {:.7f} (relative difference "
                             "{:.1e}; the same initial weights and batch)",
                             j["workload"].get<std::string>(), j["first_loss"].get<double>(),
                             j["torch_first_loss"].get<double>(),
@@ -555,14 +628,14 @@ void print_kernels(const std::vector<nlohmann::json>& rows) {
       std::string names;
       for (auto& n : j["layer_kernel_names"])
         names += (names.empty() ? "" : ", ") + n.get<std::string>();
-      std::puts(fmt::format("  {:<11} one encoder layer: {} kernels ({} eager ops): {}",
+      std::puts(fmt::format("  {:<15} one encoder layer: {} kernels ({} eager ops): {}",
                             j["workload"].get<std::string>(), j["layer_kernels"].get<int>(),
                             j["layer_eager_ops"].get<int>(), names)
                     .c_str());
     }
   }
   for (auto& j : rows)
-    std::puts(fmt::format("  {:<11} peak memory a call adds: eager {:.1f} MiB, compiled {:.1f} MiB",
+    std::puts(fmt::format("  {:<15} peak memory a call adds: eager {:.1f} MiB, compiled {:.1f} MiB",
                           j["workload"].get<std::string>(),
                           j["peak_bytes_eager"].get<int64_t>() / 1048576.0,
                           j["peak_bytes_compiled"].get<int64_t>() / 1048576.0)
@@ -571,7 +644,7 @@ void print_kernels(const std::vector<nlohmann::json>& rows) {
     for (const char* which : {"cold", "warm"}) {
       const auto& p = j[fmt::format("compile_phases_{}", which)];
       std::puts(
-          fmt::format("  {:<11} {} compile{}: trace {:.1f}, passes {:.1f}, lower+fuse {:.1f}, "
+          fmt::format("  {:<15} {} compile{}: trace {:.1f}, passes {:.1f}, lower+fuse {:.1f}, "
                       "codegen {:.1f}, C++ compiler {:.1f}, load {:.1f} ms",
                       j["workload"].get<std::string>(), which,
                       std::string(which) == "cold" && j["cold_cache_hit"].get<bool>()
@@ -585,12 +658,13 @@ void print_kernels(const std::vector<nlohmann::json>& rows) {
   for (auto& j : rows) {
     std::string names;
     for (auto& n : j["kernel_names"]) names += (names.empty() ? "" : ", ") + n.get<std::string>();
-    std::puts(fmt::format("  {:<11} kernels: {}", j["workload"].get<std::string>(), names).c_str());
+    std::puts(fmt::format("  {:<15} kernels: {}", j["workload"].get<std::string>(), names).c_str());
   }
 }
 
-const std::vector<std::string> kWorkloads = {"pointwise", "softmax",   "layernorm",
-                                             "mlp",       "train-mlp", "horizontal"};
+const std::vector<std::string> kWorkloads = {"pointwise", "softmax",     "layernorm",
+                                             "mlp",       "train-mlp",   "horizontal",
+                                             "gemm",      "linear-gelu", "linear-gelu-erf"};
 
 }  // namespace
 
@@ -609,6 +683,8 @@ const char* bench_columns_help() {
          "  warm_ms                  a fresh compile (a new compiled object, same process) whose\n"
          "                           plan and kernels load from the disk cache, in ms\n"
          "Below the table: items per second where a workload counts them (minilm: sentences/s),\n"
+         "TFLOP/s of the GEMM workloads (2 m n k per call) and their compiled time over\n"
+         "compiled gemm's when gemm ran too (linear-gelu: what the bias and GELU add),\n"
          "where each compile's time went (trace, passes, lower+fuse, codegen, the C++ compiler,\n"
          "load) and the kernels of each compiled workload.";
 }
@@ -619,20 +695,30 @@ int cmd_bench(const BenchOptions& opts) {
               "smelt bench: --device must be cpu, cuda or cuda:N, got '{}'", opts.device);
   const Device device(opts.device);
   if (device.is_cuda()) (void)zeros({1}, TensorOptions().device(device));  // Error without a GPU
-  SMELT_CHECK(device.is_cpu() ||
-                  (opts.workload != "minilm" && opts.workload != "chain" && opts.workload != "ops"),
-              "smelt bench: the {} workload runs on the CPU only; drop --device", opts.workload);
-  SMELT_CHECK(is_floating(dtype_from_name(opts.dtype)),
+  SMELT_CHECK(opts.dtype.empty() || is_floating(dtype_from_name(opts.dtype)),
               "smelt bench: --dtype must be a floating dtype, got {}", opts.dtype);
-  if (opts.workload == "ops") return cmd_bench_ops(opts);
-  std::vector<std::string> names = {opts.workload};
-  if (opts.workload == "all") names = kWorkloads;  // every one but minilm
+  if (opts.workload == "ops") {
+    SMELT_CHECK(device.is_cpu(),
+                "smelt bench: the ops workload runs on the CPU only; drop --device");
+    return cmd_bench_ops(opts);
+  }
+  std::vector<std::string> names;  // a comma-separated list, e.g. "gemm,linear-gelu"
+  for (size_t at = 0; at <= opts.workload.size();) {
+    const size_t end = std::min(opts.workload.find(',', at), opts.workload.size());
+    names.push_back(opts.workload.substr(at, end - at));
+    at = end + 1;
+  }
+  if (opts.workload == "all") names = kWorkloads;  // every one but chain and minilm
   for (auto& n : names)                            // refuse a bad name before minutes of work
-    SMELT_CHECK(n == "minilm" || n == "chain" ||
-                    std::find(kWorkloads.begin(), kWorkloads.end(), n) != kWorkloads.end(),
-                "smelt bench: unknown workload '{}'; use pointwise, softmax, layernorm, mlp, "
-                "train-mlp, horizontal, chain, minilm, ops or all",
-                n);
+    SMELT_CHECK(
+        n == "minilm" || n == "chain" ||
+            std::find(kWorkloads.begin(), kWorkloads.end(), n) != kWorkloads.end(),
+        "smelt bench: unknown workload '{}'; use pointwise, softmax, layernorm, mlp, "
+        "train-mlp, horizontal, gemm, linear-gelu, linear-gelu-erf, chain, minilm, ops or all",
+        n);
+  for (auto& n : names)
+    SMELT_CHECK(device.is_cpu() || (n != "minilm" && n != "chain"),
+                "smelt bench: the {} workload runs on the CPU only; drop --device", n);
   std::vector<nlohmann::json> rows;
   if (!opts.json) print_header();
   for (auto& n : names) {

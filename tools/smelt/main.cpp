@@ -41,12 +41,15 @@ int main(int argc, char** argv) {
   BenchOptions bench;
   auto* b = app.add_subcommand("bench", "eager vs compiled on a workload");
   b->add_option("workload", bench.workload,
-                "pointwise|softmax|layernorm|mlp|train-mlp|horizontal|chain|minilm|ops|all (all: "
-                "every one but chain, minilm and ops; ops: eager time of single ops)")
+                "pointwise|softmax|layernorm|mlp|train-mlp|horizontal|gemm|linear-gelu|"
+                "linear-gelu-erf|chain|minilm|ops|all (all: every one but chain, minilm and ops; "
+                "ops: eager time of single ops), or a comma-separated list (gemm,linear-gelu)")
       ->required();
   b->add_option("--device", bench.device,
                 "device the workload runs on: cpu, cuda or cuda:N (larger inputs on a GPU)");
-  b->add_option("--dtype", bench.dtype, "float32|float64|float16|bfloat16");
+  b->add_option("--dtype", bench.dtype,
+                "float32|float64|float16|bfloat16 (default: float32; bfloat16 for the GEMM "
+                "workloads on a GPU)");
   b->add_option("--mode", bench.mode, "compile mode: default|reduce-overhead|max-autotune");
   b->add_flag("--json", bench.json, "print one JSON object per workload");
   b->add_option("--iters", bench.iters, "timed iterations (0 = automatic)");
