@@ -5,6 +5,8 @@ with smelt's eager and compiled rows.
 
     python3 bench/torch_compare.py --workload minilm|train-mlp [--device cpu|cuda]
         [--dtype float32|float16|bfloat16] [--threads N] [--iters N] [--json]
+    python3 bench/torch_compare.py --workload ops [--threads 1,2] [--filter NAME]
+        [--smelt build/smelt] [--json]
 
 Workloads:
   minilm  all-MiniLM-L6-v2 through sentence-transformers' own modules
@@ -14,6 +16,14 @@ Workloads:
           `smelt bench minilm` (whose ids come from smelt's own generator: the
           values differ, the work does not). Reports ms per batch and
           sentences per second, eager and torch.compile (default mode).
+
+  ops     single ops in eager mode (unary/binary pointwise, reductions over the
+          last and the first dim, softmax, layer_norm, matmul, transpose +
+          contiguous, cat, index_select, gather, embedding, where, dtype
+          conversions, randn; float32, mostly 512x1024): PyTorch eager beside
+          `smelt bench ops` (the smelt binary, --smelt) on identical inputs,
+          at each thread count of --threads (a comma-separated list): one
+          table of times and smelt/torch ratios (above 1: smelt is slower).
 
   eager-cuda
           the GPU eager workloads of bench/bench_cuda.cpp (issue 8's targets)
@@ -53,7 +63,8 @@ Workloads:
           difference of smelt's compiled result from PyTorch eager's. --smelt
           names the smelt binary (default: build/smelt).
 
-Threads: --threads, else $OMP_NUM_THREADS, else every core (torch.set_num_threads).
+Threads: --threads, else $OMP_NUM_THREADS, else every core (torch.set_num_threads;
+ops: smelt runs with OMP_NUM_THREADS set to it).
 The model folder comes from tools/fetch_model.py (the same files smelt loads).
 
 Needs torch and sentence-transformers, which are not dependencies of smelt's
@@ -158,6 +169,165 @@ def bench_minilm(args, torch):
         "first_compiled_call_ms": compile_ms,
         "max_abs_err": (e_eager - e_comp).abs().max().item(),
     }
+
+
+# ---- ops: single ops, PyTorch eager beside smelt eager ----------------------
+
+def hashed(torch, shape, salt, positive=False):
+    """The inputs of `smelt bench ops` (tools/smelt/bench_ops.cpp), bit for bit:
+    u = ((i * 2654435761 + salt * 40503) mod 2^32) / 2^32 in double, then
+    u * 8 - 4 (positive: u + 0.5) rounded once to float32."""
+    n = 1
+    for d in shape:
+        n *= d
+    i = torch.arange(n, dtype=torch.int64)
+    u = ((i * 2654435761 + salt * 40503) % 2**32).double() / 2**32
+    return (u + 0.5 if positive else u * 8 - 4).float().reshape(shape)
+
+
+def hashed_indices(torch, shape, salt, bound):
+    n = 1
+    for d in shape:
+        n *= d
+    i = torch.arange(n, dtype=torch.int64)
+    u = ((i * 2654435761 + salt * 40503) % 2**32).double() / 2**32
+    return (u * bound).long().reshape(shape)
+
+
+def op_cases(torch):
+    """(name, shape, fn): the list of tools/smelt/bench_ops.cpp, in its order."""
+    F = torch.nn.functional
+    R, C = 512, 1024
+    rc = f"{R}x{C}"
+    x, y, xp = hashed(torch, (R, C), 1), hashed(torch, (R, C), 2), hashed(torch, (R, C), 3, True)
+    row, g, b = hashed(torch, (C,), 4), hashed(torch, (C,), 5), hashed(torch, (C,), 6)
+    mask = hashed(torch, (R, C), 7) > 0
+    a, bm = hashed(torch, (R, C), 8), hashed(torch, (C, R), 9)
+    sel, gidx = hashed_indices(torch, (R,), 10, R), hashed_indices(torch, (R, C), 11, C)
+    emb, ids = hashed(torch, (30522, 384), 12), hashed_indices(torch, (32, 128), 13, 30522)
+    x64 = x.double()
+    return [
+        ("add", rc, lambda: x + y),
+        ("sub", rc, lambda: x - y),
+        ("mul", rc, lambda: x * y),
+        ("div", rc, lambda: x / y),
+        ("add_bias_row", f"{rc} + {C}", lambda: x + row),
+        ("mul_scalar", rc, lambda: x * 0.5),
+        ("maximum", rc, lambda: torch.maximum(x, y)),
+        ("abs", rc, lambda: torch.abs(x)),
+        ("neg", rc, lambda: torch.neg(x)),
+        ("exp", rc, lambda: torch.exp(x)),
+        ("log", rc, lambda: torch.log(xp)),
+        ("sqrt", rc, lambda: torch.sqrt(xp)),
+        ("rsqrt", rc, lambda: torch.rsqrt(xp)),
+        ("sin", rc, lambda: torch.sin(x)),
+        ("cos", rc, lambda: torch.cos(x)),
+        ("tanh", rc, lambda: torch.tanh(x)),
+        ("sigmoid", rc, lambda: torch.sigmoid(x)),
+        ("erf", rc, lambda: torch.erf(x)),
+        ("relu", rc, lambda: torch.relu(x)),
+        ("gelu", rc, lambda: F.gelu(x)),
+        ("gelu_tanh", rc, lambda: F.gelu(x, approximate="tanh")),
+        ("silu", rc, lambda: F.silu(x)),
+        ("pow_scalar", rc, lambda: torch.pow(xp, 2.5)),
+        ("clamp", rc, lambda: torch.clamp(x, -1.0, 1.0)),
+        ("gt", rc, lambda: torch.gt(x, y)),
+        ("where", rc, lambda: torch.where(mask, x, y)),
+        ("sum_last", rc, lambda: x.sum(-1)),
+        ("sum_first", rc, lambda: x.sum(0)),
+        ("mean_last", rc, lambda: x.mean(-1)),
+        ("mean_first", rc, lambda: x.mean(0)),
+        ("amax_last", rc, lambda: x.amax(-1)),
+        ("amax_first", rc, lambda: x.amax(0)),
+        ("sum_all", rc, lambda: x.sum()),
+        ("argmax_last", rc, lambda: x.argmax(-1)),
+        ("var_last", rc, lambda: x.var(-1)),
+        ("softmax", f"{rc} dim -1", lambda: torch.softmax(x, -1)),
+        ("log_softmax", f"{rc} dim -1", lambda: torch.log_softmax(x, -1)),
+        ("layer_norm", f"{rc} w,b", lambda: F.layer_norm(x, (C,), g, b, 1e-5)),
+        ("matmul", f"{R}x{C} @ {C}x{R}", lambda: a @ bm),
+        ("transpose_contig", f"{rc} .t()", lambda: x.t().contiguous()),
+        ("cat_dim0", f"2 x {rc}", lambda: torch.cat([x, y], 0)),
+        ("cat_dim1", f"2 x {rc}", lambda: torch.cat([x, y], 1)),
+        ("index_select", f"{rc} dim 0", lambda: torch.index_select(x, 0, sel)),
+        ("gather", f"{rc} dim 1", lambda: torch.gather(x, 1, gidx)),
+        ("embedding", "30522x384 [32x128]", lambda: F.embedding(ids, emb)),
+        ("to_float16", rc, lambda: x.to(torch.float16)),
+        ("to_float64", rc, lambda: x.to(torch.float64)),
+        ("to_float32", f"{rc} float64", lambda: x64.to(torch.float32)),
+        ("randn", rc, lambda: torch.randn(R, C)),
+    ]
+
+
+def op_time_ms(fn, iters):
+    """As `smelt bench ops`: one warm-up, then the median of `iters` calls
+    (0: enough for ~300 ms, 5 to 200)."""
+    fn()
+    if iters <= 0:
+        t0 = time.perf_counter()
+        fn()
+        one = max((time.perf_counter() - t0) * 1e3, 1e-3)
+        iters = int(min(max(300.0 / one, 5), 200))
+    times = []
+    for _ in range(iters):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+
+def smelt_ops(args, threads):
+    """{op: ms} from `smelt bench ops --json` run with OMP_NUM_THREADS=threads."""
+    cmd = [args.smelt, "bench", "ops", "--json", "--iters", str(args.iters)]
+    if args.filter:
+        cmd += ["--filter", args.filter]
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+    out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True, env=env).stdout
+    rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    return {r["op"]: r["eager_ms"] for r in rows}
+
+
+def run_ops(args, torch, thread_counts):
+    if args.device != "cpu":
+        sys.exit("torch_compare: --workload ops runs on the CPU only")
+    cases = [c for c in op_cases(torch) if args.filter in c[0]]
+    rows = {name: {"op": name, "shape": shape} for name, shape, _ in cases}
+    with torch.inference_mode():
+        for t in thread_counts:
+            torch.set_num_threads(t)
+            for name, _, fn in cases:
+                rows[name][f"torch_ms_{t}"] = op_time_ms(fn, args.iters)
+            for name, ms in smelt_ops(args, t).items():
+                if name in rows:
+                    rows[name][f"smelt_ms_{t}"] = ms
+    for r in rows.values():
+        for t in thread_counts:
+            if f"smelt_ms_{t}" in r:
+                r[f"ratio_{t}"] = r[f"smelt_ms_{t}"] / r[f"torch_ms_{t}"]
+    if args.json:
+        for r in rows.values():
+            print(json.dumps(dict(r, framework=f"torch {torch.__version__}")))
+        return
+    print(f"ops: eager ms, PyTorch {torch.__version__} vs smelt ({args.smelt}); "
+          f"ratio = smelt / torch (above 1: smelt is slower)")
+    head = f"{'op':<17} {'shape (float32)':<22}"
+    for t in thread_counts:
+        head += f" {'torch@' + str(t):>10} {'smelt@' + str(t):>10} {'ratio':>6}"
+    print(head)
+    for r in rows.values():
+        line = f"{r['op']:<17} {r['shape']:<22}"
+        for t in thread_counts:
+            sm = r.get(f"smelt_ms_{t}")
+            line += f" {r[f'torch_ms_{t}']:10.4f} " + (f"{sm:10.4f} {r[f'ratio_{t}']:6.2f}"
+                                                     if sm is not None else f"{'-':>10} {'-':>6}")
+        print(line)
+    for t in thread_counts:
+        ratios = [r[f"ratio_{t}"] for r in rows.values() if f"ratio_{t}" in r]
+        if ratios:
+            slower = sum(1 for q in ratios if q > 1.0)
+            geo = statistics.geometric_mean(ratios)
+            print(f"{t} thread(s): geometric mean ratio {geo:.2f}, smelt slower on {slower} "
+                  f"of {len(ratios)} ops")
 
 
 def bench_eager_cuda(args, torch):
@@ -349,7 +519,7 @@ def bench_compiled_cuda(args, torch):
     import torch.nn.functional as F
     from safetensors.torch import load_file, save_file
 
-    smelt = args.smelt or os.path.join(HERE, "..", "build", "smelt")
+    smelt = args.smelt
     dev = "cuda"
 
     def device_ms(fn, iters):
@@ -468,7 +638,7 @@ def print_compiled_cuda(row):
 
 
 WORKLOADS = {"minilm": bench_minilm, "eager-cuda": bench_eager_cuda, "train-mlp": bench_train_mlp,
-             "compiled-cuda": bench_compiled_cuda}
+             "compiled-cuda": bench_compiled_cuda, "ops": None}
 
 
 def main():
@@ -476,7 +646,8 @@ def main():
     p.add_argument("--workload", required=True, choices=sorted(WORKLOADS))
     p.add_argument("--device", default="cpu")
     p.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16"])
-    p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--threads", default="",
+                   help="thread count; ops: a comma-separated list, e.g. 1,2")
     p.add_argument("--iters", type=int, default=0, help="timed iterations (0 = automatic)")
     p.add_argument("--model", default="", help="minilm: a sentence-transformers folder "
                    "(default: all-MiniLM-L6-v2 through tools/fetch_model.py)")
@@ -484,17 +655,23 @@ def main():
                    help="minilm: write random weights into --model's folder when it has none")
     p.add_argument("--shared", default=os.path.join(HERE, "..", "..", "shared"),
                    help="train-mlp: the folder with data/seed_mlp.safetensors")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--json", action="store_true", help="print one JSON object (ops: one per op)")
     p.add_argument("--smelt-json", default="",
                    help="eager-cuda: smelt_benchmarks' JSON output to print beside PyTorch's")
-    p.add_argument("--smelt", default="",
-                   help="compiled-cuda: the smelt binary (default: build/smelt beside this tree)")
+    p.add_argument("--smelt", default=os.path.join(HERE, "..", "build", "smelt"),
+                   help="ops, compiled-cuda: the smelt binary")
+    p.add_argument("--filter", default="", help="ops: only the ops whose name contains this")
     args = p.parse_args()
     try:
         import torch
     except ImportError:
         sys.exit("torch_compare: PyTorch is not installed (pip install torch sentence-transformers)")
-    threads = args.threads or int(os.environ.get("OMP_NUM_THREADS", "0")) or os.cpu_count()
+    counts = [int(t) for t in args.threads.split(",") if t] or [
+        int(os.environ.get("OMP_NUM_THREADS", "0")) or os.cpu_count()]
+    if args.workload == "ops":
+        run_ops(args, torch, counts)
+        return
+    threads = counts[0]
     torch.set_num_threads(threads)
     row = WORKLOADS[args.workload](args, torch)
     row.update({"framework": f"torch {torch.__version__}", "device": args.device,

@@ -466,9 +466,12 @@ class Backend {
   // A composite op is defined once, by its decomposition (ops/decompositions.cpp);
   // run eagerly, the decomposition may hand a whole op to one of these kernels,
   // which compute the same formula with the same scalar functors in one pass
-  // over memory (sums reassociated). They return false where the backend has
-  // none (the CPU) or the arguments fall outside what it handles; the
-  // decomposition then runs op by op.
+  // over memory. The CUDA kernels reassociate the row sums; the CPU ones give
+  // the decomposition's values bit for bit (same reduction order) and take
+  // float32 / float64 rows only (the decomposition then offers them the
+  // float32 upcast of a float16 / bfloat16 x). They return false, writing
+  // nothing, where the backend has none or the arguments fall outside what it
+  // handles; the decomposition then runs op by op.
 
   /// softmax (log_softmax when `log`) of contiguous floating x over its last
   /// dim into out (fresh, x's shape and dtype): in opmath, shifted = x - max,

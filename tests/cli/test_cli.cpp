@@ -112,10 +112,10 @@ TEST(Cli, ErrorsArePrefixedOnce) {
   EXPECT_EQ(r.out, "") << "no table header before the error";
   CliRun w = run_cli({"bench", "no_such_workload"});
   EXPECT_EQ(w.rc, 2);
-  EXPECT_EQ(
-      w.err,
-      "smelt bench: unknown workload 'no_such_workload'; use pointwise, softmax, layernorm, "
-      "mlp, train-mlp, horizontal, gemm, linear-gelu, linear-gelu-erf, chain, minilm or all\n");
+  EXPECT_EQ(w.err,
+            "smelt bench: unknown workload 'no_such_workload'; use pointwise, softmax, layernorm, "
+            "mlp, train-mlp, horizontal, gemm, linear-gelu, linear-gelu-erf, chain, minilm, ops or "
+            "all\n");
   CliRun d = run_cli({"bench", "softmax", "--dtype", "int32"});
   EXPECT_EQ(d.err, "smelt bench: --dtype must be a floating dtype, got int32\n");
   // A library error gets the one prefix.
@@ -125,6 +125,17 @@ TEST(Cli, ErrorsArePrefixedOnce) {
             "int32, int64, float16, bfloat16, float32, float64\n");
   CliRun g = run_cli({"golden", "/nonexistent/golden.json"});
   EXPECT_EQ(g.err, "smelt golden: cannot open manifest '/nonexistent/golden.json'\n");
+}
+
+TEST(Cli, BenchOpsTimesSingleOps) {
+  CliRun r = run_cli({"bench", "ops", "--filter", "softmax", "--iters", "1", "--json"});
+  EXPECT_EQ(r.rc, 0) << r.err;
+  // softmax and log_softmax, one JSON row each.
+  EXPECT_NE(r.out.find("{\"eager_ms\":"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"op\":\"softmax\",\"shape\":\"512x1024 dim -1\"}"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("\"op\":\"log_softmax\""), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("\"op\":\"layer_norm\""), std::string::npos) << r.out;
 }
 
 TEST(Cli, TrainDigitsShowsEpochsAndAgreesWithPyTorch) {

@@ -297,10 +297,10 @@ std::vector<Workload> workloads(DType dt, Device device, const std::string& inpu
   w.push_back(train_mlp_workload(dt, device));
   {
     inputs.begin("horizontal");
-    Tensor x = randn_on({gpu ? int64_t{1} << 26 : int64_t{1} << 22});
+    Tensor x = randn_on({gpu ? int64_t{1} << 26 : int64_t{1} << 24});
     auto f = [](const Tensor& x) { return std::make_tuple(sin(x), cos(x)); };
     w.push_back({"horizontal",
-                 fmt::format("sin(x) and cos(x) of one input, 2^{} elements", gpu ? 26 : 22),
+                 fmt::format("sin(x) and cos(x) of one input, 2^{} elements", gpu ? 26 : 24),
                  {x},
                  [f](const std::vector<Tensor>& in) {
                    auto [s, c] = f(in[0]);
@@ -712,6 +712,11 @@ int cmd_bench(const BenchOptions& opts) {
   if (device.is_cuda()) (void)zeros({1}, TensorOptions().device(device));  // Error without a GPU
   SMELT_CHECK(opts.dtype.empty() || is_floating(dtype_from_name(opts.dtype)),
               "smelt bench: --dtype must be a floating dtype, got {}", opts.dtype);
+  if (opts.workload == "ops") {
+    SMELT_CHECK(device.is_cpu(),
+                "smelt bench: the ops workload runs on the CPU only; drop --device");
+    return cmd_bench_ops(opts);
+  }
   std::vector<std::string> names;  // a comma-separated list, e.g. "gemm,linear-gelu"
   for (size_t at = 0; at <= opts.workload.size();) {
     const size_t end = std::min(opts.workload.find(',', at), opts.workload.size());
@@ -720,11 +725,12 @@ int cmd_bench(const BenchOptions& opts) {
   }
   if (opts.workload == "all") names = kWorkloads;  // every one but chain and minilm
   for (auto& n : names)                            // refuse a bad name before minutes of work
-    SMELT_CHECK(n == "minilm" || n == "chain" ||
-                    std::find(kWorkloads.begin(), kWorkloads.end(), n) != kWorkloads.end(),
-                "smelt bench: unknown workload '{}'; use pointwise, softmax, layernorm, mlp, "
-                "train-mlp, horizontal, gemm, linear-gelu, linear-gelu-erf, chain, minilm or all",
-                n);
+    SMELT_CHECK(
+        n == "minilm" || n == "chain" ||
+            std::find(kWorkloads.begin(), kWorkloads.end(), n) != kWorkloads.end(),
+        "smelt bench: unknown workload '{}'; use pointwise, softmax, layernorm, mlp, "
+        "train-mlp, horizontal, gemm, linear-gelu, linear-gelu-erf, chain, minilm, ops or all",
+        n);
   for (auto& n : names)
     SMELT_CHECK(device.is_cpu() || (n != "minilm" && n != "chain"),
                 "smelt bench: the {} workload runs on the CPU only; drop --device", n);

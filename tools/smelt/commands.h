@@ -55,9 +55,12 @@ struct BenchOptions {
   std::string inputs;
   /// Where to write the outputs ("eager0", "compiled0", ...) as safetensors ("" = nowhere).
   std::string save_outputs;
+  std::string filter;  // ops: only the ops whose name contains this
 };
 /// `smelt bench <workload>`: eager vs compiled; prints each row as it finishes (bench.cpp).
 int cmd_bench(const BenchOptions& opts);
+/// `smelt bench ops`: eager time of each op of the per-op set, one row per op (bench_ops.cpp).
+int cmd_bench_ops(const BenchOptions& opts);
 /// What each column of `smelt bench` means (its --help footer; the README says the same).
 const char* bench_columns_help();
 
