@@ -41,15 +41,10 @@ int main(int argc, char** argv) {
   BenchOptions bench;
   auto* b = app.add_subcommand("bench", "eager vs compiled on a workload");
   b->add_option("workload", bench.workload,
-<<<<<<< HEAD
-                "pointwise|softmax|layernorm|mlp|train-mlp|horizontal|gemm|linear-gelu|"
-                "linear-gelu-erf|chain|minilm|ops|all (all: every one but chain, minilm and ops; "
-                "ops: eager time of single ops), or a comma-separated list (gemm,linear-gelu)")
-=======
                 "pointwise|softmax|layernorm|mlp|train-mlp|horizontal|batchnorm-relu|gpt2-block|"
-                "gemm|linear-gelu|linear-gelu-erf|chain|minilm|all (all: every one but chain and "
-                "minilm), or a comma-separated list (gemm,linear-gelu)")
->>>>>>> gbench
+                "gemm|linear-gelu|linear-gelu-erf|chain|minilm|ops|all (all: every one but chain, "
+                "minilm and ops; ops: eager time of single ops), or a comma-separated list "
+                "(gemm,linear-gelu)")
       ->required();
   b->add_option("--device", bench.device,
                 "device the workload runs on: cpu, cuda or cuda:N (larger inputs on a GPU)");
