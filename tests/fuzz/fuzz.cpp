@@ -21,6 +21,7 @@
 #include "core/tensor_impl.h"
 #include "ops/op_call.h"
 #include "ops/op_table.h"
+#include "smelt/autograd.h"
 #include "smelt/compile.h"
 #include "smelt/ops.h"
 
@@ -1440,8 +1441,14 @@ Program minimize(const Program& p, uint64_t seed, int index, std::optional<Devic
   bool progress = true;
   while (progress) {
     progress = false;
-    std::vector<Tensor> v = make_inputs(best);
-    for (auto& s : best.steps) v.push_back(exec(s, v));
+    // The values' shapes and dtypes only: without autograd, which would refuse
+    // a gradient program's in-place write into a view of an input leaf.
+    std::vector<Tensor> v;
+    {
+      NoGradGuard no_grad;
+      v = make_inputs(best);
+      for (auto& s : best.steps) v.push_back(exec(s, v));
+    }
     int n_in = static_cast<int>(best.inputs.size());
     for (int from = static_cast<int>(v.size()) - 1; from >= n_in && !progress; --from) {
       const Step& s = best.steps[from - n_in];
