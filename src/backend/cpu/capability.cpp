@@ -9,6 +9,10 @@
 
 #include "smelt/error.h"
 
+#if SMELT_CPU_HAVE_X86_CAPS
+#include <cpuid.h>
+#endif
+
 namespace smelt::cpu {
 
 namespace {
@@ -16,8 +20,11 @@ namespace {
 CpuCapability detect() {
 #if SMELT_CPU_HAVE_X86_CAPS
   __builtin_cpu_init();
-  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                    __builtin_cpu_supports("f16c");
+  // F16C through CPUID leaf 1 (ECX bit 29): Clang's __builtin_cpu_supports
+  // does not know "f16c".
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
   const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") &&
                       __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
                       __builtin_cpu_supports("avx512dq");

@@ -81,14 +81,25 @@ struct DispatchStub {
 }  // namespace smelt::cpu
 
 /// Declares and defines stub `name` for kernels of function-pointer type `fn`
-/// (in a header, in namespace smelt::cpu).
+/// (in a header, in namespace smelt::cpu), with the declarations of its
+/// per-capability implementations (defined by SMELT_REGISTER_DISPATCH).
 #define SMELT_DECLARE_DISPATCH(fn, name)                                   \
   struct name##_stub_t : ::smelt::cpu::DispatchStub<fn, name##_stub_t> {}; \
+  template <>                                                              \
+  fn DispatchStub<fn, name##_stub_t>::cap_default;                         \
+  template <>                                                              \
+  fn DispatchStub<fn, name##_stub_t>::cap_avx2;                            \
+  template <>                                                              \
+  fn DispatchStub<fn, name##_stub_t>::cap_avx512;                          \
   inline constexpr name##_stub_t name {}
 
 /// Sets this capability's implementation of stub `name` to `fn` (in a kernel
-/// source, at global namespace scope).
-#define SMELT_REGISTER_DISPATCH(name, fn)                     \
-  template <>                                                 \
-  ::smelt::cpu::name##_stub_t::Fn ::smelt::cpu::DispatchStub< \
-      ::smelt::cpu::name##_stub_t::Fn, ::smelt::cpu::name##_stub_t>::SMELT_CPU_CAP = fn
+/// source, at global namespace scope). Written inside the namespace: Clang
+/// reads `::smelt::cpu::X::Fn ::smelt::cpu::...` as one nested name. `fn` must
+/// be fully qualified.
+#define SMELT_REGISTER_DISPATCH(name, fn)                                               \
+  namespace smelt::cpu {                                                                \
+  template <>                                                                           \
+  name##_stub_t::Fn DispatchStub<name##_stub_t::Fn, name##_stub_t>::SMELT_CPU_CAP = fn; \
+  }                                                                                     \
+  static_assert(true)

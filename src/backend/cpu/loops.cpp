@@ -57,7 +57,11 @@ void for_each_row(const Shape& shape_in, std::vector<char*> ptrs,
   int64_t numel = 1;
   for (auto d : shape_in) numel *= d;
   if (numel == 0) return;
-  const auto [shape, st] = coalesce(shape_in, strides);
+  // Named references rather than a structured binding: the OpenMP region
+  // below captures them (which Clang before 16 does not allow of bindings).
+  const Coalesced coalesced = coalesce(shape_in, strides);
+  const Shape& shape = coalesced.shape;
+  const std::vector<std::vector<int64_t>>& st = coalesced.strides;
   const int64_t nd = static_cast<int64_t>(shape.size());
   const int64_t inner = shape[nd - 1];
   const int64_t rows = numel / inner;
