@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU checks and benchmarks of smelt::compile on CUDA, in one run of 5 to 8
+# The GPU checks and benchmarks of smelt::compile on CUDA, in one run of 6 to 12
 # minutes on one H200 with 16 cores, in this order:
 #   1. the CUDA compiler tests (device-free NVRTC compiles of every fusion
 #      pattern and op-table op, and every pattern compiled on the GPU against
@@ -11,7 +11,10 @@
 #      of the H200's peak, errors, cold and warm compile), and
 #      the 8192^3 bf16 GEMMs (gemm, linear-gelu, linear-gelu-erf: TFLOP/s and
 #      the epilogue's cost over the GEMM alone), with and without rounding
-#      intermediates (without: bias + tanh-GELU in cuBLASLt's epilogue);
+#      intermediates (without: bias + tanh-GELU in cuBLASLt's epilogue); then
+#      modes reduce-overhead and max-autotune (CUDA graphs replayed, their
+#      static memory, what a copy of the results would cost, autotuning
+#      time cold and its disk-cache hits warm);
 #   3. `smelt golden --compiled --device cuda` on the shared golden files;
 #   4. a CUDA fuzz campaign (`smelt fuzz --device cuda`: compiled on the GPU vs
 #      eager on the GPU and on the CPU), 8 processes with their own seeds;
@@ -55,9 +58,9 @@ note "smelt compiled-CUDA run: $(date -u +%FT%TZ), build $BUILD, $JOBS cores"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | tee -a "$SUMMARY"
 
 # 1. tests (ctest runs each gtest case as its own process, JOBS at a time)
-stage "tests" 120 "$OUT/tests.log" \
+stage "tests" 180 "$OUT/tests.log" \
   ctest --test-dir "$BUILD" -j "$JOBS" --output-on-failure --timeout 110 \
-  -R 'CudaCompile|CudaCodegen|CudaOpTable|CublasLt'
+  -R 'CudaCompile|CudaCodegen|CudaOpTable|CublasLt|CudaModes'
 grep -E "tests passed|tests failed|\((Failed|Timeout|SEGFAULT|Subprocess aborted)\)" "$OUT/tests.log" \
   | tail -40 >> "$SUMMARY"
 
@@ -75,6 +78,18 @@ for extra in "" --no-round-intermediates; do
 done
 grep -E "^(pointwise|softmax|layernorm|mlp|batchnorm-relu|gpt2-block|gemm|linear-gelu) \
 |GB/s compiled|TFLOP/s|running stats|shared GPT-2 block" "$OUT/bench.log" >> "$SUMMARY"
+# The compile modes: reduce-overhead (CUDA graphs), then max-autotune twice on
+# one kernel cache (the second run's autotuning comes from the disk cache).
+for m in reduce-overhead max-autotune max-autotune; do
+  stage "bench modes $m" 120 "$OUT/modes.log" "$BUILD/smelt" bench \
+    softmax,mlp,train-mlp --device cuda --mode "$m" --json \
+    --cache-dir "$OUT/modes-cache"
+done
+grep '^{' "$OUT/modes.log" | while read -r line; do
+  echo "$line" | grep -oE '"(workload|mode|speedup|compiled_ms|max_rel_err|cudagraph_replays|cudagraph_static_bytes|cudagraph_skip_reason|clone_results_ms|autotune_ms_cold|autotune_tuned_cold|autotune_changed_cold|autotune_cache_hits_warm)":("[^"]*"|[-0-9.e+]+)' \
+    | tr '\n' ' '
+  echo
+done >> "$SUMMARY"
 
 # 3. golden cases compiled on the GPU
 if [ -n "$SHARED" ]; then

@@ -264,7 +264,7 @@ class PlanOnlyModule final : public backend::Module {
 }  // namespace
 
 // Kernels whose runtime check the host reads after each call keep a graph
-// from being recorded; others do not.
+// from being recorded, and so does a graph that launches nothing; others do not.
 TEST_F(Modes, ErrorFlagsKeepAGraphFromBeingRecorded) {
   auto plan = [](const Graph& captured) {
     Graph g;
@@ -282,6 +282,10 @@ TEST_F(Modes, ErrorFlagsKeepAGraphFromBeingRecorded) {
   auto fine = plan(trace_graph([](const Tensor& x) { return softmax(x, -1); }, randn({8, 64})));
   EXPECT_EQ(capture_blocker(*fine), "");
   EXPECT_EQ(fine->capture_stats().captures, 0);
+  // A graph of views only launches nothing: no graph to record.
+  auto views = plan(trace_graph([](const Tensor& x) { return x.t(); }, randn({4, 8})));
+  EXPECT_TRUE(views->schedule().steps.empty());
+  EXPECT_EQ(capture_blocker(*views), "the graph launches nothing");
 }
 
 // On the CPU, every mode computes what eager does; reduce-overhead records no

@@ -759,6 +759,16 @@ nlohmann::json bench_one(const std::string& name, const BenchOptions& opts) {
     // calls, and the autotuning of the cold and the warm compile.
     const CompileStats timed = warm.stats();
     j["cudagraph_captures"] = timed.cudagraph_captures;
+    // What a copy of one call's results costs (reduce-overhead returns the
+    // CUDA graph's static outputs without one).
+    {
+      const std::vector<Tensor> results = warm.call(w.inputs);
+      j["clone_results_ms"] = time_ms(
+          [&] {
+            for (const Tensor& r : results) r.clone();
+          },
+          opts.iters, device);
+    }
     j["cudagraph_replays"] = timed.cudagraph_replays;
     j["cudagraph_uncaptured_runs"] = timed.cudagraph_uncaptured_runs;
     j["cudagraph_static_bytes"] = timed.cudagraph_static_bytes;

@@ -16,6 +16,26 @@ namespace {
 class CudaCapture;
 thread_local CudaCapture* t_capture = nullptr;  // the recording this thread makes
 
+/// DeviceGuard for destructors: never throws (they also run at exit, when
+/// the runtime may be gone).
+class QuietDeviceGuard {
+ public:
+  explicit QuietDeviceGuard(int device) {
+    if (cudaGetDevice(&prev_) != cudaSuccess || prev_ == device ||
+        cudaSetDevice(device) != cudaSuccess)
+      prev_ = -1;
+    (void)cudaGetLastError();
+  }
+  ~QuietDeviceGuard() {
+    if (prev_ >= 0) (void)cudaSetDevice(prev_);
+  }
+  QuietDeviceGuard(const QuietDeviceGuard&) = delete;
+  QuietDeviceGuard& operator=(const QuietDeviceGuard&) = delete;
+
+ private:
+  int prev_ = -1;
+};
+
 /// A recorded graph, its executable form, its stream (whose blocks are its
 /// private pool) and what its copies read.
 class CudaGraph final : public backend::CapturedWork {
@@ -31,8 +51,7 @@ class CudaGraph final : public backend::CapturedWork {
     SMELT_CUDA_CHECK(cudaGraphGetNodes(graph_, nullptr, &nodes_));
   }
   ~CudaGraph() override {
-    // Never throws (destroyed at exit too, when the runtime may be gone).
-    DeviceGuard guard(device_);
+    QuietDeviceGuard guard(device_);
     (void)cudaGraphExecDestroy(exec_);
     (void)cudaGraphDestroy(graph_);
     try {
@@ -85,7 +104,7 @@ class CudaCapture final : public backend::Capture {
     if (stream_ == nullptr) return;  // finished: the graph owns the stream
     // Discarded: end the capture (whatever it recorded is dropped), then
     // return the stream and its memory.
-    DeviceGuard guard(device_);
+    QuietDeviceGuard guard(device_);
     cudaGraph_t g = nullptr;
     (void)cudaStreamEndCapture(stream_, &g);
     if (g != nullptr) (void)cudaGraphDestroy(g);

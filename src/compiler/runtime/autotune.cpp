@@ -73,18 +73,16 @@ std::string disagreement(const std::vector<double>& got, const std::vector<doubl
   return "";
 }
 
-/// The place of GEMM algorithm tuning: an Extern step's cuBLASLt heuristic
-/// candidates would be timed here on the walk's buffers (its operands are
-/// the real ones, its output `rb.ptr[st.writes[0]]`), the fastest agreeing
-/// algorithm recorded on the step for the backend's gemm() to use. The
-/// backend does not offer algorithm candidates yet: nothing is tuned.
+/// The place of GEMM algorithm tuning (not done yet): an Extern step's
+/// cuBLASLt algorithm candidates would be timed here on the walk's buffers
+/// (its operands are the real ones, its output rb.ptr[st.writes[0]]) and the
+/// fastest agreeing one recorded on the step for run_matmul to pass to the
+/// backend's GEMM. The CUDA backend has the pieces
+/// (cuda::impl::gemm_algorithms and gemm_with_algorithm, backend/cuda/blaslt.h);
+/// what is missing is their place in backend::Backend and an algorithm
+/// choice on backend::Gemm.
 void tune_gemm_step(const CompiledGraph& walk, size_t step, const RunBuffers& rb,
-                    backend::Stream stream) {
-  (void)walk;
-  (void)step;
-  (void)rb;
-  (void)stream;
-}
+                    backend::Stream stream) {}
 
 /// The progress bar (see autotune.h).
 class Progress {

@@ -30,9 +30,11 @@
 //  * Progress: while it benchmarks, a bar with the kernels done, the time
 //    spent and an estimate of the time left, on stderr (redrawn in place on a
 //    terminal; otherwise one line when done).
-//  * GEMMs (Extern steps) are not tuned here: tune_gemm_step() is where the
-//    cuBLASLt heuristic's algorithm candidates will be timed, on the same
-//    buffers, when the backend's GEMM offers them.
+//  * GEMMs (Extern steps) are not tuned yet: tune_gemm_step() (autotune.cpp),
+//    called at each one during the walk, is where the cuBLASLt heuristic's
+//    algorithm candidates (backend/cuda/blaslt.h: gemm_algorithms,
+//    gemm_with_algorithm) will be timed on the same buffers once
+//    backend::Backend offers them.
 #pragma once
 #include <memory>
 #include <string>

@@ -151,7 +151,10 @@ CompiledGraph::CompiledGraph(Graph g, Schedule s, std::shared_ptr<backend::Modul
 
 CompiledGraph::~CompiledGraph() {
   replays_.reset();  // the CUDA graphs go before the memory they use
-  if (previous_done_.handle) backend::backend(device_).destroy_event(previous_done_);
+  try {
+    if (previous_done_.handle) backend::backend(device_).destroy_event(previous_done_);
+  } catch (const Error&) {  // at exit the runtime may be gone
+  }
 }
 
 CaptureStats CompiledGraph::capture_stats() const {

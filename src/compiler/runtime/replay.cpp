@@ -33,6 +33,7 @@ struct GraphReplays::Recording {
 };
 
 std::string capture_blocker(const CompiledGraph& g) {
+  if (g.schedule().steps.empty()) return "the graph launches nothing";
   if (g.error_flags() == 0) return "";
   std::string kernels;
   for (const Step& st : g.schedule().steps)
@@ -125,9 +126,10 @@ GraphReplays::Recording* GraphReplays::record(const std::vector<Tensor>& args,
   rec->input_memory.resize(args.size());
   for (const Buffer& b : graph.buffers) {
     if (b.kind != BufferKind::Input) continue;
-    const size_t bytes = static_cast<size_t>(std::max<int64_t>(1, b.extent)) * itemsize(b.dtype);
-    Tensor mem = detail::make_empty({static_cast<int64_t>(bytes)}, DType::UInt8, device,
-                                    "smelt::compile (a static input of a CUDA graph)");
+    const size_t bytes = static_cast<size_t>(b.extent) * itemsize(b.dtype);
+    Tensor mem =
+        detail::make_empty({static_cast<int64_t>(std::max<size_t>(1, bytes))}, DType::UInt8, device,
+                           "smelt::compile (a static input of a CUDA graph)");
     rec->inputs.push_back({b.id, b.input_index, bytes});
     rec->input_bytes += static_cast<int64_t>(bytes);
     static_args[static_cast<size_t>(b.input_index)] = mem;
@@ -182,7 +184,7 @@ std::vector<Tensor> GraphReplays::replay(Recording& r, const std::vector<Tensor>
   for (const auto& in : r.inputs) {
     const void* src = args.at(static_cast<size_t>(in.arg)).data_ptr();
     void* dst = r.buffers.ptr[static_cast<size_t>(in.buf)];
-    if (src != dst) be.copy_on_device(dst, src, in.bytes, stream);
+    if (src != dst && in.bytes > 0) be.copy_on_device(dst, src, in.bytes, stream);
   }
   const auto t0 = std::chrono::steady_clock::now();
   r.work->replay(stream);
@@ -192,7 +194,7 @@ std::vector<Tensor> GraphReplays::replay(Recording& r, const std::vector<Tensor>
     const Buffer& b = graph.buffers[dst];
     if (b.kind != BufferKind::Input) continue;
     void* user = args.at(static_cast<size_t>(b.input_index)).data_ptr();
-    if (user != r.buffers.ptr[dst])
+    if (user != r.buffers.ptr[dst] && b.extent > 0)
       be.copy_on_device(user, r.buffers.ptr[dst], b.extent * itemsize(b.dtype), stream);
   }
   if (g_.profile) {

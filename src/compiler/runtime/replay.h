@@ -44,8 +44,9 @@ namespace smelt::compiler {
 /// and outputs; they take turns so that no replay overwrites a result in use).
 inline constexpr size_t kMaxRecordings = 2;
 
-/// Why `g` can never be recorded, whatever the call ("" when it can be tried):
-/// its kernels' error flags are read on the host after each call.
+/// Why `g` is never recorded, whatever the call ("" when it can be tried): it
+/// launches nothing, or its kernels' error flags are read on the host after
+/// each call.
 std::string capture_blocker(const CompiledGraph& g);
 
 class GraphReplays {
