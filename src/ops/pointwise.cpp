@@ -82,18 +82,26 @@ DType result_type(const std::vector<Tensor>& operands) {
   return result_type_of(operands.data(), operands.data() + operands.size());
 }
 
-DType compute_dtype(const std::string& op, const std::vector<Tensor>& inputs) {
+namespace {
+DType compute_dtype_of(const std::string& op, const Tensor* begin, const Tensor* end) {
   const OpDef* def = find_op(op);
   SMELT_INTERNAL_ASSERT(def && def->kind == OpKind::Pointwise,
                         "compute_dtype: '{}' is not a "
                         "pointwise op",
                         op);
   if (def->rule == DTypeRule::Logical) return DType::Bool;
-  const Tensor* begin = inputs.data();
-  if (op == "where" && !inputs.empty()) ++begin;  // the condition does not count
-  DType t = result_type_of(begin, inputs.data() + inputs.size());
+  if (op == "where" && begin != end) ++begin;  // the condition does not count
+  DType t = result_type_of(begin, end);
   if (def->rule == DTypeRule::IntToFloat && !is_floating(t)) t = default_dtype();
   return t;
+}
+}  // namespace
+
+DType compute_dtype(const std::string& op, const std::vector<Tensor>& inputs) {
+  return compute_dtype_of(op, inputs.data(), inputs.data() + inputs.size());
+}
+DType compute_dtype(const std::string& op, std::initializer_list<Tensor> inputs) {
+  return compute_dtype_of(op, inputs.begin(), inputs.end());
 }
 
 DType output_dtype(const std::string& op, DType dtype) {
