@@ -346,6 +346,15 @@ struct RowPlan {
   int g_log2 = 0;
 };
 
+/// The most loads of V elements a thread of the register kernels makes: up to
+/// kMaxPerThread elements (half as many for float64, two registers each), at
+/// most 32 loads.
+template <class T>
+constexpr int max_loads(int v) {
+  const int elements = kMaxPerThread / (sizeof(T) == 8 ? 2 : 1);
+  return elements / v < 32 ? elements / v : 32;
+}
+
 /// Aims at 4 loads of 16 bytes per thread (16 elements for unaligned rows),
 /// with as many threads per row as that needs (up to kRowThreads), then as
 /// many loads as the row needs (at most kMaxPerThread elements per thread).
@@ -360,9 +369,7 @@ RowPlan plan_rows(int64_t n, bool vec) {
   int nv = 1;
   while (nv < per) nv *= 2;
   if (!vec) nv = nv <= 4 ? 4 : nv <= 16 ? 16 : nv;  // unaligned rows: 4, 16 or 32 (fewer kernels)
-  // float64 holds two registers per element: at most half as many elements.
-  const int cap = kMaxPerThread / (sizeof(T) == 8 ? 2 : 1);
-  p.nv = nv * p.v <= cap ? nv : 0;
+  p.nv = nv <= max_loads<T>(p.v) ? nv : 0;
   return p;
 }
 
@@ -373,7 +380,7 @@ template <class T, class G>
 void with_plan(const RowPlan& p, const G& g) {
   auto by_nv = [&](auto v) {
     constexpr int V = decltype(v)::value;
-    constexpr int kMax = kMaxPerThread / (sizeof(T) == 8 ? 2 : 1) / V;
+    constexpr int kMax = max_loads<T>(V);
     auto call = [&](auto nv) {
       constexpr int NV = decltype(nv)::value;
       if constexpr (NV <= kMax && (V > 1 || NV == 4 || NV == 16 || NV == 32)) {
@@ -393,8 +400,10 @@ void with_plan(const RowPlan& p, const G& g) {
         return call(std::integral_constant<int, 8>{});
       case 16:
         return call(std::integral_constant<int, 16>{});
-      default:
+      case 32:
         return call(std::integral_constant<int, 32>{});
+      default:
+        throw_internal_error("norm: no register kernel for this row plan", __FILE__, __LINE__);
     }
   };
   if (p.v == 1) return by_nv(std::integral_constant<int, 1>{});
