@@ -154,4 +154,32 @@ void BM_CudaSmallOpHostCost(benchmark::State& st) {
 }
 BENCHMARK(BM_CudaSmallOpHostCost)->UseManualTime();
 
+/// The same host-side cost for other kinds of small op (a C++ number operand,
+/// a unary op, a reduction, a fused softmax), on 16 elements.
+void BM_CudaSmallOpHostCostOp(benchmark::State& st, Tensor (*op)(const Tensor&)) {
+  if (!cuda::is_available()) {
+    st.SkipWithError("no CUDA device");
+    return;
+  }
+  Tensor x = randn_on({16});
+  for (int i = 0; i < 100; ++i) benchmark::DoNotOptimize(op(x).data_ptr());
+  cuda::synchronize();
+  for (auto _ : st) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < 1000; ++i) benchmark::DoNotOptimize(op(x).data_ptr());
+    const auto t1 = std::chrono::steady_clock::now();
+    cuda::synchronize();
+    st.SetIterationTime(std::chrono::duration<double>(t1 - t0).count());
+  }
+  st.counters["us_per_op"] = benchmark::Counter(
+      st.iterations() * 1000.0 / 1e6, benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+Tensor mul_number_(const Tensor& x) { return x * 2.0; }
+Tensor sum_last_(const Tensor& x) { return sum(x, {-1}); }
+Tensor softmax_last_(const Tensor& x) { return softmax(x, -1); }
+BENCHMARK_CAPTURE(BM_CudaSmallOpHostCostOp, mul_number, mul_number_)->UseManualTime();
+BENCHMARK_CAPTURE(BM_CudaSmallOpHostCostOp, relu, relu_)->UseManualTime();
+BENCHMARK_CAPTURE(BM_CudaSmallOpHostCostOp, sum, sum_last_)->UseManualTime();
+BENCHMARK_CAPTURE(BM_CudaSmallOpHostCostOp, softmax, softmax_last_)->UseManualTime();
+
 }  // namespace

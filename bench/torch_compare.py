@@ -30,7 +30,8 @@ Workloads:
           in PyTorch eager: elementwise ops on 2^26 float32, sum / amax over
           the last dim of 8192x8192 float32, softmax and layer_norm over
           16384x4096 bfloat16, the seed MLP forward at batch 256 (float32,
-          bfloat16), 8192^3 matrix products and the host cost of a small op;
+          bfloat16), 8192^3 matrix products and the host cost of small ops
+          (add, a number operand, relu, sum and softmax of 16 elements);
           randn inputs (seed 0), 3 warm-up calls, CUDA-event device time,
           median of --iters (default 20). With --smelt-json FILE (the output
           of `smelt_benchmarks --benchmark_filter=Cuda --benchmark_format=json`
@@ -428,6 +429,19 @@ def bench_eager_cuda(args, torch):
         host.append((time.perf_counter() - t0))
         torch.cuda.synchronize()
     rows.append({"name": "BM_CudaSmallOpHostCost", "ms": statistics.median(host)})
+    for name, fn in [("mul_number", lambda: s1 * 2.0), ("relu", lambda: torch.relu(s1)),
+                     ("sum", lambda: s1.sum(-1)), ("softmax", lambda: torch.softmax(s1, -1))]:
+        for _ in range(100):
+            fn()
+        torch.cuda.synchronize()
+        host = []
+        for _ in range(iters):
+            t0 = time.perf_counter()
+            for _ in range(1000):
+                fn()
+            host.append((time.perf_counter() - t0))
+            torch.cuda.synchronize()
+        rows.append({"name": f"BM_CudaSmallOpHostCostOp/{name}", "ms": statistics.median(host)})
     return {"workload": "eager-cuda", "rows": rows}
 
 
@@ -441,7 +455,7 @@ def print_eager_cuda(row, smelt_json):
                 name = b["name"].split("/manual_time")[0]
                 unit = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}[b.get("time_unit", "ns")]
                 smelt[name] = b["real_time"] * unit
-                if name == "BM_CudaSmallOpHostCost":  # 1000 launches per iteration
+                if name.startswith("BM_CudaSmallOpHostCost"):  # 1000 launches per iteration
                     smelt[name] /= 1000
     print(f"{'workload':30} {'torch ms':>10} {'smelt ms':>10} {'smelt/torch':>11} "
           f"{'torch rate':>14} {'smelt rate':>14}")
@@ -457,7 +471,7 @@ def print_eager_cuda(row, smelt_json):
                 return f"{r['flops'] / ms / 1e9:8.1f} TFLOP/s"
             return ""
 
-        host = r["name"] == "BM_CudaSmallOpHostCost"
+        host = r["name"].startswith("BM_CudaSmallOpHostCost")
         scale = 1e3 if host else 1.0  # host cost: microseconds per op
         unit = " us/op" if host else ""
         s_txt = f"{s_ms * scale:10.3f}" if s_ms is not None else f"{'-':>10}"

@@ -39,37 +39,36 @@ void reset_peak_memory_stats(Device device) {
   c.peak.store(c.allocated.load());
 }
 
-Storage::Storage() : serial_(g_serial++) {}
+Storage::Storage(Key) : serial_(g_serial++) {}
 uint64_t Storage::next_serial() { return g_serial.load(); }
 
+// One heap block per storage (std::make_shared): a tensor op's output costs
+// one allocation here besides its memory.
 std::shared_ptr<Storage> Storage::allocate(size_t nbytes, Device device) {
   Allocator& a = allocator_for(device);
-  auto s = std::shared_ptr<Storage>(new Storage());
+  auto s = std::make_shared<Storage>(Key{});
   s->data_ = a.allocate(nbytes == 0 ? 1 : nbytes, device);
   s->nbytes_ = nbytes;
   s->device_ = device;
+  s->allocator_ = &a;
+  s->counted_ = true;
   count_allocation(device, static_cast<int64_t>(nbytes));
-  s->deleter_ = [&a, device, nbytes](void* q) {
-    a.deallocate(q, device);
-    count_allocation(device, -static_cast<int64_t>(nbytes));
-  };
   return s;
 }
 
 std::shared_ptr<Storage> Storage::allocate_pinned(size_t nbytes, Allocator& pinned) {
-  auto s = std::shared_ptr<Storage>(new Storage());
-  const Device cpu;
-  s->data_ = pinned.allocate(nbytes == 0 ? 1 : nbytes, cpu);
+  auto s = std::make_shared<Storage>(Key{});
+  s->data_ = pinned.allocate(nbytes == 0 ? 1 : nbytes, Device());
   s->nbytes_ = nbytes;
-  s->device_ = cpu;
+  s->device_ = Device();
   s->pinned_ = true;
-  s->deleter_ = [&pinned, cpu](void* q) { pinned.deallocate(q, cpu); };
+  s->allocator_ = &pinned;
   return s;
 }
 
 std::shared_ptr<Storage> Storage::wrap(void* data, size_t nbytes, Device device,
                                        std::function<void(void*)> deleter) {
-  auto s = std::shared_ptr<Storage>(new Storage());
+  auto s = std::make_shared<Storage>(Key{});
   s->data_ = data;
   s->nbytes_ = nbytes;
   s->device_ = device;
@@ -79,7 +78,7 @@ std::shared_ptr<Storage> Storage::wrap(void* data, size_t nbytes, Device device,
 
 std::shared_ptr<Storage> Storage::tracer(size_t nbytes, Device device,
                                          std::shared_ptr<detail::TraceValue> value) {
-  auto s = std::shared_ptr<Storage>(new Storage());
+  auto s = std::make_shared<Storage>(Key{});
   s->nbytes_ = nbytes;
   s->device_ = device;
   s->trace_ = std::move(value);
@@ -96,7 +95,13 @@ void throw_value_read_while_tracing(const std::string& op, const std::string& ad
 }  // namespace detail
 
 Storage::~Storage() {
-  if (deleter_ && data_) deleter_(data_);
+  if (data_ == nullptr) return;
+  if (allocator_ != nullptr) {
+    allocator_->deallocate(data_, device_);
+    if (counted_) count_allocation(device_, -static_cast<int64_t>(nbytes_));
+  } else if (deleter_) {
+    deleter_(data_);
+  }
 }
 
 void* Storage::data() const {

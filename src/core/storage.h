@@ -70,13 +70,22 @@ class Storage {
   void bump_version() { ++version_; }
 
  private:
-  Storage();
+  struct Key {};  // only Storage's factories construct one (std::make_shared needs a public ctor)
+
+ public:
+  explicit Storage(Key);
+
+ private:
   uint64_t serial_ = 0;
   void* data_ = nullptr;
   size_t nbytes_ = 0;
   Device device_;
   bool pinned_ = false;
-  std::function<void(void*)> deleter_;
+  /// allocate / allocate_pinned: the allocator data_ goes back to (no
+  /// std::function, whose state would be one more heap block per tensor).
+  Allocator* allocator_ = nullptr;
+  bool counted_ = false;                // counted in memory.h's per-device counters
+  std::function<void(void*)> deleter_;  // wrap()'s
   std::shared_ptr<detail::TraceValue> trace_;
   uint32_t version_ = 0;
 };

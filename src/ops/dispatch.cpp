@@ -79,7 +79,7 @@ bool grad_needed(const std::vector<Tensor>& inputs) {
 
 std::vector<Tensor> run_differentiable(const std::string& op, const std::vector<Tensor>& inputs,
                                        const Attrs& attrs,
-                                       const std::function<std::vector<Tensor>()>& compute) {
+                                       const FunctionRef<std::vector<Tensor>()>& compute) {
   if (!grad_needed(inputs)) return compute();
   std::vector<Tensor> outs;
   {
@@ -124,13 +124,13 @@ namespace {
 /// values (pointwise ops, masked_fill, index_put's values); index_put's
 /// indices are read on the host wherever they are.
 void check_devices(const std::string& op, const std::vector<Tensor>& inputs, Device dev) {
-  const OpDef* def = find_op(op);
-  const bool cpu_scalars = (def != nullptr && def->kind == OpKind::Pointwise) ||
-                           op == "masked_fill" || op == "index_put";
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& t = inputs[i];
     if (!t.defined() || t.is_wrapped_number() || t.device() == dev) continue;
     if (op == "index_put" && i == 1) continue;
+    const OpDef* def = find_op(op);  // only here: every eager op comes through this loop
+    const bool cpu_scalars = (def != nullptr && def->kind == OpKind::Pointwise) ||
+                             op == "masked_fill" || op == "index_put";
     if (cpu_scalars && t.device().is_cpu() && t.dim() == 0) continue;
     SMELT_CHECK(false,
                 "{}: Expected all tensors to be on the same device, but found at least two "
@@ -138,25 +138,27 @@ void check_devices(const std::string& op, const std::vector<Tensor>& inputs, Dev
                 op, dev.str(), t.device().str(), i, shape_str(t.sizes()));
   }
 }
-}  // namespace
 
-std::vector<Tensor> run_op(const std::string& op, const std::vector<Tensor>& inputs,
-                           const Attrs& attrs, const std::vector<OutMeta>& outs,
-                           const Kernel& kernel) {
-  if (!outs.empty()) check_devices(op, inputs, outs[0].device);
+/// run_op over `n` outputs `outs` (run_op1 passes its one without a vector).
+std::vector<Tensor> run_op_impl(const std::string& op, const std::vector<Tensor>& inputs,
+                                const Attrs& attrs, const OutMeta* outs, size_t n,
+                                const Kernel& kernel) {
+  if (n > 0) check_devices(op, inputs, outs[0].device);
   TraceContext* ctx = trace_context();
   const bool grad = grad_needed(inputs);
   if (any_tracer(inputs) || (ctx && ctx->captures(inputs))) {
     // Traced: a graph node, and under autograd the backward node eager mode
     // records (a backward pass the function runs is then traced as well).
-    std::vector<Tensor> results = require_trace(op).record(op, inputs, attrs, outs);
+    std::vector<Tensor> results =
+        require_trace(op).record(op, inputs, attrs, std::vector<OutMeta>(outs, outs + n));
     if (grad) grad_recorder()->record(op, inputs, attrs, results);
     return results;
   }
   OpScope scope(op.c_str());  // names the op if an allocation runs out of memory
   std::vector<Tensor> results;
-  results.reserve(outs.size());
-  for (auto& m : outs) results.push_back(make_empty(m.sizes, m.dtype, m.device));
+  results.reserve(n);
+  for (size_t i = 0; i < n; ++i)
+    results.push_back(make_empty(outs[i].sizes, outs[i].dtype, outs[i].device));
   if (!grad) {
     kernel(results);
     return results;
@@ -168,10 +170,17 @@ std::vector<Tensor> run_op(const std::string& op, const std::vector<Tensor>& inp
   grad_recorder()->record(op, inputs, attrs, results);
   return results;
 }
+}  // namespace
+
+std::vector<Tensor> run_op(const std::string& op, const std::vector<Tensor>& inputs,
+                           const Attrs& attrs, const std::vector<OutMeta>& outs,
+                           const Kernel& kernel) {
+  return run_op_impl(op, inputs, attrs, outs.data(), outs.size(), kernel);
+}
 
 Tensor run_op1(const std::string& op, const std::vector<Tensor>& inputs, const Attrs& attrs,
                const OutMeta& out, const Kernel& kernel) {
-  return run_op(op, inputs, attrs, {out}, kernel)[0];
+  return std::move(run_op_impl(op, inputs, attrs, &out, 1, kernel)[0]);
 }
 
 void run_copy(const Tensor& dst, const Tensor& src, const std::function<void()>& eager_copy) {

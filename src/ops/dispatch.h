@@ -5,7 +5,9 @@
 // through copy_ (run_copy), the one write primitive.
 #pragma once
 #include <functional>
+#include <memory>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -15,6 +17,30 @@
 #include "smelt/tensor.h"
 
 namespace smelt::detail {
+
+/// A non-owning reference to a callable (C++26's std::function_ref): run_op
+/// calls its kernel before it returns, so the lambda an op passes needs no copy
+/// (a std::function holding a lambda of more than two captures takes a heap
+/// block on every op). Never keep one beyond the call it is passed to.
+template <class Sig>
+class FunctionRef;
+template <class R, class... A>
+class FunctionRef<R(A...)> {
+ public:
+  template <class F,
+            class = std::enable_if_t<!std::is_same_v<std::remove_cvref_t<F>, FunctionRef> &&
+                                     std::is_invocable_r_v<R, F&, A...>>>
+  FunctionRef(F&& f) noexcept  // implicit, as std::function's
+      : obj_(const_cast<void*>(static_cast<const void*>(std::addressof(f)))),
+        call_([](void* o, A... a) -> R {
+          return (*static_cast<std::remove_reference_t<F>*>(o))(std::forward<A>(a)...);
+        }) {}
+  R operator()(A... a) const { return call_(obj_, std::forward<A>(a)...); }
+
+ private:
+  void* obj_;
+  R (*call_)(void*, A...);
+};
 
 using AttrValue =
     std::variant<bool, int64_t, double, std::string, std::vector<int64_t>, DType, Scalar>;
@@ -119,7 +145,7 @@ bool grad_needed(const Tensor& input);
 /// recorded over inputs -> results; otherwise it simply runs.
 std::vector<Tensor> run_differentiable(const std::string& op, const std::vector<Tensor>& inputs,
                                        const Attrs& attrs,
-                                       const std::function<std::vector<Tensor>()>& compute);
+                                       const FunctionRef<std::vector<Tensor>()>& compute);
 
 /// Records view op `op` (an op-table name) that made `out` from `x`, with the
 /// attrs `make_attrs()` returns (built only when history is recorded); returns `out`.
@@ -132,7 +158,7 @@ Tensor record_view(const char* op, const Tensor& x, Tensor out, F&& make_attrs) 
 inline bool is_tracer(const Tensor& t) { return t.defined() && t.is_tracer(); }
 bool any_tracer(const std::vector<Tensor>& ts);
 
-using Kernel = std::function<void(const std::vector<Tensor>& outs)>;
+using Kernel = FunctionRef<void(const std::vector<Tensor>& outs)>;
 
 /// Runs one op. `inputs` are the tensors the op reads (after its own
 /// validation); `outs` the metadata computed by its shape/dtype rule; `kernel`

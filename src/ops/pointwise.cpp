@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <limits>
+#include <utility>
 
 #include "backend/backend.h"
 #include "ops/numbers.h"
@@ -55,9 +56,11 @@ Slot combine(Slot higher, Slot lower) {
 }
 }  // namespace
 
-DType result_type(const std::vector<Tensor>& operands) {
+namespace {
+DType result_type_of(const Tensor* begin, const Tensor* end) {
   Slot dim, zero, wrapped;
-  for (auto& t : operands) {
+  for (const Tensor* it = begin; it != end; ++it) {
+    const Tensor& t = *it;
     if (!t.defined()) continue;
     DType d = t.dtype();
     if (t.is_wrapped_number()) {
@@ -73,19 +76,32 @@ DType result_type(const std::vector<Tensor>& operands) {
   SMELT_CHECK(r.set, "result_type: no tensor operands given");
   return r.t;
 }
+}  // namespace
 
-DType compute_dtype(const std::string& op, const std::vector<Tensor>& inputs) {
+DType result_type(const std::vector<Tensor>& operands) {
+  return result_type_of(operands.data(), operands.data() + operands.size());
+}
+
+namespace {
+DType compute_dtype_of(const std::string& op, const Tensor* begin, const Tensor* end) {
   const OpDef* def = find_op(op);
   SMELT_INTERNAL_ASSERT(def && def->kind == OpKind::Pointwise,
                         "compute_dtype: '{}' is not a "
                         "pointwise op",
                         op);
   if (def->rule == DTypeRule::Logical) return DType::Bool;
-  std::vector<Tensor> operands = inputs;
-  if (op == "where" && !operands.empty()) operands.erase(operands.begin());
-  DType t = result_type(operands);
+  if (op == "where" && begin != end) ++begin;  // the condition does not count
+  DType t = result_type_of(begin, end);
   if (def->rule == DTypeRule::IntToFloat && !is_floating(t)) t = default_dtype();
   return t;
+}
+}  // namespace
+
+DType compute_dtype(const std::string& op, const std::vector<Tensor>& inputs) {
+  return compute_dtype_of(op, inputs.data(), inputs.data() + inputs.size());
+}
+DType compute_dtype(const std::string& op, std::initializer_list<Tensor> inputs) {
+  return compute_dtype_of(op, inputs.begin(), inputs.end());
 }
 
 DType output_dtype(const std::string& op, DType dtype) {
@@ -124,7 +140,11 @@ Shape broadcast_all(const std::vector<Tensor>& tensors, const char* op) {
   bool first = true;
   for (auto& t : tensors) {
     if (!t.defined()) continue;
-    s = first ? t.sizes() : broadcast_shapes(s, t.sizes(), op);
+    if (first) {
+      s = t.sizes();
+    } else if (t.sizes() != s) {  // equal shapes (the common case) need no new shape
+      s = broadcast_shapes(s, t.sizes(), op);
+    }
     first = false;
   }
   return s;
@@ -173,13 +193,20 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
 namespace detail::pw {
 
 Tensor launch(const Launch& l, const std::vector<Tensor>& operands) {
-  for (auto& t : operands) SMELT_CHECK(t.defined(), "{}: got an undefined tensor", l.op);
+  bool numbers = false;
+  for (auto& t : operands) {
+    SMELT_CHECK(t.defined(), "{}: got an undefined tensor", l.op);
+    numbers |= t.is_wrapped_number();
+  }
   // C++ numbers as the op's NumberRule says PyTorch takes them (rounded to the
   // compute dtype, or checked for overflow), before eager or traced use.
-  const std::vector<Tensor> inputs = convert_numbers(l.op, l.record, l.dtype, operands);
+  std::vector<Tensor> converted;
+  if (numbers) converted = convert_numbers(l.op, l.record, l.dtype, operands);
+  const std::vector<Tensor>& inputs = numbers ? converted : operands;
   Shape shape = broadcast_all(inputs, l.op);
   const Device dev = common_device(l.op, inputs);
   Attrs attrs;
+  attrs.items.reserve(l.attrs.items.size() + 1);
   attrs.set("dtype", l.dtype);
   for (auto& [k, v] : l.attrs.items) attrs.set(k, v);
   const PointwiseCall call = pointwise_call(l.record, attrs);
@@ -187,7 +214,7 @@ Tensor launch(const Launch& l, const std::vector<Tensor>& operands) {
   SMELT_CHECK(be.has_pointwise(call.functor, l.dtype),
               "{}: not implemented for dtype {}; convert the input first", l.op,
               dtype_name(l.dtype));
-  return run_op1(l.record, inputs, attrs, {shape, l.out_dtype, dev},
+  return run_op1(l.record, inputs, attrs, {std::move(shape), l.out_dtype, dev},
                  [&](const std::vector<Tensor>& outs) {
                    if (l.int_zero_check && outs[0].numel() > 0 && !is_floating(l.dtype)) {
                      // On the device (no wait) where the divisor is device memory.

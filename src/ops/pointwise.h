@@ -14,6 +14,7 @@
 // The eager kernel follows exactly this convention, so compiled code can match
 // it bit for bit.
 #pragma once
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,8 @@ DType result_type(const std::vector<Tensor>& operands);
 /// Exception it cannot see: div with a rounding_mode computes in result_type (no
 /// int->float); the recorded "dtype" attr is always authoritative.
 DType compute_dtype(const std::string& op, const std::vector<Tensor>& inputs);
+/// The same for a braced list of inputs (no vector: every pointwise op asks).
+DType compute_dtype(const std::string& op, std::initializer_list<Tensor> inputs);
 
 /// The output dtype of pointwise op `op` computing in `dtype` (bool for
 /// comparisons, isnan/isinf and logical ops, `dtype` otherwise).

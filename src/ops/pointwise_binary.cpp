@@ -67,7 +67,7 @@ Tensor add_sub(const char* op, const Tensor& a, const Tensor& b, const Scalar& a
   SMELT_CHECK(dt == DType::Bool || !alpha.is_bool(),
               "{}: boolean alpha is only supported for bool results (dtypes {}); pass a number", op,
               dtypes_str(a, b));
-  return binary(op, a, b, {{"alpha", alpha}});
+  return binary(op, a, b, {{"alpha", alpha}}, nullptr, false, dt);
 }
 
 Tensor div_impl(const char* op, const Tensor& a, const Tensor& b,

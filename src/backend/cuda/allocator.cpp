@@ -3,7 +3,7 @@
 
 #include <fmt/format.h>
 
-#include <array>
+#include <memory_resource>
 #include <mutex>
 #include <set>
 #include <unordered_map>
@@ -58,9 +58,10 @@ struct BlockOrder {
     return a->ptr < b->ptr;
   }
 };
-using Pool = std::set<Block*, BlockOrder>;
+using Pool = std::pmr::set<Block*, BlockOrder>;
 
 struct DeviceState {
+  explicit DeviceState(std::pmr::memory_resource* nodes) : small(nodes), large(nodes) {}
   Pool small, large;
   backend::MemoryStats stats;
 };
@@ -69,13 +70,42 @@ struct DeviceState {
 
 struct CachingAllocator::Impl {
   std::mutex mu;
-  std::array<DeviceState, kMaxDevices> devices;
-  std::unordered_map<void*, Block*> live;  // allocated blocks by address
-  std::vector<Block*> pending;             // freed, waiting for events of other streams
-  int captures_underway = 0;               // recordings of CUDA graphs in progress
+  /// The nodes of the pools and of `live` come and go with every tensor: they
+  /// are taken from this pool of free lists (used under mu), not from malloc,
+  /// and Block objects are kept for reuse (spare), so that an eager op's
+  /// allocation and release of its output reach malloc only to grow them.
+  std::pmr::unsynchronized_pool_resource nodes;
+  std::vector<DeviceState> devices;
+  std::pmr::unordered_map<void*, Block*> live{&nodes};  // allocated blocks by address
+  std::vector<Block*> pending;  // freed, waiting for events of other streams
+  std::vector<Block*> spare;    // Block objects for reuse
+  int captures_underway = 0;    // recordings of CUDA graphs in progress
   /// Streams of CUDA-graph recordings: their blocks are private pools, and
   /// the bytes of their segments.
   std::unordered_map<cudaStream_t, int64_t> private_pools;
+
+  Impl() {
+    devices.reserve(kMaxDevices);
+    for (int i = 0; i < kMaxDevices; ++i) devices.emplace_back(&nodes);
+  }
+  ~Impl() {
+    for (Block* b : spare) delete b;
+  }
+
+  /// A Block equal to `proto` (a fresh one, or a spare).
+  Block* new_block(const Block& proto) {
+    if (spare.empty()) return new Block(proto);
+    Block* b = spare.back();
+    spare.pop_back();
+    *b = proto;
+    return b;
+  }
+  /// Keeps a Block that no longer describes memory for reuse.
+  void retire(Block* b) {
+    b->stream_uses.clear();
+    b->events.clear();
+    spare.push_back(b);
+  }
 
   /// Returns freed blocks whose recorded streams have reached their events
   /// to their pools.
@@ -142,7 +172,7 @@ struct CachingAllocator::Impl {
           SMELT_CUDA_CHECK(cudaFree(b->ptr));
           ++d.stats.device_frees;
           note_reserved(d, -static_cast<int64_t>(b->size));
-          delete b;
+          retire(b);
         }
       }
     }
@@ -208,7 +238,7 @@ struct CachingAllocator::Impl {
       note_reserved(d, static_cast<int64_t>(seg));
       if (auto pool_it = private_pools.find(stream); pool_it != private_pools.end())
         pool_it->second += static_cast<int64_t>(seg);
-      block = new Block;
+      block = new_block(Block{});
       block->device = device;
       block->stream = stream;
       block->size = seg;
@@ -218,7 +248,7 @@ struct CachingAllocator::Impl {
     // Split off the rest when it is worth keeping.
     const size_t rest = block->size - size;
     if ((small && rest >= kMinBlockSize) || (!small && rest > kSmallSize)) {
-      Block* r = new Block(*block);
+      Block* r = new_block(*block);
       r->ptr = block->ptr + size;
       r->size = rest;
       r->prev = block;
@@ -286,7 +316,7 @@ struct CachingAllocator::Impl {
         if (b->next) b->next->prev = b;
       }
       b->size += n->size;
-      delete n;
+      retire(n);
     }
     pool.insert(b);
   }

@@ -2,6 +2,7 @@
 #include "backend/cuda/device.h"
 
 #include <array>
+#include <atomic>
 #include <memory>
 #include <mutex>
 
@@ -15,8 +16,8 @@ thread_local int t_device = 0;
 thread_local std::array<cudaStream_t, kMaxDevices> t_streams{};
 
 struct PropsCache {
-  std::mutex mu;
-  std::array<std::unique_ptr<cudaDeviceProp>, kMaxDevices> props;
+  std::mutex mu;  // held while a device's properties are read the first time
+  std::array<std::atomic<const cudaDeviceProp*>, kMaxDevices> props{};
 };
 PropsCache& props_cache() {
   static PropsCache* c = new PropsCache;  // never destroyed: used until exit
@@ -74,14 +75,14 @@ DeviceGuard::~DeviceGuard() {
 
 const cudaDeviceProp& properties(int index) {
   PropsCache& c = props_cache();
-  std::lock_guard<std::mutex> lock(c.mu);
   auto& slot = c.props[static_cast<size_t>(index)];
-  if (!slot) {
-    auto p = std::make_unique<cudaDeviceProp>();
-    SMELT_CUDA_CHECK(cudaGetDeviceProperties(p.get(), index));
-    slot = std::move(p);
-  }
-  return *slot;
+  if (const cudaDeviceProp* p = slot.load(std::memory_order_acquire)) return *p;  // no lock
+  std::lock_guard<std::mutex> lock(c.mu);
+  if (const cudaDeviceProp* p = slot.load(std::memory_order_relaxed)) return *p;
+  auto p = std::make_unique<cudaDeviceProp>();
+  SMELT_CUDA_CHECK(cudaGetDeviceProperties(p.get(), index));
+  slot.store(p.release(), std::memory_order_release);  // kept until exit
+  return *slot.load(std::memory_order_relaxed);
 }
 
 cudaStream_t current_stream(int index) { return t_streams[static_cast<size_t>(index)]; }

@@ -1,11 +1,27 @@
 // Fused CUDA kernels of softmax, log_softmax and layer_norm over contiguous
-// rows (Backend::fused_softmax / fused_layer_norm): one block per row, which
-// reads the row once into registers where it fits (up to 8 vectors of 16 bytes
-// per thread of 128), else three times (the second and third reads come from
-// L1/L2), and writes it once, instead of the decomposition's chain of kernels
-// with float32 intermediates. The formulas are the decomposition's (ops/decompositions.cpp),
-// computed with the same scalar functors and accumulators in opmath; only the
-// order of the row sums differs.
+// rows (Backend::fused_softmax / fused_layer_norm), instead of the
+// decomposition's chain of kernels with float32 intermediates. The formulas
+// are the decomposition's (ops/decompositions.cpp), computed with the same
+// scalar functors in opmath; only the order of the row sums differs.
+//
+//  * rows of up to kRowThreads * 64 elements are held in registers: a group
+//    of G threads per row (a power of two up to kRowThreads, 128 / G rows per
+//    block of kRowThreads), each thread holding NV loads of V elements (V = 16
+//    bytes of elements when the rows are 16-byte aligned, else 1). The row is
+//    read from memory once; the row max and sum (mean and variance) are
+//    combined within the group by warp shuffles (a butterfly, so every thread
+//    gets the same value) and, for G > 32, across warps through shared memory
+//    in warp order. softmax keeps exp(x - max) in registers, so exp runs once
+//    per element;
+//  * longer rows: one block per row, which reads the row three times (the
+//    second and third reads come from L1/L2) and writes it once.
+//
+// softmax's max only shifts the exponent: a row holding a NaN gives NaN
+// everywhere whichever max is taken, so it is a plain fmax (no NaN
+// propagation). layer_norm accumulates mean and variance in double for float32
+// and float64 (the decomposition's Welford in double) and, for float16 and
+// bfloat16, each thread's few elements in float before the threads' partials
+// are combined in double: the difference is far below a half-precision ulp.
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/reduce.cuh"
 
@@ -17,6 +33,31 @@ namespace r = ::smelt::reduce;
 
 template <class T>
 using opmath_t = std::conditional_t<scalar::is_half_v<T>, float, T>;
+
+/// Max of two values without NaN propagation (see the file comment).
+template <class C>
+__device__ __forceinline__ C fmax_of(C a, C b) {
+  if constexpr (std::is_same_v<C, float>) {
+    return fmaxf(a, b);
+  } else {
+    return fmax(a, b);
+  }
+}
+
+struct FMax {
+  template <class C>
+  __device__ __forceinline__ C operator()(C a, C b) const {
+    return fmax_of(a, b);
+  }
+};
+struct Add {
+  template <class C>
+  __device__ __forceinline__ C operator()(C a, C b) const {
+    return a + b;
+  }
+};
+
+// ---- rows longer than the register kernels take ------------------------------
 
 /// Calls f(i, value as C) for this thread's elements of a row of n elements:
 /// 16-byte vector loads when `vec`, one element at a time otherwise.
@@ -91,151 +132,282 @@ __global__ void layer_norm_kernel(const T* x, T* out, int64_t rows, int64_t n, c
   }
 }
 
-// ---- rows held in registers ------------------------------------------------
-// Rows of n <= kRowThreads * VEC * NV elements (VEC per 16-byte vector; 8192
-// bfloat16, 4096 float32 at NV = 8), 16-byte aligned: 128 threads per row, each
-// holding NV vectors, so the row is read from memory once.
+// ---- rows held in registers ----------------------------------------------------
 
+/// Threads per block of the register kernels; also the most threads per row.
 constexpr int kRowThreads = 128;
+/// The most elements one thread holds (64 floats: about 90 registers in all).
+constexpr int kMaxPerThread = 64;
 
 template <class T>
 inline constexpr int kVec = 16 / static_cast<int>(sizeof(T));
 
-/// Loads this thread's NV vectors of row `xr` (n elements) as C; `have[k]`
-/// tells which exist.
-template <class T, class C, int NV>
-__device__ __forceinline__ void load_row(const T* xr, int64_t n, C (&v)[NV][kVec<T>],
-                                         bool (&have)[NV]) {
+/// Blocks per SM the register kernels ask the compiler to fit (__launch_bounds__):
+/// 8 (64 registers a thread, which they fit in without spilling) for 16-byte
+/// loads of 16-bit elements, at most 4 a thread; otherwise the compiler's choice.
+template <class T, int V, int NV>
+inline constexpr int kMinBlocks = sizeof(T) == 2 && V > 1 && NV <= 4 ? 8 : 1;
+
+/// Where this thread's part of a row lies: the group of G threads of its row
+/// (G a power of two), its lane in the group, and the row's first row in the
+/// block.
+struct RowGroup {
+  int g_log2;  // log2 G
+  int lane;    // 0..G-1
+  int slot;    // the row's index in the block: 0..kRowThreads / G - 1
+  __device__ __forceinline__ explicit RowGroup(int g_log2_)
+      : g_log2(g_log2_),
+        lane(static_cast<int>(threadIdx.x) & ((1 << g_log2_) - 1)),
+        slot(static_cast<int>(threadIdx.x) >> g_log2_) {}
+  /// First element of load k (of V elements) of this thread.
+  template <int V>
+  __device__ __forceinline__ int64_t first(int k) const {
+    return ((static_cast<int64_t>(k) << g_log2) + lane) * V;
+  }
+};
+
+/// Combines one value per thread over each group of G threads with `op`
+/// (commutative; every thread of the group gets the same result, combined in
+/// the same order). Every thread of the block calls it. `scratch` holds
+/// kRowThreads / 32 values of shared memory that no other call uses until this
+/// one's next call.
+template <class A, class Op>
+__device__ __forceinline__ A group_allreduce(A a, const RowGroup& g, A* scratch, Op op) {
+  const int width = g.g_log2 < 5 ? 1 << g.g_log2 : 32;
+  for (int d = width / 2; d > 0; d /= 2) a = op(a, red::shfl_xor(a, d));
+  if (g.g_log2 <= 5) return a;  // uniform across the block
+  const int warp = static_cast<int>(threadIdx.x) / 32;
+  if (threadIdx.x % 32 == 0) scratch[warp] = a;
+  __syncthreads();
+  const int warps = 1 << (g.g_log2 - 5);
+  const int w0 = g.slot * warps;
+  a = scratch[w0];
+  for (int w = 1; w < warps; ++w) a = op(a, scratch[w0 + w]);
+  return a;
+}
+
+/// Loads this thread's NV loads of V elements of row `xr` (n elements) as C;
+/// `have[k]` tells which exist.
+template <class T, class C, int V, int NV>
+__device__ __forceinline__ void load_row(const T* __restrict__ xr, int64_t n, const RowGroup& g,
+                                         bool valid, C (&v)[NV][V], bool (&have)[NV]) {
 #pragma unroll
   for (int k = 0; k < NV; ++k) {
-    const int64_t i = (static_cast<int64_t>(k) * kRowThreads + threadIdx.x) * kVec<T>;
-    have[k] = i < n;
+    const int64_t i = g.first<V>(k);
+    have[k] = valid && i < n;
     if (have[k]) {
-      const red::Vec<T, kVec<T>> raw = *reinterpret_cast<const red::Vec<T, kVec<T>>*>(xr + i);
+      const red::Vec<T, V> raw = *reinterpret_cast<const red::Vec<T, V>*>(xr + i);
 #pragma unroll
-      for (int j = 0; j < kVec<T>; ++j) v[k][j] = scalar::cast<C>(raw.v[j]);
+      for (int j = 0; j < V; ++j) v[k][j] = scalar::cast<C>(raw.v[j]);
     }
   }
 }
 
-template <class T, int NV>
-__global__ void __launch_bounds__(kRowThreads)
-    softmax_regs_kernel(const T* x, T* out, int64_t rows, int64_t n, bool log) {
+/// Stores this thread's NV loads (computed by f(k, j) as C) into row yr.
+template <class T, int V, int NV, class F>
+__device__ __forceinline__ void store_row(T* __restrict__ yr, const RowGroup& g,
+                                          const bool (&have)[NV], const F& f) {
+#pragma unroll
+  for (int k = 0; k < NV; ++k) {
+    if (!have[k]) continue;
+    red::Vec<T, V> o;
+#pragma unroll
+    for (int j = 0; j < V; ++j) o.v[j] = scalar::cast<T>(f(k, j));
+    red::store_vec(yr + g.first<V>(k), o);
+  }
+}
+
+template <class T, int V, int NV>
+__global__ void __launch_bounds__(kRowThreads, kMinBlocks<T, V, NV>)
+    softmax_regs_kernel(const T* __restrict__ x, T* __restrict__ out, int64_t rows, int64_t n,
+                        int g_log2, bool log) {
   using C = opmath_t<T>;
-  constexpr int VEC = kVec<T>;
-  __shared__ alignas(16) unsigned char raw[sizeof(C) * 32];
-  C* scratch = reinterpret_cast<C*>(raw);
-  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
-    C v[NV][VEC];
+  __shared__ C scratch_max[kRowThreads / 32], scratch_sum[kRowThreads / 32];
+  const RowGroup g(g_log2);
+  const int64_t per_block = kRowThreads >> g_log2;
+  for (int64_t base = static_cast<int64_t>(blockIdx.x) * per_block; base < rows;
+       base += static_cast<int64_t>(gridDim.x) * per_block) {
+    const int64_t row = base + g.slot;
+    const bool valid = row < rows;
+    C v[NV][V];
     bool have[NV];
-    load_row<T, C, NV>(x + row * n, n, v, have);
-    C m = r::Max<C>::init();
+    load_row<T, C, V, NV>(x + row * n, n, g, valid, v, have);
+    C m = r::lowest<C>();
 #pragma unroll
     for (int k = 0; k < NV; ++k)
       if (have[k])
 #pragma unroll
-        for (int j = 0; j < VEC; ++j) m = r::Max<C>::step(m, v[k][j]);
-    m = red::block_allreduce<r::Max<C>>(m, scratch);
+        for (int j = 0; j < V; ++j) m = fmax_of(m, v[k][j]);
+    m = group_allreduce(m, g, scratch_max, FMax{});
+    // v becomes x - max (log_softmax) or exp(x - max) (softmax).
     C s = C(0);
+    if (log) {
 #pragma unroll
-    for (int k = 0; k < NV; ++k)
-      if (have[k])
+      for (int k = 0; k < NV; ++k)
+        if (have[k])
 #pragma unroll
-        for (int j = 0; j < VEC; ++j) {
-          v[k][j] = scalar::sub<C>(v[k][j], m);  // shifted
-          s = s + scalar::exp<C>(v[k][j]);
-        }
-    s = red::block_allreduce<r::Sum<C>>(s, scratch);
-    const C log_s = scalar::log<C>(s);
-    T* yr = out + row * n;
+          for (int j = 0; j < V; ++j) {
+            v[k][j] = scalar::sub<C>(v[k][j], m);
+            s = s + scalar::exp<C>(v[k][j]);
+          }
+    } else {
 #pragma unroll
-    for (int k = 0; k < NV; ++k) {
-      if (!have[k]) continue;
-      red::Vec<T, VEC> o;
+      for (int k = 0; k < NV; ++k)
+        if (have[k])
 #pragma unroll
-      for (int j = 0; j < VEC; ++j)
-        o.v[j] = scalar::cast<T>(log ? scalar::sub<C>(v[k][j], log_s)
-                                     : scalar::div<C>(scalar::exp<C>(v[k][j]), s));
-      *reinterpret_cast<red::Vec<T, VEC>*>(
-          yr + (static_cast<int64_t>(k) * kRowThreads + threadIdx.x) * VEC) = o;
+          for (int j = 0; j < V; ++j) {
+            v[k][j] = scalar::exp<C>(scalar::sub<C>(v[k][j], m));
+            s = s + v[k][j];
+          }
+    }
+    s = group_allreduce(s, g, scratch_sum, Add{});
+    if (log) {
+      const C log_s = scalar::log<C>(s);
+      store_row<T, V, NV>(out + row * n, g, have,
+                          [&](int k, int j) { return scalar::sub<C>(v[k][j], log_s); });
+    } else {
+      store_row<T, V, NV>(out + row * n, g, have,
+                          [&](int k, int j) { return scalar::div<C>(v[k][j], s); });
     }
   }
 }
 
-template <class T, int NV>
-__global__ void __launch_bounds__(kRowThreads)
-    layer_norm_regs_kernel(const T* x, T* out, int64_t rows, int64_t n, const T* w, const T* b,
+template <class T, int V, int NV>
+__global__ void __launch_bounds__(kRowThreads, kMinBlocks<T, V, NV>)
+    layer_norm_regs_kernel(const T* __restrict__ x, T* __restrict__ out, int64_t rows, int64_t n,
+                           int g_log2, const T* __restrict__ w, const T* __restrict__ b,
                            double eps) {
   using C = opmath_t<T>;
-  constexpr int VEC = kVec<T>;
-  __shared__ alignas(16) unsigned char raw[sizeof(double) * 32];
-  double* scratch = reinterpret_cast<double*>(raw);
-  const C eps_c = scalar::cast<C>(eps);
-  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
-    C v[NV][VEC];
+  // Each thread's partial sums: float for 16-bit inputs (a few elements of 8
+  // or 11 significant bits), double otherwise; the partials combine in double.
+  using P = std::conditional_t<scalar::is_half_v<T>, float, double>;
+  __shared__ double scratch_mean[kRowThreads / 32], scratch_var[kRowThreads / 32];
+  const C eps_c = scalar::cast<C>(eps);  // the wrapped number, converted as add() does
+  const RowGroup g(g_log2);
+  const int64_t per_block = kRowThreads >> g_log2;
+  for (int64_t base = static_cast<int64_t>(blockIdx.x) * per_block; base < rows;
+       base += static_cast<int64_t>(gridDim.x) * per_block) {
+    const int64_t row = base + g.slot;
+    const bool valid = row < rows;
+    C v[NV][V];
     bool have[NV];
-    load_row<T, C, NV>(x + row * n, n, v, have);
-    double sum = 0;
+    load_row<T, C, V, NV>(x + row * n, n, g, valid, v, have);
+    P sum = 0;
 #pragma unroll
     for (int k = 0; k < NV; ++k)
       if (have[k])
 #pragma unroll
-        for (int j = 0; j < VEC; ++j) sum += static_cast<double>(v[k][j]);
+        for (int j = 0; j < V; ++j) sum += static_cast<P>(v[k][j]);
+    // mean and biased variance in double (the decomposition's Welford in
+    // double; the division by n as var_mean's), rounded to opmath as
+    // var_mean's outputs are.
     const double mean_d =
-        red::block_allreduce<r::Sum<double>>(sum, scratch) / static_cast<double>(n);
-    double m2 = 0;
+        group_allreduce(static_cast<double>(sum), g, scratch_mean, Add{}) / static_cast<double>(n);
+    const P mean_p = static_cast<P>(mean_d);
+    P m2 = 0;
 #pragma unroll
     for (int k = 0; k < NV; ++k)
       if (have[k])
 #pragma unroll
-        for (int j = 0; j < VEC; ++j) {
-          const double d = static_cast<double>(v[k][j]) - mean_d;
+        for (int j = 0; j < V; ++j) {
+          const P d = static_cast<P>(v[k][j]) - mean_p;
           m2 += d * d;
         }
-    const double var_d = red::block_allreduce<r::Sum<double>>(m2, scratch) / static_cast<double>(n);
+    const double var_d =
+        group_allreduce(static_cast<double>(m2), g, scratch_var, Add{}) / static_cast<double>(n);
     const C mean = static_cast<C>(mean_d), var = static_cast<C>(var_d);
     const C rstd = scalar::rsqrt<C>(scalar::add<C>(var, eps_c));
     T* yr = out + row * n;
 #pragma unroll
     for (int k = 0; k < NV; ++k) {
       if (!have[k]) continue;
-      const int64_t i0 = (static_cast<int64_t>(k) * kRowThreads + threadIdx.x) * VEC;
-      red::Vec<T, VEC> o;
+      const int64_t i0 = g.first<V>(k);
+      red::Vec<T, V> wv, bv, o;
+      if (w) wv = *reinterpret_cast<const red::Vec<T, V>*>(w + i0);
+      if (b) bv = *reinterpret_cast<const red::Vec<T, V>*>(b + i0);
 #pragma unroll
-      for (int j = 0; j < VEC; ++j) {
+      for (int j = 0; j < V; ++j) {
         C y = scalar::mul<C>(scalar::sub<C>(v[k][j], mean), rstd);
-        if (w) y = scalar::mul<C>(y, scalar::cast<C>(w[i0 + j]));
-        if (b) y = scalar::add<C>(y, scalar::cast<C>(b[i0 + j]));
+        if (w) y = scalar::mul<C>(y, scalar::cast<C>(wv.v[j]));
+        if (b) y = scalar::add<C>(y, scalar::cast<C>(bv.v[j]));
         o.v[j] = scalar::cast<T>(y);
       }
-      *reinterpret_cast<red::Vec<T, VEC>*>(yr + i0) = o;
+      red::store_vec(yr + i0, o);
     }
   }
 }
 
-/// Vectors per thread of the register kernels for rows of n elements (1, 2,
-/// 4 or 8), or 0 when a row does not fit.
+/// The register kernels' shape for rows of n elements: V elements per load,
+/// NV loads per thread and G = 2^g_log2 threads per row; nv == 0 when a row
+/// does not fit.
+struct RowPlan {
+  int v = 1;
+  int nv = 0;
+  int g_log2 = 0;
+};
+
+/// The most loads of V elements a thread of the register kernels makes: up to
+/// kMaxPerThread elements (half as many for float64, two registers each), at
+/// most 32 loads.
 template <class T>
-int regs_nv(int64_t n) {
-  const int64_t per = static_cast<int64_t>(kRowThreads) * kVec<T>;
-  for (int nv = 1; nv <= 8; nv *= 2)
-    if (n <= per * nv) return nv;
-  return 0;
+constexpr int max_loads(int v) {
+  const int elements = kMaxPerThread / (sizeof(T) == 8 ? 2 : 1);
+  return elements / v < 32 ? elements / v : 32;
 }
 
-/// Calls g(std::integral_constant<int, NV>{}) for nv in {1, 2, 4, 8}.
-template <class G>
-void with_nv(int nv, const G& g) {
-  switch (nv) {
-    case 1:
-      return g(std::integral_constant<int, 1>{});
-    case 2:
-      return g(std::integral_constant<int, 2>{});
-    case 4:
-      return g(std::integral_constant<int, 4>{});
-    default:
-      return g(std::integral_constant<int, 8>{});
-  }
+/// Aims at 4 loads of 16 bytes per thread (16 elements for unaligned rows),
+/// with as many threads per row as that needs (up to kRowThreads), then as
+/// many loads as the row needs (at most kMaxPerThread elements per thread).
+template <class T>
+RowPlan plan_rows(int64_t n, bool vec) {
+  RowPlan p;
+  p.v = vec ? kVec<T> : 1;
+  const int64_t loads = (n + p.v - 1) / p.v;
+  const int64_t target = vec ? 4 : 16;
+  while ((int64_t{1} << p.g_log2) < kRowThreads && (target << p.g_log2) < loads) ++p.g_log2;
+  const int64_t per = ((loads - 1) >> p.g_log2) + 1;  // loads per thread
+  int nv = 1;
+  while (nv < per) nv *= 2;
+  if (!vec) nv = nv <= 4 ? 4 : nv <= 16 ? 16 : nv;  // unaligned rows: 4, 16 or 32 (fewer kernels)
+  p.nv = nv <= max_loads<T>(p.v) ? nv : 0;
+  return p;
+}
+
+/// Calls g(std::integral_constant<int, V>{}, std::integral_constant<int, NV>{})
+/// for the plan's V (kVec<T> or 1) and NV (a power of two up to what
+/// kMaxPerThread allows; 4, 16 or 32 when V is 1).
+template <class T, class G>
+void with_plan(const RowPlan& p, const G& g) {
+  auto by_nv = [&](auto v) {
+    constexpr int V = decltype(v)::value;
+    constexpr int kMax = max_loads<T>(V);
+    auto call = [&](auto nv) {
+      constexpr int NV = decltype(nv)::value;
+      if constexpr (NV <= kMax && (V > 1 || NV == 4 || NV == 16 || NV == 32)) {
+        g(v, nv);
+      } else {
+        throw_internal_error("norm: no register kernel for this row plan", __FILE__, __LINE__);
+      }
+    };
+    switch (p.nv) {
+      case 1:
+        return call(std::integral_constant<int, 1>{});
+      case 2:
+        return call(std::integral_constant<int, 2>{});
+      case 4:
+        return call(std::integral_constant<int, 4>{});
+      case 8:
+        return call(std::integral_constant<int, 8>{});
+      case 16:
+        return call(std::integral_constant<int, 16>{});
+      case 32:
+        return call(std::integral_constant<int, 32>{});
+      default:
+        throw_internal_error("norm: no register kernel for this row plan", __FILE__, __LINE__);
+    }
+  };
+  if (p.v == 1) return by_nv(std::integral_constant<int, 1>{});
+  by_nv(std::integral_constant<int, kVec<T>>{});
 }
 
 /// Threads per row: enough for one vector per thread, 32 to 512.
@@ -245,8 +417,9 @@ int threads_for(int64_t n, int vec) {
   return t;
 }
 
-unsigned rows_grid(int64_t rows) {
-  return static_cast<unsigned>(rows < (int64_t{1} << 30) ? rows : (int64_t{1} << 30));
+unsigned blocks_for(int64_t rows, int64_t per_block) {
+  const int64_t b = (rows + per_block - 1) / per_block;
+  return static_cast<unsigned>(b < (int64_t{1} << 30) ? b : (int64_t{1} << 30));
 }
 
 template <class T>
@@ -265,16 +438,17 @@ void launch_softmax(const void* x, void* out, DType dtype, int64_t rows, int64_t
     using T = typename decltype(tag)::type;
     if constexpr (std::is_floating_point_v<T> || scalar::is_half_v<T>) {
       const bool vec = vectorizable<T>(x, out, n);
-      if (const int nv = regs_nv<T>(n); vec && nv > 0) {
-        with_nv(nv, [&](auto k) {
-          softmax_regs_kernel<T, decltype(k)::value><<<rows_grid(rows), kRowThreads, 0, stream>>>(
-              static_cast<const T*>(x), static_cast<T*>(out), rows, n, log);
+      if (const RowPlan p = plan_rows<T>(n, vec); p.nv > 0) {
+        with_plan<T>(p, [&](auto v, auto nv) {
+          softmax_regs_kernel<T, decltype(v)::value, decltype(nv)::value>
+              <<<blocks_for(rows, kRowThreads >> p.g_log2), kRowThreads, 0, stream>>>(
+                  static_cast<const T*>(x), static_cast<T*>(out), rows, n, p.g_log2, log);
         });
         SMELT_CUDA_CHECK_LAUNCH();
         return;
       }
       const int threads = threads_for(n, vec ? 16 / static_cast<int>(sizeof(T)) : 1);
-      softmax_kernel<T><<<rows_grid(rows), threads, 0, stream>>>(
+      softmax_kernel<T><<<blocks_for(rows, 1), threads, 0, stream>>>(
           static_cast<const T*>(x), static_cast<T*>(out), rows, n, log, vec);
       SMELT_CUDA_CHECK_LAUNCH();
     }
@@ -287,19 +461,21 @@ void launch_layer_norm(const void* x, void* out, DType dtype, int64_t rows, int6
   dispatch_dtype(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (std::is_floating_point_v<T> || scalar::is_half_v<T>) {
-      const bool vec = vectorizable<T>(x, out, n);
-      if (const int nv = regs_nv<T>(n); vec && nv > 0) {
-        with_nv(nv, [&](auto k) {
-          layer_norm_regs_kernel<T, decltype(k)::value>
-              <<<rows_grid(rows), kRowThreads, 0, stream>>>(
-                  static_cast<const T*>(x), static_cast<T*>(out), rows, n,
+      const bool vec = vectorizable<T>(x, out, n) &&
+                       reinterpret_cast<uintptr_t>(weight) % 16 == 0 &&
+                       reinterpret_cast<uintptr_t>(bias) % 16 == 0;
+      if (const RowPlan p = plan_rows<T>(n, vec); p.nv > 0) {
+        with_plan<T>(p, [&](auto v, auto nv) {
+          layer_norm_regs_kernel<T, decltype(v)::value, decltype(nv)::value>
+              <<<blocks_for(rows, kRowThreads >> p.g_log2), kRowThreads, 0, stream>>>(
+                  static_cast<const T*>(x), static_cast<T*>(out), rows, n, p.g_log2,
                   static_cast<const T*>(weight), static_cast<const T*>(bias), eps);
         });
         SMELT_CUDA_CHECK_LAUNCH();
         return;
       }
       const int threads = threads_for(n, vec ? 16 / static_cast<int>(sizeof(T)) : 1);
-      layer_norm_kernel<T><<<rows_grid(rows), threads, 0, stream>>>(
+      layer_norm_kernel<T><<<blocks_for(rows, 1), threads, 0, stream>>>(
           static_cast<const T*>(x), static_cast<T*>(out), rows, n, static_cast<const T*>(weight),
           static_cast<const T*>(bias), eps, vec);
       SMELT_CUDA_CHECK_LAUNCH();

@@ -6,7 +6,8 @@
 //    last dim): a row of reduced elements per group of bx threads (bx = 256
 //    for long rows, a power of two down to 1 for short ones, 256 / bx rows per
 //    block); each thread steps its elements in increasing order (16-byte
-//    vector loads when the rows are contiguous and aligned), then the group
+//    vector loads when the rows are contiguous and aligned, kInnerLoads of
+//    them issued before the first is stepped), then the group
 //    combines its partials with warp shuffles (and shared memory across warps);
 //  * outer schedule (a kept dim is innermost, e.g. sum over dim 0): 32
 //    neighbouring outputs per block, read with coalesced loads, the reduced
@@ -33,6 +34,9 @@ namespace smelt::cuda::impl::red {
 namespace r = ::smelt::reduce;
 
 inline constexpr int kThreads = 256;
+/// 16-byte loads each thread of the inner schedule has in flight (64 bytes:
+/// 128 KiB per SM at full occupancy, enough to cover the memory latency).
+inline constexpr int kInnerLoads = 4;
 inline constexpr int kOuterX = 32, kOuterY = 8;
 
 /// __shfl_down_sync of any trivially copyable value, 4 bytes at a time.
@@ -43,6 +47,19 @@ __device__ __forceinline__ T shfl_down(const T& v, int delta, int width) {
   memcpy(w, &v, sizeof(T));
 #pragma unroll
   for (int i = 0; i < W; ++i) w[i] = __shfl_down_sync(0xffffffffu, w[i], delta, width);
+  T out;
+  memcpy(&out, w, sizeof(T));
+  return out;
+}
+
+/// __shfl_xor_sync of any trivially copyable value, 4 bytes at a time.
+template <class T>
+__device__ __forceinline__ T shfl_xor(const T& v, int mask) {
+  constexpr int W = (sizeof(T) + 3) / 4;
+  int w[W];
+  memcpy(w, &v, sizeof(T));
+#pragma unroll
+  for (int i = 0; i < W; ++i) w[i] = __shfl_xor_sync(0xffffffffu, w[i], mask);
   T out;
   memcpy(&out, w, sizeof(T));
   return out;
@@ -105,6 +122,28 @@ struct alignas(sizeof(T) * VEC) Vec {
   T v[VEC];
 };
 
+/// Stores vector v at p (global memory, aligned to the vector's size) with
+/// one store instruction of 8 or 16 bytes: a plain struct copy can be split
+/// into one store per element by the compiler.
+template <class T, int VEC>
+__device__ __forceinline__ void store_vec(T* p, const Vec<T, VEC>& v) {
+  constexpr int kBytes = static_cast<int>(sizeof(T)) * VEC;
+  if constexpr (kBytes == 16 || kBytes == 8) {
+    uint32_t w[kBytes / 4];
+    memcpy(w, &v, kBytes);
+    const size_t g = __cvta_generic_to_global(p);
+    if constexpr (kBytes == 16) {
+      asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(g), "r"(w[0]), "r"(w[1]),
+                   "r"(w[2]), "r"(w[3])
+                   : "memory");
+    } else {
+      asm volatile("st.global.v2.b32 [%0], {%1, %2};" ::"l"(g), "r"(w[0]), "r"(w[1]) : "memory");
+    }
+  } else {
+    *reinterpret_cast<Vec<T, VEC>*>(p) = v;
+  }
+}
+
 template <class T>
 inline constexpr int red_vec_v = 16 / static_cast<int>(sizeof(T)) > 0
                                      ? 16 / static_cast<int>(sizeof(T))
@@ -130,8 +169,22 @@ __global__ void __launch_bounds__(kThreads)
     const int64_t r1 = r0 + stretch < a.n_red ? r0 + stretch : a.n_red;
     int64_t tail = r0;
     if (vec) {
+      const int64_t stride = static_cast<int64_t>(bx) * VEC;
       int64_t i = r0 + static_cast<int64_t>(tx) * VEC;
-      for (; i + VEC <= r1; i += static_cast<int64_t>(bx) * VEC) {
+      // kInnerLoads independent loads in flight, stepped in the order of the
+      // one-vector loop below (the same order, so the same result).
+      for (; i + (kInnerLoads - 1) * stride + VEC <= r1; i += kInnerLoads * stride) {
+        Vec<T, VEC> v[kInnerLoads];
+#pragma unroll
+        for (int u = 0; u < kInnerLoads; ++u)
+          v[u] = *reinterpret_cast<const Vec<T, VEC>*>(base + i + u * stride);
+#pragma unroll
+        for (int u = 0; u < kInnerLoads; ++u)
+#pragma unroll
+          for (int j = 0; j < VEC; ++j)
+            acc = r::step_at<Op>(acc, r::to_acc<A>(v[u].v[j]), i + u * stride + j);
+      }
+      for (; i + VEC <= r1; i += stride) {
         const Vec<T, VEC> v = *reinterpret_cast<const Vec<T, VEC>*>(base + i);
 #pragma unroll
         for (int j = 0; j < VEC; ++j) acc = r::step_at<Op>(acc, r::to_acc<A>(v.v[j]), i + j);

@@ -17,58 +17,89 @@ HostValue host_value(const Tensor& t) {
 }
 
 void make_elementwise(const Tensor& out, const std::vector<Tensor>& inputs, PointwiseArgs& a) {
+  // Every eager elementwise op comes here: no heap memory unless out has more
+  // than kStackDims dims.
   const int nops = 1 + static_cast<int>(inputs.size());
   SMELT_INTERNAL_ASSERT(inputs.size() <= 3, "CUDA elementwise: at most 3 inputs");
   const Shape& shape = out.sizes();
   const int64_t nd = static_cast<int64_t>(shape.size());
-  // Byte strides of every operand over out's dims (0 where broadcast).
-  std::vector<std::vector<int64_t>> st(static_cast<size_t>(nops), std::vector<int64_t>(nd, 0));
+  constexpr int64_t kStackDims = 32;
+  constexpr int64_t kArrays = 10;  // st (4), dims, msz, mst (4)
+  int64_t stack[kArrays * kStackDims];
+  std::vector<int64_t> heap;
+  int64_t* scratch = stack;
+  if (nd > kStackDims) {
+    heap.resize(static_cast<size_t>(kArrays * nd));
+    scratch = heap.data();
+  }
+  // Byte strides of every operand over out's dims (0 where broadcast):
+  // st[k * nd + d].
+  int64_t* st = scratch;
+  std::fill(st, st + nops * nd, int64_t{0});
   for (int k = 0; k < nops; ++k) {
     const Tensor& t = k == 0 ? out : inputs[static_cast<size_t>(k - 1)];
     if (k > 0 && t.device().is_cpu()) continue;  // host value
     const int64_t isz = static_cast<int64_t>(t.element_size());
-    const int64_t off = nd - t.dim();
-    for (int64_t d = 0; d < t.dim(); ++d)
-      if (t.sizes()[d] != 1) st[k][off + d] = t.strides()[d] * isz;
+    const Shape& sizes = t.sizes();
+    const Shape& strides = t.strides();
+    const int64_t tdim = static_cast<int64_t>(sizes.size());
+    const int64_t off = nd - tdim;
+    for (int64_t d = 0; d < tdim; ++d)
+      if (sizes[static_cast<size_t>(d)] != 1)
+        st[k * nd + off + d] = strides[static_cast<size_t>(d)] * isz;
   }
   // Dims of size > 1, ordered so that the innermost has the smallest output
-  // stride (ties: the first input's); the stable sort keeps row-major order
-  // for a contiguous output.
-  std::vector<int64_t> dims;
+  // stride (ties: the first input's); the sort is stable (insertion), so a
+  // contiguous output keeps row-major order.
+  int64_t* dims = scratch + 4 * nd;
+  int64_t ndims = 0;
   for (int64_t d = 0; d < nd; ++d)
-    if (shape[d] != 1) dims.push_back(d);
+    if (shape[static_cast<size_t>(d)] != 1) dims[ndims++] = d;
   auto key = [&](int64_t d) {
-    return std::pair(std::llabs(st[0][d]), nops > 1 ? std::llabs(st[1][d]) : int64_t{0});
+    return std::pair(std::llabs(st[d]), nops > 1 ? std::llabs(st[nd + d]) : int64_t{0});
   };
-  std::stable_sort(dims.begin(), dims.end(), [&](int64_t x, int64_t y) { return key(x) > key(y); });
-  // Merge neighbours contiguous for every operand (outer d0 with inner d1).
-  std::vector<int64_t> sizes;
-  std::vector<std::vector<int64_t>> mst(static_cast<size_t>(nops));
-  for (int64_t d : dims) {
-    const bool merge = !sizes.empty() && [&] {
-      for (int k = 0; k < nops; ++k)
-        if (mst[k].back() != st[k][d] * shape[d]) return false;
-      return true;
-    }();
+  for (int64_t i = 1; i < ndims; ++i) {
+    const int64_t d = dims[i];
+    int64_t j = i;
+    for (; j > 0 && key(dims[j - 1]) < key(d); --j) dims[j] = dims[j - 1];
+    dims[j] = d;
+  }
+  // Merge neighbours contiguous for every operand (outer d0 with inner d1):
+  // sizes msz[m], strides mst[k * nd + m].
+  int64_t* msz = scratch + 5 * nd;
+  int64_t* mst = scratch + 6 * nd;
+  int64_t merged = 0;
+  for (int64_t i = 0; i < ndims; ++i) {
+    const int64_t d = dims[i];
+    const int64_t size = shape[static_cast<size_t>(d)];
+    bool merge = merged > 0;
+    for (int k = 0; merge && k < nops; ++k)
+      merge = mst[k * nd + merged - 1] == st[k * nd + d] * size;
     if (merge) {
-      sizes.back() *= shape[d];
-      for (int k = 0; k < nops; ++k) mst[k].back() = st[k][d];
+      msz[merged - 1] *= size;
+      for (int k = 0; k < nops; ++k) mst[k * nd + merged - 1] = st[k * nd + d];
     } else {
-      sizes.push_back(shape[d]);
-      for (int k = 0; k < nops; ++k) mst[k].push_back(st[k][d]);
+      msz[merged] = size;
+      for (int k = 0; k < nops; ++k) mst[k * nd + merged] = st[k * nd + d];
+      ++merged;
     }
   }
-  if (sizes.empty()) {  // one element (or a 0-dim tensor)
-    sizes.push_back(detail::shape_numel(shape));
-    for (int k = 0; k < nops; ++k) mst[k].push_back(0);
-  }
-  SMELT_CHECK(static_cast<int>(sizes.size()) <= kMaxDims,
+  SMELT_CHECK(merged <= kMaxDims,
               "CUDA: an elementwise kernel over shape {} needs {} dims after merging; at most {} "
               "are supported; make the tensors contiguous first",
-              detail::shape_str(shape), sizes.size(), kMaxDims);
-  a.geom.ndim = static_cast<int>(sizes.size());
+              detail::shape_str(shape), merged, kMaxDims);
+  if (merged == 0) {  // one element (or a 0-dim tensor)
+    a.geom.sizes[0] = detail::shape_numel(shape);
+    for (int k = 0; k < nops; ++k) (k == 0 ? a.out : a.in[k - 1]).strides[0] = 0;
+    merged = 1;
+  } else {
+    for (int64_t m = 0; m < merged; ++m) {
+      a.geom.sizes[m] = msz[m];
+      for (int k = 0; k < nops; ++k) (k == 0 ? a.out : a.in[k - 1]).strides[m] = mst[k * nd + m];
+    }
+  }
+  a.geom.ndim = static_cast<int>(merged);
   a.geom.numel = detail::shape_numel(shape);
-  for (int d = 0; d < a.geom.ndim; ++d) a.geom.sizes[d] = sizes[static_cast<size_t>(d)];
   auto fill = [&](Operand& o, const Tensor& t, int k) {
     o.dtype = t.dtype();
     if (k > 0 && t.device().is_cpu()) {
@@ -79,7 +110,6 @@ void make_elementwise(const Tensor& out, const std::vector<Tensor>& inputs, Poin
       o.host = false;
       o.data = static_cast<char*>(t.data_ptr());
     }
-    for (int d = 0; d < a.geom.ndim; ++d) o.strides[d] = mst[k][static_cast<size_t>(d)];
   };
   fill(a.out, out, 0);
   a.nin = nops - 1;

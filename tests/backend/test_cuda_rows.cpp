@@ -1,0 +1,160 @@
+// The CUDA row kernels against the CPU, over the row shapes that pick their
+// different configurations: softmax, log_softmax and layer_norm held in
+// registers (one thread, a part of a warp, a warp or several warps per row;
+// 16-byte loads or, for rows that are not 16-byte aligned, one element at a
+// time; a last block with fewer rows than it holds) or read three times (rows
+// too long for registers); and the last-dim reductions with their unrolled
+// loads, one-vector loop and scalar tail. Each test skips itself where there
+// is no GPU.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "smelt/cuda.h"
+#include "smelt/ops.h"
+#include "test_util.h"
+
+using namespace smelt;
+using smelt_test::expect_close;
+using smelt_test::vals;
+
+namespace {
+
+const Device kGpu("cuda:0");
+
+/// Relative tolerance of a row op's result in `dt` against the CPU's (which
+/// sums in another order; float16 / bfloat16 results may round the other way).
+double tol_of(DType dt) {
+  return dt == float64 ? 1e-12 : dt == float32 ? 2e-6 : dt == float16 ? 2e-3 : 1.6e-2;
+}
+
+/// expect_close, where an infinite `want` must be matched exactly.
+void expect_close_inf(const std::vector<double>& got, const std::vector<double>& want, double tol) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::isinf(want[i])) {
+      EXPECT_EQ(got[i], want[i]) << "at " << i;
+    } else {
+      expect_close({got[i]}, {want[i]}, tol);
+    }
+  }
+}
+
+/// Row lengths: short rows (several per warp), rows of a warp, of several
+/// warps, of the most the registers hold, unaligned ones and longer ones.
+const int64_t kLengths[] = {1,    3,    8,    16,   100,  256,  768,  1000,
+                            1024, 4095, 4096, 4097, 6000, 8192, 8200, 20000};
+
+}  // namespace
+
+TEST(CudaRows, SoftmaxAndLogSoftmaxMatchTheCpu) {
+  SMELT_SKIP_WITHOUT_CUDA();
+  for (DType dt : {float32, float64, bfloat16, float16}) {
+    for (int64_t n : kLengths) {
+      for (int64_t rows : {1, 3, 131}) {
+        if (rows * n > 3000000) continue;
+        manual_seed(n + rows);
+        Tensor x = (randn({rows, n}) * 3).to(dt);
+        for (bool log : {false, true}) {
+          SCOPED_TRACE(::testing::Message() << dtype_name(dt) << " rows " << rows << " n " << n
+                                            << (log ? " log_softmax" : " softmax"));
+          Tensor want = log ? log_softmax(x, -1) : softmax(x, -1);
+          Tensor got = log ? log_softmax(x.to(kGpu), -1) : softmax(x.to(kGpu), -1);
+          expect_close(vals(got), vals(want), tol_of(dt));
+        }
+      }
+    }
+  }
+}
+
+TEST(CudaRows, SoftmaxOfRowsWithNaNAndInfinities) {
+  SMELT_SKIP_WITHOUT_CUDA();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  for (int64_t n : {4, 1024, 20000}) {
+    std::vector<double> v(static_cast<size_t>(4 * n), 0.5);
+    v[static_cast<size_t>(n / 2)] = nan;                                       // row 0: a NaN
+    v[static_cast<size_t>(n + n - 1)] = inf;                                   // row 1: +inf
+    for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(2 * n + i)] = -inf;  // row 2: all -inf
+    v[static_cast<size_t>(3 * n)] = -inf;                                      // row 3: one -inf
+    Tensor x = from_vector<double>(v, {4, n}, TensorOptions(float32));
+    for (bool log : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "n " << n << (log ? " log_softmax" : " softmax"));
+      expect_close_inf(vals(log ? log_softmax(x.to(kGpu), -1) : softmax(x.to(kGpu), -1)),
+                       vals(log ? log_softmax(x, -1) : softmax(x, -1)), 2e-6);
+    }
+  }
+}
+
+TEST(CudaRows, LayerNormMatchesTheCpu) {
+  SMELT_SKIP_WITHOUT_CUDA();
+  for (DType dt : {float32, float64, bfloat16, float16}) {
+    for (int64_t n : kLengths) {
+      for (int64_t rows : {1, 3, 131}) {
+        if (rows * n > 3000000) continue;
+        manual_seed(n * 7 + rows);
+        Tensor x = (randn({rows, n}) * 2 + 1).to(dt);
+        Tensor w = randn({n}).to(dt), b = randn({n}).to(dt);
+        for (int affine = 0; affine < 3; ++affine) {  // none, weight, weight and bias
+          SCOPED_TRACE(::testing::Message()
+                       << dtype_name(dt) << " rows " << rows << " n " << n << " affine " << affine);
+          std::optional<Tensor> wc, bc, wg, bg;
+          if (affine >= 1) wc = w, wg = w.to(kGpu);
+          if (affine >= 2) bc = b, bg = b.to(kGpu);
+          Tensor want = layer_norm(x, {n}, wc, bc, 1e-5);
+          Tensor got = layer_norm(x.to(kGpu), {n}, wg, bg, 1e-5);
+          expect_close(vals(got), vals(want), dt == float32 ? 1e-5 : tol_of(dt));
+        }
+      }
+    }
+  }
+}
+
+TEST(CudaRows, UnalignedRowsAndParameters) {
+  SMELT_SKIP_WITHOUT_CUDA();
+  // Contiguous views one element into their storage: rows and weight that are
+  // not 16-byte aligned take the one-element-at-a-time loads.
+  const int64_t rows = 5, n = 512;
+  manual_seed(3);
+  Tensor flat = randn({rows * n + 1});
+  Tensor x = flat.slice(0, 1, rows * n + 1).view({rows, n});
+  Tensor wflat = randn({n + 1}), w = wflat.slice(0, 1, n + 1);
+  Tensor xg = flat.to(kGpu).slice(0, 1, rows * n + 1).view({rows, n});
+  Tensor wg = wflat.to(kGpu).slice(0, 1, n + 1);
+  ASSERT_TRUE(xg.is_contiguous());
+  expect_close(vals(softmax(xg, -1)), vals(softmax(x, -1)), 2e-6);
+  expect_close(vals(log_softmax(xg, -1)), vals(log_softmax(x, -1)), 2e-6);
+  expect_close(vals(layer_norm(xg, {n}, wg, std::nullopt, 1e-5)),
+               vals(layer_norm(x, {n}, w, std::nullopt, 1e-5)), 1e-5);
+  // An aligned input with an unaligned weight.
+  Tensor xa = randn({rows, n});
+  expect_close(vals(layer_norm(xa.to(kGpu), {n}, wg, std::nullopt, 1e-5)),
+               vals(layer_norm(xa, {n}, w, std::nullopt, 1e-5)), 1e-5);
+}
+
+TEST(CudaRows, LastDimReductionsMatchTheCpu) {
+  SMELT_SKIP_WITHOUT_CUDA();
+  // 5000 = 4096 (one unrolled round of 256 threads x 4 loads x 4 floats) +
+  // 880 (one-vector loop) + ... ; 5003 leaves a scalar tail.
+  for (int64_t n : {4096, 5000, 5003, 8192, 20000}) {
+    for (DType dt : {float32, bfloat16}) {
+      SCOPED_TRACE(::testing::Message() << dtype_name(dt) << " n " << n);
+      manual_seed(n);
+      Tensor x = randn({7, n}).to(dt);
+      Tensor xg = x.to(kGpu);
+      expect_close(vals(sum(xg, {-1})), vals(sum(x, {-1})), dt == float32 ? 1e-5 : 2e-2);
+      expect_close(vals(mean(xg, {-1})), vals(mean(x, {-1})), dt == float32 ? 1e-5 : 2e-2);
+      EXPECT_EQ(vals(amax(xg, {-1})), vals(amax(x, {-1})));
+      EXPECT_EQ(vals(argmax(xg, -1)), vals(argmax(x, -1)));
+    }
+    // A NaN in each part of a row: the unrolled loads, the one-vector loop, the tail.
+    Tensor y = zeros({3, n});
+    for (int64_t r = 0; r < 3; ++r) {
+      const int64_t at = r == 0 ? 17 : r == 1 ? std::min<int64_t>(n - 1, 4100) : n - 1;
+      y.select(0, r).select(0, at).fill_(std::numeric_limits<double>::quiet_NaN());
+    }
+    for (double v : vals(amax(y.to(kGpu), {-1}))) EXPECT_TRUE(std::isnan(v));
+    EXPECT_EQ(vals(argmax(y.to(kGpu), -1)), vals(argmax(y, -1)));
+  }
+}
