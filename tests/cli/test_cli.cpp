@@ -113,7 +113,7 @@ TEST(Cli, ErrorsArePrefixedOnce) {
   EXPECT_EQ(w.rc, 2);
   EXPECT_EQ(w.err,
             "smelt bench: unknown workload 'no_such_workload'; use pointwise, softmax, layernorm, "
-            "mlp, train-mlp, horizontal, chain, minilm or all\n");
+            "mlp, train-mlp, train-aot, horizontal, chain, minilm or all\n");
   CliRun d = run_cli({"bench", "softmax", "--dtype", "int32"});
   EXPECT_EQ(d.err, "smelt bench: --dtype must be a floating dtype, got int32\n");
   // A library error gets the one prefix.

@@ -33,6 +33,26 @@ TEST(Fuzz, FortyRandomProgramsMatchEager) {
   EXPECT_EQ(s.mismatches, 0) << join(s.failures);
 }
 
+// Gradient programs (`smelt fuzz --grad`): the even cases run backward()
+// inside the compiled function (one graph), the odd ones return their outputs
+// and the caller runs backward() through the compiled forward's
+// CompiledFunctionBackward (a forward and a backward graph). Reproduce with
+// `smelt fuzz --grad --seed 7 --cases 12 -v`.
+TEST(Fuzz, GradientProgramsMatchEager) {
+  fuzz::use_private_cache_dir();
+  fuzz::FuzzOptions o;
+  o.cases = 12;
+  o.seed = 7;
+  o.grad = true;
+  fuzz::FuzzSummary s = fuzz::run(o, stderr);
+  EXPECT_EQ(s.cases, 12);
+  EXPECT_EQ(s.mismatches, 0) << join(s.failures);
+  EXPECT_GE(s.grad_cases, 8) << "most cases compare gradients";
+  int outside = 0;
+  for (int i = 0; i < 12; ++i) outside += fuzz::generate(7, i, true).backward_outside;
+  EXPECT_EQ(outside, 6);
+}
+
 // The fuzzer on a GPU: 150 random programs eager and compiled on CUDA against
 // eager on the CPU, and compiled against eager on CUDA (each case builds its
 // kernels with NVRTC). Reproduce with `smelt fuzz --device cuda --seed 8 --cases 150 -v`.

@@ -127,7 +127,11 @@ std::function<CompiledFn(CompileOptions)> compiler_of(F f) {
 /// zero_grad, forward, cross_entropy, backward and SGD (lr 0.01); the step
 /// returns the loss. Each call trains on (the weights move from call to call,
 /// eagerly and compiled alike); the first loss is checked against PyTorch's.
-Workload train_mlp_workload(DType dt, Device device) {
+/// `aot` false ("train-mlp"): the whole step is compiled (one graph);
+/// true ("train-aot"): only the model is (smelt::compile(model)), the loss,
+/// backward() and step() run eagerly around it, the model's backward being
+/// the compiled backward graph of its compiled forward.
+Workload train_mlp_workload(DType dt, Device device, bool aot) {
   namespace nn = smelt::nn;
   const std::string shared = SMELT_SHARED_DIR;
   auto data = models::SharedData::load(shared, "seed_mlp");
@@ -142,25 +146,44 @@ Workload train_mlp_workload(DType dt, Device device) {
   nn::StateDict init;
   for (const auto& [name, p] : model->named_parameters()) init[name] = p.detach().clone();
   auto opt = std::make_shared<optim::SGD>(model->parameters(), optim::SGDOptions(0.01));
-  auto step = [model, opt](const Tensor& x, const Tensor& y) {
+  // The step over any callable model (the module, or it compiled).
+  auto step_with = [opt](auto& m, const Tensor& x, const Tensor& y) {
     EnableGradGuard grad;  // `smelt bench` runs under NoGradGuard
     opt->zero_grad();
-    Tensor loss = cross_entropy(model(x), y);
+    Tensor loss = cross_entropy(m(x), y);
     loss.backward();
     opt->step();
     return loss;
   };
+  auto step = [model, step_with](const Tensor& x, const Tensor& y) {
+    auto m = model;
+    return step_with(m, x, y);
+  };
+  std::function<CompiledFn(CompileOptions)> compiled;
+  if (aot) {
+    compiled = [model, step_with](CompileOptions o) -> CompiledFn {
+      auto c = std::make_shared<decltype(smelt::compile(model, o))>(smelt::compile(model, o));
+      return {[c, step_with](const std::vector<Tensor>& in) {
+                return std::vector<Tensor>{step_with(*c, in[0], in[1])};
+              },
+              [c] { return c->stats(); }};
+    };
+  } else {
+    compiled = [step](CompileOptions o) -> CompiledFn {
+      auto c = std::make_shared<decltype(smelt::compile(step, o))>(smelt::compile(step, o));
+      return {
+          [c](const std::vector<Tensor>& in) { return std::vector<Tensor>{(*c)(in[0], in[1])}; },
+          [c] { return c->stats(); }};
+    };
+  }
   Workload w{
-      "train-mlp",
-      "seed MLP training step (forward, cross_entropy, backward, SGD), batch 256",
+      aot ? "train-aot" : "train-mlp",
+      aot ? "seed MLP training step, the model compiled (its forward and backward graphs), "
+            "cross_entropy, backward() and SGD eager, batch 256"
+          : "seed MLP training step (forward, cross_entropy, backward, SGD), batch 256",
       {x, y},
       [step](const std::vector<Tensor>& in) { return std::vector<Tensor>{step(in[0], in[1])}; },
-      [step](CompileOptions o) -> CompiledFn {
-        auto c = std::make_shared<decltype(smelt::compile(step, o))>(smelt::compile(step, o));
-        return {
-            [c](const std::vector<Tensor>& in) { return std::vector<Tensor>{(*c)(in[0], in[1])}; },
-            [c] { return c->stats(); }};
-      }};
+      compiled};
   w.reset = [model, opt, init] {
     model->load_state_dict(init);
     opt->zero_grad();
@@ -273,7 +296,8 @@ std::vector<Workload> workloads(DType dt, Device device, const std::string& inpu
                    [c] { return c->stats(); }};
          }});
   }
-  w.push_back(train_mlp_workload(dt, device));
+  w.push_back(train_mlp_workload(dt, device, /*aot=*/false));
+  w.push_back(train_mlp_workload(dt, device, /*aot=*/true));
   {
     Tensor x = randn_on({gpu ? int64_t{1} << 26 : int64_t{1} << 22});
     auto f = [](const Tensor& x) { return std::make_tuple(sin(x), cos(x)); };
@@ -571,8 +595,8 @@ void print_kernels(const std::vector<nlohmann::json>& rows) {
   }
 }
 
-const std::vector<std::string> kWorkloads = {"pointwise", "softmax",   "layernorm",
-                                             "mlp",       "train-mlp", "horizontal"};
+const std::vector<std::string> kWorkloads = {"pointwise", "softmax",   "layernorm", "mlp",
+                                             "train-mlp", "train-aot", "horizontal"};
 
 }  // namespace
 
@@ -611,7 +635,7 @@ int cmd_bench(const BenchOptions& opts) {
     SMELT_CHECK(n == "minilm" || n == "chain" ||
                     std::find(kWorkloads.begin(), kWorkloads.end(), n) != kWorkloads.end(),
                 "smelt bench: unknown workload '{}'; use pointwise, softmax, layernorm, mlp, "
-                "train-mlp, horizontal, chain, minilm or all",
+                "train-mlp, train-aot, horizontal, chain, minilm or all",
                 n);
   std::vector<nlohmann::json> rows;
   if (!opts.json) print_header();

@@ -33,8 +33,8 @@ int cmd_cache(const CacheOptions& opts);
 int cmd_demo(const std::string& shared_dir);
 
 struct BenchOptions {
-  std::string workload;  // pointwise | softmax | layernorm | mlp | train-mlp | horizontal | chain |
-                         // minilm | all
+  std::string workload;  // pointwise | softmax | layernorm | mlp | train-mlp | train-aot |
+                         // horizontal | chain | minilm | all
   std::string device = "cpu";
   std::string dtype = "float32";
   std::string mode = "default";
@@ -95,7 +95,7 @@ struct FuzzOptions {
   uint64_t seed = 0;
   bool verbose = false;
   std::string device;  // "": compiled vs eager; "cuda": eager on the GPU vs eager on the CPU
-  bool grad = false;  // gradient programs: compiled backward against eager backward
+  bool grad = false;   // gradient programs: compiled backward against eager backward
 };
 /// `smelt fuzz --cases N --seed S [--grad]`: differential compiled-vs-eager fuzzing (fuzz.cpp).
 int cmd_fuzz(const FuzzOptions& opts);

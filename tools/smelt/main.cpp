@@ -41,7 +41,8 @@ int main(int argc, char** argv) {
   BenchOptions bench;
   auto* b = app.add_subcommand("bench", "eager vs compiled on a workload");
   b->add_option("workload", bench.workload,
-                "pointwise|softmax|layernorm|mlp|train-mlp|horizontal|chain|minilm|all (all: "
+                "pointwise|softmax|layernorm|mlp|train-mlp|train-aot|horizontal|chain|minilm|all "
+                "(train-aot: train-mlp with only the model compiled; all: "
                 "every one but chain and minilm)")
       ->required();
   b->add_option("--device", bench.device,
