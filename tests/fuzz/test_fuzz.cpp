@@ -37,20 +37,19 @@ TEST(Fuzz, FortyRandomProgramsMatchEager) {
 // inside the compiled function (one graph), the odd ones return their outputs
 // and the caller runs backward() through the compiled forward's
 // CompiledFunctionBackward (a forward and a backward graph). Reproduce with
-// `smelt fuzz --grad --seed 7 --cases 12 -v`.
+// `smelt fuzz --grad --seed 7 --cases 16 -v`.
 TEST(Fuzz, GradientProgramsMatchEager) {
   fuzz::use_private_cache_dir();
-  fuzz::FuzzOptions o;
-  o.cases = 12;
-  o.seed = 7;
-  o.grad = true;
-  fuzz::FuzzSummary s = fuzz::run(o, stderr);
-  EXPECT_EQ(s.cases, 12);
-  EXPECT_EQ(s.mismatches, 0) << join(s.failures);
-  EXPECT_GE(s.grad_cases, 8) << "most cases compare gradients";
-  int outside = 0;
-  for (int i = 0; i < 12; ++i) outside += fuzz::generate(7, i, true).backward_outside;
-  EXPECT_EQ(outside, 6);
+  int compared[2] = {0, 0};  // cases compiled without a break that compared gradients
+  for (int i = 0; i < 16; ++i) {
+    const fuzz::Program p = fuzz::generate(7, i, /*grad=*/true);
+    EXPECT_EQ(p.backward_outside, i % 2 == 1);
+    const fuzz::CaseResult r = fuzz::check_program(p, 7, i);
+    EXPECT_TRUE(r.ok) << r.report;
+    if (r.grads > 0 && !r.graph_break) ++compared[p.backward_outside ? 1 : 0];
+  }
+  EXPECT_GE(compared[0], 2);
+  EXPECT_GE(compared[1], 4) << "compiled backward graphs";
 }
 
 // The fuzzer on a GPU: 150 random programs eager and compiled on CUDA against

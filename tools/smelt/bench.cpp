@@ -506,6 +506,14 @@ nlohmann::json bench_one(const std::string& name, const BenchOptions& opts) {
     j["gbps_eager"] = static_cast<double>(st.bytes_eager) / eager_ms / 1e6;
     j["gbps_compiled"] = static_cast<double>(st.bytes_compiled) / comp_ms / 1e6;
     j["kernel_names"] = st.kernel_names;
+    if (!st.backward_kernel_names.empty()) {
+      // A compiled forward with a compiled backward (train-aot).
+      j["backward_kernel_names"] = st.backward_kernel_names;
+      j["saved_tensors"] = st.saved_tensors;
+      j["saved_bytes"] = st.saved_bytes;
+      j["saved_bytes_without_recompute"] = st.saved_bytes_without_recompute;
+      j["recomputed_ops"] = st.recomputed_ops;
+    }
     j["peak_bytes_eager"] = peak_eager;
     j["peak_bytes_compiled"] = peak_compiled;
     if (w.items > 0) {
@@ -592,6 +600,19 @@ void print_kernels(const std::vector<nlohmann::json>& rows) {
     std::string names;
     for (auto& n : j["kernel_names"]) names += (names.empty() ? "" : ", ") + n.get<std::string>();
     std::puts(fmt::format("  {:<11} kernels: {}", j["workload"].get<std::string>(), names).c_str());
+    if (!j.contains("backward_kernel_names")) continue;
+    names.clear();
+    for (auto& n : j["backward_kernel_names"])
+      names += (names.empty() ? "" : ", ") + n.get<std::string>();
+    std::puts(fmt::format("  {:<11} backward kernels: {}", j["workload"].get<std::string>(), names)
+                  .c_str());
+    std::puts(fmt::format("  {:<11} saved for backward: {} tensors, {:.2f} MiB ({:.2f} MiB "
+                          "without recompute; {} ops recomputed)",
+                          j["workload"].get<std::string>(), j["saved_tensors"].get<int>(),
+                          j["saved_bytes"].get<int64_t>() / 1048576.0,
+                          j["saved_bytes_without_recompute"].get<int64_t>() / 1048576.0,
+                          j["recomputed_ops"].get<int>())
+                  .c_str());
   }
 }
 

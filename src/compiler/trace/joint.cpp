@@ -67,16 +67,17 @@ TracedBackward trace_backward(GraphBuilder& gb, const std::vector<Tensor>& resul
   // The leaves the results depend on: the AccumulateGrad nodes reachable from
   // them. Every other node must have been recorded by the trace.
   std::vector<Tensor> leaves;
+  // (A leaf result's AccumulateGrad lives only as long as an edge holds it.)
   std::unordered_set<const autograd::Node*> seen;
-  std::vector<autograd::Node*> stack;
+  std::vector<std::shared_ptr<autograd::Node>> stack;
   auto visit = [&](const autograd::Edge& e) {
-    if (e.is_valid() && seen.insert(e.function.get()).second) stack.push_back(e.function.get());
+    if (e.is_valid() && seen.insert(e.function.get()).second) stack.push_back(e.function);
   };
   for (const auto& r : roots) visit(autograd::gradient_edge(r));
   while (!stack.empty()) {
-    autograd::Node* n = stack.back();
+    std::shared_ptr<autograd::Node> n = std::move(stack.back());
     stack.pop_back();
-    if (auto* acc = dynamic_cast<autograd::AccumulateGrad*>(n)) {
+    if (auto* acc = dynamic_cast<autograd::AccumulateGrad*>(n.get())) {
       leaves.emplace_back(acc->leaf());
       continue;
     }
