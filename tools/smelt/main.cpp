@@ -119,7 +119,8 @@ int main(int argc, char** argv) {
                 "compiled with eager");
   f->add_flag("--grad", fuzz.grad,
               "gradient programs: inputs that require grad, backward() in the compiled "
-              "function; the inputs' gradients are compared with eager's too");
+              "function (even cases) or by its caller through the compiled backward graph (odd "
+              "cases); the inputs' gradients are compared with eager's too");
   f->footer("A progress line with counts and ETA is shown on stderr when it is a terminal.");
 
   CLI11_PARSE(app, argc, argv);

@@ -112,8 +112,18 @@ TracedBackward trace_backward(GraphBuilder& gb, const std::vector<Tensor>& resul
     StashedHooks no_hooks(leaves);
     JointBackwardScope joint(gb);
     TraceScope scope(&gb);
-    grads = autograd::grad(roots, leaves, grad_outputs, /*retain_graph=*/false,
-                           /*create_graph=*/false, /*allow_unused=*/true);
+    try {
+      grads = autograd::grad(roots, leaves, grad_outputs, /*retain_graph=*/false,
+                             /*create_graph=*/false, /*allow_unused=*/true);
+    } catch (const GraphBreak&) {
+      throw;
+    } catch (const Error& e) {
+      // A derivative that raises (an op without one): the call runs eagerly,
+      // and raises only if the caller runs the backward, as eager does.
+      throw GraphBreak("autograd",
+                       fmt::format("tracing the backward of the results raised: {}", e.what()),
+                       "run the call under smelt::NoGradGuard if no gradient is needed");
+    }
   }
   std::vector<Tensor> outputs = results;
   for (size_t i = 0; i < grads.size(); ++i) {

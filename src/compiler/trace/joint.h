@@ -37,8 +37,9 @@ struct TracedBackward {
 /// the results, then the defined gradients in the order of `inputs`. Leaves'
 /// hooks are not run while tracing (the leaves' AccumulateGrad runs them on
 /// the real gradients at backward time). Raises GraphBreak when the function
-/// touched a .grad, or when a result depends on a tensor the function captures
-/// that has a history of its own (recorded before the call).
+/// touched a .grad, when a result depends on a tensor the function captures
+/// that has a history of its own (recorded before the call), or when a
+/// derivative raises (an op without one).
 TracedBackward trace_backward(GraphBuilder& gb, const std::vector<Tensor>& results, int num_args);
 
 }  // namespace smelt::compiler
