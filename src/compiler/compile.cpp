@@ -1,6 +1,11 @@
 // smelt::compile: the entry point. Guards, the in-memory cache of compiled
 // graphs, graph breaks, recompiles, and the pipeline of named stages:
 // trace -> passes -> lower/fuse (schedule) -> codegen -> build/load -> run.
+// When a call's results require grad and the function runs no backward pass,
+// the trace is a joint forward + backward one, split after the passes
+// (compiler/passes/partition.h) into a forward and a backward graph that go
+// through the rest of the pipeline each; the runs of the forward give their
+// results a CompiledFunctionBackward node (compiler/runtime/compiled_function.h).
 #include "smelt/compile.h"
 
 #include <fmt/format.h>
