@@ -97,8 +97,12 @@
 //     whether each tensor the function captures requires grad.
 //   * Tensors the function captures (rather than module parameters or
 //     arguments) are read by the backward graph as they are when it runs.
-//   * Graph breaks: a result that requires grad and is an argument (or a view
-//     of one), or a function that touches .grad without running backward().
+//   * A result that is a view of a contiguous argument (x.t(), x itself) is
+//     that view of the argument, its history a view node onto the argument
+//     (AsStridedBackward0), as eager's view ops record; `return x` returns x.
+//   * Graph breaks: a result that requires grad and is a non-contiguous
+//     argument, a parameter or a captured tensor (or a view of one), or a
+//     function that touches .grad without running backward().
 //
 // Graph breaks: a data-dependent read while tracing (item(), printing values)
 // or a random op makes that call run eagerly (reason logged under

@@ -250,6 +250,8 @@ struct Entry {
   /// function): the graph is the forward half of a joint graph, and each run
   /// gives them a node that runs this compiled backward.
   std::shared_ptr<const BackwardFunction> backward;
+  /// Results that are views of arguments requiring grad (see connect_views).
+  std::vector<ViewResult> views;
 };
 
 }  // namespace
@@ -351,6 +353,7 @@ class CompiledState {
     // A compiled forward: its results that require grad get the node of the
     // compiled backward (the saved intermediates leave `out`).
     if (e.backward) connect_backward(e.backward, args, params, out, e.num_results);
+    if (!e.views.empty()) connect_views(e.views, args, out);
     // The .grad values the function leaves (a training step's gradients).
     for (const auto& eff : e.grad_effects)
       leaf_of(eff).mutable_grad() =
@@ -448,12 +451,27 @@ class CompiledState {
           outs = fn(tracers);
         }
         // Results that require grad from a function that ran no backward pass:
-        // the caller may run it, through the compiled backward of a joint graph.
+        // the caller may run it. A view of a (contiguous) argument gets a view
+        // node at run time (connect_views); the others' backward is traced
+        // into a joint graph, compiled as a backward graph.
+        std::vector<bool> is_view(outs.size(), false);
         bool joint = false;
         if (GradMode::is_enabled() && !gb.ran_backward)
-          for (const auto& o : outs) joint = joint || (o.defined() && o.requires_grad());
+          for (size_t k = 0; k < outs.size(); ++k) {
+            if (!outs[k].defined() || !outs[k].requires_grad()) continue;
+            const Operand o = gb.operand_of(outs[k]);
+            const Buffer* b = o.is_scalar() ? nullptr : &gb.graph.buffers[o.buf];
+            if (b && b->kind == BufferKind::Input &&
+                b->input_index < static_cast<int>(args.size()) &&
+                args[static_cast<size_t>(b->input_index)].is_contiguous()) {
+              is_view[k] = true;
+              e.views.push_back({static_cast<int>(k), b->input_index});
+            } else {
+              joint = true;
+            }
+          }
         if (joint)
-          traced = trace_backward(gb, outs, static_cast<int>(args.size()));
+          traced = trace_backward(gb, outs, static_cast<int>(args.size()), is_view);
         else
           gb.finish(outs);
         // Arguments that share memory are separate graph inputs: if the function
@@ -716,9 +734,9 @@ class CompiledState {
       if (o.is_scalar() || part.forward.buffers[o.buf].kind != BufferKind::Node)
         throw GraphBreak(
             "autograd",
-            fmt::format("result {} requires grad and is an argument, a parameter or a tensor the "
-                        "function captures (or a view of one), which eager autograd returns as a "
-                        "view with its own history",
+            fmt::format("result {} requires grad and is a non-contiguous argument, a parameter or "
+                        "a tensor the function captures (or a view of one), which eager autograd "
+                        "returns as a view with its own history",
                         k),
             "return a new tensor (clone() it) from the compiled function");
     }

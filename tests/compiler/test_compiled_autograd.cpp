@@ -351,16 +351,53 @@ TEST_F(CompiledAutograd, FullgraphCompilesTheForward) {
   EXPECT_TRUE(t.model->parameters()[0].grad().defined());
 }
 
-TEST_F(CompiledAutograd, ReturningAnArgumentThatRequiresGradRunsEagerly) {
-  auto f = compile([](const Tensor& x) { return std::make_tuple(x, x * 2); });
-  Tensor x = randn({3}).requires_grad_();
+TEST_F(CompiledAutograd, ResultsThatAreViewsOfArguments) {
+  auto fn = [](const Tensor& x, const Tensor& y) {
+    return std::make_tuple(x, x.t(), x.select(0, 1), x * y);
+  };
+  auto f = compile(fn);
+  Tensor x = randn({3, 4}, TensorOptions(DType::Float64)).requires_grad_();
+  Tensor y = randn({3, 4}, TensorOptions(DType::Float64)).requires_grad_();
+  auto [a, b, c, d] = f(x, y);
+  EXPECT_EQ(f.stats().graph_breaks, 0) << f.stats().last_graph_break;
+  // `return x` returns x; the views are views of x with a view node each.
+  EXPECT_TRUE(a.is_leaf());
+  EXPECT_EQ(a.data_ptr(), x.data_ptr());
+  ASSERT_NE(b.grad_fn(), nullptr);
+  EXPECT_EQ(b.grad_fn()->name(), "AsStridedBackward0");
+  EXPECT_EQ(b.data_ptr(), x.data_ptr());
+  EXPECT_EQ(c.data_ptr(), static_cast<const double*>(x.data_ptr()) + 4);
+  EXPECT_EQ(d.grad_fn()->name(), "CompiledFunctionBackward");
+  Tensor ca = randn({3, 4}, TensorOptions(DType::Float64)),
+         cb = randn({4, 3}, TensorOptions(DType::Float64)),
+         cc = randn({4}, TensorOptions(DType::Float64)),
+         cd = randn({3, 4}, TensorOptions(DType::Float64));
+  auto loss = [&](const Tensor& p, const Tensor& q, const Tensor& r, const Tensor& s) {
+    return (p * ca).sum() + (q * cb).sum() + (r * cc).sum() + (s * cd).sum();
+  };
+  loss(a, b, c, d).backward();
+  const Tensor gx = x.grad().clone(), gy = y.grad().clone();
+  x.mutable_grad() = Tensor();
+  y.mutable_grad() = Tensor();
+  auto [ea, eb, ec, ed] = fn(x, y);
+  loss(ea, eb, ec, ed).backward();
+  EXPECT_LT(models::compare(gx, x.grad()).rel_err(), 1e-12);
+  EXPECT_LT(models::compare(gy, y.grad()).rel_err(), 1e-12);
+  // An in-place write into a view of a leaf raises, as eagerly.
+  smelt_test::expect_error_mentions([&] { b.add_(1); }, "a view of a leaf Variable");
+}
+
+TEST_F(CompiledAutograd, ResultThatIsAViewOfANonContiguousArgumentRunsEagerly) {
+  auto f = compile([](const Tensor& x) { return std::make_tuple(x.t(), x * 2); });
+  Tensor x = randn({4, 3}).t().requires_grad_();
   auto [a, b] = f(x);
   EXPECT_EQ(f.stats().graph_breaks, 1);
-  EXPECT_NE(f.stats().last_graph_break.find("result 0 requires grad and is an argument"),
+  EXPECT_NE(f.stats().last_graph_break.find("result 0 requires grad and is a non-contiguous "
+                                            "argument"),
             std::string::npos)
       << f.stats().last_graph_break;
-  (a + b).sum().backward();
-  EXPECT_TRUE(smelt_test::same(x.grad(), full({3}, 3.0f)));
+  (a.t() + b).sum().backward();
+  EXPECT_TRUE(smelt_test::same(x.grad(), full({3, 4}, 3.0f)));
 }
 
 }  // namespace

@@ -48,19 +48,6 @@ const std::map<std::string, const char*> kDeliberateDeviations = {
 /// Ops whose cases may legitimately graph-break under compile (random ops).
 const std::set<std::string> kMayBreakGraph = {"dropout"};
 
-/// View ops: a gradient case's result is a view of its input, which a
-/// compiled forward does not return with a history of its own (smelt/compile.h:
-/// such a call runs eagerly), so their gradient cases may graph-break.
-const std::set<std::string> kViewOps = {"permute", "expand",  "slice",     "select",  "reshape",
-                                        "view",    "t",       "transpose", "squeeze", "unsqueeze",
-                                        "narrow",  "flatten", "diagonal"};
-
-/// Whether `--compiled` runs case `c` with fullgraph (a graph break is a failure).
-bool fullgraph_case(const json& c) {
-  const std::string op = c.at("op").get<std::string>();
-  return !kMayBreakGraph.count(op) && !(c.contains("grads") && kViewOps.count(op));
-}
-
 // Ops whose Python signature takes a Tensor (not a Number) as second argument: PyTorch raises
 // TypeError when a Python scalar is passed there, so the golden runner does too.
 const std::set<std::string> kTensorOnlyOther = {
@@ -308,8 +295,8 @@ CaseResult run_case(const json& c, const std::map<std::string, Tensor>& tensors,
   // graph break is reported instead of silently running eagerly). A gradient
   // case's result requires grad: its backward is the compiled forward's
   // compiled backward graph.
-  auto core = std::make_shared<detail::CompiledCore>(CompileOptions{.fullgraph = fullgraph_case(c)},
-                                                     nullptr, nullptr);
+  auto core = std::make_shared<detail::CompiledCore>(
+      CompileOptions{.fullgraph = !kMayBreakGraph.count(p.op)}, nullptr, nullptr);
   Runner run = compiled ? Runner([core, eager = p.eager](const std::vector<Tensor>& in) {
     return core->call(in, eager);
   })

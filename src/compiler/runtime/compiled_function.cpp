@@ -106,6 +106,26 @@ class CompiledFunctionBackward final : public autograd::Node {
 
 }  // namespace
 
+void connect_views(const std::vector<ViewResult>& views, const std::vector<Tensor>& args,
+                   std::vector<Tensor>& outputs) {
+  for (const ViewResult& v : views) {
+    Tensor& r = outputs.at(static_cast<size_t>(v.result));
+    const Tensor& base = args.at(static_cast<size_t>(v.arg));
+    if (r.sizes() == base.sizes() && r.strides() == base.strides() &&
+        r.storage_offset() == base.storage_offset()) {
+      r = base;
+      continue;
+    }
+    if (!base.requires_grad()) continue;
+    auto node = autograd::make_node<autograd::ViewOfBase>(
+        autograd::ViewGeometry{r.sizes(), r.strides(), r.storage_offset() - base.storage_offset()},
+        autograd::metadata_of(base));
+    node->mutable_next_edges().push_back(autograd::gradient_edge(base));
+    node->add_input_metadata(autograd::metadata_of(r));
+    autograd::set_history(r, node, 0);
+  }
+}
+
 void connect_backward(const std::shared_ptr<const BackwardFunction>& fn,
                       const std::vector<Tensor>& args, const std::vector<Tensor>& params,
                       std::vector<Tensor>& outputs, int num_results) {

@@ -8,6 +8,8 @@
 // hooks), or the history of an argument that has one. Saved tensors are
 // autograd's SavedVariables: freed after a backward without retain_graph (a
 // second backward raises PyTorch's error), checked against in-place writes.
+// A result that is a view of an argument is not the graph's: it gets a view
+// node of its own (connect_views), as eager's view ops record.
 #pragma once
 #include <memory>
 #include <vector>
@@ -38,6 +40,20 @@ struct BackwardFunction {
   };
   std::vector<Input> inputs;
 };
+
+/// A result that is a view of argument `arg` (a contiguous one that requires
+/// grad): the forward graph returns that view of the argument itself.
+struct ViewResult {
+  int result = -1;
+  int arg = -1;
+};
+
+/// Gives each result of `views` the history eager's view op would: a view node
+/// (AsStridedBackward0, the result's window placed into a zero gradient of the
+/// argument) onto the argument's gradient edge. A result that is the whole
+/// argument is the argument itself (as `return x` is).
+void connect_views(const std::vector<ViewResult>& views, const std::vector<Tensor>& args,
+                   std::vector<Tensor>& outputs);
 
 /// After a run of the forward graph: `outputs` holds the function's
 /// `num_results` results, then the saved intermediates (dropped from it). The

@@ -50,7 +50,8 @@ class JointBackwardScope {
 
 }  // namespace
 
-TracedBackward trace_backward(GraphBuilder& gb, const std::vector<Tensor>& results, int num_args) {
+TracedBackward trace_backward(GraphBuilder& gb, const std::vector<Tensor>& results, int num_args,
+                              const std::vector<bool>& skip) {
   if (!gb.grad_slots.empty())
     throw GraphBreak("autograd",
                      "the function reads or replaces a .grad and returns a result that requires "
@@ -60,7 +61,7 @@ TracedBackward trace_backward(GraphBuilder& gb, const std::vector<Tensor>& resul
   TracedBackward tb;
   std::vector<Tensor> roots;
   for (size_t k = 0; k < results.size(); ++k)
-    if (results[k].defined() && results[k].requires_grad()) {
+    if (results[k].defined() && results[k].requires_grad() && !(k < skip.size() && skip[k])) {
       tb.diff_results.push_back(static_cast<int>(k));
       roots.push_back(results[k]);
     }

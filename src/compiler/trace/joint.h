@@ -40,6 +40,9 @@ struct TracedBackward {
 /// touched a .grad, when a result depends on a tensor the function captures
 /// that has a history of its own (recorded before the call), or when a
 /// derivative raises (an op without one).
-TracedBackward trace_backward(GraphBuilder& gb, const std::vector<Tensor>& results, int num_args);
+/// `skip`: results not to differentiate (views of arguments, which get a view
+/// node of their own at run time); empty: none.
+TracedBackward trace_backward(GraphBuilder& gb, const std::vector<Tensor>& results, int num_args,
+                              const std::vector<bool>& skip = {});
 
 }  // namespace smelt::compiler
