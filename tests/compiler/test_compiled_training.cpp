@@ -250,3 +250,20 @@ TEST_F(CompiledTraining, OptimizerStepAloneReadsEachCallsGradients) {
 }
 
 }  // namespace
+
+TEST_F(CompiledTraining, StepOverAnArgumentWithAHistoryRunsEagerly) {
+  // The backward() inside the function would stop at the argument: eager.
+  Tensor x0 = from_vector<float>({1, 2, 3}, {3}).requires_grad_();
+  auto f = compile([](const Tensor& x) {
+    Tensor loss = (x * x).sum();
+    loss.backward();
+    return loss;
+  });
+  f(x0 * 2);
+  EXPECT_EQ(f.stats().graph_breaks, 1);
+  EXPECT_NE(f.stats().last_graph_break.find("argument 0 requires grad and is the result of "
+                                            "recorded ops"),
+            std::string::npos)
+      << f.stats().last_graph_break;
+  EXPECT_EQ(x0.grad().to_vector<float>(), (std::vector<float>{8, 16, 24}));
+}
