@@ -5,6 +5,8 @@ with smelt's eager and compiled rows.
 
     python3 bench/torch_compare.py --workload minilm|train-mlp [--device cpu|cuda]
         [--dtype float32|float16|bfloat16] [--threads N] [--iters N] [--json]
+    python3 bench/torch_compare.py --workload ops [--threads 1,2] [--filter NAME]
+        [--smelt build/smelt] [--json]
 
 Workloads:
   minilm  all-MiniLM-L6-v2 through sentence-transformers' own modules
@@ -14,6 +16,14 @@ Workloads:
           `smelt bench minilm` (whose ids come from smelt's own generator: the
           values differ, the work does not). Reports ms per batch and
           sentences per second, eager and torch.compile (default mode).
+
+  ops     single ops in eager mode (unary/binary pointwise, reductions over the
+          last and the first dim, softmax, layer_norm, matmul, transpose +
+          contiguous, cat, index_select, gather, embedding, where, dtype
+          conversions, randn; float32, mostly 512x1024): PyTorch eager beside
+          `smelt bench ops` (the smelt binary, --smelt) on identical inputs,
+          at each thread count of --threads (a comma-separated list): one
+          table of times and smelt/torch ratios (above 1: smelt is slower).
 
   eager-cuda
           the GPU eager workloads of bench/bench_cuda.cpp (issue 8's targets)
@@ -43,17 +53,39 @@ Workloads:
           the compiled GPU workloads of `smelt bench --device cuda`:
           sigmoid(x * w + b) over 2^26 float32, the manual softmax
           exp(x - amax) / sum over 8192x8192 float32, layer_norm over
-          16384x4096 bfloat16 with weight and bias, and the seed MLP at batch
-          256 in float32 and bfloat16. PyTorch makes the inputs (seed 0) and
-          the weights and hands them to smelt (`smelt bench --inputs`), so all
-          four columns compute on identical inputs: PyTorch eager,
-          torch.compile, smelt eager and smelt compiled, each as the mean of
-          back-to-back calls between two CUDA events, with the achieved
-          bandwidth (bytes each call must move / time) and the largest
-          difference of smelt's compiled result from PyTorch eager's. --smelt
-          names the smelt binary (default: build/smelt).
+          16384x4096 bfloat16 with weight and bias, the seed MLP at batch 256
+          in float32 and bfloat16, training-mode batch_norm + relu over
+          64x256x56x56 float32 (running stats updated, momentum 0.1) and a
+          GPT-2 block forward (C 768, 12 heads, causal, tanh-GELU MLP) over
+          8 x 1024 tokens in bfloat16. PyTorch makes the inputs (seed 0) and
+          the weights and hands them to smelt (`smelt bench --inputs`, a
+          module's state_dict under the prefix the workload reads), so every
+          implementation computes on identical inputs: PyTorch eager,
+          torch.compile (default, reduce-overhead, max-autotune), smelt eager
+          and smelt::compile (default, reduce-overhead, max-autotune through
+          `smelt bench --mode`; each side's max-autotune-no-cudagraphs on
+          request). One table, a row per implementation: time
+          (mean of back-to-back calls between two CUDA events), achieved GB/s
+          or TFLOP/s and its share of the H200's measured peak (4300 GB/s
+          copy, 780 TFLOP/s bf16 dense), cold and warm compile time (cold:
+          empty caches; warm: a new compile over the caches the cold one
+          filled), the peak memory one call adds (torch.cuda.
+          max_memory_allocated; smelt's peak_bytes_*) and the largest
+          difference from PyTorch eager's result (batchnorm-relu: after two
+          calls from the same running stats, which are compared too) with
+          whether it is within tolerance (1e-4 float32, 5e-2 bfloat16, times
+          1 + max |result|). --modes picks the implementations (a comma list
+          of torch-eager, torch-default, torch-reduce-overhead,
+          torch-max-autotune, torch-max-autotune-no-cudagraphs, smelt-eager,
+          smelt-default, smelt-reduce-overhead, smelt-max-autotune,
+          smelt-max-autotune-no-cudagraphs; default: torch-eager,
+          torch-default, torch-reduce-overhead and the four smelt ones
+          without no-cudagraphs: torch's max-autotune takes minutes); --workloads
+          picks cases by name (e.g. gpt2-block,batchnorm-relu). --smelt names
+          the smelt binary (default: build/smelt).
 
-Threads: --threads, else $OMP_NUM_THREADS, else every core (torch.set_num_threads).
+Threads: --threads, else $OMP_NUM_THREADS, else every core (torch.set_num_threads;
+ops: smelt runs with OMP_NUM_THREADS set to it).
 The model folder comes from tools/fetch_model.py (the same files smelt loads).
 
 Needs torch and sentence-transformers, which are not dependencies of smelt's
@@ -158,6 +190,165 @@ def bench_minilm(args, torch):
         "first_compiled_call_ms": compile_ms,
         "max_abs_err": (e_eager - e_comp).abs().max().item(),
     }
+
+
+# ---- ops: single ops, PyTorch eager beside smelt eager ----------------------
+
+def hashed(torch, shape, salt, positive=False):
+    """The inputs of `smelt bench ops` (tools/smelt/bench_ops.cpp), bit for bit:
+    u = ((i * 2654435761 + salt * 40503) mod 2^32) / 2^32 in double, then
+    u * 8 - 4 (positive: u + 0.5) rounded once to float32."""
+    n = 1
+    for d in shape:
+        n *= d
+    i = torch.arange(n, dtype=torch.int64)
+    u = ((i * 2654435761 + salt * 40503) % 2**32).double() / 2**32
+    return (u + 0.5 if positive else u * 8 - 4).float().reshape(shape)
+
+
+def hashed_indices(torch, shape, salt, bound):
+    n = 1
+    for d in shape:
+        n *= d
+    i = torch.arange(n, dtype=torch.int64)
+    u = ((i * 2654435761 + salt * 40503) % 2**32).double() / 2**32
+    return (u * bound).long().reshape(shape)
+
+
+def op_cases(torch):
+    """(name, shape, fn): the list of tools/smelt/bench_ops.cpp, in its order."""
+    F = torch.nn.functional
+    R, C = 512, 1024
+    rc = f"{R}x{C}"
+    x, y, xp = hashed(torch, (R, C), 1), hashed(torch, (R, C), 2), hashed(torch, (R, C), 3, True)
+    row, g, b = hashed(torch, (C,), 4), hashed(torch, (C,), 5), hashed(torch, (C,), 6)
+    mask = hashed(torch, (R, C), 7) > 0
+    a, bm = hashed(torch, (R, C), 8), hashed(torch, (C, R), 9)
+    sel, gidx = hashed_indices(torch, (R,), 10, R), hashed_indices(torch, (R, C), 11, C)
+    emb, ids = hashed(torch, (30522, 384), 12), hashed_indices(torch, (32, 128), 13, 30522)
+    x64 = x.double()
+    return [
+        ("add", rc, lambda: x + y),
+        ("sub", rc, lambda: x - y),
+        ("mul", rc, lambda: x * y),
+        ("div", rc, lambda: x / y),
+        ("add_bias_row", f"{rc} + {C}", lambda: x + row),
+        ("mul_scalar", rc, lambda: x * 0.5),
+        ("maximum", rc, lambda: torch.maximum(x, y)),
+        ("abs", rc, lambda: torch.abs(x)),
+        ("neg", rc, lambda: torch.neg(x)),
+        ("exp", rc, lambda: torch.exp(x)),
+        ("log", rc, lambda: torch.log(xp)),
+        ("sqrt", rc, lambda: torch.sqrt(xp)),
+        ("rsqrt", rc, lambda: torch.rsqrt(xp)),
+        ("sin", rc, lambda: torch.sin(x)),
+        ("cos", rc, lambda: torch.cos(x)),
+        ("tanh", rc, lambda: torch.tanh(x)),
+        ("sigmoid", rc, lambda: torch.sigmoid(x)),
+        ("erf", rc, lambda: torch.erf(x)),
+        ("relu", rc, lambda: torch.relu(x)),
+        ("gelu", rc, lambda: F.gelu(x)),
+        ("gelu_tanh", rc, lambda: F.gelu(x, approximate="tanh")),
+        ("silu", rc, lambda: F.silu(x)),
+        ("pow_scalar", rc, lambda: torch.pow(xp, 2.5)),
+        ("clamp", rc, lambda: torch.clamp(x, -1.0, 1.0)),
+        ("gt", rc, lambda: torch.gt(x, y)),
+        ("where", rc, lambda: torch.where(mask, x, y)),
+        ("sum_last", rc, lambda: x.sum(-1)),
+        ("sum_first", rc, lambda: x.sum(0)),
+        ("mean_last", rc, lambda: x.mean(-1)),
+        ("mean_first", rc, lambda: x.mean(0)),
+        ("amax_last", rc, lambda: x.amax(-1)),
+        ("amax_first", rc, lambda: x.amax(0)),
+        ("sum_all", rc, lambda: x.sum()),
+        ("argmax_last", rc, lambda: x.argmax(-1)),
+        ("var_last", rc, lambda: x.var(-1)),
+        ("softmax", f"{rc} dim -1", lambda: torch.softmax(x, -1)),
+        ("log_softmax", f"{rc} dim -1", lambda: torch.log_softmax(x, -1)),
+        ("layer_norm", f"{rc} w,b", lambda: F.layer_norm(x, (C,), g, b, 1e-5)),
+        ("matmul", f"{R}x{C} @ {C}x{R}", lambda: a @ bm),
+        ("transpose_contig", f"{rc} .t()", lambda: x.t().contiguous()),
+        ("cat_dim0", f"2 x {rc}", lambda: torch.cat([x, y], 0)),
+        ("cat_dim1", f"2 x {rc}", lambda: torch.cat([x, y], 1)),
+        ("index_select", f"{rc} dim 0", lambda: torch.index_select(x, 0, sel)),
+        ("gather", f"{rc} dim 1", lambda: torch.gather(x, 1, gidx)),
+        ("embedding", "30522x384 [32x128]", lambda: F.embedding(ids, emb)),
+        ("to_float16", rc, lambda: x.to(torch.float16)),
+        ("to_float64", rc, lambda: x.to(torch.float64)),
+        ("to_float32", f"{rc} float64", lambda: x64.to(torch.float32)),
+        ("randn", rc, lambda: torch.randn(R, C)),
+    ]
+
+
+def op_time_ms(fn, iters):
+    """As `smelt bench ops`: one warm-up, then the median of `iters` calls
+    (0: enough for ~300 ms, 5 to 200)."""
+    fn()
+    if iters <= 0:
+        t0 = time.perf_counter()
+        fn()
+        one = max((time.perf_counter() - t0) * 1e3, 1e-3)
+        iters = int(min(max(300.0 / one, 5), 200))
+    times = []
+    for _ in range(iters):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+
+def smelt_ops(args, threads):
+    """{op: ms} from `smelt bench ops --json` run with OMP_NUM_THREADS=threads."""
+    cmd = [args.smelt, "bench", "ops", "--json", "--iters", str(args.iters)]
+    if args.filter:
+        cmd += ["--filter", args.filter]
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+    out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True, env=env).stdout
+    rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    return {r["op"]: r["eager_ms"] for r in rows}
+
+
+def run_ops(args, torch, thread_counts):
+    if args.device != "cpu":
+        sys.exit("torch_compare: --workload ops runs on the CPU only")
+    cases = [c for c in op_cases(torch) if args.filter in c[0]]
+    rows = {name: {"op": name, "shape": shape} for name, shape, _ in cases}
+    with torch.inference_mode():
+        for t in thread_counts:
+            torch.set_num_threads(t)
+            for name, _, fn in cases:
+                rows[name][f"torch_ms_{t}"] = op_time_ms(fn, args.iters)
+            for name, ms in smelt_ops(args, t).items():
+                if name in rows:
+                    rows[name][f"smelt_ms_{t}"] = ms
+    for r in rows.values():
+        for t in thread_counts:
+            if f"smelt_ms_{t}" in r:
+                r[f"ratio_{t}"] = r[f"smelt_ms_{t}"] / r[f"torch_ms_{t}"]
+    if args.json:
+        for r in rows.values():
+            print(json.dumps(dict(r, framework=f"torch {torch.__version__}")))
+        return
+    print(f"ops: eager ms, PyTorch {torch.__version__} vs smelt ({args.smelt}); "
+          f"ratio = smelt / torch (above 1: smelt is slower)")
+    head = f"{'op':<17} {'shape (float32)':<22}"
+    for t in thread_counts:
+        head += f" {'torch@' + str(t):>10} {'smelt@' + str(t):>10} {'ratio':>6}"
+    print(head)
+    for r in rows.values():
+        line = f"{r['op']:<17} {r['shape']:<22}"
+        for t in thread_counts:
+            sm = r.get(f"smelt_ms_{t}")
+            line += f" {r[f'torch_ms_{t}']:10.4f} " + (f"{sm:10.4f} {r[f'ratio_{t}']:6.2f}"
+                                                     if sm is not None else f"{'-':>10} {'-':>6}")
+        print(line)
+    for t in thread_counts:
+        ratios = [r[f"ratio_{t}"] for r in rows.values() if f"ratio_{t}" in r]
+        if ratios:
+            slower = sum(1 for q in ratios if q > 1.0)
+            geo = statistics.geometric_mean(ratios)
+            print(f"{t} thread(s): geometric mean ratio {geo:.2f}, smelt slower on {slower} "
+                  f"of {len(ratios)} ops")
 
 
 def bench_eager_cuda(args, torch):
@@ -341,15 +532,165 @@ def bench_train_mlp(args, torch):
     return row
 
 
-def bench_compiled_cuda(args, torch):
-    """PyTorch eager and torch.compile beside `smelt bench --device cuda` (eager
-    and compiled) on identical inputs; see the module docstring."""
+# compiled-cuda: every implementation of each case, side by side ---------------------------------
+
+# Peaks the share column is taken of (as `smelt bench --device cuda`), measured on the H200:
+# a device copy moves 4.3 TB/s, bfloat16/float16 GEMMs reach 780 TFLOP/s dense.
+H200_COPY_GBPS = 4300.0
+H200_DENSE_HALF_TFLOPS = 780.0
+
+# (workload, dtype) of the compiled-cuda cases, in order.
+COMPILED_CUDA_CASES = [("pointwise", "float32"), ("softmax", "float32"),
+                       ("layernorm", "bfloat16"), ("mlp", "float32"), ("mlp", "bfloat16"),
+                       ("batchnorm-relu", "float32"), ("gpt2-block", "bfloat16")]
+
+# The implementations a row can show; --modes picks a subset. PyTorch eager always runs
+# (the reference of the agreement column).
+ALL_MODES = ["torch-eager", "torch-default", "torch-reduce-overhead", "torch-max-autotune",
+             "torch-max-autotune-no-cudagraphs", "smelt-eager", "smelt-default",
+             "smelt-reduce-overhead", "smelt-max-autotune", "smelt-max-autotune-no-cudagraphs"]
+# torch's max-autotune takes minutes; the no-cudagraphs variants only on request.
+DEFAULT_MODES = [m for m in ALL_MODES
+                 if not m.startswith("torch-max-autotune") and not m.endswith("no-cudagraphs")]
+
+
+def gpt2_block_flops(B, T, C):
+    """As smelt's bench: the four linear layers (12 C^2 multiply-adds per token) and
+    attention's q k^T and p v counted dense (T x T x C each per batch)."""
+    return 2 * B * T * 12 * C * C + 4 * B * T * T * C
+
+
+def make_gpt2_block(torch, C, n_head):
+    """smelt's models::GPT2Block in PyTorch (shared/data/models.json's gpt2_block):
+    x = x + c_proj(causal_sdpa(split(c_attn(ln_1(x))) into heads));
+    x = x + mlp_proj(gelu_tanh(c_fc(ln_2(x)))). The same state_dict keys."""
+    import torch.nn.functional as F
+
+    class GPT2Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln_1 = torch.nn.LayerNorm(C)
+            self.c_attn = torch.nn.Linear(C, 3 * C)
+            self.c_proj = torch.nn.Linear(C, C)
+            self.ln_2 = torch.nn.LayerNorm(C)
+            self.c_fc = torch.nn.Linear(C, 4 * C)
+            self.mlp_proj = torch.nn.Linear(4 * C, C)
+
+        def forward(self, x):
+            B, T, _ = x.shape
+
+            def heads(t):
+                return t.view(B, T, n_head, C // n_head).transpose(1, 2)
+
+            q, k, v = self.c_attn(self.ln_1(x)).split(C, 2)
+            y = F.scaled_dot_product_attention(heads(q), heads(k), heads(v), is_causal=True)
+            h = x + self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
+            return h + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(h)), approximate="tanh"))
+
+    return GPT2Block()
+
+
+def compiled_cuda_case(torch, name, dt):
+    """One case in PyTorch on the GPU: its inputs drawn in the order smelt's workload
+    draws them (t0, t1, ...; seed 0), the model weights to hand over (the prefix
+    smelt's workload reads), the function, the state it updates in place and a way
+    to put that state back, the checked number of calls, bytes and FLOPs per call."""
+    import torch.nn.functional as F
+
+    dev = "cuda"
+    dtype = getattr(torch, dt)
+    torch.manual_seed(0)
+    c = {"tensors": {}, "weights": {}, "state": lambda: [], "reset": lambda: None, "steps": 1,
+         "bytes": None, "flops": None}
+
+    def t(*shape):
+        x = torch.randn(*shape, device=dev).to(dtype)
+        c["tensors"][f"t{len(c['tensors'])}"] = x
+        return x
+
+    size = dtype.itemsize
+    if name == "pointwise":
+        n = 1 << 26
+        x, w, b = t(n), t(n), t(n)
+        c["fn"], c["bytes"] = (lambda: torch.sigmoid(x * w + b)), 4 * n * size
+    elif name == "softmax":
+        x = t(8192, 8192)
+
+        def fn():
+            e = torch.exp(x - x.amax(-1, keepdim=True))
+            return e / e.sum(-1, keepdim=True)
+
+        c["fn"], c["bytes"] = fn, 2 * x.numel() * size
+    elif name == "layernorm":
+        x, g, b = t(16384, 4096), t(4096), t(4096)
+        c["fn"] = lambda: F.layer_norm(x, (4096,), g, b, 1e-5)
+        c["bytes"] = 2 * x.numel() * size + 2 * 4096 * size
+    elif name == "mlp":
+        net = torch.nn.Sequential(torch.nn.Linear(1024, 1024), torch.nn.GELU(),
+                                  torch.nn.Linear(1024, 512), torch.nn.GELU(),
+                                  torch.nn.Linear(512, 10)).to(dev, dtype)
+        x = t(256, 1024)
+        c["fn"] = lambda: net(x)
+        c["weights"] = {f"mlp.{k}": v for k, v in net.state_dict().items()}
+        c["flops"] = 2 * 256 * (1024 * 1024 + 1024 * 512 + 512 * 10)
+    elif name == "batchnorm-relu":
+        # Training mode: batch statistics, running stats updated (momentum 0.1). Weight
+        # 1 + 0.1 randn, bias 0.1 randn (any values: smelt gets this state_dict).
+        N, C = 64, 256
+        bn = torch.nn.BatchNorm2d(C, momentum=0.1)
+        with torch.no_grad():
+            bn.weight.copy_(1 + 0.1 * torch.randn(C))
+            bn.bias.copy_(0.1 * torch.randn(C))
+        net = torch.nn.Sequential(bn, torch.nn.ReLU()).to(dev, dtype).train()
+        x = t(N, C, 56, 56)
+        init = {k: v.clone() for k, v in net.state_dict().items()}
+        c["fn"], c["weights"] = (lambda: net(x)), {f"bn.{k}": v for k, v in init.items()}
+        c["state"] = lambda: [bn.running_mean.clone(), bn.running_var.clone()]
+        c["reset"] = lambda: net.load_state_dict(init)
+        c["steps"] = 2  # as smelt's check: two calls from the initial stats
+        c["bytes"] = 3 * x.numel() * size  # x read for the statistics, again to normalize; y
+    elif name == "gpt2-block":
+        B, T, C, H = 8, 1024, 768, 12
+        net = make_gpt2_block(torch, C, H).to(dev, dtype)
+        x = t(B, T, C)
+        c["fn"] = lambda: net(x)
+        c["weights"] = {f"gpt2.{k}": v for k, v in net.state_dict().items()}
+        c["flops"] = gpt2_block_flops(B, T, C)
+    else:
+        raise ValueError(name)
+    return c
+
+
+def compiled_cuda_rows(args, torch):
+    """Every selected implementation of each case on identical inputs: PyTorch eager,
+    torch.compile in each mode, smelt eager and compiled in each mode (`smelt bench
+    --mode`). Times are the mean of back-to-back calls between two CUDA events;
+    compile times cold (an empty cache: a fresh TORCHINDUCTOR_CACHE_DIR and a
+    dynamo reset for PyTorch, after one warm-up compile so that imports are not
+    counted; a fresh kernel cache for smelt) and warm (a new compiled object
+    whose code comes from the caches the cold compile filled: PyTorch's
+    on-disk FX graph and Triton caches, smelt's plan and kernel cache); peak
+    memory one call adds (torch.cuda.max_memory_allocated, smelt's
+    peak_bytes_*); agreement with PyTorch eager after the case's checked calls
+    (and the state they update)."""
     import tempfile
 
-    import torch.nn.functional as F
     from safetensors.torch import load_file, save_file
 
     smelt = args.smelt or os.path.join(HERE, "..", "build", "smelt")
+    modes = [m.strip() for m in args.modes.split(",")] if args.modes else DEFAULT_MODES
+    for m in modes:
+        if m not in ALL_MODES:
+            sys.exit(f"torch_compare: unknown mode '{m}' in --modes; use {', '.join(ALL_MODES)}")
+    names = [w.strip() for w in args.workloads.split(",")] if args.workloads else []
+    cases = [c for c in COMPILED_CUDA_CASES if not names or c[0] in names]
+    if not cases:
+        sys.exit(f"torch_compare: --workloads matches no case; the cases: "
+                 f"{', '.join(sorted({c[0] for c in COMPILED_CUDA_CASES}))}")
+    torch_modes = [m[6:] for m in modes if m.startswith("torch-") and m != "torch-eager"]
+    smelt_modes = [m[6:] for m in modes if m.startswith("smelt-") and m != "smelt-eager"]
+    if "smelt-eager" in modes and not smelt_modes:
+        smelt_modes = ["default"]  # smelt eager is timed by every `smelt bench` run
     dev = "cuda"
 
     def device_ms(fn, iters):
@@ -371,104 +712,165 @@ def bench_compiled_cuda(args, torch):
         b.synchronize()
         return a.elapsed_time(b) / iters
 
+    def peak_bytes(fn):
+        # What one call adds at its highest point, as smelt's peak_bytes_*.
+        torch.cuda.synchronize()
+        before = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        fn()
+        torch.cuda.synchronize()
+        return torch.cuda.max_memory_allocated() - before
+
+    def checked(c, fn):
+        # The case's checked calls from its initial state: the last result and the state.
+        c["reset"]()
+        for _ in range(c["steps"]):
+            y = fn()
+        return [y.float().clone()] + [s.float() for s in c["state"]()]
+
+    def max_err(got, ref):
+        return max((g.float() - r).abs().max().item() for g, r in zip(got, ref))
+
+    def fresh_compile(fn, mode, cache_dir):
+        # A compile with nothing in memory and Inductor's caches in cache_dir: the
+        # time of the first call (trace, Inductor, Triton builds, autotuning).
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache_dir
+        torch._dynamo.reset()
+        try:  # Inductor's in-memory modules (keyed by source hash) would skip builds
+            torch._inductor.codecache.PyCodeCache.cache_clear()
+        except (AttributeError, TypeError):
+            pass
+        compiled = torch.compile(fn, mode=mode)
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        compiled()
+        torch.cuda.synchronize()
+        return compiled, (time.perf_counter() - t0) * 1e3
+
     rows = []
-    cases = [("pointwise", "float32"), ("softmax", "float32"), ("layernorm", "bfloat16"),
-             ("mlp", "float32"), ("mlp", "bfloat16")]
+    saved_cache = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
     with tempfile.TemporaryDirectory() as tmp, torch.inference_mode():
+        if torch_modes:  # imports and the first compile's one-time costs, not counted
+            w = torch.ones(16, device=dev)
+            fresh_compile(lambda: torch.relu(w) * 2, None, os.path.join(tmp, "warmup"))
         for name, dt in cases:
-            dtype = getattr(torch, dt)
-            torch.manual_seed(0)
-            tensors = {}
-
-            def t(*shape):  # in the order smelt's workloads() draws them: t0, t1, ...
-                x = torch.randn(*shape, device=dev).to(dtype)
-                tensors[f"t{len(tensors)}"] = x
-                return x
-
-            size = dtype.itemsize
-            if name == "pointwise":
-                n = 1 << 26
-                x, w, b = t(n), t(n), t(n)
-                fn, nbytes = (lambda: torch.sigmoid(x * w + b)), 4 * n * size
-            elif name == "softmax":
-                x = t(8192, 8192)
-
-                def fn():
-                    e = torch.exp(x - x.amax(-1, keepdim=True))
-                    return e / e.sum(-1, keepdim=True)
-
-                nbytes = 2 * x.numel() * size
-            elif name == "layernorm":
-                x, g, b = t(16384, 4096), t(4096), t(4096)
-                fn = lambda: F.layer_norm(x, (4096,), g, b, 1e-5)  # noqa: E731
-                nbytes = 2 * x.numel() * size + 2 * 4096 * size
+            c = compiled_cuda_case(torch, name, dt)
+            fn = c["fn"]
+            ref = checked(c, fn)
+            tol = 1e-4 if dt == "float32" else 5e-2
+            bound = tol * (1 + max(r.abs().max().item() for r in ref))
+            impls = [{"impl": "torch eager", "ms": device_ms(fn, args.iters),
+                      "peak_bytes": peak_bytes(fn), "max_abs_err": 0.0, "agree": True}]
+            for mode in torch_modes:
+                key = None if mode == "default" else mode
+                cache = os.path.join(tmp, f"inductor-{name}-{dt}-{mode}")
+                try:
+                    _, cold_ms = fresh_compile(fn, key, cache)
+                    compiled, warm_ms = fresh_compile(fn, key, cache)
+                    err = max_err(checked(c, compiled), ref)
+                    impls.append({"impl": f"torch.compile {mode}",
+                                  "ms": device_ms(compiled, args.iters),
+                                  "compile_ms_cold": cold_ms, "compile_ms_warm": warm_ms,
+                                  "peak_bytes": peak_bytes(compiled), "max_abs_err": err,
+                                  "agree": err <= bound})
+                    del compiled
+                except Exception as e:  # one failing mode leaves the others' rows
+                    impls.append({"impl": f"torch.compile {mode}",
+                                  "error": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"})
+                torch._dynamo.reset()
+            if saved_cache is None:
+                os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
             else:
-                net = torch.nn.Sequential(torch.nn.Linear(1024, 1024), torch.nn.GELU(),
-                                          torch.nn.Linear(1024, 512), torch.nn.GELU(),
-                                          torch.nn.Linear(512, 10)).to(dev, dtype)
-                x = t(256, 1024)
-                fn, nbytes = (lambda: net(x)), None
-            weights = {f"mlp.{k}": v for k, v in net.state_dict().items()} if name == "mlp" else {}
+                os.environ["TORCHINDUCTOR_CACHE_DIR"] = saved_cache
             inputs = os.path.join(tmp, "inputs.safetensors")
             outputs = os.path.join(tmp, "outputs.safetensors")
-            save_file({k: v.contiguous() for k, v in {**tensors, **weights}.items()}, inputs)
-            compiled = torch.compile(fn)
-            t0 = time.perf_counter()
-            compiled()
-            torch.cuda.synchronize()
-            first_ms = (time.perf_counter() - t0) * 1e3
-            ref = fn().float()
-            row = {"workload": name, "dtype": dt,
-                   "torch_eager_ms": device_ms(fn, args.iters),
-                   "torch_compiled_ms": device_ms(compiled, args.iters),
-                   "torch_first_compiled_call_ms": first_ms,
-                   "torch_compiled_max_abs_err": (compiled().float() - ref).abs().max().item()}
-            cmd = [smelt, "bench", name, "--device", "cuda", "--dtype", dt, "--json",
-                   "--inputs", inputs, "--save-outputs", outputs]
-            if args.iters:
-                cmd += ["--iters", str(args.iters)]
-            out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True).stdout
-            sm = json.loads(out.strip().splitlines()[-1])
-            got = load_file(outputs, device=dev)
-            diff = (got["compiled0"].float() - ref).abs()
-            row.update({"smelt_eager_ms": sm["eager_ms"], "smelt_compiled_ms": sm["compiled_ms"],
-                        "smelt_kernels": sm["kernel_names"],
-                        "smelt_compile_ms_cold": sm["compile_ms_cold"],
-                        "smelt_compile_ms_warm": sm["compile_ms_warm"],
-                        "smelt_max_abs_err": diff.max().item(),
-                        "smelt_max_rel_err": (diff / ref.abs().clamp_min(1e-3)).max().item(),
-                        "smelt_eager_vs_torch_max_abs_err":
-                            (got["eager0"].float() - ref).abs().max().item(),
-                        "bytes": nbytes})
-            tol = 1e-4 if dt == "float32" else 5e-2
-            row["agree"] = row["smelt_max_abs_err"] <= tol * (1 + ref.abs().max().item())
-            rows.append(row)
-            del tensors, weights, compiled, ref, got
+            c["reset"]()
+            save_file({k: v.contiguous() for k, v in {**c["tensors"], **c["weights"]}.items()},
+                      inputs)
+            smelt_rows = []
+            for i, mode in enumerate(smelt_modes):
+                cmd = [smelt, "bench", name, "--device", "cuda", "--dtype", dt, "--json",
+                       "--mode", mode, "--inputs", inputs, "--save-outputs", outputs]
+                if args.iters:
+                    cmd += ["--iters", str(args.iters)]
+                run = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True)
+                if run.returncode != 0:
+                    err_line = (run.stderr.strip().splitlines() or ["(no message)"])[-1][:200]
+                    smelt_rows.append({"impl": f"smelt {mode}",
+                                       "error": f"exit {run.returncode}: {err_line}"})
+                    continue
+                sm = json.loads(run.stdout.strip().splitlines()[-1])
+                got = load_file(outputs, device=dev)
+                n = len(ref)
+                if i == 0 and "smelt-eager" in modes:
+                    err = max_err([got[f"eager{k}"] for k in range(n)], ref)
+                    smelt_rows.append({"impl": "smelt eager", "ms": sm["eager_ms"],
+                                       "peak_bytes": sm["peak_bytes_eager"], "max_abs_err": err,
+                                       "agree": err <= bound})
+                if f"smelt-{mode}" in modes:
+                    err = max_err([got[f"compiled{k}"] for k in range(n)], ref)
+                    smelt_rows.append({"impl": f"smelt {mode}", "ms": sm["compiled_ms"],
+                                       "compile_ms_cold": sm["compile_ms_cold"],
+                                       "compile_ms_warm": sm["compile_ms_warm"],
+                                       "peak_bytes": sm["peak_bytes_compiled"],
+                                       "max_abs_err": err, "agree": err <= bound,
+                                       "kernels": sm["kernel_names"]})
+            impls += smelt_rows
+            rows.append({"workload": name, "dtype": dt, "bytes": c["bytes"], "flops": c["flops"],
+                         "checked_calls": c["steps"], "tolerance": bound, "impls": impls})
+            del c, fn, ref
             torch.cuda.empty_cache()
-    return {"workload": "compiled-cuda", "rows": rows}
+    return rows
+
+
+def bench_compiled_cuda(args, torch):
+    """PyTorch eager and torch.compile beside `smelt bench --device cuda` (eager
+    and compiled) on identical inputs; see the module docstring."""
+    return {"workload": "compiled-cuda", "rows": compiled_cuda_rows(args, torch),
+            "peak_gbps": H200_COPY_GBPS, "peak_tflops_half": H200_DENSE_HALF_TFLOPS}
 
 
 def print_compiled_cuda(row):
-    cols = ["torch_eager_ms", "torch_compiled_ms", "smelt_eager_ms", "smelt_compiled_ms"]
-    print(f"{'workload':18} {'torch eager':>12} {'torch.compile':>14} {'smelt eager':>12} "
-          f"{'smelt compiled':>15} {'max abs err':>12} {'agree':>6}")
+    print(f"{'workload':23} {'implementation':29} {'us/call':>9} {'rate':>14} {'share':>6} "
+          f"{'cold ms':>8} {'warm ms':>8} {'peak MiB':>9} {'max abs err':>11} {'agree':>5}")
     for r in row["rows"]:
-        def cell(key, width):
-            ms = r[key]
-            rate = f" {r['bytes'] / ms / 1e6:5.0f}G" if r["bytes"] else ""
-            return f"{ms * 1e3:{width - len(rate) - 2}.0f}us{rate}"
-        print(f"{r['workload'] + ' ' + r['dtype']:18} {cell(cols[0], 12)} {cell(cols[1], 14)} "
-              f"{cell(cols[2], 12)} {cell(cols[3], 15)} {r['smelt_max_abs_err']:12.2e} "
-              f"{'yes' if r['agree'] else 'NO':>6}")
+        label = f"{r['workload']} {r['dtype']}"
+        for im in r["impls"]:
+            if "error" in im:
+                print(f"{label:23} {im['impl']:29} FAILED: {im['error']}")
+                label = ""
+                continue
+            ms = im["ms"]
+            rate, share = "", ""
+            if r["flops"]:
+                tf = r["flops"] / ms / 1e9
+                rate = f"{tf:8.1f} TFLOP/s"
+                if r["dtype"] in ("bfloat16", "float16"):
+                    share = f"{100 * tf / row['peak_tflops_half']:5.1f}%"
+            elif r["bytes"]:
+                gb = r["bytes"] / ms / 1e6
+                rate, share = f"{gb:9.0f} GB/s", f"{100 * gb / row['peak_gbps']:5.1f}%"
+            cold = f"{im['compile_ms_cold']:8.0f}" if "compile_ms_cold" in im else f"{'-':>8}"
+            warm = f"{im['compile_ms_warm']:8.1f}" if "compile_ms_warm" in im else f"{'-':>8}"
+            print(f"{label:23} {im['impl']:29} {ms * 1e3:9.1f} {rate:>14} {share:>6} {cold} {warm} "
+                  f"{im['peak_bytes'] / 2 ** 20:9.1f} {im['max_abs_err']:11.2e} "
+                  f"{'yes' if im['agree'] else 'NO':>5}")
+            label = ""
+    print("rate: bytes each call must move / time (GB/s), or FLOPs / time where counted (mlp, "
+          "gpt2-block: attention counted dense); share: of the H200's measured peaks "
+          f"({row['peak_gbps']:.0f} GB/s copy, {row['peak_tflops_half']:.0f} TFLOP/s bf16 dense); "
+          "cold: first compile with empty caches, warm: a new compile over the filled caches; "
+          "peak MiB: memory one call adds at its highest point; max abs err: from PyTorch eager "
+          "(batchnorm-relu: after two calls, its running stats too)")
     for r in row["rows"]:
-        print(f"  {r['workload']} {r['dtype']}: smelt kernels {', '.join(r['smelt_kernels'])}; "
-              f"smelt compile {r['smelt_compile_ms_cold']:.0f} ms cold, "
-              f"{r['smelt_compile_ms_warm']:.1f} ms warm; torch.compile first call "
-              f"{r['torch_first_compiled_call_ms']:.0f} ms")
+        for im in r["impls"]:
+            if "kernels" in im:
+                print(f"  {r['workload']} {r['dtype']} {im['impl']}: {', '.join(im['kernels'])}")
 
 
 WORKLOADS = {"minilm": bench_minilm, "eager-cuda": bench_eager_cuda, "train-mlp": bench_train_mlp,
-             "compiled-cuda": bench_compiled_cuda}
+             "compiled-cuda": bench_compiled_cuda, "ops": None}
 
 
 def main():
@@ -476,7 +878,8 @@ def main():
     p.add_argument("--workload", required=True, choices=sorted(WORKLOADS))
     p.add_argument("--device", default="cpu")
     p.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16"])
-    p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--threads", default="",
+                   help="thread count; ops: a comma-separated list, e.g. 1,2")
     p.add_argument("--iters", type=int, default=0, help="timed iterations (0 = automatic)")
     p.add_argument("--model", default="", help="minilm: a sentence-transformers folder "
                    "(default: all-MiniLM-L6-v2 through tools/fetch_model.py)")
@@ -484,17 +887,28 @@ def main():
                    help="minilm: write random weights into --model's folder when it has none")
     p.add_argument("--shared", default=os.path.join(HERE, "..", "..", "shared"),
                    help="train-mlp: the folder with data/seed_mlp.safetensors")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--json", action="store_true", help="print one JSON object (ops: one per op)")
     p.add_argument("--smelt-json", default="",
                    help="eager-cuda: smelt_benchmarks' JSON output to print beside PyTorch's")
-    p.add_argument("--smelt", default="",
-                   help="compiled-cuda: the smelt binary (default: build/smelt beside this tree)")
+    p.add_argument("--smelt", default=os.path.join(HERE, "..", "build", "smelt"),
+                   help="ops, compiled-cuda: the smelt binary")
+    p.add_argument("--filter", default="", help="ops: only the ops whose name contains this")
+    p.add_argument("--modes", default="",
+                   help="compiled-cuda: comma list of implementations (" + ", ".join(ALL_MODES)
+                   + "); default: all but torch-max-autotune and the no-cudagraphs variants")
+    p.add_argument("--workloads", default="",
+                   help="compiled-cuda: comma list of case names (default: every case)")
     args = p.parse_args()
     try:
         import torch
     except ImportError:
         sys.exit("torch_compare: PyTorch is not installed (pip install torch sentence-transformers)")
-    threads = args.threads or int(os.environ.get("OMP_NUM_THREADS", "0")) or os.cpu_count()
+    counts = [int(t) for t in args.threads.split(",") if t] or [
+        int(os.environ.get("OMP_NUM_THREADS", "0")) or os.cpu_count()]
+    if args.workload == "ops":
+        run_ops(args, torch, counts)
+        return
+    threads = counts[0]
     torch.set_num_threads(threads)
     row = WORKLOADS[args.workload](args, torch)
     row.update({"framework": f"torch {torch.__version__}", "device": args.device,
@@ -507,8 +921,7 @@ def main():
         print_eager_cuda(row, args.smelt_json)
         return
     if args.workload == "compiled-cuda":
-        print(f"compiled-cuda ({row['framework']}, {torch.cuda.get_device_name()}); "
-              "us per call and achieved GB/s")
+        print(f"compiled-cuda ({row['framework']}, {torch.cuda.get_device_name()})")
         print_compiled_cuda(row)
         return
     print(f"{row['workload']} ({row['framework']}, {args.device}, {args.dtype}, {threads} threads)")

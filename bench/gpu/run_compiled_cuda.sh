@@ -6,13 +6,22 @@
 #      CUDA eager and CPU eager, error flags, alignment guard, disk cache...);
 #   2. `smelt bench --device cuda`: pointwise sigmoid(x*w+b) 2^26 f32, manual
 #      softmax 8192x8192 f32, layer_norm 16384x4096 bf16, seed MLP f32 / bf16
-#      at batch 256 (times, achieved GB/s, errors, cold and warm compile);
+#      at batch 256, training-mode batch_norm + relu 64x256x56x56 f32, a GPT-2
+#      block 8x1024x768 bf16 (times, achieved GB/s or TFLOP/s and their share
+#      of the H200's peak, errors, cold and warm compile), and
+#      the 8192^3 bf16 GEMMs (gemm, linear-gelu, linear-gelu-erf: TFLOP/s and
+#      the epilogue's cost over the GEMM alone), with and without rounding
+#      intermediates (without: bias + tanh-GELU in cuBLASLt's epilogue);
 #   3. `smelt golden --compiled --device cuda` on the shared golden files;
 #   4. a CUDA fuzz campaign (`smelt fuzz --device cuda`: compiled on the GPU vs
 #      eager on the GPU and on the CPU), 8 processes with their own seeds;
 #   5. bench/torch_compare.py --workload compiled-cuda (PyTorch eager,
-#      torch.compile, smelt eager, smelt compiled on identical inputs) where
-#      PyTorch is installed.
+#      torch.compile default / reduce-overhead, smelt eager, smelt::compile
+#      default / reduce-overhead / max-autotune on identical inputs: times,
+#      cold and warm compiles, peak memory, agreement) where PyTorch is
+#      installed; TORCH_COMPARE_ARGS adds options (--modes, --workloads).
+#      This stage alone takes minutes (every torch.compile is timed cold and
+#      warm): SKIP_TORCH_COMPARE=1 leaves it out.
 # Every stage has a time limit; logs go to $OUT (default ./out): tests.log,
 # golden.log, fuzz.log, bench.log, torch_compare.log and summary.txt.
 #
@@ -48,18 +57,24 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>
 # 1. tests (ctest runs each gtest case as its own process, JOBS at a time)
 stage "tests" 120 "$OUT/tests.log" \
   ctest --test-dir "$BUILD" -j "$JOBS" --output-on-failure --timeout 110 \
-  -R 'CudaCompile|CudaCodegen|CudaOpTable'
+  -R 'CudaCompile|CudaCodegen|CudaOpTable|CublasLt'
 grep -E "tests passed|tests failed|\((Failed|Timeout|SEGFAULT|Subprocess aborted)\)" "$OUT/tests.log" \
   | tail -40 >> "$SUMMARY"
 
 # 2. benchmarks
 for w in "pointwise float32" "softmax float32" "layernorm bfloat16" "mlp float32" \
-         "mlp bfloat16"; do
+         "mlp bfloat16" "batchnorm-relu float32" "gpt2-block bfloat16"; do
   set -- $w
   echo "=== smelt bench $1 --device cuda --dtype $2" >> "$OUT/bench.log"
-  stage "bench $1 $2" 40 "$OUT/bench.log" "$BUILD/smelt" bench "$1" --device cuda --dtype "$2"
+  stage "bench $1 $2" 60 "$OUT/bench.log" "$BUILD/smelt" bench "$1" --device cuda --dtype "$2"
 done
-grep -E "^(pointwise|softmax|layernorm|mlp) " "$OUT/bench.log" >> "$SUMMARY"
+for extra in "" --no-round-intermediates; do
+  echo "=== smelt bench gemm,linear-gelu,linear-gelu-erf --device cuda $extra" >> "$OUT/bench.log"
+  stage "bench gemms bfloat16 $extra" 90 "$OUT/bench.log" \
+    "$BUILD/smelt" bench gemm,linear-gelu,linear-gelu-erf --device cuda $extra
+done
+grep -E "^(pointwise|softmax|layernorm|mlp|batchnorm-relu|gpt2-block|gemm|linear-gelu) \
+|GB/s compiled|TFLOP/s|running stats|shared GPT-2 block" "$OUT/bench.log" >> "$SUMMARY"
 
 # 3. golden cases compiled on the GPU
 if [ -n "$SHARED" ]; then
@@ -93,10 +108,14 @@ note "$(printf '%-28s %4ss, FAIL lines: %s' "fuzz (8 x 120 cases)" "$((SECONDS -
 grep '^FAIL' "$OUT/fuzz.log" | head -20 >> "$SUMMARY"
 
 # 5. PyTorch side by side
-if python3 -c 'import torch, safetensors' 2>/dev/null; then
-  stage "torch_compare compiled-cuda" 110 "$OUT/torch_compare.log" \
-    python3 "$REPO/bench/torch_compare.py" --workload compiled-cuda --smelt "$BUILD/smelt"
-  tail -12 "$OUT/torch_compare.log" >> "$SUMMARY"
+if [ -n "${SKIP_TORCH_COMPARE:-}" ]; then
+  note "torch_compare: skipped (SKIP_TORCH_COMPARE)"
+elif python3 -c 'import torch, safetensors' 2>/dev/null; then
+  # shellcheck disable=SC2086  # TORCH_COMPARE_ARGS is a list of options
+  stage "torch_compare compiled-cuda" 540 "$OUT/torch_compare.log" \
+    python3 "$REPO/bench/torch_compare.py" --workload compiled-cuda --smelt "$BUILD/smelt" \
+    ${TORCH_COMPARE_ARGS:-}
+  tail -60 "$OUT/torch_compare.log" >> "$SUMMARY"
 else
   note "torch_compare: PyTorch (with safetensors) is not installed here; skipped"
 fi

@@ -128,10 +128,43 @@
 namespace smelt {
 
 struct CompileOptions {
-  /// "default"; "reduce-overhead" (CPU: one pre-planned arena kept across calls
-  /// instead of an allocation per call); "max-autotune" (accepted; behaves as
-  /// default on the CPU until autotuning lands, and says so in the log).
+  /// "default", "reduce-overhead", "max-autotune" or
+  /// "max-autotune-no-cudagraphs", as torch.compile's modes:
+  ///  * "reduce-overhead": one pre-planned arena of intermediates kept across
+  ///    calls instead of an allocation per call; on CUDA, moreover, the calls
+  ///    replay a CUDA graph. The first call of a graph runs step by step (a
+  ///    warm-up), the second records its launches (kernels, cuBLAS calls,
+  ///    eager fallbacks) into a CUDA graph over static input and output
+  ///    buffers, and later calls copy their arguments into the static inputs
+  ///    and replay it with one launch. Results are the static output buffers
+  ///    themselves (no copy, as PyTorch's cudagraph trees return them), and a
+  ///    replay never overwrites a result the program still holds: two
+  ///    recordings with outputs of their own take turns, and a call finding
+  ///    both recordings' results in use runs step by step into fresh memory
+  ///    (where PyTorch would raise on reading an overwritten output). A graph
+  ///    that cannot be recorded (kernels whose runtime check the host reads
+  ///    after each call, such as an integer division; an eager fallback that
+  ///    waits for the device, such as Adam's step counts read with item())
+  ///    runs step by step, the reason in CompileStats::cudagraph_skip_reason
+  ///    and logged under SMELT_LOGS=graph_breaks and perf. A new shape (a
+  ///    failed guard) compiles and records a new graph. The recordings keep
+  ///    their memory (CompileStats::cudagraph_static_bytes) as long as the
+  ///    compiled function lives.
+  ///  * "max-autotune": on CUDA, each generated kernel's candidate launch
+  ///    layouts (block size, elements per thread, threads per reduced row,
+  ///    persistent or looped rows) are built and timed on the first call's
+  ///    tensors (only read: outputs go to scratch memory) and the fastest
+  ///    whose results agree with the heuristic layout's is kept; choices are
+  ///    cached on disk beside the kernel cache (a second compile benchmarks
+  ///    nothing), within autotune_budget_s; then the calls replay CUDA graphs
+  ///    as under "reduce-overhead". On the CPU: as "default" (no autotuning
+  ///    yet; the log says so).
+  ///  * "max-autotune-no-cudagraphs": the autotuning without CUDA graphs.
   std::string mode = "default";
+  /// Mode max-autotune: seconds the autotuning of one graph may take
+  /// (candidate builds and benchmarks); kernels it does not reach keep their
+  /// heuristic layout. <= 0: no limit.
+  double autotune_budget_s = 60;
   /// Raise smelt::Error on a graph break instead of running eagerly.
   bool fullgraph = false;
   /// Accepted; symbolic shapes are not implemented yet, so a new shape recompiles.
@@ -152,7 +185,9 @@ struct CompileOptions {
   /// Round every float16/bfloat16 intermediate inside a fused kernel to its
   /// dtype, as eager mode stores it, so compiled results equal eager ones
   /// (Inductor's emulate_precision_casts). Off: intermediates stay in float32
-  /// registers (slightly faster, results may drift from eager).
+  /// registers (slightly faster, results may drift from eager), and a
+  /// float16/bfloat16 GEMM takes its bias, activation and residual add into
+  /// the GEMM call (cuBLASLt's epilogue on a GPU), rounded once.
   bool round_intermediates = true;
   /// Compiled forward whose results require grad: the backward graph
   /// recomputes cheap pointwise values from the saved ones when that saves
@@ -207,6 +242,25 @@ struct CompileStats {
   int64_t bytes_eager = 0;
   int64_t bytes_compiled = 0;
   std::string last_graph_break;
+  /// Mode reduce-overhead (and max-autotune) on CUDA, of the latest graph run:
+  /// CUDA graphs recorded, calls that replayed one, calls that ran step by
+  /// step (the warm-up included), the device memory the recordings keep
+  /// (static inputs and outputs, the intermediates' arena, what the recorded
+  /// work allocated), and why calls run step by step ("" while they replay).
+  int cudagraph_captures = 0;
+  int cudagraph_replays = 0;
+  int cudagraph_uncaptured_runs = 0;
+  int64_t cudagraph_static_bytes = 0;
+  std::string cudagraph_skip_reason;
+  /// Mode max-autotune, latest graph: kernels whose layout came from the disk
+  /// cache, kernels benchmarked, kernels whose layout changed from the
+  /// heuristic's, candidate layouts timed, and the stage's time (ms; part of
+  /// last_compile_ms).
+  int autotune_cache_hits = 0;
+  int autotune_tuned = 0;
+  int autotune_changed = 0;
+  int autotune_candidates = 0;
+  double autotune_ms = 0;
 };
 
 namespace detail {

@@ -17,6 +17,8 @@
 //    runtime's ModuleCache;
 //  * launch: runs one kernel of a Module on its arguments (an array of
 //    pointers, one per buffer or flag) with a LaunchConfig;
+//  * graph capture: work recorded once and replayed in one launch (CUDA
+//    graphs; none on the CPU);
 //  * GEMM with a fused epilogue (bias, activation, residual add);
 //  * the eager kernels the ops call, one call per op (never per element):
 //    copy/cast, fill and factory fills, random fills, pointwise functors by
@@ -144,6 +146,38 @@ struct LaunchConfig {
   size_t num_args = 0;
 };
 
+// ---------------------------------------------------------- graph capture --
+
+/// Device work recorded once and replayed in one launch (a CUDA graph). The
+/// memory the work allocated while it was recorded (scratch of eager ops and
+/// library calls) is the recording's own: it is neither handed to other work
+/// nor returned to the device while the recording lives.
+class CapturedWork {
+ public:
+  virtual ~CapturedWork() = default;
+  /// Queues all of the recorded work on `stream` (in that stream's order).
+  virtual void replay(Stream stream) = 0;
+  /// Operations recorded (kernels, copies, memsets), for logs.
+  virtual size_t nodes() const = 0;
+  /// Bytes of device memory reserved for the work's own allocations.
+  virtual int64_t private_bytes() const = 0;
+};
+
+/// A recording in progress (Backend::begin_capture). While it lives, the work
+/// the calling thread queues on its device goes to stream(), which is the
+/// thread's current stream there: that work is recorded, not run. A call that
+/// cannot be recorded (waiting for the device, a copy to or from pageable
+/// host memory) raises smelt::Error naming it; the recording is then useless.
+/// Destroying it before finish() discards it and restores the current stream.
+class Capture {
+ public:
+  virtual ~Capture() = default;
+  virtual Stream stream() const = 0;
+  /// Ends the recording (the thread's previous current stream is restored)
+  /// and returns it, ready to replay; Error when the device refused it.
+  virtual std::unique_ptr<CapturedWork> finish() = 0;
+};
+
 // ------------------------------------------------------------------- GEMM --
 
 /// Where one operand of a batched matrix product lives: element (b, i, j) is at
@@ -248,6 +282,9 @@ class Backend {
   virtual int current_device() { return 0; }
   /// Makes `index` the calling thread's current device; Error when out of range.
   virtual void set_device(int index) {}
+  /// The model of `device`, for cache keys and logs ("NVIDIA H200, compute
+  /// capability 9.0"; the backend's name where there is nothing more to say).
+  virtual std::string device_name(Device device) { return name(); }
 
   // ---- memory ----
   /// Device memory (the same allocator core's Storage uses for this device).
@@ -336,6 +373,12 @@ class Backend {
   virtual void launch(KernelHandle kernel, void* const* args, const LaunchConfig& config,
                       Stream stream) = 0;
 
+  // ---- graph capture ----
+  /// Starts recording the work the calling thread queues on `device` (see
+  /// Capture); nullptr where the backend cannot record work (the CPU runs it
+  /// as it is queued).
+  virtual std::unique_ptr<Capture> begin_capture(Device device) { return nullptr; }
+
   // ---- GEMM ----
   /// True when the epilogue activation `act` can be fused into gemm().
   virtual bool gemm_epilogue_supported(const GemmActivation& act) const = 0;
@@ -423,9 +466,12 @@ class Backend {
   // A composite op is defined once, by its decomposition (ops/decompositions.cpp);
   // run eagerly, the decomposition may hand a whole op to one of these kernels,
   // which compute the same formula with the same scalar functors in one pass
-  // over memory (sums reassociated). They return false where the backend has
-  // none (the CPU) or the arguments fall outside what it handles; the
-  // decomposition then runs op by op.
+  // over memory. The CUDA kernels reassociate the row sums; the CPU ones give
+  // the decomposition's values bit for bit (same reduction order) and take
+  // float32 / float64 rows only (the decomposition then offers them the
+  // float32 upcast of a float16 / bfloat16 x). They return false, writing
+  // nothing, where the backend has none or the arguments fall outside what it
+  // handles; the decomposition then runs op by op.
 
   /// softmax (log_softmax when `log`) of contiguous floating x over its last
   /// dim into out (fresh, x's shape and dtype): in opmath, shifted = x - max,

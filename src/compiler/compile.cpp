@@ -22,10 +22,12 @@
 #include "compiler/logs.h"
 #include "compiler/passes/partition.h"
 #include "compiler/passes/passes.h"
+#include "compiler/runtime/autotune.h"
 #include "compiler/runtime/compiled_function.h"
 #include "compiler/runtime/executor.h"
 #include "compiler/runtime/kernel_cache.h"
 #include "compiler/runtime/plan_cache.h"
+#include "compiler/runtime/replay.h"
 #include "compiler/runtime/units.h"
 #include "compiler/trace/joint.h"
 #include "compiler/trace/tracer.h"
@@ -261,11 +263,11 @@ class CompiledState {
   CompiledState(CompileOptions o, std::function<std::vector<nn::NamedTensor>()> p,
                 std::function<std::string()> m)
       : opts(std::move(o)), params_fn(std::move(p)), mode_fn(std::move(m)) {
-    SMELT_CHECK(
-        opts.mode == "default" || opts.mode == "reduce-overhead" || opts.mode == "max-autotune",
-        "smelt::compile: unknown mode '{}'; use \"default\", \"reduce-overhead\" or "
-        "\"max-autotune\"",
-        opts.mode);
+    SMELT_CHECK(opts.mode == "default" || opts.mode == "reduce-overhead" ||
+                    opts.mode == "max-autotune" || opts.mode == "max-autotune-no-cudagraphs",
+                "smelt::compile: unknown mode '{}'; use \"default\", \"reduce-overhead\", "
+                "\"max-autotune\" or \"max-autotune-no-cudagraphs\"",
+                opts.mode);
     SMELT_CHECK(opts.backend == "cpp" || opts.backend == "cpu" || opts.backend == "cuda" ||
                     opts.backend == "inductor",
                 "smelt::compile: backend '{}' is not available; use \"inductor\" (the default "
@@ -359,7 +361,18 @@ class CompiledState {
       leaf_of(eff).mutable_grad() =
           eff.output >= 0 ? out[static_cast<size_t>(eff.output)] : Tensor();
     out.resize(static_cast<size_t>(e.num_results));
-    if (g.profile) {
+    const CaptureStats cs = g.capture_stats();
+    stats.cudagraph_captures = cs.captures;
+    stats.cudagraph_replays = cs.replays;
+    stats.cudagraph_uncaptured_runs = cs.uncaptured_runs;
+    stats.cudagraph_static_bytes = cs.static_bytes;
+    stats.cudagraph_skip_reason = cs.reason;
+    if (g.profile && cs.last_call_replayed) {
+      log_artifact("perf", "per-kernel time and bytes moved",
+                   fmt::format("  CUDA graph replay of {} steps {:9.3f} ms (the steps are not "
+                               "timed one by one in a replay)\n",
+                               g.schedule().steps.size(), cs.last_replay_ms));
+    } else if (g.profile) {
       std::string body;
       const auto& steps = g.schedule().steps;
       for (size_t i = 0; i < steps.size(); ++i) {
@@ -412,17 +425,23 @@ class CompiledState {
       e.guards.param_storage.push_back(p.tensor.storage()->serial());
     }
     if (log_enabled("guards")) log_artifact("guards", "guards of the new graph", e.guards.str());
-    if (log_enabled("graph"))
+    if (log_enabled("graph")) {
+      const bool on_cuda = !args.empty() && args[0].device().is_cuda();
+      std::string what;
+      if (opts.mode.rfind("max-autotune", 0) == 0)
+        what = on_cuda ? " (kernel layouts benchmarked on the first call's tensors)"
+                       : " (no autotuning on the CPU yet: compiled as default)";
+      if (opts.mode == "reduce-overhead" || (opts.mode == "max-autotune" && on_cuda))
+        what += on_cuda ? " (one memory arena kept across calls; calls replay CUDA graphs)"
+                        : " (one memory arena kept across calls)";
       log_artifact(
           "graph",
           fmt::format(
-              "compile options: mode={}{}, fullgraph={}, dynamic={}{}, backend={}", opts.mode,
-              opts.mode == "max-autotune" ? " (no autotuning on the CPU yet: compiled as default)"
-              : opts.mode == "reduce-overhead" ? " (one memory arena kept across calls)"
-                                               : "",
+              "compile options: mode={}{}, fullgraph={}, dynamic={}{}, backend={}", opts.mode, what,
               opts.fullgraph, opts.dynamic,
               opts.dynamic ? " (symbolic shapes not implemented: a new shape recompiles)" : "",
               opts.backend));
+    }
     // 1. trace
     Graph captured;
     // Tracing swaps the module's parameter storages into tracers: one trace at
@@ -584,9 +603,16 @@ class CompiledState {
     // 3-7. lowering, fusion, codegen, build and load, for each graph.
     std::shared_ptr<CompiledGraph> backward;
     BuildTotals bt;
+    stats.autotune_cache_hits = stats.autotune_tuned = stats.autotune_changed = 0;
+    stats.autotune_candidates = 0;
+    stats.autotune_ms = 0;
     try {
-      e.graph = build(std::move(g), e.source, bt);
-      if (part) backward = build(std::move(part->backward), e.source, bt);
+      std::vector<Tensor> inputs = args;  // the graph's inputs: then the .grad values it reads
+      for (const auto& gi : e.grad_inputs)
+        inputs.push_back(gi.arg >= 0 ? args[static_cast<size_t>(gi.arg)].grad()
+                                     : Tensor(gi.leaf).grad());
+      e.graph = build(std::move(g), e.source, bt, &inputs, params);
+      if (part) backward = build(std::move(part->backward), e.source, bt, nullptr, params);
     } catch (const backend::ToolchainUnavailable& err) {
       e.graph = nullptr;
       undo_trace();
@@ -655,8 +681,13 @@ class CompiledState {
   /// Lowers, fuses and generates `g` (after its passes), or loads the plan a
   /// compile of this graph stored; C++ for the CPU, CUDA C++ for a GPU; builds
   /// and loads its kernels (ToolchainUnavailable when no compiler is found).
-  /// Appends the kernels' source to `source`.
-  std::shared_ptr<CompiledGraph> build(Graph g, std::string& source, BuildTotals& bt) {
+  /// Appends the kernels' source to `source`. `tune_inputs`: the graph's
+  /// inputs at this call, on which max-autotune times the kernels' layouts
+  /// (null: the heuristic layouts; a backward graph's inputs exist only when
+  /// the backward runs); `params`: the module's parameters and buffers.
+  std::shared_ptr<CompiledGraph> build(Graph g, std::string& source, BuildTotals& bt,
+                                       const std::vector<Tensor>* tune_inputs,
+                                       const std::vector<Tensor>& params) {
     const Device device = g.device();
     const CppDialect cpp_dialect;
     const CudaDialect cuda_dialect;
@@ -699,16 +730,52 @@ class CompiledState {
       if (st.kind == Step::Kind::Kernel) kernels += "\n" + st.source;
     std::shared_ptr<backend::Module> lib;
     backend::BuildInfo bi;
+    const size_t source_start = source.size();
     if (!units.empty()) {
       for (auto& u : units) source += u.source;
       lib = build_units(units, backend::backend(device), device, kernel_cache(), &bi);
+    }
+    if (!cached) store_plan(key, s, units);  // the heuristic plan: autotuning starts from it
+    // 8. max-autotune (CUDA): kernel layouts timed on this call's tensors.
+    if (tune_inputs && opts.mode.rfind("max-autotune", 0) == 0 && device.is_cuda() && lib) {
+      AutotuneOptions ao;
+      ao.budget_s = opts.autotune_budget_s;
+      const AutotuneResult ar = autotune(g, s, dialect, lib, *tune_inputs, params, ao);
+      stats.autotune_cache_hits = ar.cache_hits;
+      stats.autotune_tuned = ar.tuned;
+      stats.autotune_changed = ar.changed;
+      stats.autotune_candidates = ar.candidates;
+      stats.autotune_ms = ar.ms;
+      if (log_enabled("perf"))
+        log_artifact("perf",
+                     fmt::format("max-autotune: {} kernel(s), {} from the disk cache, {} "
+                                 "benchmarked, {} changed, in {:.1f} ms{}",
+                                 ar.kernels, ar.cache_hits, ar.tuned, ar.changed, ar.ms,
+                                 ar.out_of_budget ? " (time budget spent)" : ""),
+                     ar.log);
+      if (ar.changed > 0) {  // the kernels again, with the layouts chosen
+        units = split_units(s, dialect.preamble(), build_parallelism(), kCudaUnitLines);
+        source.resize(source_start);
+        for (auto& u : units) source += u.source;
+        backend::BuildInfo tuned;
+        lib = build_units(units, backend::backend(device), device, kernel_cache(), &tuned);
+        bi.cache_hit = bi.cache_hit && tuned.cache_hit;
+        bi.build_ms += tuned.build_ms;
+        bi.source_path = tuned.source_path;
+      }
+      kernels.clear();
+      for (auto& st : s.steps)
+        if (st.kind == Step::Kind::Kernel) kernels += "\n" + st.source;
+    }
+    if (!units.empty()) {
       ++bt.builds;
       bt.cache_hits += bi.cache_hit ? 1 : 0;
       bt.build_ms += bi.build_ms;
     }
-    if (!cached) store_plan(key, s, units);
-    auto cg = std::make_shared<CompiledGraph>(std::move(g), std::move(s), lib,
-                                              opts.mode == "reduce-overhead");
+    // CUDA graphs: mode reduce-overhead, and max-autotune on CUDA (as torch.compile).
+    const bool reduce_overhead =
+        opts.mode == "reduce-overhead" || (opts.mode == "max-autotune" && device.is_cuda());
+    auto cg = std::make_shared<CompiledGraph>(std::move(g), std::move(s), lib, reduce_overhead);
     if (log_enabled("output_code")) {
       log_artifact("output_code",
                    fmt::format("generated code ({}; source {}): kernels include the embedded "

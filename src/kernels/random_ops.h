@@ -78,13 +78,22 @@ SMELT_HD T uniform_element(const uint32_t* w, int64_t i, int bits) {
   return from_double<T>(static_cast<double>(v >> (64 - bits)) * std::ldexp(1.0, -bits));
 }
 
-/// Standard normal element i (Box-Muller; u1 in (0, 1] so that log(u1) is finite).
-template <class T>
-SMELT_HD T normal_element(const uint32_t* w, int64_t i) {
+/// Box-Muller radius r and angle theta of block `w` (two 53-bit uniforms;
+/// u1 in (0, 1] so that log(u1) is finite): its two normals are
+/// r * cos(theta) and r * sin(theta).
+SMELT_HD void normal_polar(const uint32_t* w, double& r, double& theta) {
   const double u1 = 1.0 - static_cast<double>(words64(w) >> 11) * 0x1.0p-53;
   const double u2 = static_cast<double>(words64(w + 2) >> 11) * 0x1.0p-53;
-  const double r = std::sqrt(-2.0 * std::log(u1));
-  const double theta = 2.0 * 3.14159265358979323846 * u2;
+  r = std::sqrt(-2.0 * std::log(u1));
+  theta = 2.0 * 3.14159265358979323846 * u2;
+}
+
+/// Standard normal element i of its block (normal_polar: cos for an even i,
+/// sin for an odd one).
+template <class T>
+SMELT_HD T normal_element(const uint32_t* w, int64_t i) {
+  double r, theta;
+  normal_polar(w, r, theta);
   return from_double<T>(i % 2 == 0 ? r * std::cos(theta) : r * std::sin(theta));
 }
 

@@ -130,9 +130,10 @@ struct Max {
   using value_t = A;
   static constexpr bool kIndexed = false;
   static SMELT_HD A init() { return lowest<A>(); }
-  static SMELT_HD A step(A acc, A x) {
-    if (is_nan(acc)) return acc;
-    return (is_nan(x) || x > acc) ? x : acc;
+  static SMELT_HD A step(A acc, A x) {  // a select without branches: lanes of it vectorize
+    const bool acc_is_number = !is_nan(acc);
+    const bool take = acc_is_number & (is_nan(x) | (x > acc));
+    return take ? x : acc;
   }
   static SMELT_HD A combine(A a, A b) { return step(a, b); }
   static SMELT_HD A finalize(A acc) { return acc; }
@@ -145,9 +146,10 @@ struct Min {
   using value_t = A;
   static constexpr bool kIndexed = false;
   static SMELT_HD A init() { return highest<A>(); }
-  static SMELT_HD A step(A acc, A x) {
-    if (is_nan(acc)) return acc;
-    return (is_nan(x) || x < acc) ? x : acc;
+  static SMELT_HD A step(A acc, A x) {  // a select without branches: lanes of it vectorize
+    const bool acc_is_number = !is_nan(acc);
+    const bool take = acc_is_number & (is_nan(x) | (x < acc));
+    return take ? x : acc;
   }
   static SMELT_HD A combine(A a, A b) { return step(a, b); }
   static SMELT_HD A finalize(A acc) { return acc; }
@@ -253,7 +255,10 @@ struct Welford {
     if (b.count == 0) return a;
     int64_t n = a.count + b.count;
     A d = b.mean - a.mean;
-    A nb_over_n = static_cast<A>(b.count) / static_cast<A>(n);
+    // Equal counts (every level of a GPU row's combine tree but the last
+    // thread's): nb / n is exactly 1/2, without a division (a double division
+    // is a long instruction sequence on a GPU).
+    A nb_over_n = a.count == b.count ? A(0.5) : static_cast<A>(b.count) / static_cast<A>(n);
     acc_t r;
     r.mean = a.mean + d * nb_over_n;
     r.m2 = a.m2 + b.m2 + d * d * static_cast<A>(a.count) * nb_over_n;
@@ -380,6 +385,15 @@ struct is_lane_op<Welford<A>> {
   static constexpr bool value = true;
 };
 
+template <class Op>
+struct is_welford {
+  static constexpr bool value = false;
+};
+template <class A>
+struct is_welford<Welford<A>> {
+  static constexpr bool value = true;
+};
+
 /// InnerOrder: elements per chunk (8 lanes x 16 for the lane ops, so float sums
 /// stay pairwise-accurate; longer for the others).
 template <class Op>
@@ -434,6 +448,148 @@ struct Cascade {
   }
 };
 
+/// The getter of a run contiguous in memory whose elements are already of the
+/// accumulate type A: element k is p[k]. Passed for `get`, it lets the host
+/// compiler's lanes load whole vectors (fold_lanes); any callable works too.
+/// Tag: a type of the caller's own (code built once per CPU capability passes
+/// a type of its translation unit, so that each copy has its own fold_lanes).
+template <class A, class Tag>
+struct ContiguousRun {
+  const A* p;
+  SMELT_HD A operator()(int64_t k) const { return p[k]; }
+};
+template <class G>
+struct is_contiguous_run {
+  static constexpr bool value = false;
+};
+template <class A, class Tag>
+struct is_contiguous_run<ContiguousRun<A, Tag>> {
+  static constexpr bool value = true;
+};
+/// Accumulators whose lanes fold_lanes runs on host vectors (elementwise steps).
+template <class Op>
+struct is_vector_lane_op {
+  static constexpr bool value = false;
+};
+template <class A>
+struct is_vector_lane_op<Sum<A>> {
+  static constexpr bool value = std::is_floating_point<A>::value;
+};
+template <class A>
+struct is_vector_lane_op<Max<A>> {
+  static constexpr bool value = std::is_floating_point<A>::value;
+};
+template <class A>
+struct is_vector_lane_op<Min<A>> {
+  static constexpr bool value = std::is_floating_point<A>::value;
+};
+
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+#define SMELT_HOST_NOINLINE
+#else
+#define SMELT_HOST_NOINLINE __attribute__((noinline))
+#endif
+
+#if defined(__GNUC__) && !defined(__clang__) && defined(__AVX2__)
+/// The host runs lanes of contiguous runs on GCC vectors (only with AVX2: SSE2
+/// code for these 8-lane masks comes out scalar).
+#define SMELT_HOST_VECTOR_LANES 1
+
+/// kLanes lanes of A in one GCC vector.
+template <class A>
+struct LaneVector {
+  typedef A type __attribute__((vector_size(sizeof(A) * kLanes)));
+};
+
+/// Shuffle masks of LaneVector<A> (integers of A's size).
+template <class A>
+struct LaneMask {
+  typedef typename std::conditional<sizeof(A) == 8, int64_t, int32_t>::type I;
+  typedef I type __attribute__((vector_size(sizeof(A) * kLanes)));
+};
+
+/// acc = Op::step(acc, x) on every lane (Sum, Max, Min of a floating A), by
+/// reference (a 64-byte vector passed by value changes the ABI without
+/// AVX-512). Always inlined: an out-of-line copy would be shared by the AVX2
+/// and AVX-512 builds.
+template <class Op, class V>
+inline __attribute__((always_inline)) void vector_step(V& acc, const V& x) {
+  using A = typename Op::value_t;
+  if constexpr (std::is_same<Op, Sum<A>>::value) {
+    acc = acc + x;
+  } else if constexpr (std::is_same<Op, Max<A>>::value) {
+    acc = ((acc == acc) & ((x != x) | (x > acc))) ? x : acc;
+  } else {
+    acc = ((acc == acc) & ((x != x) | (x < acc))) ? x : acc;
+  }
+}
+#else
+#define SMELT_HOST_VECTOR_LANES 0
+#endif
+
+/// The lanes of a contiguous run (see InnerOrder): element i into lane
+/// i % kLanes, every lane from init(), for the first n - n % kLanes elements,
+/// into l; returns how many it took. Not inlined: GCC vectorizes the lanes of
+/// this loop alone, not always once it is inlined into a caller. Welford's is
+/// written over arrays (in this loop every lane has the same count), so that
+/// its lanes vectorize too, with step's arithmetic (so step's bits).
+template <class Op, class Get>
+SMELT_HD SMELT_HOST_NOINLINE int64_t fold_lanes(const Get& get, int64_t n, typename Op::acc_t* l) {
+  int64_t i = 0;
+#if SMELT_HOST_VECTOR_LANES
+  if constexpr (is_contiguous_run<Get>::value && is_vector_lane_op<Op>::value) {
+    // The lanes as one GCC vector (GCC does not vectorize the select of max /
+    // min across loop iterations).
+    using A = typename Op::value_t;
+    using V = typename LaneVector<A>::type;
+    A init[kLanes];
+    for (int k = 0; k < kLanes; ++k) init[k] = Op::init();
+    V acc;
+    __builtin_memcpy(&acc, init, sizeof acc);
+    for (; i + kLanes <= n; i += kLanes) {
+      V x;
+      __builtin_memcpy(&x, get.p + i, sizeof x);
+      vector_step<Op>(acc, x);
+    }
+    for (int k = 0; k < kLanes; ++k) l[k] = acc[k];
+    return i;
+  }
+#endif
+  if constexpr (is_welford<Op>::value) {
+    using A = typename Op::value_t;
+    A mean[kLanes], m2[kLanes];
+    for (int k = 0; k < kLanes; ++k) mean[k] = m2[k] = A(0);
+    int64_t count = 0;
+    for (; i + kLanes <= n; i += kLanes) {
+      const A c = static_cast<A>(++count);
+      for (int k = 0; k < kLanes; ++k) {
+        const A x = get(i + k);
+        const A d = x - mean[k];
+        mean[k] += d / c;
+        m2[k] += d * (x - mean[k]);
+      }
+    }
+    for (int k = 0; k < kLanes; ++k) l[k] = typename Op::acc_t{mean[k], m2[k], count};
+  } else {
+    typename Op::acc_t lanes[kLanes];
+    for (int k = 0; k < kLanes; ++k) lanes[k] = Op::init();
+    for (; i + kLanes <= n; i += kLanes)
+      for (int k = 0; k < kLanes; ++k) lanes[k] = Op::step(lanes[k], get(i + k));
+    for (int k = 0; k < kLanes; ++k) l[k] = lanes[k];
+  }
+  return i;
+}
+
+/// The lanes combined as the tree ((0,1),(2,3)),((4,5),(6,7)) (written as
+/// loops: unrolled by hand, it keeps GCC from vectorizing the lanes of max /
+/// min); clobbers l.
+template <class Op>
+SMELT_HD typename Op::acc_t lanes_tree(typename Op::acc_t* l) {
+  for (int s = 1; s < kLanes; s *= 2)
+    for (int k = 0; k < kLanes; k += 2 * s) l[k] = Op::combine(l[k], l[k + s]);
+  return l[0];
+}
+
 /// Folds the n elements get(0), ..., get(n - 1) of one run into `acc` (see
 /// InnerOrder); `index0` is the linear index of get(0). kContiguous: the run
 /// is contiguous in memory (lanes are used only then, where they vectorize).
@@ -444,19 +600,51 @@ SMELT_HD typename Op::acc_t fold_run(typename Op::acc_t acc, const Get& get, int
   if constexpr (is_lane_op<Op>::value && kContiguous) {
     if (n >= 2 * kLanes) {
       acc_t l[kLanes];
-      for (int k = 0; k < kLanes; ++k) l[k] = Op::init();
-      int64_t i = 0;
-      for (; i + kLanes <= n; i += kLanes)
-        for (int k = 0; k < kLanes; ++k) l[k] = Op::step(l[k], get(i + k));
+      int64_t i = fold_lanes<Op>(get, n, l);
       for (; i < n; ++i) l[0] = Op::step(l[0], get(i));
-      acc_t a = Op::combine(Op::combine(Op::combine(l[0], l[1]), Op::combine(l[2], l[3])),
-                            Op::combine(Op::combine(l[4], l[5]), Op::combine(l[6], l[7])));
-      return Op::combine(acc, a);
+      return Op::combine(acc, lanes_tree<Op>(l));
     }
   }
   for (int64_t i = 0; i < n; ++i) acc = step_at<Op>(acc, get(i), index0 + i);
   return acc;
 }
+
+#if SMELT_HOST_VECTOR_LANES
+/// kGroup whole chunks from run.p, each folded as InnerOrder folds a chunk
+/// into a fresh partial (parts[g] = fold_run<Op, true>(init, chunk g)), with
+/// the chunks' lanes side by side: independent chains of vector steps. (The
+/// ContiguousRun's tag gives each kernel build its own instantiation.)
+template <class Op, int kGroup, class Run>
+inline void fold_chunks(const Run& run, typename Op::acc_t* parts) {
+  const typename Op::value_t* p = run.p;
+  using A = typename Op::value_t;
+  using V = typename LaneVector<A>::type;
+  constexpr int64_t kChunk = chunk_size<Op>();
+  A init[kLanes];
+  for (int k = 0; k < kLanes; ++k) init[k] = Op::init();
+  V acc[kGroup];
+  for (int g = 0; g < kGroup; ++g) __builtin_memcpy(&acc[g], init, sizeof(V));
+  for (int64_t j = 0; j < kChunk; j += kLanes) {
+    for (int g = 0; g < kGroup; ++g) {
+      V x;
+      __builtin_memcpy(&x, p + g * kChunk + j, sizeof x);
+      vector_step<Op>(acc[g], x);
+    }
+  }
+  // lanes_tree on the vectors: step s combines lane k with lane k + s
+  // (combine is step for these accumulators), shuffled into place.
+  using M = typename LaneMask<A>::type;
+  const M kPairs = {1, 0, 3, 2, 5, 4, 7, 6}, kQuads = {2, 3, 0, 1, 6, 7, 4, 5},
+          kHalves = {4, 5, 6, 7, 0, 1, 2, 3};
+  for (int g = 0; g < kGroup; ++g) {
+    V t = acc[g];
+    vector_step<Op>(t, __builtin_shuffle(t, kPairs));
+    vector_step<Op>(t, __builtin_shuffle(t, kQuads));
+    vector_step<Op>(t, __builtin_shuffle(t, kHalves));
+    parts[g] = Op::combine(Op::init(), t[0]);
+  }
+}
+#endif
 
 /// InnerOrder over one row (or a stretch of it): feed the runs in sequence
 /// with run(), then take result().
@@ -476,11 +664,29 @@ struct InnerOrder {
   SMELT_HD void run(int64_t first, int64_t n, const Get& get) {
     constexpr int64_t kChunk = chunk_size<Op>();
     int64_t i = 0;
+#if SMELT_HOST_VECTOR_LANES
+    if constexpr (kContiguous && is_contiguous_run<Get>::value && is_vector_lane_op<Op>::value) {
+      // Whole chunks four at a time (the same partials, the same cascade).
+      constexpr int kGroup = 4;
+      while (in_part == 0 && n - i >= kGroup * kChunk) {
+        acc_t parts[kGroup];
+        fold_chunks<Op, kGroup>(Get{get.p + first + i}, parts);
+        for (int g = 0; g < kGroup; ++g) cas.add(parts[g]);
+        cascaded = true;
+        i += kGroup * kChunk;
+        index += kGroup * kChunk;
+      }
+    }
+#endif
     while (i < n) {
       const int64_t take = n - i < kChunk - in_part ? n - i : kChunk - in_part;
       const int64_t at = first + i;
-      part = fold_run<Op, kContiguous>(
-          part, [&](int64_t k) { return get(at + k); }, take, index);
+      if constexpr (is_contiguous_run<Get>::value) {
+        part = fold_run<Op, kContiguous>(part, Get{get.p + at}, take, index);
+      } else {
+        part = fold_run<Op, kContiguous>(
+            part, [&](int64_t k) { return get(at + k); }, take, index);
+      }
       i += take;
       index += take;
       in_part += take;

@@ -228,10 +228,11 @@ SMELT_HD T relu(T a) {
 template <class T>
 SMELT_HD T gelu(T a) {
   const T kAlpha = static_cast<T>(0.70710678118654752440);  // 1/sqrt(2)
-  if constexpr (std::is_same_v<T, float>) {
-    if (a == std::numeric_limits<T>::infinity()) return std::numeric_limits<T>::quiet_NaN();
-  }
-  return a * T(0.5) * (T(1) + vmath::erf(a * kAlpha));
+  const T r = a * T(0.5) * (T(1) + vmath::erf(a * kAlpha));
+  // +inf -> NaN without a branch, so that loops stay vectorized (the vector
+  // erf): a - a is +0 for every finite a (r - 0 is r, -0.0 included), NaN for inf.
+  if constexpr (std::is_same_v<T, float>) return r - (a - a);
+  return r;
 }
 /// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (Hendrycks & Gimpel 2016).
 template <class T>

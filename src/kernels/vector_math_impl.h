@@ -65,10 +65,21 @@ typedef double smelt_vm_d8 __attribute__((vector_size(64)));
   SMELT_VM_VECTOR(name, c, 4, smelt_vm_d4, "avx", Sleef_cinz_##name##d4_u10avx)                    \
   SMELT_VM_VECTOR(name, d, 4, smelt_vm_d4, "avx2", Sleef_cinz_##name##d4_u10avx)                   \
   SMELT_VM_VECTOR(name, e, 8, smelt_vm_d8, "avx512f", Sleef_cinz_##name##d8_u10avx512fnofma)
+// The double function of `name` only (float erf and tanh are vector_math.h's).
+#define SMELT_VM_DEFINE_D(name)                                                   \
+  SMELT_VM_SCALAR(name, double, Sleef_cinz_##name##d1_u10purec)                   \
+  SMELT_VM_SLEEF(smelt_vm_d2, "sse2", Sleef_cinz_##name##d2_u10sse2)              \
+  SMELT_VM_SLEEF(smelt_vm_d4, "avx", Sleef_cinz_##name##d4_u10avx)                \
+  SMELT_VM_SLEEF(smelt_vm_d8, "avx512f", Sleef_cinz_##name##d8_u10avx512fnofma)   \
+  SMELT_VM_VECTOR(name, b, 2, smelt_vm_d2, "sse2", Sleef_cinz_##name##d2_u10sse2) \
+  SMELT_VM_VECTOR(name, c, 4, smelt_vm_d4, "avx", Sleef_cinz_##name##d4_u10avx)   \
+  SMELT_VM_VECTOR(name, d, 4, smelt_vm_d4, "avx2", Sleef_cinz_##name##d4_u10avx)  \
+  SMELT_VM_VECTOR(name, e, 8, smelt_vm_d8, "avx512f", Sleef_cinz_##name##d8_u10avx512fnofma)
 #else
 #define SMELT_VM_DEFINE(name)                                     \
   SMELT_VM_SCALAR(name##f, float, Sleef_cinz_##name##f1_u10purec) \
   SMELT_VM_SCALAR(name, double, Sleef_cinz_##name##d1_u10purec)
+#define SMELT_VM_DEFINE_D(name) SMELT_VM_SCALAR(name, double, Sleef_cinz_##name##d1_u10purec)
 #endif
 
 SMELT_VM_DEFINE(exp)
@@ -80,10 +91,11 @@ SMELT_VM_DEFINE(log1p)
 SMELT_VM_DEFINE(sin)
 SMELT_VM_DEFINE(cos)
 SMELT_VM_DEFINE(tan)
-SMELT_VM_DEFINE(tanh)
-SMELT_VM_DEFINE(erf)
+SMELT_VM_DEFINE_D(tanh)
+SMELT_VM_DEFINE_D(erf)
 
 #undef SMELT_VM_DEFINE
+#undef SMELT_VM_DEFINE_D
 #undef SMELT_VM_VECTOR
 #undef SMELT_VM_SLEEF
 #undef SMELT_VM_SCALAR

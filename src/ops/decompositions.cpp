@@ -66,14 +66,54 @@ bool fusable_rows(const Tensor& x) {
          is_floating(x.dtype());
 }
 
+/// softmax / log_softmax of x (fusable_rows) over its last dim by the
+/// backend's fused kernel, or an undefined tensor when it takes no such case.
+/// A backend that refuses a float16 / bfloat16 x is offered its float32
+/// upcast (the decomposition's own first step), rounded once at the end as the
+/// decomposition rounds.
+Tensor fused_softmax(const Tensor& x, bool log) {
+  const char* op = log ? "log_softmax" : "softmax";
+  backend::Backend& be = backend::backend(x.device());
+  Tensor y = make_empty(x.sizes(), x.dtype(), x.device(), op);
+  if (be.fused_softmax(x, log, y)) return y;
+  const Tensor xc = upcast(x);
+  if (xc.dtype() == x.dtype()) return Tensor();
+  Tensor yc = make_empty(xc.sizes(), xc.dtype(), xc.device(), op);
+  return be.fused_softmax(xc, log, yc) ? cast(yc, x.dtype()) : Tensor();
+}
+
+/// layer_norm of x (fusable_rows) over its last n elements by the backend's
+/// fused kernel, or an undefined tensor when it takes no such case. A backend
+/// that refuses x, or a weight / bias of another dtype, is offered x upcast to
+/// opmath with a weight / bias whose dtype promotes into opmath converted to
+/// it: the decomposition's products convert them so.
+Tensor fused_layer_norm(const Tensor& x, int64_t n, const Tensor& w, const Tensor& b, double eps) {
+  auto fits = [&](const Tensor& p) {
+    return !p.defined() || (!is_tracer(p) && p.is_contiguous() && p.device() == x.device());
+  };
+  if (!fits(w) || !fits(b)) return Tensor();
+  backend::Backend& be = backend::backend(x.device());
+  auto of_dtype = [](const Tensor& p, DType t) { return !p.defined() || p.dtype() == t; };
+  const bool as_is = of_dtype(w, x.dtype()) && of_dtype(b, x.dtype());
+  if (as_is) {
+    Tensor y = make_empty(x.sizes(), x.dtype(), x.device(), "layer_norm");
+    if (be.fused_layer_norm(x, n, w, b, eps, y)) return y;
+  }
+  const Tensor xc = upcast(x);
+  const DType c = xc.dtype();
+  auto into_c = [&](const Tensor& p) { return !p.defined() || promote_types(c, p.dtype()) == c; };
+  if ((as_is && c == x.dtype()) || !into_c(w) || !into_c(b)) return Tensor();
+  auto to_c = [&](const Tensor& p) { return p.defined() ? cast(p, c) : p; };
+  Tensor yc = make_empty(xc.sizes(), c, xc.device(), "layer_norm");
+  return be.fused_layer_norm(xc, n, to_c(w), to_c(b), eps, yc) ? cast(yc, x.dtype()) : Tensor();
+}
+
 std::vector<Tensor> softmax_common(const std::vector<Tensor>& in, const Attrs& attrs, bool log) {
   const DType out = attrs.as<DType>("dtype");
   const int64_t dim = attrs.as<int64_t>("dim");
   Tensor x = cast(in[0], out);  // PyTorch casts to `dtype` before the op
-  if (fusable_rows(x) && dim == x.dim() - 1) {
-    Tensor y = make_empty(x.sizes(), x.dtype(), x.device(), log ? "log_softmax" : "softmax");
-    if (backend::backend(x.device()).fused_softmax(x, log, y)) return {y};
-  }
+  if (fusable_rows(x) && dim == x.dim() - 1)
+    if (Tensor y = fused_softmax(x, log); y.defined()) return {y};
   const bool scalar = x.dim() == 0;
   if (scalar) x = x.reshape({1});
   Tensor xc = upcast(x);
@@ -99,16 +139,9 @@ std::vector<Tensor> layer_norm_decomp(const std::vector<Tensor>& in, const Attrs
   Tensor w = opt.take("has_weight"), b = opt.take("has_bias");
   const auto& ns = attrs.as<std::vector<int64_t>>("normalized_shape");
   const std::vector<int64_t> dims = trailing_dims(x.dim(), static_cast<int64_t>(ns.size()));
-  auto fits = [&](const Tensor& p) {
-    return !p.defined() || (!is_tracer(p) && p.is_contiguous() && p.dtype() == x.dtype() &&
-                            p.device() == x.device());
-  };
-  if (fusable_rows(x) && fits(w) && fits(b)) {
-    Tensor y = make_empty(x.sizes(), x.dtype(), x.device(), "layer_norm");
-    if (backend::backend(x.device())
-            .fused_layer_norm(x, shape_numel(ns), w, b, attrs.as<double>("eps"), y))
+  if (fusable_rows(x))
+    if (Tensor y = fused_layer_norm(x, shape_numel(ns), w, b, attrs.as<double>("eps")); y.defined())
       return {y};
-  }
   Tensor xc = upcast(x);
   auto [var, mean] = var_mean(xc, dims, /*correction=*/0, /*keepdim=*/true);
   Tensor y = mul(sub(xc, mean), rsqrt(add(var, Scalar(attrs.as<double>("eps")))));

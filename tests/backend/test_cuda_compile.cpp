@@ -204,6 +204,31 @@ TEST_F(CudaCompile, SecondDeviceRunsItsOwnKernels) {
   EXPECT_EQ(cuda::current_device(), 0);
 }
 
+// Ops the code generator leaves to eager kernels (fallback steps) run on the
+// graph's device over views of its buffers: stack and scatter_add (with the
+// index a node of the graph computes) against CUDA eager.
+TEST_F(CudaCompile, FallbackStepsRunOnTheDevice) {
+  SMELT_SKIP_WITHOUT_CUDA();
+  auto f = [](const Tensor& x, const Tensor& idx) {
+    Tensor s = stack({x * 2, x + 1}, 0);
+    Tensor i = 3 - idx;  // computed in the graph, still in [0, 4)
+    return std::vector<Tensor>{
+        s, scatter_add(zeros({4, 3}, TensorOptions().device(x.device())), 0, i, exp(x))};
+  };
+  Tensor x = randn({5, 3}).to(kGpu);
+  Tensor idx =
+      from_vector(std::vector<int64_t>{0, 3, 1, 2, 3, 0, 2, 2, 1, 0, 3, 1, 2, 0, 1}, {5, 3})
+          .to(kGpu);
+  auto c = compile([&](const Tensor& a, const Tensor& b) { return f(a, b); });
+  std::vector<Tensor> got = c(x, idx), want = f(x, idx);
+  ASSERT_EQ(got.size(), 2u);
+  for (size_t k = 0; k < 2; ++k) {
+    EXPECT_EQ(got[k].device(), kGpu);
+    EXPECT_TRUE(close(got[k].cpu(), want[k].cpu(), 1e-6)) << "output " << k;
+  }
+  EXPECT_EQ(c.stats().eager_calls, 0);
+}
+
 // A compiled model trained with an eager loss and backward() on the GPU: its
 // forward and backward graphs (CUDA kernels, cuBLAS GEMMs) give the CPU's
 // eager gradients, bias gradients as column reductions.

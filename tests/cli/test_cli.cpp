@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -93,7 +94,8 @@ TEST(Cli, HelpShowsEveryDefaultAndDescribesDevice) {
   CliRun r = run_cli({"bench", "--help"});
   EXPECT_EQ(r.rc, 0) << r.err;
   for (const char* want :
-       {"--device TEXT=cpu", "device the workload runs on: cpu", "--dtype TEXT=float32",
+       {"--device TEXT=cpu", "device the workload runs on: cpu", "--dtype TEXT ",
+        "(default: float32; bfloat16 for the GEMM workloads and gpt2-block on a GPU)",
         "--mode TEXT=default", "--iters INT=0", "\n  eager_ms, comp_ms        median wall time",
         "\n  cold_ms                  first compile with an empty kernel cache"})
     EXPECT_NE(r.out.find(want), std::string::npos) << want << "\n" << r.out;
@@ -113,7 +115,10 @@ TEST(Cli, ErrorsArePrefixedOnce) {
   EXPECT_EQ(w.rc, 2);
   EXPECT_EQ(w.err,
             "smelt bench: unknown workload 'no_such_workload'; use pointwise, softmax, layernorm, "
-            "mlp, train-mlp, train-aot, horizontal, chain, minilm or all\n");
+            "mlp, train-mlp, train-aot, horizontal, batchnorm-relu, gpt2-block, gemm, "
+            "linear-gelu, linear-gelu-erf, chain, minilm, ops or all\n");
+  CliRun c = run_cli({"bench", "pointwise", "--codegen-only"});
+  EXPECT_EQ(c.err, "smelt bench: --codegen-only generates the CUDA program; add --device cuda\n");
   CliRun d = run_cli({"bench", "softmax", "--dtype", "int32"});
   EXPECT_EQ(d.err, "smelt bench: --dtype must be a floating dtype, got int32\n");
   // A library error gets the one prefix.
@@ -123,6 +128,17 @@ TEST(Cli, ErrorsArePrefixedOnce) {
             "int32, int64, float16, bfloat16, float32, float64\n");
   CliRun g = run_cli({"golden", "/nonexistent/golden.json"});
   EXPECT_EQ(g.err, "smelt golden: cannot open manifest '/nonexistent/golden.json'\n");
+}
+
+TEST(Cli, BenchOpsTimesSingleOps) {
+  CliRun r = run_cli({"bench", "ops", "--filter", "softmax", "--iters", "1", "--json"});
+  EXPECT_EQ(r.rc, 0) << r.err;
+  // softmax and log_softmax, one JSON row each.
+  EXPECT_NE(r.out.find("{\"eager_ms\":"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"op\":\"softmax\",\"shape\":\"512x1024 dim -1\"}"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("\"op\":\"log_softmax\""), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("\"op\":\"layer_norm\""), std::string::npos) << r.out;
 }
 
 TEST(Cli, TrainDigitsShowsEpochsAndAgreesWithPyTorch) {
@@ -151,13 +167,99 @@ TEST(Cli, BenchChainSplitsItsCompileTime) {
   // 600 adds: three kernels of at most 256 ops; the compile time by phase.
   CliRun r = run_cli({"bench", "chain", "--nodes", "600", "--iters", "1"});
   EXPECT_EQ(r.rc, 0) << r.err;
-  EXPECT_NE(r.out.find("chain       cold compile: trace "), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("chain       warm compile: trace "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("chain           cold compile: trace "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("chain           warm compile: trace "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find(", C++ compiler 0.0, load "), std::string::npos) << "warm: no compiler run";
   EXPECT_NE(r.out.find("kernels: cpp_poi_fused_add_0, cpp_poi_fused_add_1, cpp_poi_fused_add_2\n"),
             std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find(" 0.00e+00  0.00e+00 "), std::string::npos) << "equal to eager\n" << r.out;
+}
+
+namespace {
+/// The last line of `out` (a JSON row of `smelt bench --json`) parsed.
+nlohmann::json last_json(const std::string& out) {
+  const size_t end = out.find_last_not_of('\n');
+  const size_t begin = out.rfind('\n', end);
+  return nlohmann::json::parse(out.substr(begin == std::string::npos ? 0 : begin + 1));
+}
+}  // namespace
+
+// Training-mode batch_norm + relu on the CPU (8x64x56x56): the compiled module
+// updates running_mean / running_var as eager does (two calls from the same
+// stats, compared), its output agrees, and the bandwidth share uses the peak given.
+TEST(Cli, BenchBatchNormReluUpdatesRunningStatsAsEager) {
+  CliRun r = run_cli({"bench", "batchnorm-relu", "--json", "--iters", "1", "--peak-gbps", "50"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const nlohmann::json j = last_json(r.out);
+  EXPECT_EQ(j["workload"], "batchnorm-relu");
+  EXPECT_NE(j["description"].get<std::string>().find("8x64x56x56"), std::string::npos) << j;
+  ASSERT_TRUE(j.contains("state_max_abs_err")) << j;
+  EXPECT_LT(j["state_max_abs_err"].get<double>(), 1e-5) << j;
+  EXPECT_LT(j["max_abs_err"].get<double>(), 1e-4) << j;
+  EXPECT_GE(j["compiled_kernels"].get<int>(), 1) << j;
+  EXPECT_DOUBLE_EQ(j["peak_gbps"].get<double>(), 50.0);
+  EXPECT_DOUBLE_EQ(j["gbps_share"].get<double>(), j["gbps_compiled"].get<double>() / 50.0);
+  EXPECT_FALSE(j.contains("tflops_compiled")) << "batch_norm counts bytes, not FLOPs";
+}
+
+// A GPT-2 block (C 768, 12 heads) over 1 x 128 tokens on the CPU: compiled
+// agrees with eager, the FLOPs are counted (24 B T C^2 + 4 B T^2 C), and the
+// shared PyTorch block compiled here matches PyTorch's output.
+TEST(Cli, BenchGpt2BlockAgreesAndCountsFlops) {
+  CliRun r = run_cli({"bench", "gpt2-block", "--json", "--iters", "1", "--peak-tflops", "2"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const nlohmann::json j = last_json(r.out);
+  EXPECT_EQ(j["workload"], "gpt2-block");
+  EXPECT_LT(j["max_abs_err"].get<double>(), 1e-3) << j;
+  EXPECT_LT(j["shared_block_rel_err"].get<double>(), 1e-4) << j;
+  EXPECT_DOUBLE_EQ(j["flops"].get<double>(), 24.0 * 128 * 768 * 768 + 4.0 * 128 * 128 * 768);
+  EXPECT_DOUBLE_EQ(j["tflops_compiled"].get<double>(),
+                   j["flops"].get<double>() / j["compiled_ms"].get<double>() / 1e9);
+  EXPECT_DOUBLE_EQ(j["tflops_share"].get<double>(), j["tflops_compiled"].get<double>() / 2);
+  EXPECT_EQ(j["items_unit"], "tokens");
+  EXPECT_FALSE(j.contains("gbps_share")) << "no default peak on the CPU";
+}
+
+// --codegen-only: the CUDA program of the GPU-sized workload, generated and
+// compiled by NVRTC for sm_90 on a machine without a GPU; nothing runs.
+TEST(Cli, BenchCodegenOnlyCompilesTheCudaProgramWithoutAGpu) {
+  CliRun r = run_cli({"bench", "gpt2-block", "--device", "cuda", "--dtype", "bfloat16",
+                      "--codegen-only", "--json"});
+  if (r.rc != 0 && r.err.find("built without CUDA") != std::string::npos) GTEST_SKIP() << r.err;
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const nlohmann::json j = last_json(r.out);
+  EXPECT_TRUE(j["codegen_only"].get<bool>());
+  EXPECT_EQ(j["arch"], "sm_90");
+  EXPECT_EQ(j["binary"], "cubin");
+  EXPECT_GT(j["binary_bytes"].get<int64_t>(), 0);
+  EXPECT_NE(j["description"].get<std::string>().find("batch 8 x 1024 tokens"), std::string::npos)
+      << "the GPU sizes";
+  int kernels = 0, gemms = 0;
+  for (const auto& st : j["steps"]) {
+    if (st["kind"] == "kernel") {
+      ++kernels;
+      EXPECT_EQ(st["name"].get<std::string>().rfind("cuda_", 0), 0u) << st;
+      EXPECT_GT(st["grid"].get<int64_t>(), 0) << st;
+      EXPECT_GT(st["block"].get<int>(), 0) << st;
+    }
+    gemms += st["kind"] == "extern";
+  }
+  EXPECT_EQ(kernels, j["generated_kernels"].get<int>());
+  EXPECT_GE(kernels, 3) << j["kernel_names"];  // layer norms, attention's softmax, gelu...
+  EXPECT_GE(gemms, 4) << j["kernel_names"];    // the four linear layers at least
+
+  // Text: one line per step with its launch; the source with SMELT_LOGS=output_code.
+  // The kernels index the 64x256x56x56 input: a batch stride of 256 * 56 * 56.
+  setenv("SMELT_LOGS", "output_code", 1);
+  CliRun t = run_cli({"bench", "batchnorm-relu", "--device", "cuda", "--codegen-only"});
+  unsetenv("SMELT_LOGS");
+  ASSERT_EQ(t.rc, 0) << t.err;
+  EXPECT_NE(t.out.find("<<<grid "), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("NVRTC "), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("for sm_90 in "), std::string::npos) << t.out;
+  EXPECT_NE(t.err.find("__global__"), std::string::npos) << t.err.substr(0, 2000);
+  EXPECT_NE(t.err.find("*802816"), std::string::npos) << "the GPU sizes in the source";
 }
 
 TEST(Cli, GoldenFilterMatchingNothingFails) {

@@ -11,6 +11,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -197,6 +198,26 @@ smelt::compiler::Graph trace_graph(Fn&& fn, const Args&... args) {
     auto call = [&]<size_t... I>(std::index_sequence<I...>) { return fn(tracers[I]...); };
     using R = std::decay_t<decltype(call(std::index_sequence_for<Args...>{}))>;
     outs = smelt::detail::ResultPack<R>::pack(call(std::index_sequence_for<Args...>{}));
+  }
+  gb.finish(outs);
+  gb.restore_params();
+  return std::move(gb.graph);
+}
+
+/// Traces a function of a vector of tensors (a fusion pattern's form) over
+/// `inputs` into a graph, as smelt::compile's first step does.
+inline smelt::compiler::Graph trace_vector(
+    const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& fn,
+    const std::vector<Tensor>& inputs) {
+  using namespace smelt::compiler;
+  GraphBuilder gb;
+  std::vector<Tensor> tracers;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    tracers.push_back(gb.add_input(inputs[i], static_cast<int>(i)));
+  std::vector<Tensor> outs;
+  {
+    TraceScope scope(&gb);
+    outs = fn(tracers);
   }
   gb.finish(outs);
   gb.restore_params();

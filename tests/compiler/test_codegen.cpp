@@ -140,6 +140,33 @@ TEST_F(Codegen, GemmEpilogueAndExtern) {
   EXPECT_EQ(s3.steps[0].kernel_kind, "extern");
 }
 
+// float16 / bfloat16 epilogues run on the float32 product and round once: they
+// fold into the GEMM only when intermediates need not round as eager's.
+TEST_F(Codegen, HalfGemmEpilogueOnlyWithoutRounding) {
+  auto fn = [](const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& r) {
+    return gelu(linear(x, w, b), "tanh") + r;
+  };
+  for (DType dt : {DType::Float16, DType::BFloat16}) {
+    Tensor x = randn({4, 8}).to(dt), w = randn({6, 8}).to(dt), b = randn({6}).to(dt),
+           r = randn({4, 6}).to(dt);
+    FusionOptions no_round;
+    no_round.round_intermediates = false;
+    Schedule s = schedule_of(trace_graph(fn, x, w, b, r), no_round);
+    ASSERT_EQ(s.steps.size(), 1u) << step_names(s);
+    EXPECT_EQ(s.steps[0].kernel_kind, "tem");
+    EXPECT_EQ(s.steps[0].name, "cpp_tem_fused_addmm_gelu_add_0");
+    EXPECT_EQ(s.steps[0].activation, "gelu_tanh");
+    EXPECT_GE(s.steps[0].residual, 0);
+
+    Schedule rounded = schedule_of(trace_graph(fn, x, w, b, r));
+    ASSERT_EQ(rounded.steps.size(), 2u) << step_names(rounded);
+    EXPECT_EQ(rounded.steps[0].name, "extern_matmul");
+    bool logged = false;
+    for (auto& d : rounded.decisions) logged |= has(d, "round_intermediates");
+    EXPECT_TRUE(logged);
+  }
+}
+
 TEST_F(Codegen, FallbackStepForOpsWithoutLowering) {
   Tensor x = randn({3, 4});
   Graph after;

@@ -28,6 +28,7 @@
 using namespace smelt;
 using namespace smelt::compiler;
 using smelt_test::trace_graph;
+using smelt_test::trace_vector;
 
 namespace {
 
@@ -48,22 +49,6 @@ int count(const std::string& hay, const std::string& needle) {
   int n = 0;
   for (size_t p = hay.find(needle); p != std::string::npos; p = hay.find(needle, p + 1)) ++n;
   return n;
-}
-
-/// Traces `fn` over tracers standing for `inputs`, as smelt::compile does.
-Graph trace_vector(const smelt_test::PatternFn& fn, const std::vector<Tensor>& inputs) {
-  GraphBuilder gb;
-  std::vector<Tensor> tracers;
-  for (size_t i = 0; i < inputs.size(); ++i)
-    tracers.push_back(gb.add_input(inputs[i], static_cast<int>(i)));
-  std::vector<Tensor> outs;
-  {
-    TraceScope scope(&gb);
-    outs = fn(tracers);
-  }
-  gb.finish(outs);
-  gb.restore_params();
-  return std::move(gb.graph);
 }
 
 /// One graph to generate CUDA code for, and what it is.
@@ -321,6 +306,54 @@ TEST_F(CudaCodegen, NvrtcCompilesEveryFusionPattern) {
   // The error flag of integer division and index checks.
   EXPECT_TRUE(has(u.source, "atomicExch(smelt_error, 1)"));
   EXPECT_TRUE(has(u.source, "atomicExch(smelt_error, 2)"));
+}
+
+// Every autotuning candidate layout (max-autotune) of every fusion pattern's
+// kernels compiles: PTX for all of them, a CUBIN for those of a softmax, a
+// layer_norm and a column sum (ptxas checks their registers and shared memory).
+TEST_F(CudaCodegen, NvrtcCompilesEveryAutotuneCandidate) {
+  auto candidates_unit = [](const std::vector<Program>& programs) {
+    std::string source = CudaDialect().preamble();
+    int kernels = 0;
+    for (size_t p = 0; p < programs.size(); ++p) {
+      Graph g;
+      Schedule s = cuda_schedule(programs[p].graph, &g);
+      for (auto& st : s.steps) {
+        if (st.kind != Step::Kind::Kernel) continue;
+        const std::vector<KernelConfig> cands = candidate_configs(st.group, st.config);
+        for (size_t k = 1; k < cands.size(); ++k) {
+          Step c = st;
+          c.name = fmt::format("{}_p{}_at{}", st.name, p, k);
+          c.config = cands[k];
+          generate_kernel(g, s, c, CudaDialect());
+          source += "\n" + c.source;
+          ++kernels;
+        }
+      }
+    }
+    return std::make_pair(source, kernels);
+  };
+  std::vector<Program> programs;
+  for (auto& p : smelt_test::fusion_patterns()) {
+    smelt_test::PatternCase c = p.make(Device());
+    programs.push_back({p.name, trace_vector(c.fn, c.inputs)});
+  }
+  auto [all, n] = candidates_unit(programs);
+  EXPECT_GT(n, 100);
+  nvrtc(all);
+  std::vector<Program> some;
+  some.push_back(
+      {"softmax", trace_graph([](const Tensor& x) { return softmax(x, -1); }, randn({16, 8192}))});
+  Tensor x = randn({16, 4096}).to(DType::BFloat16), w = randn({4096}).to(DType::BFloat16);
+  some.push_back(
+      {"layer_norm", trace_graph([](const Tensor& x,
+                                    const Tensor& w) { return layer_norm(x, {4096}, w, w, 1e-5); },
+                                 x, w)});
+  some.push_back(
+      {"column sum", trace_graph([](const Tensor& x) { return sum(x, {0}); }, randn({4096, 16}))});
+  auto [few, m] = candidates_unit(some);
+  EXPECT_GT(m, 10);
+  nvrtc(few, /*cubin=*/true);
 }
 
 #endif

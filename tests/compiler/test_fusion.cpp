@@ -149,6 +149,25 @@ TEST_F(Fusion, LinearGeluIsGemmWithEpilogue) {
   EXPECT_EQ(count_prefix(f, "cpp_tem_fused_addmm_gelu"), 1) << names(f);
 }
 
+TEST_F(Fusion, HalfLinearGeluFoldsWhenIntermediatesNeedNotRound) {
+  for (DType dt : {DType::Float16, DType::BFloat16}) {
+    Tensor x = randn({5, 16}).to(dt), w = randn({24, 16}).to(dt), b = randn({24}).to(dt);
+    auto fn = [](const Tensor& x, const Tensor& w, const Tensor& b) {
+      return gelu(linear(x, w, b));
+    };
+    CompileOptions o;
+    o.round_intermediates = false;
+    auto f = compile(fn, o);
+    Tensor y = f(x, w, b);
+    ASSERT_EQ(f.stats().kernels, 1) << names(f);
+    EXPECT_EQ(count_prefix(f, "cpp_tem_fused_addmm_gelu"), 1) << names(f);
+    // One rounding of the float32 result: within half an ulp of the exact value.
+    const Tensor want =
+        gelu(linear(x.to(DType::Float64), w.to(DType::Float64), b.to(DType::Float64)));
+    EXPECT_TRUE(close(y.to(DType::Float64), want, dt == DType::Float16 ? 1e-3 : 8e-3));
+  }
+}
+
 TEST_F(Fusion, MatmulWithoutBiasIsExtern) {
   Tensor a = randn({8, 12}), b = randn({12, 5});
   auto f = compile([](const Tensor& a, const Tensor& b) { return matmul(a, b); });

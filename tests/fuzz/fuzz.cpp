@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <optional>
@@ -20,6 +21,7 @@
 #include "core/tensor_impl.h"
 #include "ops/op_call.h"
 #include "ops/op_table.h"
+#include "smelt/autograd.h"
 #include "smelt/compile.h"
 #include "smelt/ops.h"
 
@@ -229,13 +231,13 @@ Tensor make_input(const InputSpec& spec) {
 }
 
 /// A gradient program's coefficients for output `k` (see fuzz.h): values in
-/// [0.5, 1.5) of its shape and dtype, fixed by k and the shape.
+/// [0.5, 1.5) of its shape, dtype and device, fixed by k and the shape.
 Tensor coefficients(const Tensor& out, size_t k) {
   std::mt19937_64 rng(0xc0ffeeull + k * 7919 + static_cast<uint64_t>(out.numel()));
   std::uniform_real_distribution<double> u(0.5, 1.5);
   std::vector<double> c(static_cast<size_t>(out.numel()));
   for (auto& x : c) x = u(rng);
-  return from_vector<double>(c, out.sizes()).to(out.dtype());
+  return from_vector<double>(c, out.sizes()).to(out.dtype()).to(out.device());
 }
 
 /// A gradient program's backward pass over its outputs (see fuzz.h).
@@ -361,7 +363,9 @@ CompiledRun run_compiled(const Program& p, const std::vector<Tensor>& in) {
     if (st == "fold_constants") o.fold_constants = false;
     if (st == "gemm_epilogue") o.gemm_epilogue = false;
   }
-  int calls = p.mode == "reduce-overhead" ? 2 : 1;
+  // reduce-overhead on CUDA: a warm-up, a call recorded into a CUDA graph and
+  // replayed, then (its results still held) a second recording, replayed.
+  int calls = p.mode == "reduce-overhead" ? 3 : 1;
   auto body = [&p](std::vector<Tensor> v) { return interpret(p, v); };
   switch (in.size()) {
     case 1:
@@ -831,6 +835,12 @@ struct Gen {
     }
   }
 
+  bool has_inf(const Tensor& t) {
+    if (t.numel() == 0) return false;
+    auto v = as_doubles(t);
+    return std::any_of(v.begin(), v.end(), [](double d) { return std::isinf(d); });
+  }
+
   bool has_zero(const Tensor& t) {
     if (t.numel() == 0) return false;
     auto v = as_doubles(t);
@@ -868,13 +878,24 @@ struct Gen {
         }
         any = true;
         Tensor x64 = x.to(DType::Float64).contiguous();
-        std::vector<double> f(static_cast<size_t>(x.numel()));
-        for (auto& e : f) {
+        const std::vector<double> xv = as_doubles(x64);
+        // An inexact zero may be a tiny value of either sign elsewhere (a
+        // library tanh that rounds 1 + tanh(x) to 0 on one device and not on
+        // the other): zeros move by the dtype's smallest subnormal.
+        const double tiny = x.dtype() == DType::Float16    ? std::ldexp(1.0, -24)
+                            : x.dtype() == DType::BFloat16 ? std::ldexp(1.0, -133)
+                            : x.dtype() == DType::Float32
+                                ? double{std::numeric_limits<float>::denorm_min()}
+                                : std::numeric_limits<double>::denorm_min();
+        std::vector<double> f(static_cast<size_t>(x.numel())), z(f.size(), 0.0);
+        for (size_t e = 0; e < f.size(); ++e) {
           const int sg = sign != 0 ? sign : ((noise() & 1) ? 1 : -1);
-          e = 1 + sg * p.scale[v];
+          f[e] = 1 + sg * p.scale[v];
+          if (xv[e] == 0) z[e] = sg * tiny;
         }
         base.push_back(x64);
-        pert.push_back(x64 * from_vector<double>(f, x64.sizes()));
+        pert.push_back(x64 * from_vector<double>(f, x64.sizes()) +
+                       from_vector<double>(z, x64.sizes()));
       }
       return std::make_tuple(any, base, pert);
     };
@@ -944,6 +965,13 @@ struct Gen {
     if (detail::runtime_check(s.op, s.attrs) == detail::RuntimeCheck::IntegerDivisionByZero &&
         args.size() >= 2 && !is_floating(promote_types(args[0].dtype(), args[1].dtype())) &&
         has_zero(args[1]))
+      return false;
+    // Welford's mean and variance of values that include +-inf are NaN or
+    // +-inf depending on the order the elements are combined in (PyTorch's
+    // var_mean of [1, 2, inf] is (nan, inf), of [inf, 1, 2] (nan, nan)): no
+    // one answer for a GPU's combine tree and a CPU's loop to agree on.
+    if (def->accumulator == detail::Accumulator::Welford && is_floating(first.dtype()) &&
+        has_inf(first))
       return false;
     if (cast && is_floating(first.dtype()) && !is_floating(s.attrs.as<DType>("dtype")) &&
         s.attrs.as<DType>("dtype") != DType::Bool) {
@@ -1310,18 +1338,26 @@ CaseResult check_program_on_device(const Program& p, Device device, uint64_t see
                            device.str(), seed, index, program_str(p), what);
   };
   std::vector<Tensor> in = make_inputs(p);
-  std::vector<Tensor> want;
+  std::vector<Tensor> want, want_grads;
   try {
     want = call_program(p, in);
+    want_grads = take_grads(in);
   } catch (const Error& e) {
     fail(fmt::format("eager raised (the generator should not keep such programs): {}", e.what()));
     return r;
   }
+  // The same inputs on the device, leaves of their own where the CPU's
+  // require grad (gradient programs: their .grad is compared too).
   std::vector<Tensor> on_device;
-  for (auto& t : in) on_device.push_back(t.to(device));
-  std::vector<Tensor> got;
+  for (auto& t : make_inputs(p)) {
+    Tensor d = t.detach().to(device);
+    if (t.requires_grad()) d.requires_grad_(true);
+    on_device.push_back(d);
+  }
+  std::vector<Tensor> got, got_grads;
   try {
     got = call_program(p, on_device);
+    got_grads = take_grads(on_device);
   } catch (const std::exception& e) {
     fail(fmt::format("{} raised, the CPU did not: {}", device.str(), e.what()));
     return r;
@@ -1351,8 +1387,32 @@ CaseResult check_program_on_device(const Program& p, Device device, uint64_t see
     }
     return true;
   };
+  // A gradient mixes every value of the program: the largest scale, widened.
+  const double widest = *std::max_element(p.scale.begin(), p.scale.end());
+  auto check_grads = [&](const std::vector<Tensor>& grads, const std::vector<Tensor>& ref,
+                         const std::string& what, const std::string& ref_what) {
+    for (size_t i = 0; i < ref.size() && i < grads.size(); ++i) {
+      const std::string name = vname(static_cast<int>(i));
+      if (ref[i].defined() != grads[i].defined()) {
+        fail(fmt::format("the .grad of input {} is {} {} and {} {}", name,
+                         ref[i].defined() ? "defined" : "undefined", ref_what,
+                         grads[i].defined() ? "defined" : "undefined", what));
+        return false;
+      }
+      if (!ref[i].defined()) continue;
+      ++r.grads;
+      const double tol = std::max(base_tol(ref[i].dtype()), widest * kGradTolFactor);
+      const std::string d = compare(ref[i].cpu(), grads[i].cpu(), tol);
+      if (!d.empty()) {
+        fail(fmt::format("{} vs {}: the .grad of input {}: {}", what, ref_what, name, d));
+        return false;
+      }
+    }
+    return true;
+  };
   const std::string eager_what = "eager on " + device.str();
   if (!check(got, want, eager_what, "eager on the CPU")) return r;
+  if (p.grad && !check_grads(got_grads, want_grads, eager_what, "eager on the CPU")) return r;
   std::vector<Tensor> before;
   for (auto& t : on_device) before.push_back(t.cpu());
   CompiledRun compiled;
@@ -1365,10 +1425,14 @@ CaseResult check_program_on_device(const Program& p, Device device, uint64_t see
   r.graph_break = compiled.stats.graph_breaks > 0 || compiled.stats.eager_calls > 0;
   r.kernels = fmt::format("{}", fmt::join(compiled.stats.kernel_names, ", "));
   const std::string compiled_what = "compiled on " + device.str();
-  for (auto& outs : compiled.outs)
-    if (!check(outs, want, compiled_what, "eager on the CPU") ||
-        !check(outs, got, compiled_what, eager_what))
+  for (size_t c = 0; c < compiled.outs.size(); ++c) {
+    if (!check(compiled.outs[c], want, compiled_what, "eager on the CPU") ||
+        !check(compiled.outs[c], got, compiled_what, eager_what))
       return r;
+    if (p.grad && (!check_grads(compiled.grads[c], want_grads, compiled_what, "eager on the CPU") ||
+                   !check_grads(compiled.grads[c], got_grads, compiled_what, eager_what)))
+      return r;
+  }
   for (size_t i = 0; i < on_device.size(); ++i)
     if (!same_bits(before[i], on_device[i].cpu())) {
       fail(fmt::format("compiled code on {} modified input {}", device.str(),
@@ -1393,8 +1457,14 @@ Program minimize(const Program& p, uint64_t seed, int index, std::optional<Devic
   bool progress = true;
   while (progress) {
     progress = false;
-    std::vector<Tensor> v = make_inputs(best);
-    for (auto& s : best.steps) v.push_back(exec(s, v));
+    // The values' shapes and dtypes only: without autograd, which would refuse
+    // a gradient program's in-place write into a view of an input leaf.
+    std::vector<Tensor> v;
+    {
+      NoGradGuard no_grad;
+      v = make_inputs(best);
+      for (auto& s : best.steps) v.push_back(exec(s, v));
+    }
     int n_in = static_cast<int>(best.inputs.size());
     for (int from = static_cast<int>(v.size()) - 1; from >= n_in && !progress; --from) {
       const Step& s = best.steps[from - n_in];

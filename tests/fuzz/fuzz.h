@@ -61,7 +61,9 @@
 // floor, round, comparisons, argmax, remainder, ...; and float->int casts),
 // where a rounding difference could flip the result. Float->int casts of
 // non-finite or out-of-range values (undefined in C++) and integer division by
-// zero (RuntimeCheck::IntegerDivisionByZero) are never generated.
+// zero (RuntimeCheck::IntegerDivisionByZero) are never generated, nor Welford
+// reductions (var, std, var_mean) over values with +-inf, whose result (NaN or
+// +-inf) depends on the order elements are combined in, in PyTorch as here.
 #pragma once
 #include <cstdint>
 #include <cstdio>

@@ -8,6 +8,7 @@
 #include <limits>
 #include <random>
 
+#include "backend/cpu/copy.h"
 #include "backend/cpu/loops.h"
 #include "core/storage.h"
 #include "core/tensor_impl.h"

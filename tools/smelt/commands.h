@@ -34,9 +34,11 @@ int cmd_demo(const std::string& shared_dir);
 
 struct BenchOptions {
   std::string workload;  // pointwise | softmax | layernorm | mlp | train-mlp | train-aot |
-                         // horizontal | chain | minilm | all
+                         // horizontal | batchnorm-relu | gpt2-block | gemm | linear-gelu |
+                         // linear-gelu-erf | chain | minilm | all
   std::string device = "cpu";
-  std::string dtype = "float32";
+  /// "" = the workload's default: bfloat16 for the GEMM workloads on a GPU, float32 otherwise.
+  std::string dtype;
   std::string mode = "default";
   bool json = false;
   int iters = 0;                    // 0 = automatic
@@ -54,9 +56,22 @@ struct BenchOptions {
   std::string inputs;
   /// Where to write the outputs ("eager0", "compiled0", ...) as safetensors ("" = nowhere).
   std::string save_outputs;
+  std::string filter;  // ops: only the ops whose name contains this
+  /// With device cuda: generate the workload's CUDA program at the GPU sizes
+  /// and compile it with NVRTC for compute capability cuda_arch / 10 .
+  /// cuda_arch % 10, without a GPU; nothing runs (bench_codegen.h).
+  bool codegen_only = false;
+  int cuda_arch = 90;
+  /// The peaks the share of achieved bandwidth and FLOP rate is taken of
+  /// (GB/s, TFLOP/s); 0: on CUDA the H200's (4300 GB/s copy, 780 TFLOP/s
+  /// bfloat16/float16 dense, measured), on the CPU none.
+  double peak_gbps = 0;
+  double peak_tflops = 0;
 };
 /// `smelt bench <workload>`: eager vs compiled; prints each row as it finishes (bench.cpp).
 int cmd_bench(const BenchOptions& opts);
+/// `smelt bench ops`: eager time of each op of the per-op set, one row per op (bench_ops.cpp).
+int cmd_bench_ops(const BenchOptions& opts);
 /// What each column of `smelt bench` means (its --help footer; the README says the same).
 const char* bench_columns_help();
 

@@ -3,8 +3,8 @@
 // on a GPU, and compares with what PyTorch (on the CPU) returned or raised. A
 // gradient manifest (cases with "grads", grad_golden.json) also runs autograd: the
 // gradients with respect to the stored input tensors, for the case's upstream
-// gradients, against PyTorch autograd's (with --compiled, through the compiled
-// backward graph of the op's compiled forward).
+// gradients, against PyTorch autograd's (with --compiled, the op and its
+// backward pass as one compiled graph).
 #include <cstdio>
 #include <exception>
 #include <fstream>
@@ -138,15 +138,15 @@ struct CaseResult {
 };
 
 /// The case's positional inputs: wrapped numbers, or stored tensors with their view
-/// applied. Each stored tensor whose index is in `leaves` is first copied into a
-/// leaf that requires grad (returned in `leaf_of`, by input index), as the
-/// gradient cases differentiate with respect to the stored tensor. `fresh`:
-/// every stored tensor is copied (a case that writes its inputs in place can
-/// run again on the stored values). Stored tensors are moved to `device`
-/// first. An error message, or "".
+/// applied. Each stored tensor whose index is in `leaves` is instead copied into a
+/// leaf that requires grad, as the gradient cases differentiate with respect to
+/// the stored tensor; its view, if any, is returned in `leaf_views` (by input
+/// index), for the case's function to apply. `fresh`: every stored tensor is
+/// copied (a case that writes its inputs in place can run again on the stored
+/// values). Stored tensors are moved to `device` first. An error message, or "".
 std::string load_inputs(const json& c, const std::map<std::string, Tensor>& tensors,
                         const std::set<size_t>& leaves, Device device, std::vector<Tensor>& inputs,
-                        std::map<size_t, Tensor>& leaf_of, bool fresh) {
+                        std::map<size_t, std::string>& leaf_views, bool fresh) {
   for (const json& in : c.at("inputs")) {
     if (in.contains("scalar")) {
       inputs.push_back(detail::wrapped_scalar(json_scalar(in.at("scalar"))));
@@ -164,9 +164,9 @@ std::string load_inputs(const json& c, const std::map<std::string, Tensor>& tens
     if (fresh && x.storage() == it->second.storage()) x = x.clone();
     if (leaves.count(inputs.size())) {
       x = x.clone().requires_grad_(true);
-      leaf_of[inputs.size()] = x;
-    }
-    if (in.contains("view") && in.at("view").is_string()) {
+      if (in.contains("view") && in.at("view").is_string())
+        leaf_views[inputs.size()] = in.at("view").get<std::string>();
+    } else if (in.contains("view") && in.at("view").is_string()) {
       try {
         x = apply_view(x, in.at("view").get<std::string>());
       } catch (const std::exception& e) {
@@ -178,43 +178,58 @@ std::string load_inputs(const json& c, const std::map<std::string, Tensor>& tens
   return "";
 }
 
-/// The gradient part of a case of grad_golden.json: `out` are the op's outputs,
-/// `leaf_of` the leaves made for its differentiable inputs (on `device`, where the
-/// upstream gradients are moved).
-CaseResult check_grads(const json& c, const std::map<std::string, Tensor>& tensors,
-                       const std::string& op, const std::vector<Tensor>& out,
-                       const std::map<size_t, Tensor>& leaf_of, Device device) {
+/// The gradient part of a case of grad_golden.json: which outputs are roots of
+/// the backward pass (with their upstream gradients, on the case's device), and
+/// which inputs get a gradient compared with PyTorch's.
+struct GradSpec {
+  std::vector<size_t> roots;     // output indices
+  std::vector<Tensor> upstream;  // their upstream gradients
+  std::vector<size_t> inputs;    // input indices whose gradient is compared
+  std::vector<Tensor> want;      // PyTorch's gradients of those
+};
+
+GradSpec grad_spec(const json& c, const std::map<std::string, Tensor>& tensors, Device device) {
   auto tensor_of = [&](const json& ref) -> Tensor {
     auto it = tensors.find(ref.at("key").get<std::string>());
     SMELT_CHECK(it != tensors.end(), "golden: tensor '{}' missing from the file",
                 ref.at("key").get<std::string>());
     return it->second;
   };
-  std::vector<Tensor> roots, upstream, leaves;
+  GradSpec g;
   const json& gouts = c.at("grad_outputs");
-  for (size_t i = 0; i < gouts.size() && i < out.size(); ++i) {
+  for (size_t i = 0; i < gouts.size(); ++i) {
     if (gouts[i].is_null()) continue;
-    roots.push_back(out[i]);
-    upstream.push_back(tensor_of(gouts[i]).to(device));
+    g.roots.push_back(i);
+    g.upstream.push_back(tensor_of(gouts[i]).to(device));
   }
-  std::vector<const json*> wanted;
-  for (const json& g : c.at("grads")) {
-    if (g.at("key").is_null()) continue;
-    leaves.push_back(leaf_of.at(g.at("input").get<size_t>()));
-    wanted.push_back(&g);
+  for (const json& w : c.at("grads")) {
+    if (w.at("key").is_null()) continue;
+    g.inputs.push_back(w.at("input").get<size_t>());
+    g.want.push_back(tensor_of(w));
   }
-  std::vector<Tensor> got;
-  try {
-    got = autograd::grad(roots, leaves, upstream, std::nullopt, false, /*allow_unused=*/true);
-  } catch (const std::exception& e) {
-    return {false, fmt::format("backward raised: {}", e.what())};
-  }
-  for (size_t i = 0; i < wanted.size(); ++i) {
-    const size_t input = wanted[i]->at("input").get<size_t>();
-    if (!got[i].defined()) return {false, fmt::format("no gradient for input {}", input)};
-    const Tensor want = tensor_of(*wanted[i]);
-    std::string why = compare_tensors(got[i], want, golden_tolerance(op, want.dtype()));
-    if (!why.empty()) return {false, fmt::format("gradient of input {}: {}", input, why)};
+  return g;
+}
+
+/// The gradients of `spec`'s inputs (of `leaves`, the function's inputs) for
+/// the op's outputs `out`, by autograd::grad; Error when one gets none.
+std::vector<Tensor> gradients(const GradSpec& spec, const std::vector<Tensor>& leaves,
+                              const std::vector<Tensor>& out) {
+  std::vector<Tensor> roots, wrt;
+  for (size_t r : spec.roots) roots.push_back(out.at(r));
+  for (size_t i : spec.inputs) wrt.push_back(leaves.at(i));
+  std::vector<Tensor> got =
+      autograd::grad(roots, wrt, spec.upstream, std::nullopt, false, /*allow_unused=*/true);
+  for (size_t k = 0; k < got.size(); ++k)
+    SMELT_CHECK(got[k].defined(), "no gradient for input {}", spec.inputs[k]);
+  return got;
+}
+
+CaseResult check_grads(const GradSpec& spec, const std::string& op,
+                       const std::vector<Tensor>& got) {
+  for (size_t k = 0; k < spec.inputs.size(); ++k) {
+    std::string why =
+        compare_tensors(got.at(k), spec.want[k], golden_tolerance(op, spec.want[k].dtype()));
+    if (!why.empty()) return {false, fmt::format("gradient of input {}: {}", spec.inputs[k], why)};
   }
   return {true, ""};
 }
@@ -229,10 +244,14 @@ void synchronize(Device device) {
 /// A case ready to run: its op, inputs and eager computation.
 struct PreparedCase {
   std::string op;
-  std::vector<Tensor> inputs;        // on the case's device
-  std::map<size_t, Tensor> leaf_of;  // leaves of a gradient case, by input index
-  Runner eager;                      // the case's computation, a function of its inputs
-  std::string error;                 // why the inputs could not be loaded, or ""
+  std::vector<Tensor> inputs;  // on the case's device (a gradient case: its leaves)
+  /// The case's computation, a function of its inputs: the op's outputs and,
+  /// for a gradient case, then the gradients of its inputs (compiled: the op
+  /// and its backward pass in one graph).
+  Runner eager;
+  std::shared_ptr<size_t> n_out = std::make_shared<size_t>(0);  // the op's outputs (last run)
+  GradSpec grads;     // a gradient case's roots, inputs and PyTorch's gradients
+  std::string error;  // why the inputs could not be loaded, or ""
   Device device;
 };
 
@@ -246,14 +265,24 @@ PreparedCase prepare_case(const json& c, const std::map<std::string, Tensor>& te
   if (c.contains("grads"))
     for (const json& g : c.at("grads"))
       if (!g.at("key").is_null()) leaves.insert(g.at("input").get<size_t>());
-  p.error = load_inputs(c, tensors, leaves, device, p.inputs, p.leaf_of, fresh);
+  std::map<size_t, std::string> leaf_views;
+  p.error = load_inputs(c, tensors, leaves, device, p.inputs, leaf_views, fresh);
   if (!p.error.empty()) return p;
+  const bool grads = c.contains("grads");
+  if (grads) p.grads = grad_spec(c, tensors, device);
   detail::Attrs attrs = json_attrs(p.op, c.value("kwargs", json::object()), p.inputs.size());
-  p.eager = [op = p.op, attrs](const std::vector<Tensor>& in) -> std::vector<Tensor> {
+  p.eager = [op = p.op, attrs, leaf_views, grads, spec = p.grads,
+             n_out = p.n_out](const std::vector<Tensor>& leaves) -> std::vector<Tensor> {
+    std::vector<Tensor> in = leaves;
+    for (const auto& [i, view] : leaf_views) in[i] = apply_view(in[i], view);
     if (kTensorOnlyOther.count(op) && in.size() > 1 && in[1].is_wrapped_number())
       detail::throw_error(
           fmt::format("{}: argument 'other' (position 2) must be a Tensor, not a number", op));
-    return detail::call_op(op, in, attrs);
+    std::vector<Tensor> out = detail::call_op(op, in, attrs);
+    *n_out = out.size();
+    if (grads)
+      for (Tensor& g : gradients(spec, leaves, out)) out.push_back(g);
+    return out;
   };
   return p;
 }
@@ -262,6 +291,11 @@ PreparedCase prepare_case(const json& c, const std::map<std::string, Tensor>& te
 /// for a gradient case).
 CaseResult check_outputs(const json& c, const std::map<std::string, Tensor>& tensors,
                          const PreparedCase& p, std::vector<Tensor> out) {
+  std::vector<Tensor> got_grads;
+  if (c.contains("grads")) {
+    got_grads.assign(out.begin() + static_cast<int64_t>(*p.n_out), out.end());
+    out.resize(*p.n_out);
+  }
   const json& outs = c.at("outputs");
   // batch_norm in training mode: PyTorch's outputs 2 and 3 are the running stats it updated.
   if (p.op == "batch_norm" && outs.size() == 3 && p.inputs.size() >= 3) {
@@ -283,7 +317,7 @@ CaseResult check_outputs(const json& c, const std::map<std::string, Tensor>& ten
     }
     if (!why.empty()) return {false, out.size() > 1 ? fmt::format("output {}: {}", i, why) : why};
   }
-  if (c.contains("grads")) return check_grads(c, tensors, p.op, out, p.leaf_of, p.device);
+  if (c.contains("grads")) return check_grads(p.grads, p.op, got_grads);
   return {true, ""};
 }
 
@@ -292,9 +326,7 @@ CaseResult run_case(const json& c, const std::map<std::string, Tensor>& tensors,
   PreparedCase p = prepare_case(c, tensors, /*fresh=*/compiled, device);
   if (!p.error.empty()) return {false, p.error};
   // --compiled: the same function through smelt::compile (fullgraph, so that a
-  // graph break is reported instead of silently running eagerly). A gradient
-  // case's result requires grad: its backward is the compiled forward's
-  // compiled backward graph.
+  // graph break is reported instead of silently running eagerly).
   auto core = std::make_shared<detail::CompiledCore>(
       CompileOptions{.fullgraph = !kMayBreakGraph.count(p.op)}, nullptr, nullptr);
   Runner run = compiled ? Runner([core, eager = p.eager](const std::vector<Tensor>& in) {

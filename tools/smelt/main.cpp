@@ -41,14 +41,18 @@ int main(int argc, char** argv) {
   BenchOptions bench;
   auto* b = app.add_subcommand("bench", "eager vs compiled on a workload");
   b->add_option("workload", bench.workload,
-                "pointwise|softmax|layernorm|mlp|train-mlp|train-aot|horizontal|chain|minilm|all "
-                "(train-aot: train-mlp with only the model compiled; all: "
-                "every one but chain and minilm)")
+                "pointwise|softmax|layernorm|mlp|train-mlp|train-aot|horizontal|batchnorm-relu|"
+                "gpt2-block|gemm|linear-gelu|linear-gelu-erf|chain|minilm|ops|all (train-aot: "
+                "train-mlp with only the model compiled; all: every one but chain, minilm and ops; "
+                "ops: eager time of single ops), or a comma-separated list (gemm,linear-gelu)")
       ->required();
   b->add_option("--device", bench.device,
                 "device the workload runs on: cpu, cuda or cuda:N (larger inputs on a GPU)");
-  b->add_option("--dtype", bench.dtype, "float32|float64|float16|bfloat16");
-  b->add_option("--mode", bench.mode, "compile mode: default|reduce-overhead|max-autotune");
+  b->add_option("--dtype", bench.dtype,
+                "float32|float64|float16|bfloat16 (default: float32; bfloat16 for the GEMM "
+                "workloads and gpt2-block on a GPU)");
+  b->add_option("--mode", bench.mode,
+                "compile mode: default|reduce-overhead|max-autotune|max-autotune-no-cudagraphs");
   b->add_flag("--json", bench.json, "print one JSON object per workload");
   b->add_option("--iters", bench.iters, "timed iterations (0 = automatic)");
   b->add_option("--model", bench.model,
@@ -63,9 +67,24 @@ int main(int argc, char** argv) {
   b->add_option("--save-outputs", bench.save_outputs,
                 "write the eager and compiled outputs (eager0, compiled0, ...) to this "
                 "safetensors file");
+  b->add_option("--filter", bench.filter, "ops: only the ops whose name contains this");
   b->add_option("--cache-dir", bench.cache_dir,
                 "compile into this kernel cache and keep it (default: a fresh private cache, "
                 "removed afterwards); run twice to time a warm compile in a fresh process");
+  b->add_flag("--codegen-only", bench.codegen_only,
+              "with --device cuda: generate the workload's CUDA program at the GPU sizes and "
+              "compile it with NVRTC, printing its kernels and launch configs; no GPU needed, "
+              "nothing runs (SMELT_LOGS=output_code: the source)");
+  b->add_option("--cuda-arch", bench.cuda_arch,
+                "--codegen-only: the compute capability x 10 to compile for (90: the H200)")
+      ->check(CLI::Range(50, 200));
+  b->add_option("--peak-gbps", bench.peak_gbps,
+                "peak bandwidth (GB/s) for the share column (0: on cuda the H200's copy, 4300)")
+      ->check(CLI::NonNegativeNumber);
+  b->add_option("--peak-tflops", bench.peak_tflops,
+                "peak TFLOP/s for the share column (0: on cuda the H200's bfloat16/float16 dense, "
+                "780)")
+      ->check(CLI::NonNegativeNumber);
   bool no_round = false;
   b->add_flag("--no-round-intermediates", no_round,
               "keep float16/bfloat16 intermediates in float32 inside kernels (faster, may drift "

@@ -1,27 +1,50 @@
 // The CPU backend: backend.h's interface over the CPU code of this folder
-// (loops.h, reduce.h, blas.h, pointwise.h, fill.h, index.h, toolchain.h),
+// (loops.h, reduce.h, blas.h, pointwise_table.h, fill.h, index.h, toolchain.h),
 // registered for DeviceType::CPU at load time. Memory is 64-byte-aligned host
 // memory; there is one implicit stream (work runs to completion on the calling
 // thread), so streams and events are no-ops.
 #include <fmt/format.h>
+
+#include <omp.h>
 
 #include <cstdlib>
 #include <cstring>
 
 #include "backend/backend.h"
 #include "backend/cpu/blas.h"
+#include "backend/cpu/copy.h"
 #include "backend/cpu/fill.h"
 #include "backend/cpu/index.h"
 #include "backend/cpu/loops.h"
+#include "backend/cpu/norm_kernels.h"
 #include "backend/cpu/optim.h"
-#include "backend/cpu/pointwise.h"
+#include "backend/cpu/pointwise_table.h"
 #include "backend/cpu/reduce.h"
 #include "backend/cpu/toolchain.h"
 #include "core/tensor_impl.h"
+#include "kernels/reduce_ops.h"
 
 namespace smelt::cpu {
 
 namespace {
+
+/// True when the fused row kernels (norm_kernels.h) give the decomposition's
+/// values for rows of n elements of x: float32 / float64, contiguous, and
+/// rows the decomposition's reductions combine in one stretch each
+/// (reduce::inner_splits, which cuts the rows of few-row reductions across
+/// threads).
+bool fused_rows_ok(const Tensor& x, int64_t n, const Tensor& out) {
+  const DType t = x.dtype();
+  if ((t != DType::Float32 && t != DType::Float64) || n <= 0 || x.numel() == 0) return false;
+  if (!x.is_contiguous() || !out.is_contiguous() || out.dtype() != t || out.sizes() != x.sizes())
+    return false;
+  return reduce::inner_splits(x.numel() / n, n, omp_get_max_threads()) == 1;
+}
+
+/// weight / bias of fused_layer_norm: absent, or contiguous [n] of dtype t.
+bool row_param_ok(const Tensor& p, int64_t n, DType t) {
+  return !p.defined() || (p.dtype() == t && p.is_contiguous() && p.numel() == n);
+}
 
 class HostAllocator final : public Allocator {
  public:
@@ -136,6 +159,20 @@ class CpuBackend final : public backend::Backend {
   }
   void cumsum(const Tensor& x, int64_t dim, const Tensor& out) override {
     cumsum_kernel(x, dim, out);
+  }
+
+  bool fused_softmax(const Tensor& x, bool log, const Tensor& out) override {
+    if (x.dim() == 0 || !fused_rows_ok(x, x.sizes().back(), out)) return false;
+    softmax_rows_stub(x, log, out);
+    return true;
+  }
+  bool fused_layer_norm(const Tensor& x, int64_t n, const Tensor& weight, const Tensor& bias,
+                        double eps, const Tensor& out) override {
+    if (!fused_rows_ok(x, n, out) || x.numel() % n != 0 || !row_param_ok(weight, n, x.dtype()) ||
+        !row_param_ok(bias, n, x.dtype()))
+      return false;
+    layer_norm_rows_stub(x, n, weight, bias, eps, out);
+    return true;
   }
 
   void index_select(const Tensor& out, const Tensor& x, int64_t dim, const Tensor& index) override {

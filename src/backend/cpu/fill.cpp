@@ -91,6 +91,24 @@ void for_each_block(int64_t n, int64_t per_block, uint64_t seed, uint64_t first,
 template <class T>
 constexpr bool is_float_v = std::is_same_v<T, double> || std::is_same_v<T, float> ||
                             std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
+/// Standard normal values from Philox blocks first, first + 1, ...: one block
+/// per pair of elements (random::normal_polar once, then cos for the even
+/// element and sin for the odd one, as random::normal_element gives them).
+template <class T>
+void normal_fill(T* p, int64_t n, uint64_t seed, uint64_t first) {
+  const int64_t pairs = (n + 1) / 2;
+#pragma omp parallel for schedule(static) if (n >= kRandomGrain)
+  for (int64_t b = 0; b < pairs; ++b) {
+    uint32_t w[4];
+    random::philox_block(seed, first + static_cast<uint64_t>(b), w);
+    double r, theta;
+    random::normal_polar(w, r, theta);
+    p[2 * b] = random::from_double<T>(r * std::cos(theta));
+    // (opaque: GCC would merge sin and cos of one value into a sincos call,
+    // whose results may differ from theirs in the last bit)
+    if (2 * b + 1 < n) p[2 * b + 1] = random::from_double<T>(r * std::sin(scalar::opaque(theta)));
+  }
+}
 }  // namespace
 
 void random_fill(const Tensor& out, const backend::RandomFill& r) {
@@ -112,12 +130,7 @@ void random_fill(const Tensor& out, const backend::RandomFill& r) {
     }
     case Kind::Normal:
       SMELT_DISPATCH_ALL(out.dtype(), "randn", [&] {
-        if constexpr (is_float_v<T>) {
-          T* p = static_cast<T*>(out.data_ptr());
-          for_each_block(n, 2, seed, first, [&](int64_t i, const uint32_t* w) {
-            p[i] = random::normal_element<T>(w, i);
-          });
-        }
+        if constexpr (is_float_v<T>) normal_fill(static_cast<T*>(out.data_ptr()), n, seed, first);
       });
       return;
     case Kind::Integer:

@@ -5,6 +5,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "backend/cpu/copy.h"
 #include "backend/cpu/loops.h"
 #include "kernels/scalar_ops.h"
 
@@ -74,33 +75,48 @@ void index_select(const Tensor& out, const Tensor& x, int64_t dim, const Tensor&
   }
 }
 
+namespace {
+/// gather's rows along index's last dim (shape `is`): each row's offset in x
+/// (without dim `dim`) once, then a plain loop over the row.
+template <class T>
+void gather_rows(T* dst, const T* src, const Shape& xst, const Shape& is, int64_t dim,
+                 const int64_t* idx, int64_t n) {
+  const int64_t last = static_cast<int64_t>(is.size()) - 1, len = is[last], rows = n / len;
+  const int64_t s_dim = xst[dim], s_last = dim == last ? 0 : xst[last];
+#pragma omp parallel for schedule(static) if (n >= kParallelGrain && rows > 1)
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t rem = r, base = 0;
+    for (int64_t k = last - 1; k >= 0; --k) {
+      const int64_t i = rem % is[k];
+      rem /= is[k];
+      if (k != dim) base += i * xst[k];
+    }
+    const int64_t* ix = idx + r * len;
+    T* d = dst + r * len;
+    for (int64_t j = 0; j < len; ++j) d[j] = src[base + j * s_last + ix[j] * s_dim];
+  }
+}
+}  // namespace
+
 void gather(const Tensor& out, const Tensor& x, int64_t dim, const Tensor& index) {
   const int64_t n = out.numel();
   if (n == 0) return;
-  const std::vector<int64_t> idx = index_values(index);
-  const int64_t nd = x.dim();
-  const Shape& is = index.sizes();
-  const int64_t ind = static_cast<int64_t>(is.size());
+  // The index values, read in place when they are contiguous int64.
+  std::vector<int64_t> copied;
+  const int64_t* idx = nullptr;
+  if (index.dtype() == DType::Int64 && index.is_contiguous()) {
+    idx = static_cast<const int64_t*>(index.data_ptr());
+  } else {
+    copied = index_values(index);
+    idx = copied.data();
+  }
   SMELT_DISPATCH_ALL(x.dtype(), "gather", [&] {
     const T* src = static_cast<const T*>(x.data_ptr());
     T* dst = static_cast<T*>(out.data_ptr());
-    if (nd == 0) {
+    if (x.dim() == 0) {
       for (int64_t i = 0; i < n; ++i) dst[i] = src[0];
-      return;
-    }
-    const Shape& xst = x.strides();
-    std::vector<int64_t> pos(ind, 0);
-    int64_t base = 0;  // offset of pos in x, excluding dim `dim`
-    for (int64_t i = 0; i < n; ++i) {
-      dst[i] = src[base + idx[i] * xst[dim]];
-      for (int64_t k = ind - 1; k >= 0; --k) {  // odometer increment
-        if (++pos[k] < is[k]) {
-          if (k != dim) base += xst[k];
-          break;
-        }
-        if (k != dim) base -= (is[k] - 1) * xst[k];
-        pos[k] = 0;
-      }
+    } else {
+      gather_rows<T>(dst, src, x.strides(), index.sizes(), dim, idx, n);
     }
   });
 }

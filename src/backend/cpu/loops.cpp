@@ -1,5 +1,4 @@
-// Eager CPU loop machinery (see loops.h): strided row iteration and the
-// converting copy.
+// Eager CPU loop machinery (see loops.h): coalescing and strided row iteration.
 #include "backend/cpu/loops.h"
 
 #include <omp.h>
@@ -21,15 +20,13 @@ std::vector<int64_t> broadcast_byte_strides(const Tensor& t, const Shape& out_sh
   return s;
 }
 
-void for_each_row(const Shape& shape_in, std::vector<char*> ptrs,
-                  std::vector<std::vector<int64_t>> strides, const RowFn& row) {
-  const size_t nops = ptrs.size();
-  int64_t numel = 1;
-  for (auto d : shape_in) numel *= d;
-  if (numel == 0) return;
+Coalesced coalesce(const Shape& shape_in, const std::vector<std::vector<int64_t>>& strides) {
+  const size_t nops = strides.size();
+  Coalesced c;
+  Shape& shape = c.shape;
+  std::vector<std::vector<int64_t>>& st = c.strides;
+  st.resize(nops);
   // Drop size-1 dims, then coalesce adjacent dims that are contiguous for every operand.
-  Shape shape;
-  std::vector<std::vector<int64_t>> st(nops);
   for (size_t d = 0; d < shape_in.size(); ++d) {
     if (shape_in[d] == 1) continue;
     shape.push_back(shape_in[d]);
@@ -51,6 +48,20 @@ void for_each_row(const Shape& shape_in, std::vector<char*> ptrs,
       st[k].erase(st[k].begin() + d);
     }
   }
+  return c;
+}
+
+void for_each_row(const Shape& shape_in, std::vector<char*> ptrs,
+                  std::vector<std::vector<int64_t>> strides, const RowFn& row) {
+  const size_t nops = ptrs.size();
+  int64_t numel = 1;
+  for (auto d : shape_in) numel *= d;
+  if (numel == 0) return;
+  // Named references rather than a structured binding: the OpenMP region
+  // below captures them (which Clang before 16 does not allow of bindings).
+  const Coalesced coalesced = coalesce(shape_in, strides);
+  const Shape& shape = coalesced.shape;
+  const std::vector<std::vector<int64_t>>& st = coalesced.strides;
   const int64_t nd = static_cast<int64_t>(shape.size());
   const int64_t inner = shape[nd - 1];
   const int64_t rows = numel / inner;
@@ -87,29 +98,6 @@ void for_each_row(const Shape& shape_in, std::vector<char*> ptrs,
       row(p.data(), inner_strides.data(), inner);
     }
   }
-}
-
-void copy_convert(const Tensor& dst, const Tensor& src) {
-  std::vector<char*> ptrs{static_cast<char*>(dst.data_ptr()), static_cast<char*>(src.data_ptr())};
-  std::vector<std::vector<int64_t>> strides{broadcast_byte_strides(dst, dst.sizes()),
-                                            broadcast_byte_strides(src, dst.sizes())};
-  SMELT_DISPATCH_ALL(dst.dtype(), "copy_", [&] {
-    using D = T;
-    SMELT_DISPATCH_ALL(src.dtype(), "copy_", [&] {
-      using S = T;
-      for_each_row(dst.sizes(), ptrs, strides, [](char** p, const int64_t* s, int64_t n) {
-        if (s[0] == sizeof(D) && s[1] == sizeof(S)) {
-          D* d = reinterpret_cast<D*>(p[0]);
-          const S* x = reinterpret_cast<const S*>(p[1]);
-          for (int64_t i = 0; i < n; ++i) d[i] = scalar::cast<D>(x[i]);
-        } else {
-          for (int64_t i = 0; i < n; ++i)
-            *reinterpret_cast<D*>(p[0] + i * s[0]) =
-                scalar::cast<D>(*reinterpret_cast<const S*>(p[1] + i * s[1]));
-        }
-      });
-    });
-  });
 }
 
 }  // namespace smelt::cpu

@@ -1,10 +1,8 @@
 // Eager CPU pointwise kernels, common part: the block loads/stores shared by
-// every functor, and the table of kernels by functor name.
+// every functor. Built once per CPU capability (capability.h).
 #include "backend/cpu/pointwise.h"
 
-#include <unordered_map>
-
-namespace smelt::cpu::pw {
+namespace smelt::cpu::SMELT_CPU_CAP::pw {
 
 template <class C>
 void load_block(const char* src, int64_t stride, DType from, int64_t n, C* dst) {
@@ -43,15 +41,4 @@ SMELT_PW_INSTANTIATE(float)
 SMELT_PW_INSTANTIATE(double)
 #undef SMELT_PW_INSTANTIATE
 
-const PointwiseKernel* find_pointwise(const std::string& functor) {
-  static const std::unordered_map<std::string, PointwiseKernel> table = [] {
-    std::unordered_map<std::string, PointwiseKernel> t;
-    for (auto* list : {unary_pointwise_kernels, binary_pointwise_kernels})
-      for (auto& [name, k] : list()) t.emplace(name, k);
-    return t;
-  }();
-  auto it = table.find(functor);
-  return it == table.end() ? nullptr : &it->second;
-}
-
-}  // namespace smelt::cpu::pw
+}  // namespace smelt::cpu::SMELT_CPU_CAP::pw

@@ -1,5 +1,8 @@
-// Eager CPU pointwise kernels: the loop machinery and the table of kernels by
-// functor name behind Backend::pointwise.
+// Eager CPU pointwise kernels: the loop machinery of the kernel sources
+// (pointwise.cpp, pointwise_unary.cpp, pointwise_binary.cpp), which are built
+// once per CPU capability (capability.h): everything here lives in namespace
+// smelt::cpu::SMELT_CPU_CAP::pw, and only those sources include this header.
+// The kernel record and the lookup by functor name are in pointwise_table.h.
 //
 // A kernel is instantiated per (functor, compute type C) only. Rows (from
 // for_each_row: broadcasting, coalescing, OpenMP) are processed in blocks: each
@@ -18,19 +21,26 @@
 #include <vector>
 
 #include "backend/cpu/loops.h"
-#include "kernels/pointwise_list.h"
+#include "backend/cpu/pointwise_table.h"
+#include "kernels/pointwise_list.h"  // the X-macro lists the kernel sources expand
 #include "kernels/scalar_ops.h"
 #include "smelt/scalar.h"
 
-namespace smelt::cpu::pw {
+#ifndef SMELT_CPU_CAP
+#error "pointwise.h is for the kernel sources built once per CPU capability (capability.h)"
+#endif
+
+namespace smelt::cpu::SMELT_CPU_CAP::pw {
 
 // Compute-type sets an op supports (kernels/pointwise_list.h).
-using ::smelt::pw::kAll;
-using ::smelt::pw::kB;
-using ::smelt::pw::kF;
-using ::smelt::pw::kI;
-using ::smelt::pw::kIB;
-using ::smelt::pw::kIF;
+using ::smelt::cpu::pw::kAll;
+using ::smelt::cpu::pw::kB;
+using ::smelt::cpu::pw::kF;
+using ::smelt::cpu::pw::kI;
+using ::smelt::cpu::pw::kIB;
+using ::smelt::cpu::pw::kIF;
+using ::smelt::cpu::pw::PointwiseKernel;
+using ::smelt::cpu::pw::PointwiseTable;
 
 template <class T>
 struct Tag {
@@ -97,6 +107,10 @@ void run_kernel(const Tensor& out, const std::vector<Tensor>& in, const F& f) {
                  alignas(64) C buf[N][kBlock];
                  alignas(64) R obuf[kBlock];
                  const bool direct = odt == rdt && s[0] == static_cast<int64_t>(sizeof(R));
+                 // A broadcast input (stride 0) fills its buffer once per row.
+                 for (size_t k = 0; k < N; ++k)
+                   if (s[k + 1] == 0)
+                     load_block<C>(p[k + 1], 0, idt[k], std::min(kBlock, n), buf[k]);
                  for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
                    const int64_t m = std::min(kBlock, n - i0);
                    const C* a[N];
@@ -105,7 +119,7 @@ void run_kernel(const Tensor& out, const std::vector<Tensor>& in, const F& f) {
                      if (idt[k] == cdt && s[k + 1] == static_cast<int64_t>(sizeof(C))) {
                        a[k] = reinterpret_cast<const C*>(src);
                      } else {
-                       load_block<C>(src, s[k + 1], idt[k], m, buf[k]);
+                       if (s[k + 1] != 0) load_block<C>(src, s[k + 1], idt[k], m, buf[k]);
                        a[k] = buf[k];
                      }
                    }
@@ -151,22 +165,6 @@ void dispatch(DType c, const char* op, const G& g) {
   SMELT_INTERNAL_ASSERT(false, "{}: no kernel for compute dtype {}", op, dtype_name(c));
 }
 
-/// True when dtype `t`'s category is in Set.
-inline bool in_set(int set, DType t) {
-  int cat = t == DType::Bool ? kB : is_floating(t) ? kF : kI;
-  return (set & cat) != 0;
-}
-
-/// One eager pointwise kernel: out = scalar::<functor><C>(C(inputs)..., C(extra)...)
-/// for every compute type C of its set (see Backend::pointwise).
-struct PointwiseKernel {
-  int arity = 0;
-  int n_extra = 0;
-  int set = 0;  // compute-type categories it is instantiated for (kB | kI | kF)
-  void (*run)(DType compute, const Tensor& out, const std::vector<Tensor>& inputs,
-              const std::vector<Scalar>& extra) = nullptr;
-};
-
 /// The kernel running `F::call<C>(inputs..., extras...)` over N inputs with E
 /// extras, for the compute types of Set.
 template <int Set, size_t N, size_t E, class F>
@@ -190,17 +188,7 @@ PointwiseKernel make_kernel() {
   return k;
 }
 
-/// Registration lists of the files that instantiate the kernels
-/// (pointwise_unary.cpp, pointwise_binary.cpp; the functors of
-/// kernels/pointwise_list.h): functor name -> kernel.
-using PointwiseTable = std::vector<std::pair<const char*, PointwiseKernel>>;
-PointwiseTable unary_pointwise_kernels();
-PointwiseTable binary_pointwise_kernels();
-
-/// The kernel of `functor`, or nullptr when there is none.
-const PointwiseKernel* find_pointwise(const std::string& functor);
-
-}  // namespace smelt::cpu::pw
+}  // namespace smelt::cpu::SMELT_CPU_CAP::pw
 
 /// Defines the functor wrapper of smelt::scalar::`fn` (at namespace scope).
 #define SMELT_PW_FUNCTOR(fn)                  \
@@ -216,7 +204,7 @@ const PointwiseKernel* find_pointwise(const std::string& functor);
 /// with `arity` operands and `extra` trailing attribute arguments,
 /// instantiated for compute-type set `set`.
 #define SMELT_PW_ENTRY(fn, arity, extra, set) \
-  { #fn, ::smelt::cpu::pw::make_kernel < set, arity, extra, fn##_functor>() }
+  { #fn, ::smelt::cpu::SMELT_CPU_CAP::pw::make_kernel < set, arity, extra, fn##_functor>() }
 
 /// X-macro adapters over the lists of kernels/pointwise_list.h.
 #define SMELT_PW_DEFINE_FUNCTOR(fn, arity, extra, set) SMELT_PW_FUNCTOR(fn)

@@ -1,3 +1,4 @@
+// Eager CPU reductions (see reduce.h). Built once per CPU capability.
 #include "backend/cpu/reduce.h"
 
 #include <omp.h>
@@ -12,7 +13,7 @@
 #include "backend/cpu/loops.h"
 #include "kernels/reduce_ops.h"
 
-namespace smelt::cpu {
+namespace smelt::cpu::SMELT_CPU_CAP {
 
 namespace r = ::smelt::reduce;
 using r::make_reduce_geom;
@@ -60,6 +61,9 @@ struct Counter {
   }
 };
 
+/// This copy's tag for reduce::ContiguousRun (an instantiation of its own).
+struct RunTag {};
+
 /// Accumulates the reduced elements [r0, r1) (linear reduced index) of the
 /// output whose first input element is `base`, in InnerOrder (reduce_ops.h).
 template <class Op, class T>
@@ -79,7 +83,11 @@ typename Op::acc_t accumulate_range(const T* base, const ReduceGeom& g, int64_t 
     const int64_t len = std::min(n_in - i_in, r1 - rr);
     const T* p = base + c.off + i_in * s_in;
     if (s_in == 1) {
-      row.template run<true>(0, len, [p](int64_t k) { return r::to_acc<A>(p[k]); });
+      if constexpr (std::is_same_v<T, A>) {
+        row.template run<true>(0, len, r::ContiguousRun<A, RunTag>{p});
+      } else {
+        row.template run<true>(0, len, [p](int64_t k) { return r::to_acc<A>(p[k]); });
+      }
     } else {
       row.template run<false>(0, len, [p, s_in](int64_t k) { return r::to_acc<A>(p[k * s_in]); });
     }
@@ -437,4 +445,13 @@ void cumsum_kernel(const Tensor& x, int64_t dim, const Tensor& out) {
   });
 }
 
-}  // namespace smelt::cpu
+}  // namespace smelt::cpu::SMELT_CPU_CAP
+
+SMELT_REGISTER_DISPATCH(sum_stub, &::smelt::cpu::SMELT_CPU_CAP::sum_kernel);
+SMELT_REGISTER_DISPATCH(mean_stub, &::smelt::cpu::SMELT_CPU_CAP::mean_kernel);
+SMELT_REGISTER_DISPATCH(prod_stub, &::smelt::cpu::SMELT_CPU_CAP::prod_kernel);
+SMELT_REGISTER_DISPATCH(minmax_stub, &::smelt::cpu::SMELT_CPU_CAP::minmax_kernel);
+SMELT_REGISTER_DISPATCH(anyall_stub, &::smelt::cpu::SMELT_CPU_CAP::anyall_kernel);
+SMELT_REGISTER_DISPATCH(arg_stub, &::smelt::cpu::SMELT_CPU_CAP::arg_kernel);
+SMELT_REGISTER_DISPATCH(var_stub, &::smelt::cpu::SMELT_CPU_CAP::var_kernel);
+SMELT_REGISTER_DISPATCH(cumsum_stub, &::smelt::cpu::SMELT_CPU_CAP::cumsum_kernel);

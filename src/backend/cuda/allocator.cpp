@@ -72,6 +72,10 @@ struct CachingAllocator::Impl {
   std::array<DeviceState, kMaxDevices> devices;
   std::unordered_map<void*, Block*> live;  // allocated blocks by address
   std::vector<Block*> pending;             // freed, waiting for events of other streams
+  int captures_underway = 0;               // recordings of CUDA graphs in progress
+  /// Streams of CUDA-graph recordings: their blocks are private pools, and
+  /// the bytes of their segments.
+  std::unordered_map<cudaStream_t, int64_t> private_pools;
 
   /// Returns freed blocks whose recorded streams have reached their events
   /// to their pools.
@@ -113,15 +117,24 @@ struct CachingAllocator::Impl {
     if (d.stats.reserved > d.stats.peak_reserved) d.stats.peak_reserved = d.stats.reserved;
   }
 
-  /// Releases every whole free segment of `device` (-1: of every device).
+  /// Releases every whole free segment of `device` (-1: of every device)
+  /// that is in no private pool; nothing while a recording is under way.
   void release_cached(int device) {
+    if (captures_underway > 0) return;
+    release_segments(device, [&](const Block* b) { return private_pools.count(b->stream) == 0; });
+  }
+
+  /// Releases the whole free segments of `device` (-1: of every device) for
+  /// which `pick` is true.
+  template <class Pick>
+  void release_segments(int device, const Pick& pick) {
     for (int dev = 0; dev < kMaxDevices; ++dev) {
       if (device >= 0 && dev != device) continue;
       DeviceState& d = devices[static_cast<size_t>(dev)];
       for (Pool* pool : {&d.small, &d.large}) {
         std::vector<Block*> whole;
         for (Block* b : *pool)
-          if (b->prev == nullptr && b->next == nullptr) whole.push_back(b);
+          if (b->prev == nullptr && b->next == nullptr && pick(b)) whole.push_back(b);
         if (whole.empty()) continue;
         DeviceGuard guard(dev);
         for (Block* b : whole) {
@@ -138,7 +151,12 @@ struct CachingAllocator::Impl {
   /// A fresh segment of `size` bytes, or nullptr when the device is out of memory.
   char* device_malloc(size_t size) {
     void* p = nullptr;
+    // Allowed while this thread records a CUDA graph: the allocation is not
+    // part of the recording (its memory is the recording's private pool).
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    SMELT_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
     const cudaError_t err = cudaMalloc(&p, size);
+    SMELT_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
     if (err == cudaErrorMemoryAllocation) {
       (void)cudaGetLastError();  // not sticky: clear it
       return nullptr;
@@ -151,7 +169,8 @@ struct CachingAllocator::Impl {
     const size_t size = round_size(nbytes);
     const bool small = size <= kSmallSize;
     std::lock_guard<std::mutex> lock(mu);
-    if (!pending.empty()) process_events();
+    // No event may be queried while a recording is under way.
+    if (!pending.empty() && captures_underway == 0) process_events();
     DeviceState& d = devices[static_cast<size_t>(device)];
     Pool& pool = small ? d.small : d.large;
 
@@ -187,6 +206,8 @@ struct CachingAllocator::Impl {
       }
       ++d.stats.device_allocs;
       note_reserved(d, static_cast<int64_t>(seg));
+      if (auto pool_it = private_pools.find(stream); pool_it != private_pools.end())
+        pool_it->second += static_cast<int64_t>(seg);
       block = new Block;
       block->device = device;
       block->stream = stream;
@@ -283,6 +304,33 @@ void CachingAllocator::deallocate(void* p, Device) { impl_->deallocate(p); }
 
 void CachingAllocator::record_stream(void* p, cudaStream_t stream) {
   impl_->record_stream(p, stream);
+}
+
+void CachingAllocator::begin_capture(cudaStream_t stream) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  ++impl_->captures_underway;
+  impl_->private_pools.emplace(stream, 0);
+}
+
+void CachingAllocator::end_capture(cudaStream_t) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  --impl_->captures_underway;
+}
+
+int64_t CachingAllocator::pool_bytes(cudaStream_t stream) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  auto it = impl_->private_pools.find(stream);
+  return it == impl_->private_pools.end() ? 0 : it->second;
+}
+
+void CachingAllocator::release_pool(cudaStream_t stream) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  if (impl_->private_pools.erase(stream) == 0) return;
+  // Blocks still allocated (none, unless a tensor made while recording
+  // escaped it) keep their segments, which return to the device with
+  // empty_cache once freed.
+  if (impl_->captures_underway == 0)
+    impl_->release_segments(-1, [&](const Block* b) { return b->stream == stream; });
 }
 
 backend::MemoryStats CachingAllocator::stats(int device) {

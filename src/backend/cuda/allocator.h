@@ -17,6 +17,16 @@
 // how much smelt has allocated and reserved on the device and how much the
 // device has free, and the process stays usable.
 //
+// CUDA graphs (graphs.h): a recording runs on a stream of its own, and the
+// blocks allocated on that stream are the recording's private pool (PyTorch's
+// graph pools): nothing else allocates on that stream, so they are never
+// handed to other work, and they are not returned to the device (empty_cache,
+// an out-of-memory retry) until the recording is gone. While a recording is
+// under way, no memory is returned to the device and freed blocks waiting for
+// other streams stay waiting (neither is allowed during a capture); a segment
+// allocated meanwhile is taken with cudaMalloc outside the capture's rules
+// (the capture does not record it, as PyTorch's allocator does).
+//
 // A tensor used on a stream other than the one it was allocated on must be
 // declared with record_stream (torch.Tensor.record_stream) or synchronized by
 // the user before it is freed: a freed block with recorded streams records an
@@ -43,6 +53,17 @@ class CachingAllocator final : public Allocator {
   /// used by work on `stream` (see the file comment); nothing for its own
   /// stream or for memory it did not allocate.
   void record_stream(void* p, cudaStream_t stream);
+
+  /// CUDA graphs: a recording starts on `stream` (see the file comment);
+  /// its blocks are a private pool until release_pool(stream).
+  void begin_capture(cudaStream_t stream);
+  /// The recording on `stream` ended (its pool stays private).
+  void end_capture(cudaStream_t stream);
+  /// Bytes of device memory in the segments of `stream`'s pool.
+  int64_t pool_bytes(cudaStream_t stream);
+  /// The recording of `stream` is gone: its free segments are returned to the
+  /// device (cudaFree, which waits for the device), and the pool is no longer private.
+  void release_pool(cudaStream_t stream);
 
   backend::MemoryStats stats(int device);
   void reset_peak(int device);

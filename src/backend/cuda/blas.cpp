@@ -8,10 +8,11 @@
 #include <climits>
 #include <mutex>
 
+#include "backend/cuda/blaslt.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device.h"
 #include "backend/cuda/kernels.h"
-#include "core/tensor_impl.h"
+#include "backend/cuda/scratch.h"
 #include "kernels/gemm_epilogue.h"
 
 namespace smelt::cuda::impl {
@@ -34,47 +35,24 @@ cublasHandle_t handle(int device) {
 
 bool fits_int(int64_t v) { return v >= 0 && v <= INT_MAX; }
 
-/// How cuBLAS (column-major) reads a rows x cols row-major-indexed operand
-/// with strides (rs, cs): as the transpose of a column-major matrix with
-/// leading dimension ld (op N) when unit column stride, as the matrix itself
-/// (op T) when unit row stride. False when neither fits.
-bool layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs, cublasOperation_t* op,
-            int64_t* ld) {
-  if ((cols == 1 || cs == 1) && (rows == 1 || rs >= std::max<int64_t>(1, cols))) {
-    *op = CUBLAS_OP_N;
-    *ld = rows == 1 ? std::max<int64_t>(1, cols) : rs;
-    return fits_int(*ld);
-  }
-  if ((rows == 1 || rs == 1) && (cols == 1 || cs >= std::max<int64_t>(1, rows))) {
-    *op = CUBLAS_OP_T;
-    *ld = cols == 1 ? std::max<int64_t>(1, rows) : cs;
-    return fits_int(*ld);
-  }
-  return false;
+/// cublasGemmStridedBatchedEx for `p` (no epilogue): every floating dtype.
+void gemm_ex(const CublasGemm& p, int device, cudaStream_t stream) {
+  SMELT_INTERNAL_ASSERT(p.epilogue == CUBLASLT_EPILOGUE_DEFAULT && p.bias == nullptr,
+                        "gemm_ex: cublasGemmEx has no epilogue");
+  cublasHandle_t h = handle(device);
+  SMELT_CUBLAS_CHECK(cublasSetStream(h, stream));
+  const double alpha_d = p.alpha, beta_d = 0.0;
+  const float alpha_f = static_cast<float>(p.alpha), beta_f = 0.0f;
+  const bool f64 = p.compute == CUBLAS_COMPUTE_64F;
+  const void* alpha = f64 ? static_cast<const void*>(&alpha_d) : &alpha_f;
+  const void* beta = f64 ? static_cast<const void*>(&beta_d) : &beta_f;
+  const cudaDataType_t ab_type = cuda_data_type(p.dtype);
+  SMELT_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+      h, p.op_a, p.op_b, static_cast<int>(p.m), static_cast<int>(p.n), static_cast<int>(p.k), alpha,
+      p.a, ab_type, static_cast<int>(p.lda), p.stride_a, p.b, ab_type, static_cast<int>(p.ldb),
+      p.stride_b, beta, p.d, cuda_data_type(p.d_dtype), static_cast<int>(p.ldd), p.stride_d,
+      static_cast<int>(p.batch), p.compute, CUBLAS_GEMM_DEFAULT));
 }
-
-cudaDataType_t cuda_type(DType t) {
-  switch (t) {
-    case DType::Float16:
-      return CUDA_R_16F;
-    case DType::BFloat16:
-      return CUDA_R_16BF;
-    case DType::Float64:
-      return CUDA_R_64F;
-    default:
-      return CUDA_R_32F;
-  }
-}
-
-/// Device scratch that lives until the end of the call (stream-ordered reuse).
-struct Scratch {
-  std::vector<Tensor> held;
-  void* get(size_t bytes, int device) {
-    held.push_back(detail::make_empty({static_cast<int64_t>(bytes)}, DType::UInt8,
-                                      Device(DeviceType::CUDA, device), "matmul"));
-    return held.back().data_ptr();
-  }
-};
 
 }  // namespace
 
@@ -98,39 +76,46 @@ void gemm(const backend::Gemm& g, int device, cudaStream_t stream) {
   const backend::GemmEpilogue& e = g.epilogue;
   const MatArg a{g.a.data, g.a.batch_stride, g.a.row_stride, g.a.col_stride};
   const MatArg b{g.b.data, g.b.batch_stride, g.b.row_stride, g.b.col_stride};
-  Scratch scratch;
+  Scratch scratch(device, stream);
+  // gemm.cu's epilogue kernel over C, reading the product from `src` (float32
+  // scratch, contiguous) or from C itself (nullptr).
+  auto epilogue_kernel = [&](const float* src) {
+    launch_gemm_epilogue(g.dtype, g.batch, g.m, g.n, src, g.c, g.c_batch_stride, g.c_row_stride,
+                         g.c_col_stride, e.bias, static_cast<int>(*act), e.residual,
+                         e.residual_batch_stride, e.residual_row_stride, e.residual_col_stride,
+                         stream);
+  };
 
   if (g.k == 0) {  // an empty sum: C = epilogue(0), zeros copied from one zeroed element
-    void* zero = scratch.get(static_cast<size_t>(esz), device);
+    void* zero = scratch.get(static_cast<size_t>(esz));
     SMELT_CUDA_CHECK(cudaMemsetAsync(zero, 0, static_cast<size_t>(esz), stream));
     launch_matrix_copy(g.c, g.c_batch_stride, g.c_row_stride, g.c_col_stride, MatArg{zero, 0, 0, 0},
                        g.batch, g.m, g.n, static_cast<int>(esz), stream);
-    if (!e.empty())
-      launch_gemm_epilogue(g.dtype, g.batch, g.m, g.n, nullptr, g.c, g.c_batch_stride,
-                           g.c_row_stride, g.c_col_stride, e.bias, static_cast<int>(*act),
-                           e.residual, e.residual_batch_stride, e.residual_row_stride,
-                           e.residual_col_stride, stream);
+    if (!e.empty()) epilogue_kernel(nullptr);
     return;
   }
   if (!is_floating(g.dtype)) {
     launch_gemm_int(g.dtype, g.batch, g.m, g.n, g.k, a, b, g.c, g.c_batch_stride, g.c_row_stride,
                     g.c_col_stride, static_cast<int64_t>(g.alpha), stream);
-    if (!e.empty())
-      launch_gemm_epilogue(g.dtype, g.batch, g.m, g.n, nullptr, g.c, g.c_batch_stride,
-                           g.c_row_stride, g.c_col_stride, e.bias, static_cast<int>(*act),
-                           e.residual, e.residual_batch_stride, e.residual_row_stride,
-                           e.residual_col_stride, stream);
+    if (!e.empty()) epilogue_kernel(nullptr);
     return;
   }
 
-  // Operands: read in place, or packed contiguous (row-major) first.
+  // One cuBLASLt call for the product and its whole epilogue, when it reads
+  // the operands and writes C in place and has an algorithm for them.
+  if (const std::optional<CublasGemm> lt = lt_gemm_of(g); lt && lt_matmul(*lt, device, stream))
+    return;
+
+  // Otherwise: the operands cuBLAS cannot read in place packed (row-major)
+  // first, the product by cuBLASLt (else cublasGemmEx), the epilogue by
+  // gemm.cu's kernel. Row-major C = A @ B is column-major C^T = B^T @ A^T.
   auto operand = [&](MatArg x, int64_t rows, int64_t cols, cublasOperation_t* op, int64_t* ld,
                      int64_t* bs) {
-    if (layout(rows, cols, x.rs, x.cs, op, ld)) {
+    if (cublas_operand(rows, cols, x.rs, x.cs, op, ld)) {
       *bs = x.bs;
       return x.data;
     }
-    void* p = scratch.get(static_cast<size_t>(g.batch * rows * cols * esz), device);
+    void* p = scratch.get(static_cast<size_t>(g.batch * rows * cols * esz));
     launch_matrix_copy(p, rows * cols, cols, 1, x, g.batch, rows, cols, static_cast<int>(esz),
                        stream);
     *op = CUBLAS_OP_N;
@@ -138,65 +123,48 @@ void gemm(const backend::Gemm& g, int device, cudaStream_t stream) {
     *bs = rows * cols;
     return static_cast<const void*>(p);
   };
-  cublasOperation_t opa, opb;
-  int64_t lda, ldb, bsa, bsb;
-  const void* ap = operand(a, g.m, g.k, &opa, &lda, &bsa);
-  const void* bp = operand(b, g.k, g.n, &opb, &ldb, &bsb);
+  CublasGemm p;
+  p.dtype = g.dtype;
+  p.m = g.n;
+  p.n = g.m;
+  p.k = g.k;
+  p.batch = g.batch;
+  p.alpha = g.alpha;
+  p.compute = gemm_compute_type(g.dtype, backend::float32_matmul_precision());
+  p.b = operand(a, g.m, g.k, &p.op_b, &p.ldb, &p.stride_b);
+  p.a = operand(b, g.k, g.n, &p.op_a, &p.lda, &p.stride_a);
 
   // The result: straight into C when it is row-major with unit column stride
-  // and no epilogue needs float32 scratch; else into contiguous scratch.
+  // and no epilogue needs float32 scratch; else into contiguous scratch
+  // (float32 for float16 / bfloat16 with an epilogue, so the result rounds once).
   const bool half = g.dtype == DType::Float16 || g.dtype == DType::BFloat16;
-  const bool direct_c = g.c_col_stride == 1 && g.c_row_stride >= g.n && fits_int(g.c_row_stride) &&
-                        !(half && !e.empty());
   const bool f32_scratch = half && !e.empty();
-  void* cp = g.c;
-  int64_t ldc = g.c_row_stride, bsc = g.c_batch_stride;
+  const bool direct_c =
+      g.c_col_stride == 1 && g.c_row_stride >= g.n && fits_int(g.c_row_stride) && !f32_scratch;
+  p.d_dtype = f32_scratch ? DType::Float32 : g.dtype;
+  p.d = g.c;
+  p.ldd = g.c_row_stride;
+  p.stride_d = g.c_batch_stride;
   if (!direct_c) {
-    cp = scratch.get(static_cast<size_t>(g.batch * g.m * g.n * (f32_scratch ? 4 : esz)), device);
-    ldc = g.n;
-    bsc = g.m * g.n;
+    p.d = scratch.get(static_cast<size_t>(g.batch * g.m * g.n * (f32_scratch ? 4 : esz)));
+    p.ldd = g.n;
+    p.stride_d = g.m * g.n;
   }
   SMELT_CHECK(fits_int(g.m) && fits_int(g.n) && fits_int(g.k) && fits_int(g.batch),
               "matmul: sizes m={} n={} k={} batch={} exceed cuBLAS's 32-bit limits", g.m, g.n, g.k,
               g.batch);
-
-  cublasHandle_t h = handle(device);
-  SMELT_CUBLAS_CHECK(cublasSetStream(h, stream));
-  const cudaDataType_t ab_type = cuda_type(g.dtype);
-  const cudaDataType_t c_type = f32_scratch ? CUDA_R_32F : ab_type;
-  cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
-  if (g.dtype == DType::Float64) {
-    compute = CUBLAS_COMPUTE_64F;
-  } else if (g.dtype == DType::Float32 && backend::float32_matmul_precision() != "highest") {
-    compute = CUBLAS_COMPUTE_32F_FAST_TF32;
-  }
-  const double alpha_d = g.alpha, beta_d = 0.0;
-  const float alpha_f = static_cast<float>(g.alpha), beta_f = 0.0f;
-  const void* alpha = g.dtype == DType::Float64 ? static_cast<const void*>(&alpha_d) : &alpha_f;
-  const void* beta = g.dtype == DType::Float64 ? static_cast<const void*>(&beta_d) : &beta_f;
-  // Row-major C = A @ B is column-major C^T = B^T @ A^T.
-  SMELT_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
-      h, opb, opa, static_cast<int>(g.n), static_cast<int>(g.m), static_cast<int>(g.k), alpha, bp,
-      ab_type, static_cast<int>(ldb), bsb, ap, ab_type, static_cast<int>(lda), bsa, beta, cp,
-      c_type, static_cast<int>(ldc), bsc, static_cast<int>(g.batch), compute, CUBLAS_GEMM_DEFAULT));
+  if (!lt_matmul(p, device, stream)) gemm_ex(p, device, stream);
 
   if (f32_scratch) {
-    launch_gemm_epilogue(g.dtype, g.batch, g.m, g.n, static_cast<const float*>(cp), g.c,
-                         g.c_batch_stride, g.c_row_stride, g.c_col_stride, e.bias,
-                         static_cast<int>(*act), e.residual, e.residual_batch_stride,
-                         e.residual_row_stride, e.residual_col_stride, stream);
+    epilogue_kernel(static_cast<const float*>(p.d));
     return;
   }
   if (!direct_c) {  // scratch (contiguous) -> C (strided)
     launch_matrix_copy(g.c, g.c_batch_stride, g.c_row_stride, g.c_col_stride,
-                       MatArg{cp, g.m * g.n, g.n, 1}, g.batch, g.m, g.n, static_cast<int>(esz),
+                       MatArg{p.d, g.m * g.n, g.n, 1}, g.batch, g.m, g.n, static_cast<int>(esz),
                        stream);
   }
-  if (!e.empty())
-    launch_gemm_epilogue(g.dtype, g.batch, g.m, g.n, nullptr, g.c, g.c_batch_stride, g.c_row_stride,
-                         g.c_col_stride, e.bias, static_cast<int>(*act), e.residual,
-                         e.residual_batch_stride, e.residual_row_stride, e.residual_col_stride,
-                         stream);
+  if (!e.empty()) epilogue_kernel(nullptr);
 }
 
 }  // namespace smelt::cuda::impl

@@ -12,7 +12,9 @@
 // need values (an integer division by zero) are made by the kernels, which
 // set a device error flag (error_flag.h) that every synchronization raises.
 // Generated code (smelt::compile) is built by NVRTC and launched through the
-// driver API (toolchain.h).
+// driver API (toolchain.h); compiled graphs in mode reduce-overhead are
+// recorded as CUDA graphs (graphs.h), during which the calls that wait for
+// the device or read host memory raise instead of being recorded.
 #include <fmt/format.h>
 
 #include <cstring>
@@ -23,6 +25,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device.h"
 #include "backend/cuda/error_flag.h"
+#include "backend/cuda/graphs.h"
 #include "backend/cuda/host_allocator.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/optim.h"
@@ -95,6 +98,11 @@ class CudaBackend final : public backend::Backend {
   int device_count() override { return impl::device_count(); }
   int current_device() override { return impl::current_device(); }
   void set_device(int index) override { impl::set_device(index); }
+  std::string device_name(Device device) override {
+    require_device(device, "device_name");
+    const cudaDeviceProp& p = properties(device.index);
+    return fmt::format("{}, compute capability {}.{}", p.name, p.major, p.minor);
+  }
 
   // ---- memory ----
   Allocator& allocator() override { return allocator_; }
@@ -126,11 +134,13 @@ class CudaBackend final : public backend::Backend {
         cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToDevice, stream_of(stream)));
   }
   void copy_to_host(void* dst, const void* src, size_t nbytes, Stream stream) override {
+    check_not_capturing("a copy to the host (a read of device values: item(), printing...)");
     SMELT_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToHost, stream_of(stream)));
     SMELT_CUDA_CHECK(cudaStreamSynchronize(stream_of(stream)));
     raise_device_errors();
   }
   void copy_from_host(void* dst, const void* src, size_t nbytes, Stream stream) override {
+    check_not_capturing("a copy from pageable host memory");
     // From pageable memory the call returns once `src` has been staged (the
     // ops send pinned memory through copy_from_pinned_async).
     SMELT_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyHostToDevice, stream_of(stream)));
@@ -139,12 +149,14 @@ class CudaBackend final : public backend::Backend {
   // ---- pinned host memory, record_stream ----
   Allocator* pinned_allocator() override { return &host_allocator_; }
   void copy_from_pinned_async(void* dst, const void* src, size_t nbytes, Stream stream) override {
+    check_not_capturing("a copy from pinned host memory");
     const int dev = device_of(dst);
     DeviceGuard guard(dev);
     SMELT_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyHostToDevice, stream_of(stream)));
     host_allocator_.record_use(src, dev, stream_of(stream));
   }
   void copy_to_pinned_async(void* dst, const void* src, size_t nbytes, Stream stream) override {
+    check_not_capturing("a copy to pinned host memory");
     const int dev = device_of(src);
     DeviceGuard guard(dev);
     SMELT_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToHost, stream_of(stream)));
@@ -187,6 +199,7 @@ class CudaBackend final : public backend::Backend {
     SMELT_CUDA_CHECK(cudaEventRecord(event_of(event), stream_of(stream)));
   }
   void event_synchronize(Event event) override {
+    check_not_capturing("waiting for an event");
     SMELT_CUDA_CHECK(cudaEventSynchronize(event_of(event)));
     raise_device_errors();
   }
@@ -208,11 +221,13 @@ class CudaBackend final : public backend::Backend {
     SMELT_CUDA_CHECK(cudaStreamWaitEvent(stream_of(stream), event_of(event), 0));
   }
   void synchronize(Stream stream) override {
+    check_not_capturing("waiting for a stream");
     SMELT_CUDA_CHECK(cudaStreamSynchronize(stream_of(stream)));
     raise_device_errors();
   }
   void synchronize_device(Device device) override {
     require_device(device, "synchronize");
+    check_not_capturing("waiting for the device");
     DeviceGuard guard(device.index);
     SMELT_CUDA_CHECK(cudaDeviceSynchronize());
     raise_device_errors();
@@ -226,6 +241,12 @@ class CudaBackend final : public backend::Backend {
   void launch(backend::KernelHandle kernel, void* const* args, const backend::LaunchConfig& config,
               Stream stream) override {
     launch_kernel(kernel, args, config, stream_of(stream));
+  }
+
+  // ---- graph capture ----
+  std::unique_ptr<backend::Capture> begin_capture(Device device) override {
+    require_device(device, "CUDA graph");
+    return impl::begin_capture(allocator_, device.index);
   }
 
   // ---- GEMM ----

@@ -33,8 +33,14 @@ int* arm_error_flag(int device, const std::string& message, int* code) {
   std::lock_guard<std::mutex> lock(f.mu);
   if (f.host == nullptr) {
     void* p = nullptr;
-    SMELT_CUDA_CHECK(
-        cudaHostAlloc(&p, kMaxDevices * sizeof(int), cudaHostAllocMapped | cudaHostAllocPortable));
+    // Allowed while a CUDA graph is recorded (a checked op's first launch
+    // may be recorded): the allocation is not part of the recording.
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    SMELT_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
+    const cudaError_t err =
+        cudaHostAlloc(&p, kMaxDevices * sizeof(int), cudaHostAllocMapped | cudaHostAllocPortable);
+    SMELT_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
+    SMELT_CUDA_CHECK(err);
     for (int d = 0; d < kMaxDevices; ++d) static_cast<int*>(p)[d] = 0;
     void* dev = nullptr;
     SMELT_CUDA_CHECK(cudaHostGetDevicePointer(&dev, p, 0));

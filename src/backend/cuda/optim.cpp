@@ -8,6 +8,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device.h"
+#include "backend/cuda/graphs.h"
 #include "backend/cuda/kernels.h"
 
 namespace smelt::cuda::impl {
@@ -49,8 +50,22 @@ void run_group(const std::vector<Tensor>& params, const std::vector<Tensor>& gra
   Tensor table =
       detail::make_empty({static_cast<int64_t>(total)}, DType::UInt8, device, "optimizer step");
   char* d = static_cast<char*>(table.data_ptr());
-  // From pageable memory: returns once `host` has been staged.
-  SMELT_CUDA_CHECK(cudaMemcpyAsync(d, host.data(), total, cudaMemcpyHostToDevice, stream));
+  if (capturing()) {
+    // Recorded into a CUDA graph: the copy reads its source at every replay,
+    // so the tables are staged in pinned memory that lives as long as the graph.
+    void* pinned = nullptr;
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;  // not part of the recording
+    SMELT_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
+    const cudaError_t err = cudaHostAlloc(&pinned, total, cudaHostAllocPortable);
+    SMELT_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
+    SMELT_CUDA_CHECK(err);
+    std::memcpy(pinned, host.data(), total);
+    keep_for_recording(std::shared_ptr<void>(pinned, [](void* p) { (void)cudaFreeHost(p); }));
+    SMELT_CUDA_CHECK(cudaMemcpyAsync(d, pinned, total, cudaMemcpyHostToDevice, stream));
+  } else {
+    // From pageable memory: returns once `host` has been staged.
+    SMELT_CUDA_CHECK(cudaMemcpyAsync(d, host.data(), total, cudaMemcpyHostToDevice, stream));
+  }
   OptimArgs args;
   args.dtype = params[0].dtype();
   args.tensors = reinterpret_cast<const OptimTensor*>(d);

@@ -18,6 +18,7 @@
 #include <string>
 
 #include "backend/backend.h"
+#include "backend/cuda/nvrtc.h"  // nvrtc_options, nvrtc_compile
 
 namespace smelt::cuda::impl {
 
@@ -35,13 +36,5 @@ std::shared_ptr<backend::Module> build_module(const std::string& source,
 /// nothing. Error when the launch fails.
 void launch_kernel(backend::KernelHandle kernel, void* const* args, const backend::LaunchConfig& c,
                    cudaStream_t stream);
-
-/// The NVRTC options generated code is compiled with for compute capability
-/// major.minor (also the fingerprint of its binaries): the architecture
-/// (sm_XY for a CUBIN, compute_XY for PTX when NVRTC does not know the
-/// device), C++17, no contraction into fused multiply-adds (each op rounds
-/// by itself, as the CPU's kernels do); `*cubin` says which. Generated code
-/// includes no header (the CUDA dialect's preamble brings what it needs).
-std::vector<std::string> nvrtc_options(int major, int minor, bool* cubin);
 
 }  // namespace smelt::cuda::impl

@@ -7,7 +7,9 @@
 //
 // Layouts (KernelConfig):
 //  * pointwise: one thread per `vec` consecutive elements (a Parallel range),
-//    the vector's elements in an unrolled loop;
+//    the vector's elements in an unrolled loop; with several vectors per
+//    thread (KernelConfig::vectors_per_thread), a block covers that many
+//    passes, its threads side by side in each;
 //  * scans: one thread per row (Parallel), the row walked in order;
 //  * reductions: rows over blocks, `rows_per_block` at a time (a Block range),
 //    each row's elements over its `threads_per_row` threads (Thread ranges:

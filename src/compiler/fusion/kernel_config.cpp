@@ -82,6 +82,44 @@ int vector_width(const Graph& g, const std::vector<int>& buffers, int64_t n) {
   return vec;
 }
 
+/// Rows (the kept positions) and row length (the reduced elements) of a
+/// reduction group; an empty reduction still has its rows.
+void row_extents(const KernelGroup& group, int64_t* rows, int64_t* rn) {
+  const Shape& s = group.shape;
+  *rn = 1;
+  *rows = 1;
+  for (size_t d = 0; d < s.size(); ++d)
+    (std::find(group.rdims.begin(), group.rdims.end(), static_cast<int64_t>(d)) != group.rdims.end()
+         ? *rn
+         : *rows) *= s[d];
+}
+
+/// Steps of `vec` elements in a row of `rn` elements.
+int64_t row_units(int64_t rn, int vec) { return ceil_div(std::max<int64_t>(1, rn), vec); }
+
+/// A pointwise layout over `n` elements (c.vec set): blocks of `block`
+/// threads, `vectors` vectors per thread.
+void layout_pointwise(KernelConfig& c, int64_t n, int block, int vectors) {
+  c.block_size = block;
+  c.items_per_thread = c.vec * vectors;
+  c.grid = std::max<int64_t>(1, ceil_div(n, int64_t{block} * c.items_per_thread));
+}
+
+/// A reduction layout (c.vec and c.outer set): `lanes` threads per row,
+/// `rows_per_block` rows per block; the row persistent when asked and it fits
+/// in kCudaRowIters steps per thread, else looped.
+void layout_reduction(KernelConfig& c, int64_t rows, int64_t units, int lanes, int rows_per_block,
+                      bool persistent) {
+  c.threads_per_row = lanes;
+  c.rows_per_block = rows_per_block;
+  c.block_size = lanes * rows_per_block;
+  const int64_t iters = ceil_div(units, lanes);
+  c.persistent = persistent && iters <= kCudaRowIters;
+  c.row_iters = c.persistent ? static_cast<int>(iters) : 0;
+  c.items_per_thread = static_cast<int>(c.persistent ? iters * c.vec : c.vec);
+  c.grid = std::max<int64_t>(1, ceil_div(rows, rows_per_block));
+}
+
 /// The CUDA layout (index_bits already set). Pointwise: one thread per `vec`
 /// consecutive elements, blocks of kCudaBlock threads. Scans: one thread per
 /// row. Reductions: `threads_per_row` threads per row (a power of two),
@@ -93,18 +131,12 @@ KernelConfig cuda_config(const Graph& g, const KernelGroup& group, const std::ve
   const int64_t n = detail::shape_numel(s);
   c.parallel = true;
   if (!group.reduction) {
-    c.block_size = kCudaBlock;
     c.vec = vector_width(g, touched, n);
-    c.items_per_thread = c.vec;
-    c.grid = std::max<int64_t>(1, ceil_div(n, int64_t{kCudaBlock} * c.vec));
+    layout_pointwise(c, n, kCudaBlock, 1);
     return c;
   }
-  // Rows: the kept dims (an empty reduction still has its outputs).
-  int64_t rn = 1, rows = 1;
-  for (size_t d = 0; d < s.size(); ++d)
-    (std::find(group.rdims.begin(), group.rdims.end(), static_cast<int64_t>(d)) != group.rdims.end()
-         ? rn
-         : rows) *= s[d];
+  int64_t rn, rows;
+  row_extents(group, &rows, &rn);
   if (group.scan) {
     c.scan = true;
     c.block_size = kCudaBlock;
@@ -119,7 +151,7 @@ KernelConfig cuda_config(const Graph& g, const KernelGroup& group, const std::ve
   c.vec = !c.outer && info.order.contiguous && info.order.run == rn
               ? vector_width(g, touched, std::max<int64_t>(1, rn))
               : 1;
-  const int64_t units = ceil_div(std::max<int64_t>(1, rn), c.vec);
+  const int64_t units = row_units(rn, c.vec);
   int64_t lanes;
   if (c.outer) {
     // Neighbouring threads take neighbouring rows (coalesced reads); many rows
@@ -131,14 +163,8 @@ KernelConfig cuda_config(const Graph& g, const KernelGroup& group, const std::ve
     lanes = std::clamp<int64_t>(pow2_ceil(ceil_div(units, 4)), 1, kCudaRowThreads);
     if (lanes < 4) lanes = 1;  // short rows: one thread each, rows side by side
   }
-  c.threads_per_row = static_cast<int>(lanes);
-  c.rows_per_block = static_cast<int>(std::max<int64_t>(1, kCudaBlock / lanes));
-  c.block_size = c.threads_per_row * c.rows_per_block;
-  const int64_t iters = ceil_div(units, lanes);
-  c.persistent = iters <= kCudaRowIters;
-  c.row_iters = c.persistent ? static_cast<int>(iters) : 0;
-  c.items_per_thread = static_cast<int>(c.persistent ? iters * c.vec : c.vec);
-  c.grid = std::max<int64_t>(1, ceil_div(rows, c.rows_per_block));
+  layout_reduction(c, rows, units, static_cast<int>(lanes),
+                   static_cast<int>(std::max<int64_t>(1, kCudaBlock / lanes)), true);
   return c;
 }
 
@@ -199,6 +225,58 @@ KernelConfig choose_config(const Graph& g, const KernelGroup& group, const Group
     for (size_t k = 0; k < group.reductions.size(); ++k)
       if (fp.computed_element[k]) c.prefill.push_back(group.reductions[k]);
   return c;
+}
+
+std::vector<KernelConfig> candidate_configs(const KernelGroup& group, const KernelConfig& base) {
+  std::vector<KernelConfig> out{base};
+  auto add = [&](const KernelConfig& c) {
+    if (out.size() < kMaxCandidates && std::find(out.begin(), out.end(), c) == out.end())
+      out.push_back(c);
+  };
+  if (base.target != Target::Cuda || base.block_size <= 0) return out;
+  const int vec = std::max(1, base.vec);
+  if (!group.reduction) {
+    const int64_t n = detail::shape_numel(group.shape);
+    for (int vectors : {1, 2, 4})
+      for (int block : {256, 128, 512, 1024}) {
+        // Later vectors of a thread would all lie past the end.
+        if (int64_t{block} * vec * vectors > kCudaMaxBlockSpan ||
+            (vectors > 1 && ceil_div(n, int64_t{block} * vec) < vectors))
+          continue;
+        KernelConfig c = base;
+        layout_pointwise(c, n, block, vectors);
+        add(c);
+      }
+    return out;
+  }
+  int64_t rn, rows;
+  row_extents(group, &rows, &rn);
+  if (group.scan) {
+    for (int block : {256, 128, 512, 64}) {
+      KernelConfig c = base;
+      c.block_size = block;
+      c.grid = std::max<int64_t>(1, ceil_div(rows, block));
+      add(c);
+    }
+    return out;
+  }
+  const int64_t units = row_units(rn, vec);
+  const int64_t most_lanes = std::min<int64_t>(kCudaMaxBlock, pow2_ceil(units));
+  const int base_lanes = std::max(1, base.threads_per_row);
+  for (int64_t lanes : {int64_t{base_lanes}, int64_t{base_lanes} / 2, int64_t{base_lanes} * 2,
+                        int64_t{base_lanes} / 4, int64_t{base_lanes} * 4}) {
+    if (lanes < 1 || lanes > most_lanes) continue;
+    for (int block : {256, 128, 512}) {
+      const int64_t per_block = std::max<int64_t>(1, block / lanes);
+      for (bool persistent : {true, false}) {
+        KernelConfig c = base;
+        layout_reduction(c, rows, units, static_cast<int>(lanes), static_cast<int>(per_block),
+                         persistent);
+        add(c);
+      }
+    }
+  }
+  return out;
 }
 
 }  // namespace smelt::compiler

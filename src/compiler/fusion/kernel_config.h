@@ -28,6 +28,12 @@ inline constexpr int64_t kPersistentRow = 8192;
 /// CUDA: threads per block of pointwise kernels and of reductions whose rows
 /// take one thread each.
 inline constexpr int kCudaBlock = 256;
+/// CUDA: most threads of a block (every GPU smelt supports).
+inline constexpr int kCudaMaxBlock = 1024;
+/// CUDA: most element positions one block covers in a pass (threads x
+/// items_per_thread). A kernel's last block forms positions up to this many
+/// past the end before it checks them, which index_bits leaves room for.
+inline constexpr int64_t kCudaMaxBlockSpan = 32768;
 /// CUDA: most threads one row of a reduction takes (one block).
 inline constexpr int kCudaRowThreads = 512;
 /// CUDA: most steps of `vec` elements one thread holds of a persistent row
@@ -83,7 +89,9 @@ struct KernelConfig {
   bool round_intermediates = true;
   /// Width of index arithmetic: 32 when every index the kernel forms fits.
   int index_bits = 64;
-  /// CUDA: threads per block and elements per thread (0 on the CPU).
+  /// CUDA: threads per block and elements per thread (0 on the CPU). A
+  /// pointwise thread handles items_per_thread / vec vectors of `vec`
+  /// elements, the block's threads side by side in each (coalesced).
   int block_size = 0;
   int items_per_thread = 0;
   /// CUDA: blocks launched (the grid; every kernel is a 1-D grid of 1-D blocks).
@@ -106,6 +114,11 @@ struct KernelConfig {
   /// `vec` elements (values several loops over the row need stay in registers).
   int row_iters = 0;
 
+  /// CUDA pointwise: vectors of `vec` elements each thread handles (1 elsewhere).
+  int vectors_per_thread() const {
+    return !reduction && vec > 0 && items_per_thread > vec ? items_per_thread / vec : 1;
+  }
+
   bool operator==(const KernelConfig& o) const;
   bool operator!=(const KernelConfig& o) const { return !(*this == o); }
   size_t hash() const;
@@ -117,5 +130,25 @@ struct KernelConfig {
 /// from what the group reads and computes (`fp`: legality.h's footprint()).
 KernelConfig choose_config(const Graph& g, const KernelGroup& group, const GroupFootprint& fp,
                            Target target, bool round_intermediates = true);
+
+/// Most autotuning candidates of one kernel (candidate_configs).
+inline constexpr size_t kMaxCandidates = 16;
+
+/// The layouts mode "max-autotune" benchmarks for a kernel of `group` whose
+/// heuristic config is `base` (choose_config's): `base` first, then distinct
+/// CUDA layouts of the same kernel (vector width, index width and rounding
+/// kept), at most kMaxCandidates in all, nearest to `base` first:
+///  * pointwise: blocks of 128, 256, 512 or 1024 threads, 1, 2 or 4 vectors
+///    per thread (a block spans at most kCudaMaxBlockSpan positions);
+///  * scans: blocks of 64 to 512 threads (one thread per row);
+///  * reductions: threads per row from a quarter to four times base's (powers
+///    of two, at most one per step of the row), blocks of 128, 256 or 512
+///    threads, the row persistent (in registers, when it fits in
+///    kCudaRowIters steps) or looped. The CUDA layout splits a row across the
+///    threads of one block only (never across blocks), so threads per row is
+///    the split of a long row.
+/// Every candidate is a layout the CUDA dialect prints correctly for the
+/// group. CPU configs have no alternative: {base}.
+std::vector<KernelConfig> candidate_configs(const KernelGroup& group, const KernelConfig& base);
 
 }  // namespace smelt::compiler

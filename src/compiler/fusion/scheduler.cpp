@@ -64,7 +64,13 @@ class Scheduler {
       const Buffer& ob = g_.buffers[out];
       // A 1-D operand drops a dim from the result: a bias along the last
       // dim would no longer be a per-column bias, so those keep their adds.
-      bool eligible = opts_.gemm_epilogue && opts_.fuse && ob.dtype == DType::Float32 &&
+      // float16 / bfloat16 epilogues run on the float32 product and round
+      // once (backend.h's Gemm), so they fold only where intermediates need
+      // not round as eager stores them.
+      const DType dt = ob.dtype;
+      const bool half = dt == DType::Float16 || dt == DType::BFloat16;
+      bool eligible = opts_.gemm_epilogue && opts_.fuse &&
+                      (dt == DType::Float32 || (half && !opts_.round_intermediates)) &&
                       n.inputs[0].sizes.size() >= 2 && n.inputs[1].sizes.size() >= 2;
       // bias add: add(mm, bias[n]) with bias broadcast along rows
       int u = eligible ? single_user(out) : -1;
@@ -76,10 +82,10 @@ class Scheduler {
         const Operand& bo = a.inputs[1 - mm_side];
         bool alpha_one = !a.attrs.has("alpha") || a.attrs.as<Scalar>("alpha").to_double() == 1.0;
         int64_t ncol = ob.sizes.back();
-        bool bias_ok = !bo.is_scalar() && bo.dtype == DType::Float32 && alpha_one &&
-                       !bo.sizes.empty() && bo.sizes.back() == ncol && bo.strides.back() == 1 &&
+        bool bias_ok = !bo.is_scalar() && bo.dtype == dt && alpha_one && !bo.sizes.empty() &&
+                       bo.sizes.back() == ncol && bo.strides.back() == 1 &&
                        is_whole_contiguous(mmo, ob) && g_.buffers[a.outputs[0]].sizes == ob.sizes &&
-                       g_.buffers[a.outputs[0]].dtype == DType::Float32;
+                       g_.buffers[a.outputs[0]].dtype == dt;
         if (bias_ok && !ready_before(bo.buf, static_cast<int>(i))) bias_ok = false;
         for (size_t d = 0; bias_ok && d + 1 < bo.sizes.size(); ++d)
           if (bo.sizes[d] != 1 && bo.strides[d] != 0) bias_ok = false;
@@ -92,8 +98,7 @@ class Scheduler {
           EpilogueActivation act =
               v >= 0 ? detail::epilogue_activation(g_.nodes[v].op, g_.nodes[v].attrs)
                      : EpilogueActivation::None;
-          if (act != EpilogueActivation::None &&
-              g_.buffers[g_.nodes[v].outputs[0]].dtype == DType::Float32 &&
+          if (act != EpilogueActivation::None && g_.buffers[g_.nodes[v].outputs[0]].dtype == dt &&
               is_whole_contiguous(g_.nodes[v].inputs[0], g_.buffers[cur])) {
             st.activation = std::string(epilogue_activation_name(act));
             st.epilogue.push_back(v);
@@ -107,12 +112,11 @@ class Scheduler {
             bool alpha1 = !ra.attrs.has("alpha") || ra.attrs.as<Scalar>("alpha").to_double() == 1.0;
             int side = (!ra.inputs[0].is_scalar() && ra.inputs[0].buf == cur) ? 0 : 1;
             const Operand& other = ra.inputs[1 - side];
-            bool dense = !other.is_scalar() && other.dtype == DType::Float32 &&
-                         other.sizes == ob.sizes && other.offset == 0 &&
-                         other.strides == detail::contiguous_strides(ob.sizes);
+            bool dense = !other.is_scalar() && other.dtype == dt && other.sizes == ob.sizes &&
+                         other.offset == 0 && other.strides == detail::contiguous_strides(ob.sizes);
             if (alpha1 && dense && ready_before(other.buf, static_cast<int>(i)) &&
                 is_whole_contiguous(ra.inputs[side], g_.buffers[cur]) &&
-                g_.buffers[ra.outputs[0]].dtype == DType::Float32) {
+                g_.buffers[ra.outputs[0]].dtype == dt) {
               st.residual = 1 - side;
               st.epilogue.push_back(w);
               absorbed_[w] = true;
@@ -129,7 +133,8 @@ class Scheduler {
                         st.residual >= 0 ? ", then the residual added in the same pass" : ""));
       } else if (classify(n) == LoopKind::Extern) {
         log(fmt::format("no epilogue for {} (%{}): {}", n.op, out,
-                        !eligible ? "only float32 GEMMs take post-ops"
+                        !eligible ? "only float32 GEMMs (and float16 / bfloat16 ones without "
+                                    "round_intermediates) take post-ops"
                                   : "its result is not consumed by a single bias add"));
       }
       extern_steps_[static_cast<int>(i)] = st;

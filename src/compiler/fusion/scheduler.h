@@ -21,7 +21,8 @@ struct FusionOptions {
   bool fuse = true;           // false: one kernel per node (debugging)
   bool gemm_epilogue = true;  // fold bias/activation/residual into the GEMM call
   /// float16/bfloat16 results of ops inside fused kernels are rounded to
-  /// their dtype as eager stores them (CompileOptions::round_intermediates).
+  /// their dtype as eager stores them (CompileOptions::round_intermediates);
+  /// GEMM epilogues fold into float16/bfloat16 GEMMs only when this is off.
   bool round_intermediates = true;
 };
 

@@ -1,11 +1,16 @@
+// The launch plan of a compiled graph and the pieces of a run (executor.h):
+// binding buffers, running steps, error flags, write-back and results.
 #include "compiler/runtime/executor.h"
 
 #include <fmt/format.h>
 
 #include <chrono>
 #include <cstring>
+#include <iterator>
 #include <map>
+#include <optional>
 
+#include "compiler/runtime/replay.h"
 #include "core/tensor_impl.h"
 #include "ops/op_call.h"
 #include "ops/op_table.h"
@@ -111,8 +116,8 @@ MemoryPlan plan_memory(const Graph& g, const Schedule& s) {
 }
 
 CompiledGraph::CompiledGraph(Graph g, Schedule s, std::shared_ptr<backend::Module> module,
-                             bool keep_arena)
-    : g_(std::move(g)), s_(std::move(s)), module_(std::move(module)), keep_arena_(keep_arena) {
+                             bool reduce_overhead)
+    : g_(std::move(g)), s_(std::move(s)), module_(std::move(module)), keep_arena_(reduce_overhead) {
   mem_ = plan_memory(g_, s_);
   mem_.in_place = plan_in_place(g_, s_);
   escaping_ = escaping(g_);
@@ -136,11 +141,21 @@ CompiledGraph::CompiledGraph(Graph g, Schedule s, std::shared_ptr<backend::Modul
       r.args.push_back({ArgSlot::Kind::ErrorFlag, r.error_flag});
     }
     r.config.num_args = r.args.size();
-    max_args_ = std::max(max_args_, r.args.size());
     launch_of_step_[i] = static_cast<int>(launches_.size());
     launches_.push_back(std::move(r));
   }
   error_offset_ = align_up(mem_.arena_bytes);
+  // CUDA graphs where the device records work (the CPU runs step by step).
+  if (reduce_overhead && device_.is_cuda()) replays_ = std::make_unique<GraphReplays>(*this);
+}
+
+CompiledGraph::~CompiledGraph() {
+  replays_.reset();  // the CUDA graphs go before the memory they use
+  if (previous_done_.handle) backend::backend(device_).destroy_event(previous_done_);
+}
+
+CaptureStats CompiledGraph::capture_stats() const {
+  return replays_ ? replays_->stats() : CaptureStats{};
 }
 
 std::string CompiledGraph::plan_str() const {
@@ -168,9 +183,6 @@ std::string CompiledGraph::plan_str() const {
   return s;
 }
 
-namespace {
-
-/// A tensor over `data` (memory of `device`, not owned) with these sizes and strides.
 Tensor blob(void* data, const Shape& sizes, DType dtype, const Shape& strides, Device device) {
   auto impl = std::make_shared<TensorImpl>();
   const Shape st = strides.empty() ? detail::contiguous_strides(sizes) : strides;
@@ -179,8 +191,11 @@ Tensor blob(void* data, const Shape& sizes, DType dtype, const Shape& strides, D
   impl->sizes = sizes;
   impl->strides = st;
   impl->dtype = dtype;
+  impl->device = device;  // eager ops dispatch on it (a fallback step's views of device memory)
   return Tensor(std::move(impl));
 }
+
+namespace {
 
 Tensor view_over(void* base, const Operand& o, Device device) {
   char* p = static_cast<char*>(base) + o.offset * static_cast<int64_t>(itemsize(o.dtype));
@@ -302,140 +317,142 @@ void run_fallback(const Graph& g, const Step& st, const std::vector<void*>& ptr)
 
 }  // namespace
 
-std::vector<Tensor> CompiledGraph::run(const std::vector<Tensor>& args,
-                                       const std::vector<Tensor>& params) {
-  backend::Backend& be = backend::backend(device_);
-  backend::DeviceGuard on_device(device_);
-  const backend::Stream stream = be.current_stream(device_);
-  // The arena: intermediates, then one int flag per kernel that may fail.
-  const int64_t arena_bytes = error_flags_ > 0
-                                  ? error_offset_ + error_flags_ * static_cast<int64_t>(sizeof(int))
-                                  : mem_.arena_bytes;
-  // Outputs that run out of memory name the compiled function (make_empty adds
-  // their shape and dtype); the arena is named here.
-  detail::OpScope scope("smelt::compile (an output of the compiled function)");
-  auto allocate_arena = [&] {
-    try {
-      return Storage::allocate(static_cast<size_t>(arena_bytes), device_);
-    } catch (const OutOfMemoryError&) {
-      throw OutOfMemoryError(fmt::format(
-          "smelt::compile: out of memory allocating the {} arena of the compiled function's "
-          "intermediate buffers on {}; free tensors that are no longer needed, or call it on "
-          "smaller inputs (e.g. a smaller batch)",
-          detail::bytes_str(arena_bytes), device_.str()));
-    }
-  };
-  std::unique_lock<std::mutex> lock(arena_mutex_, std::defer_lock);
-  std::shared_ptr<Storage> arena;
-  if (keep_arena_) {
-    lock.lock();
-    if (!arena_ && arena_bytes > 0) arena_ = allocate_arena();
-    arena = arena_;
-  } else if (arena_bytes > 0) {
-    arena = allocate_arena();
+int64_t CompiledGraph::arena_bytes() const {
+  return error_flags_ > 0 ? error_offset_ + error_flags_ * static_cast<int64_t>(sizeof(int))
+                          : mem_.arena_bytes;
+}
+
+std::shared_ptr<Storage> CompiledGraph::allocate_arena() const {
+  const int64_t bytes = arena_bytes();
+  if (bytes <= 0) return nullptr;
+  try {
+    return Storage::allocate(static_cast<size_t>(bytes), device_);
+  } catch (const OutOfMemoryError&) {
+    throw OutOfMemoryError(fmt::format(
+        "smelt::compile: out of memory allocating the {} arena of the compiled function's "
+        "intermediate buffers on {}; free tensors that are no longer needed, or call it on "
+        "smaller inputs (e.g. a smaller batch)",
+        detail::bytes_str(bytes), device_.str()));
   }
-  char* flags = nullptr;
-  if (error_flags_ > 0) {
-    flags = static_cast<char*>(arena->data()) + error_offset_;
-    be.memset(flags, 0, error_flags_ * sizeof(int), stream);
-  }
-  std::vector<void*> ptr(g_.buffers.size(), nullptr);
-  std::vector<Tensor> owned(g_.buffers.size());
+}
+
+RunBuffers CompiledGraph::bind(const std::vector<Tensor>& args, const std::vector<Tensor>& params,
+                               std::shared_ptr<Storage> arena) const {
+  RunBuffers rb;
+  rb.arena = std::move(arena);
+  rb.ptr.assign(g_.buffers.size(), nullptr);
+  rb.owned.resize(g_.buffers.size());
+  if (error_flags_ > 0) rb.flags = static_cast<char*>(rb.arena->data()) + error_offset_;
   for (auto& b : g_.buffers) {
     switch (b.kind) {
       case BufferKind::Input:
-        ptr[b.id] = args.at(b.input_index).data_ptr();
+        rb.ptr[b.id] = args.at(b.input_index).data_ptr();
         break;
       case BufferKind::Param:
-        ptr[b.id] = params.at(b.input_index).storage()->data();
+        rb.ptr[b.id] = params.at(b.input_index).storage()->data();
         break;
       case BufferKind::Constant:
-        ptr[b.id] = b.constant.storage()->data();
+        rb.ptr[b.id] = b.constant.storage()->data();
         break;
       case BufferKind::Node:
         if (mem_.in_place[b.id] >= 0) break;  // bound below, once its input is
-        // Buffers of their own (results, write-back sources) are allocated
-        // when the step that writes them comes (allocate_owned), so that the
-        // peak memory of a call is what its steps need (a training step's
-        // gradients come after its activations).
+        // Buffers of their own (results, write-back sources) are bound by
+        // allocate(); run_steps allocates each when the step that writes it
+        // comes, so that the peak memory of a call is what its steps need (a
+        // training step's gradients come after its activations).
         if (mem_.offset[b.id] >= 0)
-          ptr[b.id] = static_cast<char*>(arena->data()) + mem_.offset[b.id];
+          rb.ptr[b.id] = static_cast<char*>(rb.arena->data()) + mem_.offset[b.id];
         break;
     }
   }
-  auto allocate_owned = [&](int id) {
-    const Buffer& b = g_.buffers[static_cast<size_t>(id)];
-    if (ptr[id] != nullptr || b.kind != BufferKind::Node || mem_.in_place[id] >= 0 ||
-        mem_.offset[id] >= 0 || !(s_.materialized[id] || escaping_[id]))
-      return;
-    owned[id] = detail::make_empty({b.extent}, b.dtype, b.device);
-    ptr[id] = owned[id].data_ptr();
-  };
   for (auto& b : g_.buffers)
-    if (mem_.in_place[b.id] >= 0) ptr[b.id] = ptr[mem_.in_place[b.id]];
-  // Raises the error of the first kernel (in launch order) that set its flag.
-  // Called once after all steps, and before an eager fallback when a kernel
-  // that may fail ran since the last check (a fallback reads values on the
-  // host, so it is a synchronization point anyway, and must not see them).
-  bool unchecked = false;
-  auto check_errors = [&] {
-    if (!unchecked) return;
-    unchecked = false;
-    std::vector<int> host(static_cast<size_t>(error_flags_));
-    be.copy_to_host(host.data(), flags, host.size() * sizeof(int), stream);
-    for (const LaunchRecord& r : launches_) {
-      if (r.error_flag < 0 || host[static_cast<size_t>(r.error_flag)] == 0) continue;
-      const Step& st = s_.steps[static_cast<size_t>(r.step)];
-      const int code = host[static_cast<size_t>(r.error_flag)];
-      SMELT_CHECK(false, "{}: {} (in compiled kernel {})", st.error_ops,
-                  detail::runtime_check_message(static_cast<detail::RuntimeCheck>(code)), st.name);
-    }
-  };
-  if (profile) last_step_ms.assign(s_.steps.size(), 0.0);
-  std::vector<void*> kargs(max_args_);
-  for (size_t i = 0; i < s_.steps.size(); ++i) {
-    const Step& st = s_.steps[i];
-    for (int b : st.writes) allocate_owned(b);
-    auto t0 = std::chrono::steady_clock::now();
-    switch (st.kind) {
-      case Step::Kind::Kernel: {
-        const LaunchRecord& r = launches_[static_cast<size_t>(launch_of_step_[i])];
-        for (size_t a = 0; a < r.args.size(); ++a) {
-          const ArgSlot& slot = r.args[a];
-          kargs[a] = slot.kind == ArgSlot::Kind::Buffer
-                         ? ptr[static_cast<size_t>(slot.index)]
-                         : flags + static_cast<int64_t>(slot.index) * sizeof(int);
-        }
-        be.launch(r.kernel, kargs.data(), r.config, stream);
-        unchecked = unchecked || r.error_flag >= 0;
-        break;
+    if (mem_.in_place[b.id] >= 0) rb.ptr[b.id] = rb.ptr[mem_.in_place[b.id]];
+  return rb;
+}
+
+bool CompiledGraph::owns_memory(int id) const {
+  const Buffer& b = g_.buffers[static_cast<size_t>(id)];
+  return b.kind == BufferKind::Node && mem_.in_place[id] < 0 && mem_.offset[id] < 0 &&
+         (s_.materialized[id] || escaping_[id]);
+}
+
+void CompiledGraph::allocate(RunBuffers& rb, int id) const {
+  if (rb.ptr[id] != nullptr || !owns_memory(id)) return;
+  const Buffer& b = g_.buffers[static_cast<size_t>(id)];
+  rb.owned[id] = detail::make_empty({b.extent}, b.dtype, b.device);
+  rb.ptr[id] = rb.owned[id].data_ptr();
+}
+
+void CompiledGraph::clear_errors(const RunBuffers& rb, backend::Stream stream) const {
+  if (error_flags_ > 0)
+    backend::backend(device_).memset(rb.flags, 0, error_flags_ * sizeof(int), stream);
+}
+
+void CompiledGraph::run_step(size_t i, const RunBuffers& rb, backend::Stream stream) const {
+  backend::Backend& be = backend::backend(device_);
+  const Step& st = s_.steps[i];
+  switch (st.kind) {
+    case Step::Kind::Kernel: {
+      const LaunchRecord& r = launches_[static_cast<size_t>(launch_of_step_[i])];
+      void* inline_args[16];
+      std::vector<void*> heap;
+      void** kargs = inline_args;
+      if (r.args.size() > std::size(inline_args)) {
+        heap.resize(r.args.size());
+        kargs = heap.data();
       }
-      case Step::Kind::Extern:
-        run_matmul(g_, st, ptr, be, device_, stream);
-        break;
-      case Step::Kind::Fallback:
-        check_errors();
-        run_fallback(g_, st, ptr);
-        break;
+      for (size_t a = 0; a < r.args.size(); ++a) {
+        const ArgSlot& slot = r.args[a];
+        kargs[a] = slot.kind == ArgSlot::Kind::Buffer
+                       ? rb.ptr[static_cast<size_t>(slot.index)]
+                       : rb.flags + static_cast<int64_t>(slot.index) * sizeof(int);
+      }
+      be.launch(r.kernel, kargs, r.config, stream);
+      break;
     }
-    if (profile) {
-      be.synchronize(stream);
-      last_step_ms[i] =
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    }
+    case Step::Kind::Extern:
+      run_matmul(g_, st, rb.ptr, be, device_, stream);
+      break;
+    case Step::Kind::Fallback:
+      run_fallback(g_, st, rb.ptr);
+      break;
   }
-  check_errors();
-  for (auto& b : g_.buffers) allocate_owned(b.id);  // results no step writes (none expected)
-  for (auto& [dst, src] : g_.mutations) {
-    if (ptr[dst] != ptr[src])  // else written in place
-      be.copy_on_device(ptr[dst], ptr[src],
+}
+
+void CompiledGraph::check_errors(const RunBuffers& rb, backend::Stream stream) const {
+  if (error_flags_ == 0) return;
+  std::vector<int> host(static_cast<size_t>(error_flags_));
+  backend::backend(device_).copy_to_host(host.data(), rb.flags, host.size() * sizeof(int), stream);
+  for (const LaunchRecord& r : launches_) {
+    if (r.error_flag < 0 || host[static_cast<size_t>(r.error_flag)] == 0) continue;
+    const Step& st = s_.steps[static_cast<size_t>(r.step)];
+    const int code = host[static_cast<size_t>(r.error_flag)];
+    SMELT_CHECK(false, "{}: {} (in compiled kernel {})", st.error_ops,
+                detail::runtime_check_message(static_cast<detail::RuntimeCheck>(code)), st.name);
+  }
+}
+
+void CompiledGraph::write_back(const RunBuffers& rb, backend::Stream stream) const {
+  backend::Backend& be = backend::backend(device_);
+  for (auto& [dst, src] : g_.mutations)
+    if (rb.ptr[dst] != rb.ptr[src])  // else written in place
+      be.copy_on_device(rb.ptr[dst], rb.ptr[src],
                         g_.buffers[dst].extent * itemsize(g_.buffers[dst].dtype), stream);
-    // An in-place write, as eager's copy_: the version counter moves on.
+}
+
+void CompiledGraph::bump_versions(const std::vector<Tensor>& args,
+                                  const std::vector<Tensor>& params) const {
+  for (auto& [dst, src] : g_.mutations) {
     const Buffer& b = g_.buffers[dst];
     if (b.kind == BufferKind::Input) args.at(b.input_index).storage()->bump_version();
     if (b.kind == BufferKind::Param) params.at(b.input_index).storage()->bump_version();
     if (b.kind == BufferKind::Constant) b.constant.storage()->bump_version();
   }
+}
+
+std::vector<Tensor> CompiledGraph::results(const std::vector<Tensor>& args,
+                                           const std::vector<Tensor>& params,
+                                           const RunBuffers& rb) const {
   std::vector<Tensor> outs;
   for (Operand o : g_.outputs) {
     // The final contents of a mutated input were written back into it: eager
@@ -445,7 +462,7 @@ std::vector<Tensor> CompiledGraph::run(const std::vector<Tensor>& args,
     const Buffer& b = g_.buffers[o.buf];
     switch (b.kind) {
       case BufferKind::Node:
-        outs.push_back(detail::make_view(owned[o.buf], o.sizes, o.strides, o.offset));
+        outs.push_back(detail::make_view(rb.owned[o.buf], o.sizes, o.strides, o.offset));
         break;
       case BufferKind::Input: {
         const Tensor& a = args.at(b.input_index);
@@ -465,6 +482,80 @@ std::vector<Tensor> CompiledGraph::run(const std::vector<Tensor>& args,
     }
   }
   return outs;
+}
+
+void CompiledGraph::order_after_previous(backend::Stream stream) {
+  if (!keep_arena_ || !device_.is_cuda() || !previous_done_.handle ||
+      previous_stream_.handle == stream.handle)
+    return;
+  backend::backend(device_).wait_event(stream, previous_done_);
+}
+
+void CompiledGraph::mark_done(backend::Stream stream) {
+  if (!keep_arena_ || !device_.is_cuda()) return;
+  backend::Backend& be = backend::backend(device_);
+  if (!previous_done_.handle) previous_done_ = be.create_event(false);
+  be.record(previous_done_, stream);
+  previous_stream_ = stream;
+}
+
+std::vector<Tensor> CompiledGraph::run(const std::vector<Tensor>& args,
+                                       const std::vector<Tensor>& params) {
+  backend::Backend& be = backend::backend(device_);
+  backend::DeviceGuard on_device(device_);
+  const backend::Stream stream = be.current_stream(device_);
+  // Outputs that run out of memory name the compiled function (make_empty adds
+  // their shape and dtype); the arena is named by allocate_arena.
+  detail::OpScope scope("smelt::compile (an output of the compiled function)");
+  std::vector<Tensor> out;
+  if (!keep_arena_) return run_steps(args, params, nullptr, stream);
+  // Mode reduce-overhead: one arena for every call (and every CUDA graph).
+  std::lock_guard<std::mutex> lock(arena_mutex_);
+  if (!arena_) arena_ = allocate_arena();
+  order_after_previous(stream);
+  std::optional<std::vector<Tensor>> replayed =
+      replays_ ? replays_->run(args, params, arena_, stream) : std::nullopt;
+  out = replayed ? std::move(*replayed) : run_steps(args, params, arena_, stream);
+  mark_done(stream);
+  return out;
+}
+
+std::vector<Tensor> CompiledGraph::run_steps(const std::vector<Tensor>& args,
+                                             const std::vector<Tensor>& params,
+                                             std::shared_ptr<Storage> arena,
+                                             backend::Stream stream) {
+  backend::Backend& be = backend::backend(device_);
+  if (!arena) arena = allocate_arena();
+  RunBuffers rb = bind(args, params, std::move(arena));
+  clear_errors(rb, stream);
+  // The error flags are read once after all steps, and before an eager
+  // fallback when a kernel that may fail ran since the last check (a fallback
+  // reads values on the host, so it is a synchronization point anyway, and
+  // must not see them).
+  bool unchecked = false;
+  if (profile) last_step_ms.assign(s_.steps.size(), 0.0);
+  for (size_t i = 0; i < s_.steps.size(); ++i) {
+    const Step& st = s_.steps[i];
+    for (int b : st.writes) allocate(rb, b);
+    auto t0 = std::chrono::steady_clock::now();
+    if (st.kind == Step::Kind::Fallback && unchecked) {
+      check_errors(rb, stream);
+      unchecked = false;
+    }
+    run_step(i, rb, stream);
+    if (st.kind == Step::Kind::Kernel)
+      unchecked = unchecked || launches_[static_cast<size_t>(launch_of_step_[i])].error_flag >= 0;
+    if (profile) {
+      be.synchronize(stream);
+      last_step_ms[i] =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    }
+  }
+  if (unchecked) check_errors(rb, stream);
+  for (auto& b : g_.buffers) allocate(rb, b.id);  // results no step writes (none expected)
+  write_back(rb, stream);
+  bump_versions(args, params);
+  return results(args, params, rb);
 }
 
 }  // namespace smelt::compiler

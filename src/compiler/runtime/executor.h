@@ -7,10 +7,12 @@
 // check of the kernels' error flags, then the write-back of mutated inputs.
 //
 // The launch records (kernel, argument slots, config) are built once per
-// graph: a CUDA graph can record them as they are.
+// graph. Mode "reduce-overhead" keeps the arena across calls and, on CUDA,
+// records the steps into CUDA graphs that later calls replay (replay.h).
 #pragma once
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,6 +36,10 @@ struct MemoryPlan {
 };
 MemoryPlan plan_memory(const Graph& g, const Schedule& s);
 
+/// A tensor over `data` (memory of `device`, not owned) with these sizes and
+/// strides (contiguous when `strides` is empty).
+Tensor blob(void* data, const Shape& sizes, DType dtype, const Shape& strides, Device device);
+
 /// Where one kernel argument comes from at run time.
 struct ArgSlot {
   enum class Kind { Buffer, ErrorFlag };
@@ -50,11 +56,45 @@ struct LaunchRecord {
   int error_flag = -1;  // the flag this kernel may set (division by zero), or -1
 };
 
+/// Where the buffers of one run live: a pointer per buffer, the memory the
+/// run allocated for buffers of their own (results, write-back sources), the
+/// arena of intermediates and, in it, the kernels' error flags.
+struct RunBuffers {
+  std::vector<void*> ptr;
+  std::vector<Tensor> owned;
+  std::shared_ptr<Storage> arena;
+  char* flags = nullptr;  // CompiledGraph::error_flags() ints, or null when none
+};
+
+class GraphReplays;
+
+/// What the CUDA graphs of mode "reduce-overhead" did for one compiled graph
+/// (replay.h).
+struct CaptureStats {
+  int captures = 0;  // CUDA graphs recorded
+  int replays = 0;   // calls that replayed one
+  int uncaptured_runs =
+      0;  // calls that ran step by step (the first, and any that could not replay)
+  /// Device memory the recordings keep: static inputs and outputs, the
+  /// intermediates' arena, and the memory the captured work allocated.
+  int64_t static_bytes = 0;
+  /// Why calls run step by step instead of replaying ("" while they replay).
+  std::string reason;
+  /// Wall time of the latest replay (ms), measured when profiling (SMELT_LOGS=perf).
+  double last_replay_ms = 0;
+  bool last_call_replayed = false;
+};
+
 class CompiledGraph {
  public:
   /// `module` holds the generated kernels (null when the schedule has none);
-  /// `keep_arena`: reuse one arena across calls (mode "reduce-overhead").
-  CompiledGraph(Graph g, Schedule s, std::shared_ptr<backend::Module> module, bool keep_arena);
+  /// `reduce_overhead` (mode "reduce-overhead"): one arena kept across calls
+  /// and, on a device that can capture (CUDA), the calls replayed as a CUDA
+  /// graph (replay.h).
+  CompiledGraph(Graph g, Schedule s, std::shared_ptr<backend::Module> module, bool reduce_overhead);
+  ~CompiledGraph();
+  CompiledGraph(const CompiledGraph&) = delete;
+  CompiledGraph& operator=(const CompiledGraph&) = delete;
 
   /// Runs the plan on `args` (the function's tensors) and `params` (the
   /// module's parameters and buffers, in the order they were bound).
@@ -67,12 +107,64 @@ class CompiledGraph {
   const Graph& graph() const { return g_; }
   const Schedule& schedule() const { return s_; }
   const MemoryPlan& memory() const { return mem_; }
+  Device device() const { return device_; }
+  /// The CUDA graphs of mode "reduce-overhead" (all zero otherwise).
+  CaptureStats capture_stats() const;
+
+  // ---- the pieces of a run (run() puts them together; so do the CUDA-graph
+  // replays and the autotuner, which run the steps on buffers of their own) ----
+
+  /// Error flags a run needs (one int per kernel that may fail), placed after
+  /// the intermediates in the arena.
+  int error_flags() const { return error_flags_; }
+  /// Bytes of a run's arena: intermediates, then the error flags.
+  int64_t arena_bytes() const;
+  /// A new arena for a run (OutOfMemoryError naming the compiled function).
+  std::shared_ptr<Storage> allocate_arena() const;
+  /// The buffers of a run: inputs at `args`' data, parameters and constants
+  /// in their storage, intermediates in `arena` (null when arena_bytes() is
+  /// 0); buffers of their own are bound by allocate().
+  RunBuffers bind(const std::vector<Tensor>& args, const std::vector<Tensor>& params,
+                  std::shared_ptr<Storage> arena) const;
+  /// Gives buffer `id` memory of its own when it needs it (a result or a
+  /// write-back source, materialized) and has none yet.
+  void allocate(RunBuffers& rb, int id) const;
+  /// True when buffer `id` gets memory of its own (allocate()).
+  bool owns_memory(int id) const;
+  /// Zeroes the error flags of a run (in stream order).
+  void clear_errors(const RunBuffers& rb, backend::Stream stream) const;
+  /// Runs step `i` on `rb` in `stream`: a generated kernel, a GEMM, or an
+  /// eager fallback (which queues its work on the thread's current stream:
+  /// the caller makes `stream` current where it is not). Checks no error flag.
+  void run_step(size_t i, const RunBuffers& rb, backend::Stream stream) const;
+  /// Raises the error of the first kernel (in launch order) that set its flag
+  /// (reads the flags: a synchronization).
+  void check_errors(const RunBuffers& rb, backend::Stream stream) const;
+  /// Copies each mutated buffer's final value into the input, parameter or
+  /// constant it came from (in stream order).
+  void write_back(const RunBuffers& rb, backend::Stream stream) const;
+  /// An in-place write, as eager's copy_: the version counter of every tensor
+  /// the run wrote back into moves on.
+  void bump_versions(const std::vector<Tensor>& args, const std::vector<Tensor>& params) const;
+  /// The function's results of a run (views of its buffers, of `args` where a
+  /// result is a mutated input).
+  std::vector<Tensor> results(const std::vector<Tensor>& args, const std::vector<Tensor>& params,
+                              const RunBuffers& rb) const;
 
   /// Per-step wall time of the last run (ms), when profiling is on (SMELT_LOGS=perf).
   std::vector<double> last_step_ms;
   bool profile = false;
 
  private:
+  /// A run step by step (no CUDA graph) in `stream`, intermediates in `arena`
+  /// (null: a fresh one).
+  std::vector<Tensor> run_steps(const std::vector<Tensor>& args, const std::vector<Tensor>& params,
+                                std::shared_ptr<Storage> arena, backend::Stream stream);
+  /// Mode reduce-overhead on CUDA: work of this call waits for the previous
+  /// call's, which may have run on another stream (they share the arena).
+  void order_after_previous(backend::Stream stream);
+  void mark_done(backend::Stream stream);
+
   Graph g_;
   Schedule s_;
   MemoryPlan mem_;
@@ -83,10 +175,12 @@ class CompiledGraph {
   std::vector<int> launch_of_step_;  // per step: index into launches_, or -1
   int error_flags_ = 0;              // error flags per run (after the arena's buffers)
   int64_t error_offset_ = 0;         // their byte offset in the arena
-  size_t max_args_ = 0;
   bool keep_arena_;
   std::mutex arena_mutex_;
   std::shared_ptr<Storage> arena_;
+  backend::Event previous_done_;  // recorded where the previous call's work ended
+  backend::Stream previous_stream_;
+  std::unique_ptr<GraphReplays> replays_;
 };
 
 }  // namespace smelt::compiler

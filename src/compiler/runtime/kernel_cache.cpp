@@ -28,7 +28,15 @@ namespace {
 
 std::atomic<int> g_invocations{0};
 
-uint64_t fnv1a(const std::string& s, uint64_t h = 1469598103934665603ull) {
+/// A name no other thread or process writes to.
+std::string temp_name(const std::string& path) {
+  return fmt::format("{}.tmp.{}.{}", path, getpid(),
+                     std::hash<std::thread::id>{}(std::this_thread::get_id()));
+}
+
+}  // namespace
+
+uint64_t fnv1a(const std::string& s, uint64_t h) {
   for (unsigned char c : s) {
     h ^= c;
     h *= 1099511628211ull;
@@ -36,18 +44,12 @@ uint64_t fnv1a(const std::string& s, uint64_t h = 1469598103934665603ull) {
   return h;
 }
 
-std::string read_file(const std::string& path, bool* ok = nullptr) {
+std::string read_file(const std::string& path, bool* ok) {
   std::ifstream f(path, std::ios::binary);
   if (ok) *ok = static_cast<bool>(f);
   std::stringstream ss;
   ss << f.rdbuf();
   return ss.str();
-}
-
-/// A name no other thread or process writes to.
-std::string temp_name(const std::string& path) {
-  return fmt::format("{}.tmp.{}.{}", path, getpid(),
-                     std::hash<std::thread::id>{}(std::this_thread::get_id()));
 }
 
 void write_atomic(const std::string& path, const std::string& data) {
@@ -66,6 +68,8 @@ void write_atomic(const std::string& path, const std::string& data) {
         fmt::format("smelt::compile: cannot rename {} to {} ({})", tmp, path, std::strerror(err)));
   }
 }
+
+namespace {
 
 std::mutex& key_mutex(const std::string& key) {
   static std::mutex m;

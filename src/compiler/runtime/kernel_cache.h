@@ -13,6 +13,7 @@
 // detected and rebuilt. Files are written under temporary names and renamed, and builds of one key
 // are serialized, so concurrent builds (threads or processes) are safe.
 #pragma once
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -43,5 +44,16 @@ std::string cache_dir();
 /// Number of builds (compiler invocations) in this process (tests assert a
 /// warm run makes none).
 int compiler_invocations();
+
+// ---- the cache's file handling, shared by the stores beside it (plans,
+// autotuning choices) ----
+
+/// FNV-1a (64 bits) of `s`, continuing from `h`: the hash of cache keys.
+uint64_t fnv1a(const std::string& s, uint64_t h = 1469598103934665603ull);
+/// The contents of the file at `path` ("", and *ok false, when it cannot be read).
+std::string read_file(const std::string& path, bool* ok = nullptr);
+/// Writes `data` to `path` through a temporary file renamed over it (readers
+/// never see half a file); backend::ToolchainUnavailable when it cannot.
+void write_atomic(const std::string& path, const std::string& data);
 
 }  // namespace smelt::compiler

@@ -40,14 +40,6 @@ const std::string& build_identity() {
   return id;
 }
 
-uint64_t fnv1a(const std::string& s, uint64_t h = 1469598103934665603ull) {
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
 std::string plan_path(const std::string& key) { return cache_dir() + "/" + key + ".plan"; }
 
 json config_json(const KernelConfig& c) {

@@ -1,0 +1,199 @@
+// The eager CPU converting copy (see copy.h). Built once per CPU capability.
+//
+// Paths, each giving scalar::cast's values:
+//  * one contiguous block of one dtype: memcpy, in parallel for large copies;
+//  * a transpose (the destination's innermost dim is strided in the source,
+//    and the source's innermost dim is another one): square tiles, so that
+//    both sides are read and written a cache line at a time;
+//  * otherwise rows (for_each_row: broadcasting, coalescing, OpenMP), each a
+//    memcpy, a converting loop the compiler vectorizes (float <-> float16
+//    through F16C where the capability has it), a fill from a broadcast
+//    element, or a strided loop.
+#include "backend/cpu/copy.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+#include <type_traits>
+
+#include "backend/cpu/loops.h"
+#include "core/dtype_dispatch.h"
+#include "kernels/scalar_ops.h"
+
+#if defined(__AVX2__) && defined(__F16C__)
+#include <immintrin.h>
+#endif
+
+namespace smelt::cpu::SMELT_CPU_CAP {
+
+namespace {
+
+/// n bytes from src to dst, in parallel chunks for large copies.
+void parallel_memcpy(char* dst, const char* src, int64_t n) {
+  constexpr int64_t kChunk = int64_t{1} << 18;  // bytes per task
+  const int64_t tasks = (n + kChunk - 1) / kChunk;
+  const bool parallel = n >= 4 * kParallelGrain && omp_get_max_threads() > 1;
+#pragma omp parallel for schedule(static) if (parallel)
+  for (int64_t t = 0; t < tasks; ++t) {
+    const int64_t begin = t * kChunk;
+    std::memcpy(dst + begin, src + begin, static_cast<size_t>(std::min(kChunk, n - begin)));
+  }
+}
+
+#if defined(__AVX2__) && defined(__F16C__)
+/// 8 floats -> float16 as Half::from_float: vcvtps2ph rounds to nearest even;
+/// a NaN becomes the canonical sign | 0x7e00.
+inline __m128i float_to_half8(__m256 f) {
+  const __m128i h = _mm256_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(f, f, _CMP_UNORD_Q));
+  const __m128i nan16 =
+      _mm_packs_epi32(_mm256_castsi256_si128(nan), _mm256_extractf128_si256(nan, 1));
+  const __m128i canon = _mm_or_si128(_mm_and_si128(h, _mm_set1_epi16(static_cast<short>(0x8000))),
+                                     _mm_set1_epi16(0x7e00));
+  return _mm_blendv_epi8(h, canon, nan16);
+}
+/// 8 float16 -> floats as Half::to_float: vcvtph2ps, except that a NaN keeps
+/// its payload as is (the instruction would quiet a signaling NaN).
+inline __m256 half8_to_float(__m128i h) {
+  const __m256 f = _mm256_cvtph_ps(h);
+  const __m256i h32 = _mm256_cvtepu16_epi32(h);
+  const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(h32, _mm256_set1_epi32(0x7fff)),
+                                         _mm256_set1_epi32(0x7c00));
+  const __m256i bits = _mm256_or_si256(
+      _mm256_slli_epi32(_mm256_and_si256(h32, _mm256_set1_epi32(0x8000)), 16),
+      _mm256_or_si256(_mm256_set1_epi32(0x7f800000),
+                      _mm256_slli_epi32(_mm256_and_si256(h32, _mm256_set1_epi32(0x3ff)), 13)));
+  return _mm256_blendv_ps(f, _mm256_castsi256_ps(bits), _mm256_castsi256_ps(nan));
+}
+#endif
+
+/// d[i] = cast<D>(x[i]) over n contiguous elements.
+template <class D, class S>
+void convert_contiguous(D* __restrict d, const S* __restrict x, int64_t n) {
+  int64_t i = 0;
+#if defined(__AVX2__) && defined(__F16C__)
+  if constexpr (std::is_same_v<D, Half> && std::is_same_v<S, float>) {
+    for (; i + 8 <= n; i += 8)
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i), float_to_half8(_mm256_loadu_ps(x + i)));
+  } else if constexpr (std::is_same_v<D, float> && std::is_same_v<S, Half>) {
+    for (; i + 8 <= n; i += 8)
+      _mm256_storeu_ps(d + i,
+                       half8_to_float(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i))));
+  }
+#endif
+  for (; i < n; ++i) d[i] = scalar::cast<D>(x[i]);
+}
+
+/// Tiled copy of a transpose: `shape` [.., A, B] (coalesced), the destination's
+/// innermost stride is elements of D, the source's dim A stride is one element
+/// of S (strides in bytes).
+template <class D, class S>
+void copy_transposed(char* dst, const char* src, const Coalesced& c) {
+  constexpr int64_t kTile = 32;
+  const int64_t nd = static_cast<int64_t>(c.shape.size());
+  const int64_t A = c.shape[nd - 2], B = c.shape[nd - 1];
+  const int64_t da = c.strides[0][nd - 2] / static_cast<int64_t>(sizeof(D));
+  const int64_t sb = c.strides[1][nd - 1] / static_cast<int64_t>(sizeof(S));
+  const int64_t ta = (A + kTile - 1) / kTile, tb = (B + kTile - 1) / kTile;
+  int64_t batch = 1;
+  for (int64_t d = 0; d < nd - 2; ++d) batch *= c.shape[d];
+  const int64_t tasks = batch * ta * tb;
+  const bool parallel = batch * A * B >= kParallelGrain && omp_get_max_threads() > 1;
+#pragma omp parallel for schedule(static) if (parallel)
+  for (int64_t t = 0; t < tasks; ++t) {
+    int64_t rem = t / (ta * tb);
+    const int64_t a0 = (t / tb) % ta * kTile, b0 = t % tb * kTile;
+    const char* sp = src;
+    char* dp = dst;
+    for (int64_t d = nd - 3; d >= 0; --d) {
+      const int64_t i = rem % c.shape[d];
+      rem /= c.shape[d];
+      sp += i * c.strides[1][d];
+      dp += i * c.strides[0][d];
+    }
+    const S* s = reinterpret_cast<const S*>(sp);
+    D* o = reinterpret_cast<D*>(dp);
+    const int64_t a1 = std::min(A, a0 + kTile), b1 = std::min(B, b0 + kTile);
+    // 8 x 8 blocks through a small buffer: 8 contiguous reads along a, then 8
+    // contiguous writes along b (strided accesses, whose power-of-two strides
+    // map every line to one cache set, would evict each other).
+    for (int64_t a = a0; a < a1; a += 8) {
+      for (int64_t b = b0; b < b1; b += 8) {
+        if (a + 8 <= a1 && b + 8 <= b1) {
+          D t[8][8];
+          for (int64_t j = 0; j < 8; ++j)
+            for (int64_t i = 0; i < 8; ++i) t[i][j] = scalar::cast<D>(s[a + i + (b + j) * sb]);
+          for (int64_t i = 0; i < 8; ++i)
+            for (int64_t j = 0; j < 8; ++j) o[(a + i) * da + b + j] = t[i][j];
+        } else {
+          for (int64_t i = a; i < std::min(a + 8, a1); ++i)
+            for (int64_t j = b; j < std::min(b + 8, b1); ++j)
+              o[i * da + j] = scalar::cast<D>(s[i + j * sb]);
+        }
+      }
+    }
+  }
+}
+
+/// Rows of a copy from S to D (see the file comment).
+template <class D, class S>
+void copy_rows(const Tensor& dst, const Tensor& src, std::vector<std::vector<int64_t>> strides) {
+  for_each_row(dst.sizes(),
+               {static_cast<char*>(dst.data_ptr()), static_cast<char*>(src.data_ptr())},
+               std::move(strides), [](char** p, const int64_t* s, int64_t n) {
+                 D* d = reinterpret_cast<D*>(p[0]);
+                 const S* x = reinterpret_cast<const S*>(p[1]);
+                 if (s[0] == sizeof(D) && s[1] == sizeof(S)) {
+                   if constexpr (std::is_same_v<D, S>) {
+                     std::memcpy(d, x, static_cast<size_t>(n) * sizeof(D));
+                   } else {
+                     convert_contiguous(d, x, n);
+                   }
+                 } else if (s[0] == sizeof(D) && s[1] == 0) {
+                   const D v = scalar::cast<D>(x[0]);
+                   for (int64_t i = 0; i < n; ++i) d[i] = v;
+                 } else {
+                   for (int64_t i = 0; i < n; ++i)
+                     *reinterpret_cast<D*>(p[0] + i * s[0]) =
+                         scalar::cast<D>(*reinterpret_cast<const S*>(p[1] + i * s[1]));
+                 }
+               });
+}
+
+void copy_kernel(const Tensor& dst, const Tensor& src) {
+  if (dst.numel() == 0) return;
+  std::vector<std::vector<int64_t>> strides{broadcast_byte_strides(dst, dst.sizes()),
+                                            broadcast_byte_strides(src, dst.sizes())};
+  const Coalesced c = coalesce(dst.sizes(), strides);
+  const int64_t nd = static_cast<int64_t>(c.shape.size());
+  const int64_t dsz = static_cast<int64_t>(dst.element_size());
+  const int64_t ssz = static_cast<int64_t>(src.element_size());
+  if (nd == 1 && dst.dtype() == src.dtype() && c.strides[0][0] == dsz && c.strides[1][0] == ssz) {
+    parallel_memcpy(static_cast<char*>(dst.data_ptr()), static_cast<const char*>(src.data_ptr()),
+                    c.shape[0] * dsz);
+    return;
+  }
+  const bool transposed = nd >= 2 && c.strides[0][nd - 1] == dsz && c.strides[1][nd - 2] == ssz &&
+                          c.strides[1][nd - 1] != ssz && c.strides[1][nd - 1] != 0 &&
+                          c.strides[0][nd - 2] % dsz == 0 && c.strides[1][nd - 1] % ssz == 0 &&
+                          c.shape[nd - 1] >= 8 && c.shape[nd - 2] >= 8;
+  SMELT_DISPATCH_ALL(dst.dtype(), "copy_", [&] {
+    using D = T;
+    SMELT_DISPATCH_ALL(src.dtype(), "copy_", [&] {
+      using S = T;
+      if (transposed) {
+        copy_transposed<D, S>(static_cast<char*>(dst.data_ptr()),
+                              static_cast<const char*>(src.data_ptr()), c);
+      } else {
+        copy_rows<D, S>(dst, src, std::move(strides));
+      }
+    });
+  });
+}
+
+}  // namespace
+
+}  // namespace smelt::cpu::SMELT_CPU_CAP
+
+SMELT_REGISTER_DISPATCH(copy_stub, &::smelt::cpu::SMELT_CPU_CAP::copy_kernel);

@@ -1,0 +1,126 @@
+// Fused eager CPU kernels of softmax, log_softmax and layer_norm over
+// contiguous rows (see norm_kernels.h). Built once per CPU capability.
+#include "backend/cpu/norm_kernels.h"
+
+#include <omp.h>
+
+#include <type_traits>
+
+#include "backend/cpu/loops.h"
+#include "kernels/reduce_ops.h"
+#include "kernels/scalar_ops.h"
+
+namespace smelt::cpu::SMELT_CPU_CAP {
+
+namespace {
+
+namespace r = ::smelt::reduce;
+
+/// This copy's tag for reduce::ContiguousRun (an instantiation of its own).
+struct RunTag {};
+
+/// Rows on several threads from this much work (elements), as the kernels of
+/// the decomposition.
+bool parallel_rows(int64_t rows, int64_t n) {
+  return rows > 1 && rows * n >= kParallelGrain && omp_get_max_threads() > 1;
+}
+
+/// The row reduction of eager's reduce kernels for one contiguous row of n
+/// elements get(0 .. n-1) (reduce.cpp: one run, InnerOrder from index 0).
+template <class Op, class Get>
+typename Op::acc_t reduce_row(int64_t n, const Get& get) {
+  r::InnerOrder<Op> order(0);
+  order.template run<true>(0, n, get);
+  return order.result();
+}
+
+template <class T>
+void softmax_typed(const Tensor& x, bool log, const Tensor& out) {
+  const int64_t n = x.sizes().back();
+  const int64_t rows = x.numel() / n;
+  const T* xp = static_cast<const T*>(x.data_ptr());
+  T* yp = static_cast<T*>(out.data_ptr());
+  using MaxA = r::accumulate_t<r::AccRule::Compare, T>;
+  using SumA = r::accumulate_t<r::AccRule::Sum, T>;
+  static_assert(std::is_same_v<MaxA, T> && std::is_same_v<SumA, T>);
+#pragma omp parallel for schedule(static) if (parallel_rows(rows, n))
+  for (int64_t row = 0; row < rows; ++row) {
+    const T* __restrict xr = xp + row * n;
+    T* __restrict yr = yp + row * n;
+    // amax(x, dim, keepdim)
+    const T m = reduce_row<r::Max<T>>(n, r::ContiguousRun<T, RunTag>{xr});
+    if (log) {
+      // shifted - log(sum(exp(shifted))), shifted = x - max
+      const T s = static_cast<T>(reduce_row<r::Sum<SumA>>(n, [xr, m](int64_t k) {
+        return r::to_acc<SumA>(scalar::exp<T>(scalar::sub<T>(xr[k], m)));
+      }));
+      const T ls = scalar::log<T>(s);
+      for (int64_t k = 0; k < n; ++k) yr[k] = scalar::sub<T>(scalar::sub<T>(xr[k], m), ls);
+    } else {
+      // e / sum(e), e = exp(x - max)
+      for (int64_t k = 0; k < n; ++k) yr[k] = scalar::exp<T>(scalar::sub<T>(xr[k], m));
+      const T s = reduce_row<r::Sum<T>>(n, r::ContiguousRun<T, RunTag>{yr});
+      for (int64_t k = 0; k < n; ++k) yr[k] = scalar::div<T>(yr[k], s);
+    }
+  }
+}
+
+void softmax_rows(const Tensor& x, bool log, const Tensor& out) {
+  if (x.dtype() == DType::Float64) {
+    softmax_typed<double>(x, log, out);
+  } else {
+    softmax_typed<float>(x, log, out);
+  }
+}
+
+template <class T>
+void layer_norm_typed(const Tensor& x, int64_t n, const Tensor& weight, const Tensor& bias,
+                      double eps, const Tensor& out) {
+  const int64_t rows = x.numel() / n;
+  const T* xp = static_cast<const T*>(x.data_ptr());
+  T* yp = static_cast<T*>(out.data_ptr());
+  const T* w = weight.defined() ? static_cast<const T*>(weight.data_ptr()) : nullptr;
+  const T* b = bias.defined() ? static_cast<const T*>(bias.data_ptr()) : nullptr;
+  using W = r::Welford<r::accumulate_t<r::AccRule::Welford, T>>;
+  using A = typename W::value_t;
+  const T eps_t = scalar_to<T>(Scalar(eps));
+#pragma omp parallel for schedule(static) if (parallel_rows(rows, n))
+  for (int64_t row = 0; row < rows; ++row) {
+    const T* __restrict xr = xp + row * n;
+    T* __restrict yr = yp + row * n;
+    // var_mean(x, dims, correction=0, keepdim), each rounded to T as stored
+    const typename W::acc_t acc = reduce_row<W>(n, [xr](int64_t k) { return r::to_acc<A>(xr[k]); });
+    const T mean = static_cast<T>(W::mean(acc));
+    const T rstd = scalar::rsqrt<T>(scalar::add<T>(static_cast<T>(W::var(acc, 0.0)), eps_t));
+    // (x - mean) * rstd [* weight] [+ bias]
+    if (w && b) {
+      for (int64_t k = 0; k < n; ++k)
+        yr[k] = scalar::add<T>(
+            scalar::mul<T>(scalar::mul<T>(scalar::sub<T>(xr[k], mean), rstd), w[k]), b[k]);
+    } else if (w) {
+      for (int64_t k = 0; k < n; ++k)
+        yr[k] = scalar::mul<T>(scalar::mul<T>(scalar::sub<T>(xr[k], mean), rstd), w[k]);
+    } else if (b) {
+      for (int64_t k = 0; k < n; ++k)
+        yr[k] = scalar::add<T>(scalar::mul<T>(scalar::sub<T>(xr[k], mean), rstd), b[k]);
+    } else {
+      for (int64_t k = 0; k < n; ++k) yr[k] = scalar::mul<T>(scalar::sub<T>(xr[k], mean), rstd);
+    }
+  }
+}
+
+void layer_norm_rows(const Tensor& x, int64_t n, const Tensor& weight, const Tensor& bias,
+                     double eps, const Tensor& out) {
+  if (x.dtype() == DType::Float64) {
+    layer_norm_typed<double>(x, n, weight, bias, eps, out);
+  } else {
+    layer_norm_typed<float>(x, n, weight, bias, eps, out);
+  }
+}
+
+}  // namespace
+
+}  // namespace smelt::cpu::SMELT_CPU_CAP
+
+SMELT_REGISTER_DISPATCH(softmax_rows_stub, &::smelt::cpu::SMELT_CPU_CAP::softmax_rows);
+SMELT_REGISTER_DISPATCH(layer_norm_rows_stub, &::smelt::cpu::SMELT_CPU_CAP::layer_norm_rows);

@@ -1,0 +1,373 @@
+// GEMM through cuBLASLt (blaslt.h): descriptors, the heuristic's algorithm
+// cache and the Gemm -> one-call mapping.
+#include "backend/cuda/blaslt.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <climits>
+#include <map>
+#include <mutex>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device.h"
+#include "backend/cuda/scratch.h"
+
+namespace smelt::cuda::impl {
+
+namespace {
+
+/// Entries of the algorithm cache before it is emptied (a workload with more
+/// distinct GEMM problems than this pays a heuristic query again).
+constexpr size_t kMaxCachedKeys = 4096;
+
+std::atomic<int64_t> g_matmuls{0}, g_queries{0}, g_no_algorithm{0};
+
+/// One cuBLASLt handle per device, created on first use (never destroyed:
+/// used until exit). cuBLASLt handles hold no stream and may be shared by threads.
+cublasLtHandle_t lt_handle(int device) {
+  static std::mutex mu;
+  static std::array<cublasLtHandle_t, kMaxDevices> handles{};
+  std::lock_guard<std::mutex> lock(mu);
+  cublasLtHandle_t& h = handles[static_cast<size_t>(device)];
+  if (h == nullptr) {
+    DeviceGuard guard(device);
+    SMELT_CUBLAS_CHECK(cublasLtCreate(&h));
+  }
+  return h;
+}
+
+/// Checks a cuBLASLt call whose text names an attribute: "call(ATTRIBUTE)".
+void check_attr(cublasStatus_t status, const char* call, const char* attr, int line) {
+  if (status != CUBLAS_STATUS_SUCCESS)
+    throw_cublas_error(status, fmt::format("{}({})", call, attr).c_str(), __FILE__, line);
+}
+
+template <class T>
+void set_desc(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr, const T& v,
+              const char* name, int line) {
+  check_attr(cublasLtMatmulDescSetAttribute(d, attr, &v, sizeof(v)),
+             "cublasLtMatmulDescSetAttribute", name, line);
+}
+template <class T>
+void set_layout(cublasLtMatrixLayout_t l, cublasLtMatrixLayoutAttribute_t attr, const T& v,
+                const char* name, int line) {
+  check_attr(cublasLtMatrixLayoutSetAttribute(l, attr, &v, sizeof(v)),
+             "cublasLtMatrixLayoutSetAttribute", name, line);
+}
+template <class T>
+void set_pref(cublasLtMatmulPreference_t p, cublasLtMatmulPreferenceAttributes_t attr, const T& v,
+              const char* name, int line) {
+  check_attr(cublasLtMatmulPreferenceSetAttribute(p, attr, &v, sizeof(v)),
+             "cublasLtMatmulPreferenceSetAttribute", name, line);
+}
+#define SMELT_LT_SET(fn, obj, attr, value) fn(obj, attr, value, #attr, __LINE__)
+
+/// The descriptors of one problem (destroyed with it).
+struct Descriptors {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  Descriptors() = default;
+  Descriptors(const Descriptors&) = delete;
+  Descriptors& operator=(const Descriptors&) = delete;
+  ~Descriptors() {  // destroy calls only free host memory; their status is ignored
+    if (d) (void)cublasLtMatrixLayoutDestroy(d);
+    if (b) (void)cublasLtMatrixLayoutDestroy(b);
+    if (a) (void)cublasLtMatrixLayoutDestroy(a);
+    if (op) (void)cublasLtMatmulDescDestroy(op);
+  }
+};
+
+/// A column-major rows x cols layout with leading dim ld, batched when batch > 1.
+void make_layout(cublasLtMatrixLayout_t* l, DType t, int64_t rows, int64_t cols, int64_t ld,
+                 int64_t batch, int64_t stride) {
+  SMELT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(l, cuda_data_type(t), static_cast<uint64_t>(rows),
+                                                static_cast<uint64_t>(cols), ld));
+  if (batch > 1) {
+    const int32_t count = static_cast<int32_t>(batch);
+    SMELT_LT_SET(set_layout, *l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, count);
+    SMELT_LT_SET(set_layout, *l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, stride);
+  }
+}
+
+void describe(const CublasGemm& p, Descriptors* ds) {
+  SMELT_CUBLAS_CHECK(cublasLtMatmulDescCreate(&ds->op, p.compute, CUDA_R_32F));
+  const int32_t ta = p.op_a, tb = p.op_b;
+  SMELT_LT_SET(set_desc, ds->op, CUBLASLT_MATMUL_DESC_TRANSA, ta);
+  SMELT_LT_SET(set_desc, ds->op, CUBLASLT_MATMUL_DESC_TRANSB, tb);
+  if (p.epilogue != CUBLASLT_EPILOGUE_DEFAULT) {
+    const uint32_t epi = p.epilogue;
+    SMELT_LT_SET(set_desc, ds->op, CUBLASLT_MATMUL_DESC_EPILOGUE, epi);
+  }
+  if (p.bias != nullptr) {
+    SMELT_LT_SET(set_desc, ds->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, p.bias);
+    const int32_t bias_type = cuda_data_type(p.dtype);
+    SMELT_LT_SET(set_desc, ds->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, bias_type);
+  }
+  const bool ta_n = p.op_a == CUBLAS_OP_N, tb_n = p.op_b == CUBLAS_OP_N;
+  make_layout(&ds->a, p.dtype, ta_n ? p.m : p.k, ta_n ? p.k : p.m, p.lda, p.batch, p.stride_a);
+  make_layout(&ds->b, p.dtype, tb_n ? p.k : p.n, tb_n ? p.n : p.k, p.ldb, p.batch, p.stride_b);
+  make_layout(&ds->d, p.d_dtype, p.m, p.n, p.ldd, p.batch, p.stride_d);
+}
+
+/// The heuristic's algorithms for `p` (described by `ds`), best first.
+std::vector<LtAlgorithm> query(const CublasGemm& p, int device, const Descriptors& ds,
+                               int max_count) {
+  ++g_queries;
+  cublasLtMatmulPreference_t pref = nullptr;
+  SMELT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  struct Release {
+    cublasLtMatmulPreference_t p;
+    ~Release() { (void)cublasLtMatmulPreferenceDestroy(p); }
+  } release{pref};
+  const uint64_t workspace = kLtMaxWorkspaceBytes;
+  SMELT_LT_SET(set_pref, pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, workspace);
+  const uint32_t aa = alignment_bytes(p.a), ab = alignment_bytes(p.b), ad = alignment_bytes(p.d);
+  SMELT_LT_SET(set_pref, pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, aa);
+  SMELT_LT_SET(set_pref, pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, ab);
+  SMELT_LT_SET(set_pref, pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, ad);
+  SMELT_LT_SET(set_pref, pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, ad);
+  if (p.d_dtype == DType::Float16 || p.d_dtype == DType::BFloat16) {
+    // Split-K partial sums in float32, never in the half output type.
+    const uint32_t mask = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+    SMELT_LT_SET(set_pref, pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, mask);
+  }
+  std::vector<cublasLtMatmulHeuristicResult_t> res(static_cast<size_t>(std::max(max_count, 1)));
+  int found = 0;
+  const cublasStatus_t st =
+      cublasLtMatmulAlgoGetHeuristic(lt_handle(device), ds.op, ds.a, ds.b, ds.d, ds.d, pref,
+                                     static_cast<int>(res.size()), res.data(), &found);
+  if (st == CUBLAS_STATUS_NOT_SUPPORTED) return {};  // no algorithm for this configuration
+  SMELT_CUBLAS_CHECK(st);
+  std::vector<LtAlgorithm> out;
+  for (int i = 0; i < found; ++i) {
+    const cublasLtMatmulHeuristicResult_t& r = res[static_cast<size_t>(i)];
+    if (r.state != CUBLAS_STATUS_SUCCESS) continue;
+    out.push_back({r.algo, r.workspaceSize, r.wavesCount});
+  }
+  return out;
+}
+
+std::mutex g_cache_mu;
+std::map<LtKey, std::optional<LtAlgorithm>>& cache() {
+  static std::map<LtKey, std::optional<LtAlgorithm>> c;
+  return c;
+}
+
+/// The cached best algorithm for `p`, queried on a miss (nullopt: none).
+std::optional<LtAlgorithm> best_algorithm(const CublasGemm& p, int device, const Descriptors& ds) {
+  const LtKey key = lt_key(p, device);
+  std::lock_guard<std::mutex> lock(g_cache_mu);
+  auto& c = cache();
+  if (auto it = c.find(key); it != c.end()) return it->second;
+  std::vector<LtAlgorithm> found = query(p, device, ds, 1);
+  if (c.size() >= kMaxCachedKeys) c.clear();
+  std::optional<LtAlgorithm> best;
+  if (!found.empty()) best = found.front();
+  c.emplace(key, best);
+  return best;
+}
+
+/// cuBLASLt's batch offsets: operands >= 0 (0 broadcasts), D > 0.
+bool lt_batch_strides_ok(const CublasGemm& p) {
+  return p.batch <= 1 || (p.stride_a >= 0 && p.stride_b >= 0 && p.stride_d > 0);
+}
+
+}  // namespace
+
+cudaDataType_t cuda_data_type(DType t) {
+  switch (t) {
+    case DType::Float16:
+      return CUDA_R_16F;
+    case DType::BFloat16:
+      return CUDA_R_16BF;
+    case DType::Float64:
+      return CUDA_R_64F;
+    default:
+      return CUDA_R_32F;
+  }
+}
+
+bool cublas_operand(int64_t rows, int64_t cols, int64_t rs, int64_t cs, cublasOperation_t* op,
+                    int64_t* ld) {
+  if ((cols == 1 || cs == 1) && (rows == 1 || rs >= std::max<int64_t>(1, cols))) {
+    *op = CUBLAS_OP_N;
+    *ld = rows == 1 ? std::max<int64_t>(1, cols) : rs;
+    return *ld <= INT_MAX;
+  }
+  if ((rows == 1 || rs == 1) && (cols == 1 || cs >= std::max<int64_t>(1, rows))) {
+    *op = CUBLAS_OP_T;
+    *ld = cols == 1 ? std::max<int64_t>(1, rows) : cs;
+    return *ld <= INT_MAX;
+  }
+  return false;
+}
+
+cublasComputeType_t gemm_compute_type(DType dtype, const std::string& precision) {
+  if (dtype == DType::Float64) return CUBLAS_COMPUTE_64F;
+  if (dtype == DType::Float32 && precision != "highest") return CUBLAS_COMPUTE_32F_FAST_TF32;
+  return CUBLAS_COMPUTE_32F;
+}
+
+bool lt_supports_dtype(DType dtype) {
+  return dtype == DType::Float32 || dtype == DType::Float16 || dtype == DType::BFloat16;
+}
+
+std::optional<cublasLtEpilogue_t> lt_epilogue(DType dtype, bool has_bias, EpilogueActivation act,
+                                              bool has_residual) {
+  if (has_residual) return std::nullopt;
+  switch (act) {
+    case EpilogueActivation::None:
+      return has_bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+    case EpilogueActivation::Relu:
+      return has_bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
+    case EpilogueActivation::GeluTanh:
+      if (dtype != DType::Float16 && dtype != DType::BFloat16) return std::nullopt;
+      return has_bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
+    default:
+      return std::nullopt;
+  }
+}
+
+std::optional<CublasGemm> lt_gemm_of(const backend::Gemm& g, std::string* why) {
+  auto fail = [why](std::string reason) -> std::optional<CublasGemm> {
+    if (why) *why = std::move(reason);
+    return std::nullopt;
+  };
+  if (!lt_supports_dtype(g.dtype))
+    return fail(
+        fmt::format("dtype {} (cuBLASLt runs float32, float16 and bfloat16)", dtype_name(g.dtype)));
+  if (g.batch < 1 || g.m < 1 || g.n < 1 || g.k < 1) return fail("an empty product");
+  if (g.batch > INT_MAX) return fail(fmt::format("batch {} exceeds int32", g.batch));
+  const backend::GemmEpilogue& e = g.epilogue;
+  const std::optional<EpilogueActivation> act = parse_epilogue_activation(e.activation);
+  if (!act) return fail(fmt::format("unknown activation \"{}\"", e.activation));
+  const std::optional<cublasLtEpilogue_t> epi =
+      lt_epilogue(g.dtype, e.bias != nullptr, *act, e.residual != nullptr);
+  if (!epi)
+    return fail(e.residual != nullptr
+                    ? std::string("a residual add (cuBLASLt has no epilogue for it)")
+                    : fmt::format("activation \"{}\" on {} (cuBLASLt has no epilogue for it)",
+                                  e.activation, dtype_name(g.dtype)));
+  CublasGemm p;
+  // Row-major C = A @ B is column-major C^T = B^T @ A^T (file comment of blaslt.h).
+  if (!cublas_operand(g.k, g.n, g.b.row_stride, g.b.col_stride, &p.op_a, &p.lda))
+    return fail("B must be packed (neither of its dims has stride 1)");
+  if (!cublas_operand(g.m, g.k, g.a.row_stride, g.a.col_stride, &p.op_b, &p.ldb))
+    return fail("A must be packed (neither of its dims has stride 1)");
+  cublasOperation_t op_c;
+  if (!cublas_operand(g.m, g.n, g.c_row_stride, g.c_col_stride, &op_c, &p.ldd) ||
+      op_c != CUBLAS_OP_N)
+    return fail("C is not row-major with column stride 1");
+  p.dtype = p.d_dtype = g.dtype;
+  p.m = g.n;
+  p.n = g.m;
+  p.k = g.k;
+  p.batch = g.batch;
+  p.a = g.b.data;
+  p.stride_a = g.batch > 1 ? g.b.batch_stride : 0;
+  p.b = g.a.data;
+  p.stride_b = g.batch > 1 ? g.a.batch_stride : 0;
+  p.d = g.c;
+  p.stride_d = g.batch > 1 ? g.c_batch_stride : 0;
+  p.alpha = g.alpha;
+  p.compute = gemm_compute_type(g.dtype, backend::float32_matmul_precision());
+  p.epilogue = *epi;
+  p.bias = e.bias;
+  if (!lt_batch_strides_ok(p)) return fail("a negative batch stride (or C's not positive)");
+  return p;
+}
+
+uint32_t alignment_bytes(const void* p) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  uint32_t align = 1;
+  while (align < 256 && (a & align) == 0) align <<= 1;
+  return align;
+}
+
+LtKey lt_key(const CublasGemm& p, int device) {
+  LtKey k;
+  k.device = device;
+  k.dtype = p.dtype;
+  k.d_dtype = p.d_dtype;
+  k.compute = static_cast<int>(p.compute);
+  k.epilogue = static_cast<int>(p.epilogue);
+  k.op_a = static_cast<int>(p.op_a);
+  k.op_b = static_cast<int>(p.op_b);
+  k.m = p.m;
+  k.n = p.n;
+  k.k = p.k;
+  k.batch = p.batch;
+  k.lda = p.lda;
+  k.ldb = p.ldb;
+  k.ldd = p.ldd;
+  k.stride_a = p.stride_a;
+  k.stride_b = p.stride_b;
+  k.stride_d = p.stride_d;
+  k.align_a = alignment_bytes(p.a);
+  k.align_b = alignment_bytes(p.b);
+  k.align_d = alignment_bytes(p.d);
+  k.align_bias = p.bias ? alignment_bytes(p.bias) : 0;
+  return k;
+}
+
+bool lt_matmul(const CublasGemm& p, int device, cudaStream_t stream, const LtAlgorithm* algo) {
+  if (!lt_supports_dtype(p.dtype) || !lt_batch_strides_ok(p)) return false;
+  DeviceGuard guard(device);
+  Descriptors ds;
+  describe(p, &ds);
+  const std::optional<LtAlgorithm> chosen =
+      algo ? std::optional<LtAlgorithm>(*algo) : best_algorithm(p, device, ds);
+  if (!chosen) {
+    ++g_no_algorithm;
+    return false;
+  }
+  Scratch scratch(device, stream);
+  void* workspace =
+      chosen->workspace_bytes > 0 ? scratch.get(chosen->workspace_bytes, "matmul") : nullptr;
+  const float alpha = static_cast<float>(p.alpha), beta = 0.0f;
+  SMELT_CUBLAS_CHECK(cublasLtMatmul(lt_handle(device), ds.op, &alpha, p.a, ds.a, p.b, ds.b, &beta,
+                                    p.d, ds.d, p.d, ds.d, &chosen->algo, workspace,
+                                    chosen->workspace_bytes, stream));
+  ++g_matmuls;
+  return true;
+}
+
+std::vector<LtAlgorithm> lt_algorithms(const CublasGemm& p, int device, int max_count) {
+  if (!lt_supports_dtype(p.dtype) || !lt_batch_strides_ok(p)) return {};
+  DeviceGuard guard(device);
+  Descriptors ds;
+  describe(p, &ds);
+  return query(p, device, ds, max_count);
+}
+
+std::vector<LtAlgorithm> gemm_algorithms(const backend::Gemm& g, int max_count) {
+  const std::optional<CublasGemm> p = lt_gemm_of(g);
+  if (!p) return {};
+  return lt_algorithms(*p, g.device.index, max_count);
+}
+
+void gemm_with_algorithm(const backend::Gemm& g, const LtAlgorithm& algo, cudaStream_t stream) {
+  std::string why;
+  const std::optional<CublasGemm> p = lt_gemm_of(g, &why);
+  SMELT_CHECK(p.has_value(),
+              "gemm_with_algorithm: cuBLASLt cannot run this {} GEMM (m={} n={} k={} batch={}) as "
+              "one call: {}; run it through Backend::gemm",
+              dtype_name(g.dtype), g.m, g.n, g.k, g.batch, why);
+  SMELT_INTERNAL_ASSERT(lt_matmul(*p, g.device.index, stream, &algo),
+                        "gemm_with_algorithm: lt_matmul refused an explicit algorithm");
+}
+
+LtStats lt_stats() {
+  LtStats s;
+  s.matmuls = g_matmuls.load();
+  s.heuristic_queries = g_queries.load();
+  s.no_algorithm = g_no_algorithm.load();
+  std::lock_guard<std::mutex> lock(g_cache_mu);
+  s.cached_keys = static_cast<int64_t>(cache().size());
+  return s;
+}
+
+}  // namespace smelt::cuda::impl

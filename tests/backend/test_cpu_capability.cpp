@@ -1,0 +1,214 @@
+// The eager CPU kernels built once per CPU capability (src/backend/cpu/
+// capability.h) give the same bits on every capability this processor has,
+// and the fused row kernels of softmax, log_softmax and layer_norm
+// (src/backend/cpu/norm_kernels.h) give the bits of their decompositions.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/capability.h"
+#include "core/tensor_impl.h"
+#include "smelt/ops.h"
+#include "test_util.h"
+
+using namespace smelt;
+using smelt::cpu::CpuCapability;
+
+namespace {
+
+/// Same dtype, shape and values bit for bit, as tests/compiler/
+/// test_special_values.cpp compares: every NaN equals every NaN (which
+/// operand's NaN an operation returns is up to the compiler's operand order),
+/// the sign of zero counts.
+::testing::AssertionResult same_bits(const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype() || a.sizes() != b.sizes())
+    return ::testing::AssertionFailure() << "dtype or shape differ";
+  Tensor ca = contiguous(a), cb = contiguous(b);
+  if (is_floating(a.dtype())) {
+    const std::vector<double> va = a.to_vector<double>(), vb = b.to_vector<double>();
+    for (size_t i = 0; i < va.size(); ++i) {
+      if (std::isnan(va[i]) && std::isnan(vb[i])) continue;
+      if (std::memcmp(&va[i], &vb[i], sizeof(double)) != 0)
+        return ::testing::AssertionFailure() << "element " << i << ": " << va[i] << " vs " << vb[i];
+    }
+    return ::testing::AssertionSuccess();
+  }
+  const size_t n = static_cast<size_t>(ca.numel()) * ca.element_size();
+  if (std::memcmp(ca.data_ptr(), cb.data_ptr(), n) != 0)
+    return ::testing::AssertionFailure() << "the bytes differ";
+  return ::testing::AssertionSuccess();
+}
+
+/// Special values (zeros, infinities, NaN, subnormals, extremes) followed by
+/// an irregular sequence: n values in `shape`'s row-major order.
+std::vector<double> special_then_seq(int64_t n) {
+  const double inf = std::numeric_limits<double>::infinity();
+  std::vector<double> v = {0.0,    -0.0,  1.0,   -1.0,  inf,     -inf,   NAN,    1e-40,
+                           -1e-40, 3e38,  -3e38, 1e-30, 88.7,    -103.5, 0.5,    1e10,
+                           -7.25,  20.0,  -20.0, 1e-8,  0.70710, 2.5,    -0.125, 65504.0,
+                           70000., 1e-45, 9.0,   -9.0,  1e300,   -1e300, 1e-310, 3.0};
+  std::vector<double> s = smelt_test::seq(n, 0.731, 0.3);
+  for (int64_t i = static_cast<int64_t>(v.size()); i < n; ++i) v.push_back(s[i] * 3.0);
+  v.resize(static_cast<size_t>(n));
+  return v;
+}
+
+/// Runs every op of the list on `x` and `y` (float tensors of one shape, with
+/// special values), returning the results in order.
+std::vector<Tensor> run_ops(const Tensor& x, const Tensor& y) {
+  std::vector<Tensor> r;
+  using Unary = Tensor (*)(const Tensor&);
+  using Binary = Tensor (*)(const Tensor&, const Tensor&);
+  for (Unary f : std::vector<Unary>{
+           &smelt::neg,   &smelt::abs,        &smelt::sign,  &smelt::exp,   &smelt::exp2,
+           &smelt::expm1, &smelt::log,        &smelt::log2,  &smelt::log1p, &smelt::sqrt,
+           &smelt::rsqrt, &smelt::reciprocal, &smelt::sin,   &smelt::cos,   &smelt::tan,
+           &smelt::tanh,  &smelt::sigmoid,    &smelt::relu,  &smelt::silu,  &smelt::erf,
+           &smelt::floor, &smelt::ceil,       &smelt::round, &smelt::trunc, &smelt::isnan,
+           &smelt::isinf})
+    r.push_back(f(x));
+  r.push_back(gelu(x));
+  r.push_back(gelu(x, "tanh"));
+  for (Binary f : std::vector<Binary>{&smelt::maximum, &smelt::minimum, &smelt::fmax, &smelt::fmin,
+                                      &smelt::atan2, &smelt::remainder, &smelt::fmod, &smelt::pow,
+                                      &smelt::eq, &smelt::lt})
+    r.push_back(f(x, y));
+  r.push_back(x + y);
+  r.push_back(x - y);
+  r.push_back(x * y);
+  r.push_back(x / y);
+  r.push_back(add(x, y, 0.5));
+  r.push_back(clamp(x, Scalar(-1.0), Scalar(2.0)));
+  r.push_back(where(x > y, x, y));
+  r.push_back(lerp(x, y, 0.3));
+  r.push_back(nan_to_num(x));
+  for (int64_t d : {0, 1}) {
+    r.push_back(sum(x, {d}));
+    r.push_back(mean(x, {d}));
+    r.push_back(amax(x, {d}));
+    r.push_back(amin(x, {d}));
+    r.push_back(argmax(x, d));
+    r.push_back(var(x, {d}));
+    r.push_back(prod(x, d));
+    r.push_back(cumsum(x, d));
+  }
+  r.push_back(softmax(x, -1));
+  r.push_back(log_softmax(x, -1));
+  r.push_back(softmax(x, 0));
+  r.push_back(layer_norm(x, {x.size(-1)}, y.select(0, 0), y.select(0, 1), 1e-5));
+  for (DType t : {float16, bfloat16, int32, int64, uint8, int8, kBool, float64, float32})
+    r.push_back(to_dtype(x, t));
+  r.push_back(to_dtype(to_dtype(x, float16), float32));
+  r.push_back(to_dtype(to_dtype(x, bfloat16), float32));
+  r.push_back(contiguous(x.t()));
+  return r;
+}
+
+/// Restores the capability the process started with.
+struct CapabilityGuard {
+  CpuCapability saved = cpu::cpu_capability();
+  ~CapabilityGuard() { cpu::set_cpu_capability(saved); }
+};
+
+}  // namespace
+
+TEST(CpuCapability, NamesAndLimits) {
+  CapabilityGuard guard;
+  EXPECT_STREQ(cpu::cpu_capability_name(CpuCapability::Default), "default");
+  EXPECT_STREQ(cpu::cpu_capability_name(CpuCapability::AVX2), "avx2");
+  EXPECT_STREQ(cpu::cpu_capability_name(CpuCapability::AVX512), "avx512");
+  // Never above what the processor has.
+  EXPECT_EQ(cpu::set_cpu_capability(CpuCapability::AVX512), cpu::hardware_cpu_capability());
+  EXPECT_EQ(cpu::set_cpu_capability(CpuCapability::Default), CpuCapability::Default);
+  EXPECT_EQ(cpu::cpu_capability(), CpuCapability::Default);
+}
+
+TEST(CpuCapability, EveryCapabilityGivesTheSameBits) {
+  CapabilityGuard guard;
+  for (DType dt : {float32, float64}) {
+    for (Shape shape : {Shape{7, 1037}, Shape{64, 33}}) {
+      const int64_t n = shape[0] * shape[1];
+      Tensor x = smelt_test::make(special_then_seq(n), shape, dt);
+      std::vector<double> yv = smelt_test::seq(n, 0.291, 1.1);
+      yv[3] = 0.0;
+      yv[5] = -0.0;
+      yv[9] = NAN;
+      Tensor y = smelt_test::make(yv, shape, dt);
+      cpu::set_cpu_capability(CpuCapability::Default);
+      const std::vector<Tensor> want = run_ops(x, y);
+      for (int c = 1; c <= static_cast<int>(cpu::hardware_cpu_capability()); ++c) {
+        cpu::set_cpu_capability(static_cast<CpuCapability>(c));
+        const std::vector<Tensor> got = run_ops(x, y);
+        ASSERT_EQ(got.size(), want.size());
+        for (size_t i = 0; i < got.size(); ++i)
+          EXPECT_TRUE(same_bits(got[i], want[i]))
+              << "op #" << i << " on " << dtype_name(dt) << " "
+              << cpu::cpu_capability_name(static_cast<CpuCapability>(c));
+      }
+    }
+  }
+}
+
+TEST(CpuCapability, FusedRowKernelsEqualTheirDecompositions) {
+  CapabilityGuard guard;
+  const int saved_threads = omp_get_max_threads();
+  for (int threads : {1, 2}) {
+    omp_set_num_threads(threads);
+    for (int c = 0; c <= static_cast<int>(cpu::hardware_cpu_capability()); ++c) {
+      cpu::set_cpu_capability(static_cast<CpuCapability>(c));
+      for (DType dt : {float32, float64}) {
+        for (Shape shape : {Shape{3, 1}, Shape{5, 7}, Shape{4, 16}, Shape{9, 129}, Shape{40, 1000},
+                            Shape{2, 3, 300}, Shape{64, 2050}}) {
+          int64_t n = 1;
+          for (int64_t d : shape) n *= d;
+          Tensor x = smelt_test::make(special_then_seq(n), shape, dt);
+          Tensor big = smelt_test::make(smelt_test::seq(n, 0.113, 0.2), shape, dt) * 40.0;
+          const int64_t c_last = shape.back();
+          Tensor w = smelt_test::make(smelt_test::seq(c_last, 0.5, 0.7), {c_last}, dt);
+          Tensor b = smelt_test::make(smelt_test::seq(c_last, 0.9, 0.1), {c_last}, dt);
+          for (const Tensor& in : {x, big}) {
+            // The decompositions of src/ops/decompositions.cpp, op by op.
+            Tensor shifted = in - amax(in, {-1}, true);
+            Tensor e = exp(shifted);
+            const std::string what = fmt::format("{} {} threads {} cap {}", dtype_name(dt),
+                                                 detail::shape_str(shape), threads, c);
+            EXPECT_TRUE(same_bits(softmax(in, -1), e / sum(e, {-1}, true))) << what;
+            EXPECT_TRUE(same_bits(log_softmax(in, -1), shifted - log(sum(e, {-1}, true)))) << what;
+            auto [v, m] = var_mean(in, {-1}, 0, true);
+            Tensor norm = (in - m) * rsqrt(v + 1e-5);
+            EXPECT_TRUE(same_bits(layer_norm(in, {c_last}, w, b, 1e-5), norm * w + b)) << what;
+            EXPECT_TRUE(same_bits(layer_norm(in, {c_last}, w, std::nullopt, 1e-5), norm * w))
+                << what;
+            EXPECT_TRUE(same_bits(layer_norm(in, {c_last}, std::nullopt, std::nullopt, 1e-5), norm))
+                << what;
+          }
+        }
+      }
+    }
+  }
+  omp_set_num_threads(saved_threads);
+}
+
+TEST(CpuCapability, FusedLayerNormTakesLowerPrecisionWeights) {
+  // float16 / bfloat16 inputs and weights: computed in float32, as the
+  // decomposition does, and rounded once.
+  for (DType dt : {float16, bfloat16}) {
+    const int64_t rows = 6, c = 300;
+    Tensor x = smelt_test::make(special_then_seq(rows * c), {rows, c}, dt);
+    Tensor w = smelt_test::make(smelt_test::seq(c, 0.5, 0.7), {c}, dt);
+    Tensor b = smelt_test::make(smelt_test::seq(c, 0.9, 0.1), {c}, dt);
+    Tensor xf = to_dtype(x, float32);
+    auto [v, m] = var_mean(xf, {-1}, 0, true);
+    Tensor norm = (xf - m) * rsqrt(v + 1e-5);
+    EXPECT_TRUE(same_bits(layer_norm(x, {c}, w, b, 1e-5), to_dtype(norm * w + b, dt)))
+        << dtype_name(dt);
+    // float32 input, lower-precision weights: a float32 result.
+    EXPECT_TRUE(same_bits(layer_norm(xf, {c}, w, b, 1e-5), norm * w + b)) << dtype_name(dt);
+  }
+}

@@ -1,0 +1,96 @@
+// float32 erf and tanh of src/kernels/vector_math.h (computed in double,
+// vectorized by the compiler): within one ulp of the correctly rounded value
+// (glibc's double erf / tanh rounded to float) over a sweep of float32 bit
+// patterns, the special values as C's, and eager ops computing the same.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "kernels/vector_math.h"
+#include "smelt/ops.h"
+
+namespace {
+
+int32_t float_bits(float f) {
+  int32_t b;
+  std::memcpy(&b, &f, sizeof b);
+  return b;
+}
+
+/// Every 4099th float32 bit pattern (about a million values, every exponent).
+std::vector<float> sweep() {
+  std::vector<float> v;
+  for (uint64_t u = 0; u < (uint64_t{1} << 32); u += 4099) {
+    const uint32_t b = static_cast<uint32_t>(u);
+    float f;
+    std::memcpy(&f, &b, sizeof f);
+    v.push_back(f);
+  }
+  return v;
+}
+
+template <class F, class Ref>
+void expect_within_one_ulp(const char* name, F f, Ref ref) {
+  int64_t differ = 0;
+  for (float x : sweep()) {
+    const float got = f(x), want = static_cast<float>(ref(static_cast<double>(x)));
+    if (std::isnan(x)) {
+      EXPECT_TRUE(std::isnan(got)) << name << "(NaN)";
+      continue;
+    }
+    if (got == want && std::signbit(got) == std::signbit(want)) continue;
+    ++differ;
+    ASSERT_LE(std::abs(static_cast<int64_t>(float_bits(got)) - float_bits(want)), 1)
+        << name << "(" << x << ") = " << got << ", correctly rounded " << want;
+  }
+  // Nearly always the correctly rounded value itself.
+  EXPECT_LT(differ, 5000) << name;
+}
+
+}  // namespace
+
+TEST(FloatMath, ErfWithinOneUlp) {
+  expect_within_one_ulp(
+      "erf", [](float x) { return smelt::vmath::erf(x); }, [](double x) { return std::erf(x); });
+}
+
+TEST(FloatMath, TanhWithinOneUlp) {
+  expect_within_one_ulp(
+      "tanh", [](float x) { return smelt::vmath::tanh(x); }, [](double x) { return std::tanh(x); });
+}
+
+TEST(FloatMath, SpecialValues) {
+  const float inf = std::numeric_limits<float>::infinity();
+  for (auto f : {+[](float x) { return smelt::vmath::erf(x); },
+                 +[](float x) { return smelt::vmath::tanh(x); }}) {
+    EXPECT_EQ(float_bits(f(0.0f)), float_bits(0.0f));
+    EXPECT_EQ(float_bits(f(-0.0f)), float_bits(-0.0f));
+    EXPECT_EQ(f(inf), 1.0f);
+    EXPECT_EQ(f(-inf), -1.0f);
+    EXPECT_TRUE(std::isnan(f(std::numeric_limits<float>::quiet_NaN())));
+    EXPECT_EQ(f(30.0f), 1.0f);
+    EXPECT_EQ(f(-30.0f), -1.0f);
+  }
+  EXPECT_EQ(smelt::vmath::tanh(1e-30f), 1e-30f);
+  EXPECT_EQ(smelt::vmath::tanh(-1e-40f), -1e-40f);  // subnormal
+  EXPECT_EQ(smelt::vmath::erf(1e-40f), static_cast<float>(std::erf(static_cast<double>(1e-40f))));
+  EXPECT_EQ(smelt::vmath::erf(3.95f), 1.0f);
+}
+
+TEST(FloatMath, EagerOpsComputeTheSameFunctions) {
+  std::vector<float> v;
+  for (int i = -4000; i <= 4000; ++i) v.push_back(static_cast<float>(i) * 0.00123f);
+  v.push_back(std::numeric_limits<float>::quiet_NaN());
+  smelt::Tensor x = smelt::from_vector(v, {static_cast<int64_t>(v.size())});
+  const std::vector<float> e = smelt::erf(x).to_vector<float>();
+  const std::vector<float> t = smelt::tanh(x).to_vector<float>();
+  for (size_t i = 0; i + 1 < v.size(); ++i) {
+    EXPECT_EQ(float_bits(e[i]), float_bits(smelt::vmath::erf(v[i]))) << v[i];
+    EXPECT_EQ(float_bits(t[i]), float_bits(smelt::vmath::tanh(v[i]))) << v[i];
+  }
+  EXPECT_TRUE(std::isnan(e.back()) && std::isnan(t.back()));
+}
