@@ -47,10 +47,10 @@
 // any op, so a compiled function that runs backward() itself (a training
 // step) compiles its backward pass with its forward (smelt/compile.h,
 // "Training"). A compiled function that returns a result requiring grad
-// without running backward() runs eagerly with autograd instead (a graph
-// break, logged under SMELT_LOGS=graph_breaks; an Error under
-// fullgraph=true), so no gradient is lost. Wrap inference in a NoGradGuard to
-// run it compiled.
+// without running backward() compiles that result's backward too, as a second
+// graph: the result's grad_fn is one CompiledFunctionBackward node that runs
+// it (smelt/compile.h, "Compiled forward, backward run by the caller"). Wrap
+// inference in a NoGradGuard: no backward graph is compiled then.
 #pragma once
 #include <cstdint>
 #include <functional>

@@ -54,13 +54,55 @@
 //     which state tensors exist (its first step, which makes them, is a graph
 //     of its own; a new learning rate recompiles, as a Python float lr does
 //     under torch.compile), and each .grad the function reads on entry.
-//   * A result that requires grad from a function that runs no backward pass
-//     (smelt::compile(model) called under grad mode, say) makes the call run
-//     eagerly with autograd (a graph break): the backward of a compiled
-//     forward that the caller runs later is not compiled (no AOT split).
 //   * A graph break in a training step (an item() call inside it) runs the
 //     call eagerly from the state it had on entry: what the trace did to
 //     optimizer state and .grad is undone first.
+//
+// Compiled forward, backward run by the caller (AOTAutograd). When a call's
+// results require grad (grad mode on; parameters, arguments or captured
+// tensors require grad) and the function runs no backward pass itself,
+//
+//   auto compiled = smelt::compile(model);
+//   Tensor loss = smelt::cross_entropy(compiled(x), y);   // eager loss
+//   loss.backward();                                      // the compiled backward
+//   opt.step();
+//
+// the forward and the backward of its results (with respect to every
+// argument, parameter and captured leaf that requires grad, the results'
+// gradients as symbolic inputs) are traced into one joint graph, which is
+// split (compiler/passes/partition.h) into a forward graph (the results and
+// the tensors saved for the backward) and a backward graph (saved tensors and
+// the results' gradients in, the gradients out). Both are fused, generated
+// and cached like any graph (a bias gradient is a column reduction fused with
+// its producer). Saved: the inputs of matmuls and other non-pointwise ops;
+// cheap pointwise values (a GELU's output that the next matmul's weight
+// gradient reads) are recomputed in the backward from saved ones when that
+// saves memory (a minimum cut over the values' bytes; CompileOptions::
+// recompute; CompileStats::saved_bytes against saved_bytes_without_recompute).
+//   * Each call gives its results that require grad one autograd node,
+//     "CompiledFunctionBackward", whose apply() runs the backward graph; its
+//     edges lead where eager's would (the AccumulateGrad of each leaf, so
+//     gradients accumulate into .grad and leaf hooks run as in eager; the
+//     history of an argument that has one). Results that do not require
+//     grad (integer results, results over no such tensor) have no history; a
+//     result the loss does not use gets a zero gradient.
+//   * Saved tensors are freed after a backward without retain_graph (a
+//     second one raises PyTorch's "Trying to backward through the graph a
+//     second time"); an in-place write into one (an argument the backward
+//     reads) before backward() raises as eager does. A backward with
+//     create_graph=true (double backward) through the node raises.
+//   * Guards: grad mode (a graph traced under NoGradGuard is never reused
+//     with grad mode on, nor the reverse), whether each argument and
+//     parameter requires grad (and whether an argument has a grad_fn), and
+//     whether each tensor the function captures requires grad.
+//   * Tensors the function captures (rather than module parameters or
+//     arguments) are read by the backward graph as they are when it runs.
+//   * A result that is a view of a contiguous argument (x.t(), x itself) is
+//     that view of the argument, its history a view node onto the argument
+//     (AsStridedBackward0), as eager's view ops record; `return x` returns x.
+//   * Graph breaks: a result that requires grad and is a non-contiguous
+//     argument, a parameter or a captured tensor (or a view of one), or a
+//     function that touches .grad without running backward().
 //
 // Graph breaks: a data-dependent read while tracing (item(), printing values)
 // or a random op makes that call run eagerly (reason logged under
@@ -147,6 +189,11 @@ struct CompileOptions {
   /// float16/bfloat16 GEMM takes its bias, activation and residual add into
   /// the GEMM call (cuBLASLt's epilogue on a GPU), rounded once.
   bool round_intermediates = true;
+  /// Compiled forward whose results require grad: the backward graph
+  /// recomputes cheap pointwise values from the saved ones when that saves
+  /// memory (see "Training"). Off: every forward value the backward reads is
+  /// saved as it is.
+  bool recompute = true;
 };
 
 /// Counters of a compiled function.
@@ -156,8 +203,23 @@ struct CompileStats {
   int recompiles = 0;    // compiles caused by a failed guard
   int graph_breaks = 0;  // calls that ran eagerly because tracing broke
   int eager_calls = 0;   // calls that ran eagerly (breaks, limit, compiler missing)
-  int kernels = 0;       // steps of the latest graph (kernels, GEMM calls, fallbacks)
-  std::vector<std::string> kernel_names;  // of the latest graph
+  /// Steps of the latest graph (kernels, GEMM calls, fallbacks); for a
+  /// compiled forward whose results require grad, of its forward and its
+  /// compiled backward together.
+  int kernels = 0;
+  std::vector<std::string> kernel_names;           // of the latest graph (its forward)
+  std::vector<std::string> backward_kernel_names;  // of its compiled backward (else empty)
+  /// Of the latest graph when it is a compiled forward with a compiled
+  /// backward: the tensors each call saves for the backward (intermediates,
+  /// arguments, parameters), their bytes (intermediates and arguments: what
+  /// the call keeps alive besides the module's parameters), the bytes it would
+  /// save without recomputing (every forward value the backward reads, saved
+  /// as it is; CompileOptions::recompute), and the forward ops the backward
+  /// computes again.
+  int saved_tensors = 0;
+  int64_t saved_bytes = 0;
+  int64_t saved_bytes_without_recompute = 0;
+  int recomputed_ops = 0;
   double last_compile_ms = 0;  // trace + passes + codegen + build/load of the latest graph
   /// Where last_compile_ms went, by stage (ms): tracing the function, the graph
   /// passes, lowering and fusion (the schedule; on a plan-cache hit, loading
@@ -215,9 +277,11 @@ class CompiledCore {
                std::function<std::string()> state_key);
   std::vector<Tensor> call(const std::vector<Tensor>& args, const ErasedFn& fn);
   const CompileStats& stats() const;
-  /// The generated source of the latest graph ("" before the first compile).
+  /// The generated source of the latest graph ("" before the first compile);
+  /// of a compiled forward, its kernels and its backward graph's.
   std::string generated_code() const;
-  /// The launch plan of the latest graph.
+  /// The launch plan of the latest graph (of a compiled forward: "forward
+  /// launch plan: ..." then "backward launch plan: ...").
   std::string launch_plan() const;
 
  private:

@@ -19,6 +19,8 @@ thread_local std::vector<Node*>* g_pending_deletes = nullptr;
 }  // namespace
 
 Node::Node() : sequence_nr_(g_next_sequence_nr++) {}
+
+uint64_t next_sequence_nr() { return g_next_sequence_nr; }
 Node::~Node() = default;
 
 uint32_t Node::add_input_metadata(InputMetadata m) {

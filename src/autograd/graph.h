@@ -20,6 +20,10 @@ namespace smelt::autograd {
 /// overflow the stack).
 void delete_node(Node* n);
 
+/// The sequence_nr() the next node made in this thread gets: nodes made
+/// before a moment have smaller numbers than this at that moment.
+uint64_t next_sequence_nr();
+
 template <class T, class... Args>
 std::shared_ptr<T> make_node(Args&&... args) {
   return std::shared_ptr<T>(new T(std::forward<Args>(args)...), delete_node);

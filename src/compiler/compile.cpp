@@ -1,6 +1,11 @@
 // smelt::compile: the entry point. Guards, the in-memory cache of compiled
 // graphs, graph breaks, recompiles, and the pipeline of named stages:
 // trace -> passes -> lower/fuse (schedule) -> codegen -> build/load -> run.
+// When a call's results require grad and the function runs no backward pass,
+// the trace is a joint forward + backward one, split after the passes
+// (compiler/passes/partition.h) into a forward and a backward graph that go
+// through the rest of the pipeline each; the runs of the forward give their
+// results a CompiledFunctionBackward node (compiler/runtime/compiled_function.h).
 #include "smelt/compile.h"
 
 #include <fmt/format.h>
@@ -15,13 +20,16 @@
 #include "compiler/codegen/printer.h"
 #include "compiler/fusion/scheduler.h"
 #include "compiler/logs.h"
+#include "compiler/passes/partition.h"
 #include "compiler/passes/passes.h"
 #include "compiler/runtime/autotune.h"
+#include "compiler/runtime/compiled_function.h"
 #include "compiler/runtime/executor.h"
 #include "compiler/runtime/kernel_cache.h"
 #include "compiler/runtime/plan_cache.h"
 #include "compiler/runtime/replay.h"
 #include "compiler/runtime/units.h"
+#include "compiler/trace/joint.h"
 #include "compiler/trace/tracer.h"
 #include "core/tensor_impl.h"
 #include "smelt/autograd.h"
@@ -53,23 +61,34 @@ struct TensorGuard {
   Device device;
   std::string value;    // a wrapped number's value (specialized), else ""
   bool aligned = true;  // compiler::input_aligned: 16-byte aligned data (CUDA)
+  /// 'n': does not require grad; 'l': a leaf that requires grad; 'h': requires
+  /// grad through a history (a grad_fn). A graph traced for one is not reused
+  /// for another: its results would (not) require grad, or the backward it
+  /// runs would stop at (or go through) the tensor.
+  char grad = 'n';
   static TensorGuard of(const Tensor& t) {
     return {t.sizes(),
             t.strides(),
             t.dtype(),
             t.device(),
             t.is_wrapped_number() ? t.item().str() : "",
-            t.is_wrapped_number() || input_aligned(t)};
+            t.is_wrapped_number() || input_aligned(t),
+            !t.requires_grad() ? 'n'
+            : t.is_leaf()      ? 'l'
+                               : 'h'};
   }
   std::string str() const {
     if (!value.empty()) return fmt::format("the number {} ({})", value, dtype_name(dtype));
-    return fmt::format("{} {} strides {} on {}{}", dtype_name(dtype), shape_str(sizes),
+    return fmt::format("{} {} strides {} on {}{}{}", dtype_name(dtype), shape_str(sizes),
                        shape_str(strides), device.str(),
-                       aligned ? "" : " (data not 16-byte aligned)");
+                       aligned ? "" : " (data not 16-byte aligned)",
+                       grad == 'l'   ? ", requires grad"
+                       : grad == 'h' ? ", requires grad (has a grad_fn)"
+                                     : "");
   }
   bool operator==(const TensorGuard& o) const {
     return sizes == o.sizes && strides == o.strides && dtype == o.dtype && device == o.device &&
-           value == o.value && aligned == o.aligned;
+           value == o.value && aligned == o.aligned && grad == o.grad;
   }
 };
 
@@ -116,6 +135,13 @@ struct Guards {
     std::optional<TensorGuard> entry;  // the .grad on entry (nullopt: undefined)
   };
   std::vector<GradGuard> grads;
+  /// Tensors the function captures (grad mode on): whether each required grad
+  /// when traced (a result depends on it through autograd, or not).
+  struct CapturedGuard {
+    std::shared_ptr<TensorImpl> tensor;
+    bool requires_grad = false;
+  };
+  std::vector<CapturedGuard> captured;
   /// Host state the graph depends on (an optimizer's options and state), checked
   /// by the closures the traced code registered (TraceContext::add_guard).
   std::vector<std::function<std::string()>> host;
@@ -166,6 +192,11 @@ struct Guards {
         return fmt::format("the .grad of {}: expected {}, got {}", g.label, g.entry->str(),
                            TensorGuard::of(m->grad).str());
     }
+    for (const auto& c : captured)
+      if (detail::impl_requires_grad(c.tensor.get()) != c.requires_grad)
+        return fmt::format("a tensor the function captures ({} {}) {}", dtype_name(c.tensor->dtype),
+                           detail::shape_str(c.tensor->sizes),
+                           c.requires_grad ? "no longer requires grad" : "now requires grad");
     for (const auto& check : host)
       if (std::string why = check(); !why.empty()) return why;
     return "";
@@ -181,6 +212,10 @@ struct Guards {
     s += fmt::format("  grad mode: {}\n", grad_enabled ? "on" : "off");
     for (const auto& g : grads)
       s += fmt::format("  the .grad of {}: {}\n", g.label, g.entry ? g.entry->str() : "undefined");
+    for (const auto& c : captured)
+      s += fmt::format("  a tensor the function captures ({} {}): {}\n",
+                       dtype_name(c.tensor->dtype), detail::shape_str(c.tensor->sizes),
+                       c.requires_grad ? "requires grad" : "does not require grad");
     if (!host.empty())
       s += fmt::format("  {} check(s) of host state the graph read (optimizer options and state)\n",
                        host.size());
@@ -213,18 +248,13 @@ struct Entry {
   /// The leaves whose .grad the graph takes as inputs after the arguments, in order
   /// (GradEffect::output unused).
   std::vector<GradEffect> grad_inputs;
+  /// Results that require grad (grad mode on, no backward pass in the
+  /// function): the graph is the forward half of a joint graph, and each run
+  /// gives them a node that runs this compiled backward.
+  std::shared_ptr<const BackwardFunction> backward;
+  /// Results that are views of arguments requiring grad (see connect_views).
+  std::vector<ViewResult> views;
 };
-
-/// The first argument or parameter that requires grad ("argument 0",
-/// "parameter 0.weight"), or "" when none does.
-std::string requiring_grad(const std::vector<Tensor>& args,
-                           const std::vector<nn::NamedTensor>& named) {
-  for (size_t i = 0; i < args.size(); ++i)
-    if (args[i].requires_grad()) return fmt::format("argument {}", i);
-  for (const auto& p : named)
-    if (p.tensor.requires_grad()) return param_label(p);
-  return "";
-}
 
 }  // namespace
 
@@ -292,24 +322,6 @@ class CompiledState {
     return run(last, args, params);
   }
 
-  /// A result requires grad and the function ran no backward pass: the caller
-  /// may call backward() on it, through a graph the compiled code does not keep
-  /// (the forward and backward are compiled together only when the function
-  /// runs its backward itself), so the call runs eagerly, with autograd.
-  static GraphBreak autograd_break(size_t result, const std::string& source) {
-    return GraphBreak(
-        "autograd",
-        fmt::format(
-            "result {} requires grad ({}, and grad mode is on) and the function runs no "
-            "backward pass; smelt::compile compiles a backward pass that the function "
-            "runs itself (a training step: loss.backward() inside it), so this call runs "
-            "eagerly with autograd",
-            result,
-            source.empty() ? "a tensor it captures requires grad" : source + " requires grad"),
-        "run inference under smelt::NoGradGuard (module parameters require grad), or call "
-        "backward() (and the optimizer's step()) inside the compiled function");
-  }
-
   std::vector<Tensor> eager(const std::vector<Tensor>& args, const ErasedFn& fn) {
     ++stats.eager_calls;
     compiler::TraceScope none(nullptr);
@@ -340,6 +352,10 @@ class CompiledState {
       for (const auto& gi : e.grad_inputs) inputs.push_back(leaf_of(gi).grad());
       out = g.run(inputs, params);
     }
+    // A compiled forward: its results that require grad get the node of the
+    // compiled backward (the saved intermediates leave `out`).
+    if (e.backward) connect_backward(e.backward, args, params, out, e.num_results);
+    if (!e.views.empty()) connect_views(e.views, args, out);
     // The .grad values the function leaves (a training step's gradients).
     for (const auto& eff : e.grad_effects)
       leaf_of(eff).mutable_grad() =
@@ -436,6 +452,7 @@ class CompiledState {
     // Undoes what the traced function did to host state (optimizer state it
     // made) when its graph is not used after all.
     std::function<void()> undo_trace;
+    std::optional<TracedBackward> traced;  // a joint graph: its backward half
     try {
       GraphBuilder gb;
       gb.set_num_args(static_cast<int>(args.size()));
@@ -452,11 +469,30 @@ class CompiledState {
           TraceScope scope(&gb);
           outs = fn(tracers);
         }
+        // Results that require grad from a function that ran no backward pass:
+        // the caller may run it. A view of a (contiguous) argument gets a view
+        // node at run time (connect_views); the others' backward is traced
+        // into a joint graph, compiled as a backward graph.
+        std::vector<bool> is_view(outs.size(), false);
+        bool joint = false;
         if (GradMode::is_enabled() && !gb.ran_backward)
-          for (size_t k = 0; k < outs.size(); ++k)
-            if (outs[k].defined() && outs[k].requires_grad())
-              throw autograd_break(k, requiring_grad(args, named));
-        gb.finish(outs);
+          for (size_t k = 0; k < outs.size(); ++k) {
+            if (!outs[k].defined() || !outs[k].requires_grad()) continue;
+            const Operand o = gb.operand_of(outs[k]);
+            const Buffer* b = o.is_scalar() ? nullptr : &gb.graph.buffers[o.buf];
+            if (b && b->kind == BufferKind::Input &&
+                b->input_index < static_cast<int>(args.size()) &&
+                args[static_cast<size_t>(b->input_index)].is_contiguous()) {
+              is_view[k] = true;
+              e.views.push_back({static_cast<int>(k), b->input_index});
+            } else {
+              joint = true;
+            }
+          }
+        if (joint)
+          traced = trace_backward(gb, outs, static_cast<int>(args.size()), is_view);
+        else
+          gb.finish(outs);
         // Arguments that share memory are separate graph inputs: if the function
         // writes into one, the others would not see it. Run such calls eagerly.
         bool aliased = false, writes_args = false;
@@ -503,6 +539,10 @@ class CompiledState {
         e.grad_effects.push_back({slot.arg >= 0 ? nullptr : slot.leaf, slot.arg, eff.output});
       }
       e.guards.host = std::move(gb.host_guards);
+      if (e.guards.grad_enabled)
+        for (const auto& b : gb.graph.buffers)
+          if (b.kind == BufferKind::Constant && b.captured && is_floating(b.dtype))
+            e.guards.captured.push_back({b.constant.impl_ptr(), b.constant.requires_grad()});
       undo_trace = [undo = gb.take_undo()] {
         for (auto it = undo.rbegin(); it != undo.rend(); ++it) (*it)();
       };
@@ -547,9 +587,108 @@ class CompiledState {
       graph_break(br);
       return e;
     }
+    // A joint graph: split into the forward graph and the backward graph.
+    std::optional<JointPartition> part;
+    if (traced) {
+      try {
+        part = split_joint(g, *traced, static_cast<int>(args.size()), e.num_results);
+      } catch (const GraphBreak& br) {
+        undo_trace();
+        graph_break(br);
+        return e;
+      }
+      g = std::move(part->forward);
+      ph.passes_ms += lap();
+    }
+    // 3-7. lowering, fusion, codegen, build and load, for each graph.
+    std::shared_ptr<CompiledGraph> backward;
+    BuildTotals bt;
+    stats.autotune_cache_hits = stats.autotune_tuned = stats.autotune_changed = 0;
+    stats.autotune_candidates = 0;
+    stats.autotune_ms = 0;
+    try {
+      std::vector<Tensor> inputs = args;  // the graph's inputs: then the .grad values it reads
+      for (const auto& gi : e.grad_inputs)
+        inputs.push_back(gi.arg >= 0 ? args[static_cast<size_t>(gi.arg)].grad()
+                                     : Tensor(gi.leaf).grad());
+      e.graph = build(std::move(g), e.source, bt, &inputs, params);
+      if (part) backward = build(std::move(part->backward), e.source, bt, nullptr, params);
+    } catch (const backend::ToolchainUnavailable& err) {
+      e.graph = nullptr;
+      undo_trace();
+      if (opts.fullgraph) throw;
+      std::fputs(fmt::format("smelt::compile warning: {}; this function runs eagerly\n", err.what())
+                     .c_str(),
+                 stderr);
+      eager_only = true;
+      return e;
+    }
+    ph.fuse_ms = bt.fuse_ms;
+    ph.codegen_ms = bt.codegen_ms;
+    ++stats.compiles;
+    if (part) {
+      auto fn = std::make_shared<BackwardFunction>();
+      fn->graph = backward;
+      fn->num_args = static_cast<int>(args.size());
+      fn->diff_results = traced->diff_results;
+      fn->num_saved = part->num_saved;
+      fn->saved_args = part->saved_args;
+      fn->saved_params = part->saved_params;
+      for (const auto& in : traced->inputs)
+        fn->inputs.push_back({in.arg, in.leaf, in.output < 0 ? -1 : in.output - e.num_results});
+      e.backward = std::move(fn);
+    }
+    stats.kernel_names.clear();
+    stats.backward_kernel_names.clear();
+    stats.bytes_compiled = 0;
+    for (const CompiledGraph* cg : {e.graph.get(), backward.get()}) {
+      if (!cg) continue;
+      for (auto& st : cg->schedule().steps) {
+        (cg == backward.get() ? stats.backward_kernel_names : stats.kernel_names)
+            .push_back(st.name);
+        for (int b : st.reads)
+          stats.bytes_compiled +=
+              cg->graph().buffers[b].extent * itemsize(cg->graph().buffers[b].dtype);
+        for (int b : st.writes)
+          stats.bytes_compiled +=
+              cg->graph().buffers[b].extent * itemsize(cg->graph().buffers[b].dtype);
+      }
+    }
+    stats.kernels =
+        static_cast<int>(stats.kernel_names.size() + stats.backward_kernel_names.size());
+    stats.saved_tensors = part ? part->num_saved + static_cast<int>(part->saved_args.size() +
+                                                                    part->saved_params.size())
+                               : 0;
+    stats.saved_bytes = part ? part->saved_bytes : 0;
+    stats.saved_bytes_without_recompute = part ? part->saved_bytes_all : 0;
+    stats.recomputed_ops = part ? part->recomputed : 0;
+    stats.last_plan_cache_hit = bt.plan_cache_hits == (part ? 2 : 1);
+    stats.last_cache_hit = bt.cache_hits == bt.builds && bt.builds > 0;
+    stats.last_compile_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    ph.cxx_ms = bt.build_ms;
+    ph.load_ms = lap() - bt.build_ms - bt.fuse_ms - bt.codegen_ms;
+    stats.last_compile_phases = ph;
+    return e;
+  }
+
+  /// What build() did, over the graphs of one compile.
+  struct BuildTotals {
+    double fuse_ms = 0, codegen_ms = 0, build_ms = 0;
+    int plan_cache_hits = 0, builds = 0, cache_hits = 0;
+  };
+
+  /// Lowers, fuses and generates `g` (after its passes), or loads the plan a
+  /// compile of this graph stored; C++ for the CPU, CUDA C++ for a GPU; builds
+  /// and loads its kernels (ToolchainUnavailable when no compiler is found).
+  /// Appends the kernels' source to `source`. `tune_inputs`: the graph's
+  /// inputs at this call, on which max-autotune times the kernels' layouts
+  /// (null: the heuristic layouts; a backward graph's inputs exist only when
+  /// the backward runs); `params`: the module's parameters and buffers.
+  std::shared_ptr<CompiledGraph> build(Graph g, std::string& source, BuildTotals& bt,
+                                       const std::vector<Tensor>* tune_inputs,
+                                       const std::vector<Tensor>& params) {
     const Device device = g.device();
-    // 3-6. lowering, fusion and codegen, or the plan a compile of this graph
-    // stored; C++ for the CPU, CUDA C++ for a GPU.
     const CppDialect cpp_dialect;
     const CudaDialect cuda_dialect;
     const Dialect& dialect =
@@ -558,21 +697,28 @@ class CompiledState {
     const std::string key =
         plan_key(g, fmt::format("fuse={} gemm_epilogue={} round_intermediates={} target={}",
                                 fo.fuse, fo.gemm_epilogue, fo.round_intermediates, dialect.name()));
+    auto t0 = std::chrono::steady_clock::now();
+    auto since = [&t0] {
+      auto now = std::chrono::steady_clock::now();
+      double ms = std::chrono::duration<double, std::milli>(now - t0).count();
+      t0 = now;
+      return ms;
+    };
     std::optional<CachedPlan> cached = load_plan(key, g, log_enabled("fusion"));
     Schedule s;
     std::vector<KernelUnit> units;
-    stats.last_plan_cache_hit = cached.has_value();
     if (cached) {
+      ++bt.plan_cache_hits;
       s = std::move(cached->schedule);
       units = join_units(s, dialect.preamble(), cached->unit_kernels);
-      ph.fuse_ms = lap();
+      bt.fuse_ms += since();
     } else {
       s = schedule(g, fo, dialect.target());
-      ph.fuse_ms = lap();
+      bt.fuse_ms += since();
       generate_kernels(g, s, dialect);
       units = split_units(s, dialect.preamble(), build_parallelism(),
                           device.is_cuda() ? kCudaUnitLines : kUnitLines);
-      ph.codegen_ms = lap();
+      bt.codegen_ms += since();
     }
     if (log_enabled("fusion")) {
       std::string body;
@@ -584,35 +730,17 @@ class CompiledState {
       if (st.kind == Step::Kind::Kernel) kernels += "\n" + st.source;
     std::shared_ptr<backend::Module> lib;
     backend::BuildInfo bi;
+    const size_t source_start = source.size();
     if (!units.empty()) {
-      for (auto& u : units) e.source += u.source;
-      // 7. build and load
-      try {
-        lib = build_units(units, backend::backend(device), device, kernel_cache(), &bi);
-      } catch (const backend::ToolchainUnavailable& err) {
-        undo_trace();
-        if (opts.fullgraph) throw;
-        std::fputs(
-            fmt::format("smelt::compile warning: {}; this function runs eagerly\n", err.what())
-                .c_str(),
-            stderr);
-        eager_only = true;
-        return e;
-      }
+      for (auto& u : units) source += u.source;
+      lib = build_units(units, backend::backend(device), device, kernel_cache(), &bi);
     }
     if (!cached) store_plan(key, s, units);  // the heuristic plan: autotuning starts from it
     // 8. max-autotune (CUDA): kernel layouts timed on this call's tensors.
-    stats.autotune_cache_hits = stats.autotune_tuned = stats.autotune_changed = 0;
-    stats.autotune_candidates = 0;
-    stats.autotune_ms = 0;
-    if (opts.mode.rfind("max-autotune", 0) == 0 && device.is_cuda() && lib) {
-      std::vector<Tensor> inputs = args;  // the graph's inputs: then the .grad values it reads
-      for (const auto& gi : e.grad_inputs)
-        inputs.push_back(gi.arg >= 0 ? args[static_cast<size_t>(gi.arg)].grad()
-                                     : Tensor(gi.leaf).grad());
+    if (tune_inputs && opts.mode.rfind("max-autotune", 0) == 0 && device.is_cuda() && lib) {
       AutotuneOptions ao;
       ao.budget_s = opts.autotune_budget_s;
-      const AutotuneResult ar = autotune(g, s, dialect, lib, inputs, params, ao);
+      const AutotuneResult ar = autotune(g, s, dialect, lib, *tune_inputs, params, ao);
       stats.autotune_cache_hits = ar.cache_hits;
       stats.autotune_tuned = ar.tuned;
       stats.autotune_changed = ar.changed;
@@ -627,8 +755,8 @@ class CompiledState {
                      ar.log);
       if (ar.changed > 0) {  // the kernels again, with the layouts chosen
         units = split_units(s, dialect.preamble(), build_parallelism(), kCudaUnitLines);
-        e.source.clear();
-        for (auto& u : units) e.source += u.source;
+        source.resize(source_start);
+        for (auto& u : units) source += u.source;
         backend::BuildInfo tuned;
         lib = build_units(units, backend::backend(device), device, kernel_cache(), &tuned);
         bi.cache_hit = bi.cache_hit && tuned.cache_hit;
@@ -639,37 +767,52 @@ class CompiledState {
       for (auto& st : s.steps)
         if (st.kind == Step::Kind::Kernel) kernels += "\n" + st.source;
     }
-    ++stats.compiles;
+    if (!units.empty()) {
+      ++bt.builds;
+      bt.cache_hits += bi.cache_hit ? 1 : 0;
+      bt.build_ms += bi.build_ms;
+    }
     // CUDA graphs: mode reduce-overhead, and max-autotune on CUDA (as torch.compile).
     const bool reduce_overhead =
         opts.mode == "reduce-overhead" || (opts.mode == "max-autotune" && device.is_cuda());
-    e.graph = std::make_shared<CompiledGraph>(std::move(g), std::move(s), lib, reduce_overhead);
-    stats.kernels = static_cast<int>(e.graph->schedule().steps.size());
-    stats.kernel_names.clear();
-    for (auto& st : e.graph->schedule().steps) stats.kernel_names.push_back(st.name);
-    stats.last_cache_hit = bi.cache_hit;
-    stats.bytes_compiled = 0;
-    for (auto& st : e.graph->schedule().steps) {
-      const Graph& gg = e.graph->graph();
-      for (int b : st.reads)
-        stats.bytes_compiled += gg.buffers[b].extent * itemsize(gg.buffers[b].dtype);
-      for (int b : st.writes)
-        stats.bytes_compiled += gg.buffers[b].extent * itemsize(gg.buffers[b].dtype);
-    }
-    stats.last_compile_ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    ph.cxx_ms = bi.build_ms;
-    ph.load_ms = lap() - bi.build_ms;
-    stats.last_compile_phases = ph;
+    auto cg = std::make_shared<CompiledGraph>(std::move(g), std::move(s), lib, reduce_overhead);
     if (log_enabled("output_code")) {
       log_artifact("output_code",
                    fmt::format("generated code ({}; source {}): kernels include the embedded "
                                "scalar_ops.h / reduce_ops.h",
                                bi.cache_hit ? "loaded from the cache" : "built", bi.source_path),
                    kernels);
-      log_artifact("output_code", "launch plan", e.graph->plan_str());
+      log_artifact("output_code", "launch plan", cg->plan_str());
     }
-    return e;
+    return cg;
+  }
+
+  /// Splits the joint graph `g` (compiler/passes/partition.h) and checks that
+  /// each result that requires grad is a tensor of the forward's own.
+  JointPartition split_joint(const Graph& g, const TracedBackward& traced, int num_args,
+                             int num_results) {
+    JointSignature sig;
+    sig.num_args = num_args;
+    sig.num_grad_outputs = static_cast<int>(traced.diff_results.size());
+    sig.num_results = num_results;
+    JointPartition part = partition_joint(g, sig, opts.recompute);
+    for (int k : traced.diff_results) {
+      const Operand& o = part.forward.outputs[static_cast<size_t>(k)];
+      if (o.is_scalar() || part.forward.buffers[o.buf].kind != BufferKind::Node)
+        throw GraphBreak(
+            "autograd",
+            fmt::format("result {} requires grad and is a non-contiguous argument, a parameter or "
+                        "a tensor the function captures (or a view of one), which eager autograd "
+                        "returns as a view with its own history",
+                        k),
+            "return a new tensor (clone() it) from the compiled function");
+    }
+    if (log_enabled("graph")) {
+      log_artifact("graph", "joint graph split: " + part.str());
+      log_artifact("graph", "forward graph", part.forward.str());
+      log_artifact("graph", "backward graph", part.backward.str());
+    }
+    return part;
   }
 
   CompileOptions opts;
@@ -698,7 +841,9 @@ std::string CompiledCore::generated_code() const {
 std::string CompiledCore::launch_plan() const {
   std::lock_guard<std::mutex> lock(state_->mu);
   if (state_->entries.empty() || !state_->entries.back().graph) return "";
-  return state_->entries.back().graph->plan_str();
+  const Entry& e = state_->entries.back();
+  if (!e.backward) return e.graph->plan_str();
+  return "forward " + e.graph->plan_str() + "backward " + e.backward->graph->plan_str();
 }
 
 }  // namespace detail

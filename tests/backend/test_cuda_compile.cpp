@@ -3,7 +3,8 @@
 // tests/compiler/fusion_patterns.h compiled on the GPU against CUDA eager and
 // CPU eager, kernel counts and names, the error flag of integer division and
 // index checks, the alignment guard, the disk cache of CUBINs, the launch
-// plan, streams and the reduce-overhead arena.
+// plan, streams and the reduce-overhead arena; a compiled model's forward and
+// backward graphs against the CPU's eager gradients.
 #include <gtest/gtest.h>
 
 #include "backend/backend.h"
@@ -11,6 +12,7 @@
 #include "compiler/fusion_patterns.h"
 #include "compiler/runtime/kernel_cache.h"
 #include "smelt/cuda.h"
+#include "smelt/nn.h"
 
 using namespace smelt;
 using smelt_test::close;
@@ -225,4 +227,34 @@ TEST_F(CudaCompile, FallbackStepsRunOnTheDevice) {
     EXPECT_TRUE(close(got[k].cpu(), want[k].cpu(), 1e-6)) << "output " << k;
   }
   EXPECT_EQ(c.stats().eager_calls, 0);
+}
+
+// A compiled model trained with an eager loss and backward() on the GPU: its
+// forward and backward graphs (CUDA kernels, cuBLAS GEMMs) give the CPU's
+// eager gradients, bias gradients as column reductions.
+TEST_F(CudaCompile, CompiledForwardBackwardGradientsMatchTheCpu) {
+  SMELT_SKIP_WITHOUT_CUDA();
+  EnableGradGuard grad;
+  manual_seed(3);
+  auto cpu_model = nn::Sequential(nn::Linear(64, 128), nn::GELU(), nn::Linear(128, 10));
+  manual_seed(3);
+  auto gpu_model = nn::Sequential(nn::Linear(64, 128), nn::GELU(), nn::Linear(128, 10));
+  cpu_model->to(DType::Float64);
+  gpu_model->to(DType::Float64);
+  gpu_model->to(kGpu);
+  Tensor x = randn({32, 64}).to(DType::Float64), y = randint(0, 10, {32});
+  auto compiled = compile(gpu_model);
+  Tensor out = compiled(x.cuda());
+  ASSERT_NE(out.grad_fn(), nullptr);
+  EXPECT_EQ(out.grad_fn()->name(), "CompiledFunctionBackward");
+  cross_entropy(out, y.cuda()).backward();
+  cross_entropy(cpu_model(x), y).backward();
+  const CompileStats& st = compiled.stats();
+  EXPECT_EQ(st.graph_breaks, 0) << st.last_graph_break;
+  int sums = 0;
+  for (const auto& n : st.backward_kernel_names) sums += n.find("_fused_sum_") != std::string::npos;
+  EXPECT_EQ(sums, 2) << fmt::format("{}", fmt::join(st.backward_kernel_names, " "));
+  const auto ps = gpu_model->parameters(), qs = cpu_model->parameters();
+  for (size_t i = 0; i < ps.size(); ++i)
+    EXPECT_TRUE(close(ps[i].grad().cpu(), qs[i].grad(), 1e-10)) << i;
 }

@@ -342,10 +342,11 @@ std::vector<Tensor> take_grads(const std::vector<Tensor>& in) {
 }
 
 template <class F, class... T>
-CompiledRun call_compiled(F&& f, int calls, const T&... args) {
+CompiledRun call_compiled(const Program& p, F&& f, int calls, const T&... args) {
   CompiledRun r;
   for (int i = 0; i < calls; ++i) {
     r.outs.push_back(f(args...));
+    if (p.grad && p.backward_outside) backward_from(r.outs.back());
     r.grads.push_back(take_grads({args...}));
   }
   r.stats = f.stats();
@@ -368,16 +369,18 @@ CompiledRun run_compiled(const Program& p, const std::vector<Tensor>& in) {
   auto body = [&p](std::vector<Tensor> v) { return interpret(p, v); };
   switch (in.size()) {
     case 1:
-      return call_compiled(compile([&](const Tensor& a) { return body({a}); }, o), calls, in[0]);
+      return call_compiled(p, compile([&](const Tensor& a) { return body({a}); }, o), calls, in[0]);
     case 2:
-      return call_compiled(compile(
+      return call_compiled(p,
+                           compile(
                                [&](const Tensor& a, const Tensor& b) {
                                  return body({a, b});
                                },
                                o),
                            calls, in[0], in[1]);
     default:
-      return call_compiled(compile(
+      return call_compiled(p,
+                           compile(
                                [&](const Tensor& a, const Tensor& b, const Tensor& c) {
                                  return body({a, b, c});
                                },
@@ -1129,6 +1132,7 @@ Program restrict_program(const Program& p, const std::vector<int>& outputs) {
   q.mode = p.mode;
   q.off = p.off;
   q.grad = p.grad;
+  q.backward_outside = p.backward_outside;
   std::vector<int> remap(static_cast<size_t>(n_val), -1);
   for (int v = 0; v < n_val; ++v) {
     if (!need[v]) continue;
@@ -1176,7 +1180,13 @@ std::vector<Tensor> interpret(const Program& p, const std::vector<Tensor>& input
   for (auto& s : p.steps) v.push_back(exec(s, v));
   std::vector<Tensor> out;
   for (int o : p.outputs) out.push_back(v.at(o));
-  if (p.grad) backward_from(out);
+  if (p.grad && !p.backward_outside) backward_from(out);
+  return out;
+}
+
+std::vector<Tensor> call_program(const Program& p, const std::vector<Tensor>& inputs) {
+  std::vector<Tensor> out = interpret(p, inputs);
+  if (p.grad && p.backward_outside) backward_from(out);
   return out;
 }
 
@@ -1197,12 +1207,17 @@ std::string program_str(const Program& p) {
   }
   std::vector<std::string> outs;
   for (int o : p.outputs) outs.push_back(vname(o));
-  if (p.grad)
-    r += fmt::format(
-        "    // sum over the outputs k that require grad of sum(out_k * c_k), c_k fixed\n"
-        "    fuzz::backward_from({{{}}});\n",
-        fmt::join(outs, ", "));
+  const char* backward =
+      "// sum over the outputs k that require grad of sum(out_k * c_k), c_k fixed\n";
+  if (p.grad && !p.backward_outside)
+    r += fmt::format("    {}    fuzz::backward_from({{{}}});\n", backward, fmt::join(outs, ", "));
   r += fmt::format("    return std::vector<Tensor>{{{}}};\n  }});\n", fmt::join(outs, ", "));
+  if (p.grad && p.backward_outside) {
+    std::vector<std::string> names;
+    for (size_t i = 0; i < p.inputs.size(); ++i) names.push_back(vname(static_cast<int>(i)));
+    r += fmt::format("  {}  fuzz::backward_from(f({}));  // the caller's: the compiled backward\n",
+                     backward, fmt::join(names, ", "));
+  }
   for (size_t i = 0; i < p.inputs.size(); ++i)
     r += fmt::format("  // {}: {}\n", vname(static_cast<int>(i)),
                      input_str(p.inputs[i], static_cast<int>(i)));
@@ -1217,12 +1232,13 @@ Program generate(uint64_t seed, int index, bool grad) {
   for (int attempt = 0;; ++attempt) {
     Gen g(mix());
     Program p = g.run(index, grad);
+    p.backward_outside = grad && index % 2 == 1;
     if (!grad || attempt == 8) return p;
     // The generator runs each step forward only: keep a gradient program
     // whose backward pass runs eagerly (PyTorch's derivatives raise for some
     // valid forward programs too: pow with a bool exponent).
     try {
-      interpret(p, make_inputs(p));
+      call_program(p, make_inputs(p));
       return p;
     } catch (const Error&) {
     }
@@ -1247,7 +1263,7 @@ CaseResult check_program(const Program& p, uint64_t seed, int index) {
   std::vector<Tensor> in = make_inputs(p);
   std::vector<Tensor> want, want_grads;
   try {
-    want = interpret(p, in);
+    want = call_program(p, in);
     want_grads = take_grads(in);
   } catch (const Error& e) {
     fail(fmt::format("eager raised (the generator should not keep such programs): {}", e.what()));
@@ -1324,7 +1340,7 @@ CaseResult check_program_on_device(const Program& p, Device device, uint64_t see
   std::vector<Tensor> in = make_inputs(p);
   std::vector<Tensor> want, want_grads;
   try {
-    want = interpret(p, in);
+    want = call_program(p, in);
     want_grads = take_grads(in);
   } catch (const Error& e) {
     fail(fmt::format("eager raised (the generator should not keep such programs): {}", e.what()));
@@ -1340,7 +1356,7 @@ CaseResult check_program_on_device(const Program& p, Device device, uint64_t see
   }
   std::vector<Tensor> got, got_grads;
   try {
-    got = interpret(p, on_device);
+    got = call_program(p, on_device);
     got_grads = take_grads(on_device);
   } catch (const std::exception& e) {
     fail(fmt::format("{} raised, the CPU did not: {}", device.str(), e.what()));

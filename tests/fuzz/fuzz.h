@@ -46,7 +46,12 @@
 // derivatives. The inputs' .grad are compared with eager's besides the
 // outputs, within the largest tolerance scale of the program's values (a
 // gradient mixes all of them) times kGradTolFactor, at least the dtype's
-// tolerance. Ops whose derivative jumps where their value does not (abs,
+// tolerance. Every other gradient program (odd cases,
+// Program::backward_outside) runs no backward() itself: its caller runs it on
+// the function's results, so the compiled function is a compiled forward
+// whose CompiledFunctionBackward node runs a compiled backward graph (the
+// joint trace split in two); the even ones compile the backward into the
+// function's graph. Ops whose derivative jumps where their value does not (abs,
 // relu, maximum, clamp, amax, ..., kinked_ops()) never take inexact values in
 // a gradient program: a rounding difference could move a tie or a kink.
 //
@@ -111,13 +116,20 @@ struct Program {
   /// A gradient program: the function also runs backward() (see above) and the
   /// inputs' .grad are compared.
   bool grad = false;
+  /// A gradient program whose function only returns its outputs: its caller
+  /// runs the backward pass on them (call_program).
+  bool backward_outside = false;
 };
 
 /// Builds the input tensors of a program (deterministic from the specs).
 std::vector<Tensor> make_inputs(const Program& p);
 /// Runs the program's steps over `inputs` (works eagerly and while tracing);
-/// for a gradient program, then backward() from its outputs (see above).
+/// for a gradient program whose function runs it, then backward() from its
+/// outputs (see above).
 std::vector<Tensor> interpret(const Program& p, const std::vector<Tensor>& inputs);
+/// Runs the program as its caller does: interpret(), then, for a gradient
+/// program whose backward runs outside the function, backward() from its outputs.
+std::vector<Tensor> call_program(const Program& p, const std::vector<Tensor>& inputs);
 /// Readable C++-like form of the program, inputs included.
 std::string program_str(const Program& p);
 /// The random program of case `index` of a run with `seed` (a gradient

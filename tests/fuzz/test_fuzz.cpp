@@ -33,6 +33,25 @@ TEST(Fuzz, FortyRandomProgramsMatchEager) {
   EXPECT_EQ(s.mismatches, 0) << join(s.failures);
 }
 
+// Gradient programs (`smelt fuzz --grad`): the even cases run backward()
+// inside the compiled function (one graph), the odd ones return their outputs
+// and the caller runs backward() through the compiled forward's
+// CompiledFunctionBackward (a forward and a backward graph). Reproduce with
+// `smelt fuzz --grad --seed 7 --cases 16 -v`.
+TEST(Fuzz, GradientProgramsMatchEager) {
+  fuzz::use_private_cache_dir();
+  int compared[2] = {0, 0};  // cases compiled without a break that compared gradients
+  for (int i = 0; i < 16; ++i) {
+    const fuzz::Program p = fuzz::generate(7, i, /*grad=*/true);
+    EXPECT_EQ(p.backward_outside, i % 2 == 1);
+    const fuzz::CaseResult r = fuzz::check_program(p, 7, i);
+    EXPECT_TRUE(r.ok) << r.report;
+    if (r.grads > 0 && !r.graph_break) ++compared[p.backward_outside ? 1 : 0];
+  }
+  EXPECT_GE(compared[0], 2);
+  EXPECT_GE(compared[1], 4) << "compiled backward graphs";
+}
+
 // The fuzzer on a GPU: 150 random programs eager and compiled on CUDA against
 // eager on the CPU, and compiled against eager on CUDA (each case builds its
 // kernels with NVRTC). Reproduce with `smelt fuzz --device cuda --seed 8 --cases 150 -v`.

@@ -145,7 +145,11 @@ std::function<CompiledFn(CompileOptions)> compiler_of(F f) {
 /// zero_grad, forward, cross_entropy, backward and SGD (lr 0.01); the step
 /// returns the loss. Each call trains on (the weights move from call to call,
 /// eagerly and compiled alike); the first loss is checked against PyTorch's.
-Workload train_mlp_workload(DType dt, Device device) {
+/// `aot` false ("train-mlp"): the whole step is compiled (one graph);
+/// true ("train-aot"): only the model is (smelt::compile(model)), the loss,
+/// backward() and step() run eagerly around it, the model's backward being
+/// the compiled backward graph of its compiled forward.
+Workload train_mlp_workload(DType dt, Device device, bool aot) {
   namespace nn = smelt::nn;
   const std::string shared = SMELT_SHARED_DIR;
   auto data = models::SharedData::load(shared, "seed_mlp");
@@ -160,25 +164,44 @@ Workload train_mlp_workload(DType dt, Device device) {
   nn::StateDict init;
   for (const auto& [name, p] : model->named_parameters()) init[name] = p.detach().clone();
   auto opt = std::make_shared<optim::SGD>(model->parameters(), optim::SGDOptions(0.01));
-  auto step = [model, opt](const Tensor& x, const Tensor& y) {
+  // The step over any callable model (the module, or it compiled).
+  auto step_with = [opt](auto& m, const Tensor& x, const Tensor& y) {
     EnableGradGuard grad;  // `smelt bench` runs under NoGradGuard
     opt->zero_grad();
-    Tensor loss = cross_entropy(model(x), y);
+    Tensor loss = cross_entropy(m(x), y);
     loss.backward();
     opt->step();
     return loss;
   };
+  auto step = [model, step_with](const Tensor& x, const Tensor& y) {
+    auto m = model;
+    return step_with(m, x, y);
+  };
+  std::function<CompiledFn(CompileOptions)> compiled;
+  if (aot) {
+    compiled = [model, step_with](CompileOptions o) -> CompiledFn {
+      auto c = std::make_shared<decltype(smelt::compile(model, o))>(smelt::compile(model, o));
+      return {[c, step_with](const std::vector<Tensor>& in) {
+                return std::vector<Tensor>{step_with(*c, in[0], in[1])};
+              },
+              [c] { return c->stats(); }};
+    };
+  } else {
+    compiled = [step](CompileOptions o) -> CompiledFn {
+      auto c = std::make_shared<decltype(smelt::compile(step, o))>(smelt::compile(step, o));
+      return {
+          [c](const std::vector<Tensor>& in) { return std::vector<Tensor>{(*c)(in[0], in[1])}; },
+          [c] { return c->stats(); }};
+    };
+  }
   Workload w{
-      "train-mlp",
-      "seed MLP training step (forward, cross_entropy, backward, SGD), batch 256",
+      aot ? "train-aot" : "train-mlp",
+      aot ? "seed MLP training step, the model compiled (its forward and backward graphs), "
+            "cross_entropy, backward() and SGD eager, batch 256"
+          : "seed MLP training step (forward, cross_entropy, backward, SGD), batch 256",
       {x, y},
       [step](const std::vector<Tensor>& in) { return std::vector<Tensor>{step(in[0], in[1])}; },
-      [step](CompileOptions o) -> CompiledFn {
-        auto c = std::make_shared<decltype(smelt::compile(step, o))>(smelt::compile(step, o));
-        return {
-            [c](const std::vector<Tensor>& in) { return std::vector<Tensor>{(*c)(in[0], in[1])}; },
-            [c] { return c->stats(); }};
-      }};
+      compiled};
   w.reset = [model, opt, init] {
     model->load_state_dict(init);
     opt->zero_grad();
@@ -318,7 +341,8 @@ std::vector<Workload> workloads(DType dt, Device device, const std::string& inpu
          }});
     w.back().params = [model] { return detail::module_state(*model); };
   }
-  w.push_back(train_mlp_workload(dt, device));
+  w.push_back(train_mlp_workload(dt, device, /*aot=*/false));
+  w.push_back(train_mlp_workload(dt, device, /*aot=*/true));
   {
     inputs.begin("horizontal");
     Tensor x = randn_on({gpu ? int64_t{1} << 26 : int64_t{1} << 24});
@@ -749,6 +773,14 @@ nlohmann::json bench_one(const std::string& name, const BenchOptions& opts) {
     j["gbps_eager"] = static_cast<double>(st.bytes_eager) / eager_ms / 1e6;
     j["gbps_compiled"] = static_cast<double>(st.bytes_compiled) / comp_ms / 1e6;
     j["kernel_names"] = st.kernel_names;
+    if (!st.backward_kernel_names.empty()) {
+      // A compiled forward with a compiled backward (train-aot).
+      j["backward_kernel_names"] = st.backward_kernel_names;
+      j["saved_tensors"] = st.saved_tensors;
+      j["saved_bytes"] = st.saved_bytes;
+      j["saved_bytes_without_recompute"] = st.saved_bytes_without_recompute;
+      j["recomputed_ops"] = st.recomputed_ops;
+    }
     j["peak_bytes_eager"] = peak_eager;
     j["peak_bytes_compiled"] = peak_compiled;
     if (w.flops > 0) {
@@ -906,12 +938,25 @@ void print_kernels(const std::vector<nlohmann::json>& rows) {
     std::string names;
     for (auto& n : j["kernel_names"]) names += (names.empty() ? "" : ", ") + n.get<std::string>();
     std::puts(fmt::format("  {:<15} kernels: {}", j["workload"].get<std::string>(), names).c_str());
+    if (!j.contains("backward_kernel_names")) continue;
+    names.clear();
+    for (auto& n : j["backward_kernel_names"])
+      names += (names.empty() ? "" : ", ") + n.get<std::string>();
+    std::puts(fmt::format("  {:<15} backward kernels: {}", j["workload"].get<std::string>(), names)
+                  .c_str());
+    std::puts(fmt::format("  {:<15} saved for backward: {} tensors, {:.2f} MiB ({:.2f} MiB "
+                          "without recompute; {} ops recomputed)",
+                          j["workload"].get<std::string>(), j["saved_tensors"].get<int>(),
+                          j["saved_bytes"].get<int64_t>() / 1048576.0,
+                          j["saved_bytes_without_recompute"].get<int64_t>() / 1048576.0,
+                          j["recomputed_ops"].get<int>())
+                  .c_str());
   }
 }
 
 const std::vector<std::string> kWorkloads = {
-    "pointwise",      "softmax",    "layernorm", "mlp",         "train-mlp",      "horizontal",
-    "batchnorm-relu", "gpt2-block", "gemm",      "linear-gelu", "linear-gelu-erf"};
+    "pointwise",  "softmax",        "layernorm",  "mlp",  "train-mlp",   "train-aot",
+    "horizontal", "batchnorm-relu", "gpt2-block", "gemm", "linear-gelu", "linear-gelu-erf"};
 
 }  // namespace
 
@@ -969,7 +1014,7 @@ int cmd_bench(const BenchOptions& opts) {
     SMELT_CHECK(n == "minilm" || n == "chain" ||
                     std::find(kWorkloads.begin(), kWorkloads.end(), n) != kWorkloads.end(),
                 "smelt bench: unknown workload '{}'; use pointwise, softmax, layernorm, mlp, "
-                "train-mlp, horizontal, batchnorm-relu, gpt2-block, gemm, linear-gelu, "
+                "train-mlp, train-aot, horizontal, batchnorm-relu, gpt2-block, gemm, linear-gelu, "
                 "linear-gelu-erf, chain, minilm, ops or all",
                 n);
   for (auto& n : names)

@@ -33,9 +33,9 @@ int cmd_cache(const CacheOptions& opts);
 int cmd_demo(const std::string& shared_dir);
 
 struct BenchOptions {
-  std::string workload;  // pointwise | softmax | layernorm | mlp | train-mlp | horizontal |
-                         // batchnorm-relu | gpt2-block | gemm | linear-gelu | linear-gelu-erf |
-                         // chain | minilm | all
+  std::string workload;  // pointwise | softmax | layernorm | mlp | train-mlp | train-aot |
+                         // horizontal | batchnorm-relu | gpt2-block | gemm | linear-gelu |
+                         // linear-gelu-erf | chain | minilm | all
   std::string device = "cpu";
   /// "" = the workload's default: bfloat16 for the GEMM workloads on a GPU, float32 otherwise.
   std::string dtype;

@@ -1,8 +1,9 @@
 // `smelt fuzz --cases N --seed S [--grad] [-v] [--device cuda]`: differential
 // fuzzing, compiled vs eager, or eager on a GPU vs eager on the CPU (the
 // generator and checker live in tests/fuzz/, library smelt_fuzz), of forward
-// programs or, with --grad, of programs that also run backward(); a progress
-// line on stderr when it is a terminal.
+// programs or, with --grad, of programs that also run backward() (inside the
+// compiled function, or on its results through their compiled backward graph);
+// a progress line on stderr when it is a terminal.
 #include <cstdio>
 
 #include <fmt/format.h>

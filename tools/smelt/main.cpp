@@ -41,10 +41,10 @@ int main(int argc, char** argv) {
   BenchOptions bench;
   auto* b = app.add_subcommand("bench", "eager vs compiled on a workload");
   b->add_option("workload", bench.workload,
-                "pointwise|softmax|layernorm|mlp|train-mlp|horizontal|batchnorm-relu|gpt2-block|"
-                "gemm|linear-gelu|linear-gelu-erf|chain|minilm|ops|all (all: every one but chain, "
-                "minilm and ops; ops: eager time of single ops), or a comma-separated list "
-                "(gemm,linear-gelu)")
+                "pointwise|softmax|layernorm|mlp|train-mlp|train-aot|horizontal|batchnorm-relu|"
+                "gpt2-block|gemm|linear-gelu|linear-gelu-erf|chain|minilm|ops|all (train-aot: "
+                "train-mlp with only the model compiled; all: every one but chain, minilm and ops; "
+                "ops: eager time of single ops), or a comma-separated list (gemm,linear-gelu)")
       ->required();
   b->add_option("--device", bench.device,
                 "device the workload runs on: cpu, cuda or cuda:N (larger inputs on a GPU)");
@@ -138,7 +138,8 @@ int main(int argc, char** argv) {
                 "compiled with eager");
   f->add_flag("--grad", fuzz.grad,
               "gradient programs: inputs that require grad, backward() in the compiled "
-              "function; the inputs' gradients are compared with eager's too");
+              "function (even cases) or by its caller through the compiled backward graph (odd "
+              "cases); the inputs' gradients are compared with eager's too");
   f->footer("A progress line with counts and ETA is shown on stderr when it is a terminal.");
 
   CLI11_PARSE(app, argc, argv);

@@ -53,6 +53,10 @@ std::string Operand::str() const {
   return s;
 }
 
+bool input_aligned(const Tensor& arg) {
+  return !arg.device().is_cuda() || reinterpret_cast<uintptr_t>(arg.data_ptr()) % 16 == 0;
+}
+
 int Graph::add_buffer(Buffer b) {
   b.id = static_cast<int>(buffers.size());
   buffers.push_back(std::move(b));

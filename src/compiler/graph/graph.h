@@ -102,6 +102,12 @@ struct Graph {
   uint64_t hash() const;
 };
 
+/// Whether argument `arg`'s data pointer is 16-byte aligned, as far as code
+/// generation cares: on CUDA the generated kernels use vector accesses on
+/// aligned buffers (Buffer::aligned) and smelt::compile guards it; elsewhere
+/// it is always true (CPU kernels do not depend on it, so no recompile).
+bool input_aligned(const Tensor& arg);
+
 /// Operand viewing buffer `b` whole and contiguous.
 Operand whole(const Buffer& b);
 /// True when `o` reads its buffer as one dense row-major block from offset 0.

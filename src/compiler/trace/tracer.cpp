@@ -4,13 +4,14 @@
 
 #include <algorithm>
 
+#include "autograd/graph.h"
 #include "core/tensor_impl.h"
 #include "ops/op_call.h"
 #include "smelt/autograd.h"
 
 namespace smelt::compiler {
 
-GraphBuilder::GraphBuilder(uint64_t trace_serial) {
+GraphBuilder::GraphBuilder(uint64_t trace_serial) : first_node_(autograd::next_sequence_nr()) {
   graph.trace_serial = trace_serial ? trace_serial : Storage::next_serial();
 }
 
@@ -54,10 +55,6 @@ Tensor GraphBuilder::view_of(const Operand& o) {
   return view_of(o.buf, o.sizes, o.strides, o.offset);
 }
 
-bool input_aligned(const Tensor& arg) {
-  return !arg.device().is_cuda() || reinterpret_cast<uintptr_t>(arg.data_ptr()) % 16 == 0;
-}
-
 namespace {
 /// Whether the base of `t`'s storage (what a parameter's or constant's buffer
 /// points at) is 16-byte aligned on CUDA: allocator blocks are; memory
@@ -67,37 +64,59 @@ bool storage_aligned(const Tensor& t) {
 }
 }  // namespace
 
-Tensor GraphBuilder::add_input(const Tensor& arg, int index) {
+Tensor GraphBuilder::input_tracer(const Shape& sizes, const Shape& strides, DType dtype,
+                                  Device device, int index, bool aligned) {
   Buffer b;
   b.kind = BufferKind::Input;
-  b.dtype = arg.dtype();
-  b.device = arg.device();
-  b.extent = detail::storage_extent(arg.sizes(), arg.strides(), 0);
+  b.dtype = dtype;
+  b.device = device;
+  b.extent = detail::storage_extent(sizes, strides, 0);
   b.input_index = index;
   next_input_ = std::max(next_input_, index + 1);
-  b.aligned = input_aligned(arg);
+  b.aligned = aligned;
   int id = graph.add_buffer(std::move(b));
   ++graph.num_inputs;
   bound_.emplace_back(id, storage_for(id));
-  Tensor t = view_of(id, arg.sizes(), arg.strides(), 0);
+  return view_of(id, sizes, strides, 0);
+}
+
+Tensor GraphBuilder::add_input(const detail::OutMeta& meta, int index) {
+  return input_tracer(meta.sizes, detail::contiguous_strides(meta.sizes), meta.dtype, meta.device,
+                      index, true);
+}
+
+Tensor GraphBuilder::add_input(const Tensor& arg, int index) {
+  Tensor t = input_tracer(arg.sizes(), arg.strides(), arg.dtype(), arg.device(), index,
+                          input_aligned(arg));
   // A C++ number keeps its low promotion priority (its value is still a graph input).
   t.impl()->wrapped_number = arg.is_wrapped_number();
   if (arg.requires_grad()) {
     // A leaf of the trace, standing for the argument: its .grad is the
     // argument's (a real tensor the graph reads and writes like state).
-    if (!arg.is_leaf())
-      throw GraphBreak("autograd",
-                       fmt::format("argument {} requires grad and is the result of recorded ops "
-                                   "(it has a grad_fn): a compiled graph cannot extend the "
-                                   "autograd graph it belongs to",
-                                   index),
-                       "pass a leaf (x.detach().requires_grad_()), or run the ops that made it "
-                       "inside the compiled function");
+    if (!arg.is_leaf()) history_args_.push_back(index);
     t.requires_grad_(true);
     if (arg.grad().defined()) t.mutable_grad() = arg.grad();
     input_leaves_[t.impl()] = index;
   }
   return t;
+}
+
+void GraphBuilder::note_backward() {
+  if (tracing_joint_backward) return;
+  ran_backward = true;
+  if (!history_args_.empty())
+    throw GraphBreak("autograd",
+                     fmt::format("argument {} requires grad and is the result of recorded ops "
+                                 "(it has a grad_fn), and the function runs a backward pass: a "
+                                 "compiled graph cannot extend the autograd graph it belongs to",
+                                 history_args_.front()),
+                     "pass a leaf (x.detach().requires_grad_()), or run the ops that made it "
+                     "inside the compiled function");
+}
+
+int GraphBuilder::arg_of_leaf(const TensorImpl* leaf) const {
+  auto it = input_leaves_.find(leaf);
+  return it == input_leaves_.end() ? -1 : it->second;
 }
 
 void GraphBuilder::add_param(const Tensor& param, int index) {

@@ -30,12 +30,6 @@ struct TracedBuffer : detail::TraceValue {
   int buf;
 };
 
-/// Whether argument `arg`'s data pointer is 16-byte aligned, as far as code
-/// generation cares: on CUDA the generated kernels use vector accesses on
-/// aligned buffers (Buffer::aligned) and smelt::compile guards it; elsewhere
-/// it is always true (CPU kernels do not depend on it, so no recompile).
-bool input_aligned(const Tensor& arg);
-
 class GraphBuilder : public detail::TraceContext {
  public:
   /// `trace_serial`: storages older than this are captured constants (0: now).
@@ -45,8 +39,16 @@ class GraphBuilder : public detail::TraceContext {
   GraphBuilder& operator=(const GraphBuilder&) = delete;
 
   /// A tracer standing for argument `index` (same sizes, strides, dtype; its
-  /// buffer's base pointer is the argument's data_ptr()).
+  /// buffer's base pointer is the argument's data_ptr()). An argument that
+  /// requires grad is a leaf of the trace, also when it has a history (a
+  /// grad_fn): the backward of a compiled forward connects to that history at
+  /// run time, and a backward() the function runs itself raises GraphBreak
+  /// (note_backward) since it would stop at the argument.
   Tensor add_input(const Tensor& arg, int index);
+  /// A contiguous input of `meta`, with no data at trace time (the gradient of
+  /// a result, in a joint trace; the caller passes a contiguous tensor whose
+  /// data is 16-byte aligned).
+  Tensor add_input(const detail::OutMeta& meta, int index);
   /// Puts a module parameter/buffer's storage into tracing (restored by
   /// restore_params() or the destructor). Tensors sharing a storage share a buffer.
   void add_param(const Tensor& param, int index);
@@ -76,7 +78,7 @@ class GraphBuilder : public detail::TraceContext {
   /// ops over it are recorded, not evaluated once at trace time.
   bool captures(const std::vector<Tensor>& inputs) const override;
   void note_grad(const Tensor& leaf, bool write) override;
-  void note_backward() override { ran_backward = true; }
+  void note_backward() override;
   long own_storage_refs(const Tensor& t) const override;
   void add_guard(std::function<std::string()> check) override;
   void on_abort(std::function<void()> undo) override;
@@ -113,11 +115,22 @@ class GraphBuilder : public detail::TraceContext {
   std::vector<GradEffect> grad_effects;  // filled by finish()
   std::vector<std::function<std::string()>> host_guards;
   bool ran_backward = false;
+  /// The backward pass being traced is the joint trace's own (trace_backward),
+  /// not one the function runs.
+  bool tracing_joint_backward = false;
+  /// autograd::next_sequence_nr() when the builder was made: autograd nodes
+  /// with smaller numbers were recorded before the trace.
+  uint64_t first_node() const { return first_node_; }
+  /// The argument (index) whose tracer is `leaf`, or -1.
+  int arg_of_leaf(const TensorImpl* leaf) const;
   /// The function's own results: the first graph outputs (the .grad values follow).
   int num_results = 0;
 
  private:
   std::shared_ptr<Storage> storage_for(int buf);
+  /// A new Input buffer `index` and a tracer over it.
+  Tensor input_tracer(const Shape& sizes, const Shape& strides, DType dtype, Device device,
+                      int index, bool aligned);
   int current_buffer(const Tensor& tracer) const;
   /// Makes real tensor `t`'s storage a tracer bound to its constant buffer, which
   /// is then written back at the end of the run (an in-place write into state).
@@ -132,8 +145,10 @@ class GraphBuilder : public detail::TraceContext {
   std::vector<std::pair<int, std::shared_ptr<Storage>>> bound_;
   std::vector<std::shared_ptr<Storage>> swapped_params_;
   std::map<const TensorImpl*, int> input_leaves_;  // tracer of an argument -> its index
+  std::vector<int> history_args_;                  // arguments that require grad with a grad_fn
   std::map<const TensorImpl*, size_t> slot_of_;    // leaf -> its index in grad_slots
   int next_input_ = 0;                             // the input index add_input gives next
+  uint64_t first_node_ = 0;
   std::vector<std::function<void()>> undo_;
 };
 
