@@ -141,11 +141,13 @@ struct CompileOptions {
   ///    replay never overwrites a result the program still holds: two
   ///    recordings with outputs of their own take turns, and a call finding
   ///    both recordings' results in use runs step by step into fresh memory
-  ///    (where PyTorch would raise on reading an overwritten output). A graph
-  ///    that cannot be recorded (kernels whose runtime check the host reads
-  ///    after each call, such as an integer division; an eager fallback that
-  ///    waits for the device, such as Adam's step counts read with item())
-  ///    runs step by step, the reason in CompileStats::cudagraph_skip_reason
+  ///    (where PyTorch would raise on reading an overwritten output). Kernels
+  ///    with a runtime check (integer division, indexing) are recorded: on
+  ///    CUDA a failed check raises at the next synchronization (item(), cpu(),
+  ///    cuda::synchronize()), naming the op, as eager CUDA does. A graph
+  ///    that cannot be recorded (one that launches nothing; an eager fallback
+  ///    that waits for the device, such as Adam's step counts read with
+  ///    item()) runs step by step, the reason in CompileStats::cudagraph_skip_reason
   ///    and logged under SMELT_LOGS=graph_breaks and perf. A new shape (a
   ///    failed guard) compiles and records a new graph. The recordings keep
   ///    their memory (CompileStats::cudagraph_static_bytes) as long as the

@@ -373,6 +373,15 @@ class Backend {
   virtual void launch(KernelHandle kernel, void* const* args, const LaunchConfig& config,
                       Stream stream) = 0;
 
+  /// A flag of its own for one launch of generated code that may fail a
+  /// runtime check: the kernel stores the check's code c > 0 (RuntimeCheck)
+  /// there, and the backend raises `messages[c - 1]` as smelt::Error at its
+  /// next synchronization point, so no call waits for the device to learn that
+  /// nothing failed (and the launch can be recorded in a CUDA graph). nullptr
+  /// where the backend has none (the CPU): the caller passes flags of its own
+  /// and reads them after the launch.
+  virtual int* deferred_error_flag(std::vector<std::string> messages) { return nullptr; }
+
   // ---- graph capture ----
   /// Starts recording the work the calling thread queues on `device` (see
   /// Capture); nullptr where the backend cannot record work (the CPU runs it

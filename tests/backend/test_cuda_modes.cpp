@@ -3,8 +3,9 @@
 // mode default over calls with changing inputs, arguments copied into the
 // static inputs, results the program holds never overwritten, a new shape
 // recorded anew, mutated arguments written back, an SGD training step
-// replayed, a graph that cannot be recorded (a kernel's error flag) running
-// step by step with its reason — and max-autotune: the
+// replayed, a kernel with a runtime check recorded (its failure raised at the
+// next synchronization), a graph that cannot be recorded running step by
+// step with its reason — and max-autotune: the
 // same values as default, nothing the caller passed written, the disk cache
 // of choices hit by a second compile, the time budget.
 #include <gtest/gtest.h>
@@ -193,20 +194,30 @@ TEST_F(CudaModes, ReduceOverheadReplaysAnSgdTrainingStep) {
   expect_trains_as_default("reduce-overhead", 6);
 }
 
-// What cannot be recorded runs step by step, with the reason: here a
-// kernel's error flag (read on the host after each call).
-TEST_F(CudaModes, ReduceOverheadRunsUnrecordableGraphsStepByStep) {
+// A kernel with a runtime check is recorded too: its flag is the backend's
+// deferred one, so a failed check raises at the next synchronization, naming
+// the op, and the replays go on afterwards. What cannot be recorded (a graph
+// that launches nothing) runs step by step, with the reason.
+TEST_F(CudaModes, ReduceOverheadRecordsCheckedKernelsAndRaisesAtTheNextSynchronization) {
   SMELT_SKIP_WITHOUT_CUDA();
   auto f = compile([](const Tensor& a, const Tensor& b) { return remainder(a, b) * 2; },
                    mode("reduce-overhead"));
   Tensor a = arange(0, 100).to(DType::Int32).cuda(), b = arange(1, 101).to(DType::Int32).cuda();
   for (int i = 0; i < 3; ++i) EXPECT_TRUE(same(f(a, b).cpu(), (remainder(a, b) * 2).cpu()));
-  EXPECT_EQ(f.stats().cudagraph_captures, 0);
-  EXPECT_NE(f.stats().cudagraph_skip_reason.find("error flag"), std::string::npos)
-      << f.stats().cudagraph_skip_reason;
+  EXPECT_EQ(f.stats().cudagraph_captures, 1) << f.stats().cudagraph_skip_reason;
+  EXPECT_GE(f.stats().cudagraph_replays, 1);
   Tensor z = b.clone();
   z.narrow(0, 5, 1).fill_(0);
-  smelt_test::expect_error_mentions([&] { f(a, z); }, "remainder");
+  Tensor pending = f(a, z);
+  smelt_test::expect_error_mentions([&] { cuda::synchronize(); }, "remainder");
+  EXPECT_TRUE(same(f(a, b).cpu(), (remainder(a, b) * 2).cpu()));
+
+  auto views = compile([](const Tensor& x) { return x.t(); }, mode("reduce-overhead"));
+  Tensor x = randn({4, 8}).cuda();
+  EXPECT_TRUE(same(views(x).cpu(), x.t().cpu()));
+  EXPECT_EQ(views.stats().cudagraph_captures, 0);
+  EXPECT_NE(views.stats().cudagraph_skip_reason.find("launches nothing"), std::string::npos)
+      << views.stats().cudagraph_skip_reason;
 }
 
 // max-autotune computes what default computes (the fastest agreeing layout

@@ -243,6 +243,10 @@ class CudaBackend final : public backend::Backend {
     launch_kernel(kernel, args, config, stream_of(stream));
   }
 
+  int* deferred_error_flag(std::vector<std::string> messages) override {
+    return arm_error_slot(std::move(messages));
+  }
+
   // ---- graph capture ----
   std::unique_ptr<backend::Capture> begin_capture(Device device) override {
     require_device(device, "CUDA graph");

@@ -322,7 +322,9 @@ std::string CudaDialect::float_to_half(DType t, const std::string& v) const {
 }
 
 std::string CudaDialect::set_error_flag(int code) const {
-  return fmt::format("atomicExch(smelt_error, {});", code);
+  // A plain store: the flag may be mapped host memory (a deferred flag, read
+  // at the next synchronization), and any one failing thread's code is enough.
+  return fmt::format("*smelt_error = {};", code);
 }
 
 }  // namespace smelt::compiler

@@ -137,8 +137,20 @@ CompiledGraph::CompiledGraph(Graph g, Schedule s, std::shared_ptr<backend::Modul
     for (int b : st.reads) r.args.push_back({ArgSlot::Kind::Buffer, b});
     for (int b : st.writes) r.args.push_back({ArgSlot::Kind::Buffer, b});
     if (!st.error_ops.empty()) {
-      r.error_flag = error_flags_++;
-      r.args.push_back({ArgSlot::Kind::ErrorFlag, r.error_flag});
+      // A backend with deferred flags raises a failed check at its next
+      // synchronization; otherwise the run reads the kernel's arena flag.
+      std::vector<std::string> messages;  // by RuntimeCheck code, from 1
+      for (auto c :
+           {detail::RuntimeCheck::IntegerDivisionByZero, detail::RuntimeCheck::IndexOutOfRange})
+        messages.push_back(fmt::format("{}: {} (in compiled kernel {})", st.error_ops,
+                                       detail::runtime_check_message(c), st.name));
+      r.deferred_flag = backend::backend(device_).deferred_error_flag(std::move(messages));
+      if (r.deferred_flag != nullptr) {
+        r.args.push_back({ArgSlot::Kind::DeferredFlag, -1});
+      } else {
+        r.error_flag = error_flags_++;
+        r.args.push_back({ArgSlot::Kind::ErrorFlag, r.error_flag});
+      }
     }
     r.config.num_args = r.args.size();
     launch_of_step_[i] = static_cast<int>(launches_.size());
@@ -406,8 +418,9 @@ void CompiledGraph::run_step(size_t i, const RunBuffers& rb, backend::Stream str
       }
       for (size_t a = 0; a < r.args.size(); ++a) {
         const ArgSlot& slot = r.args[a];
-        kargs[a] = slot.kind == ArgSlot::Kind::Buffer
-                       ? rb.ptr[static_cast<size_t>(slot.index)]
+        kargs[a] = slot.kind == ArgSlot::Kind::Buffer ? rb.ptr[static_cast<size_t>(slot.index)]
+                   : slot.kind == ArgSlot::Kind::DeferredFlag
+                       ? static_cast<void*>(r.deferred_flag)
                        : rb.flags + static_cast<int64_t>(slot.index) * sizeof(int);
       }
       be.launch(r.kernel, kargs, r.config, stream);

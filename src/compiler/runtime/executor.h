@@ -42,7 +42,10 @@ Tensor blob(void* data, const Shape& sizes, DType dtype, const Shape& strides, D
 
 /// Where one kernel argument comes from at run time.
 struct ArgSlot {
-  enum class Kind { Buffer, ErrorFlag };
+  /// A buffer; the kernel's flag in the run's arena (read after the run); or
+  /// its deferred flag (LaunchRecord::deferred_flag, raised by the backend at
+  /// its next synchronization).
+  enum class Kind { Buffer, ErrorFlag, DeferredFlag };
   Kind kind = Kind::Buffer;
   int index = 0;  // buffer id, or error flag index
 };
@@ -53,7 +56,8 @@ struct LaunchRecord {
   backend::KernelHandle kernel;
   std::vector<ArgSlot> args;  // in the kernel's order: reads, writes, then its error flag
   backend::LaunchConfig config;
-  int error_flag = -1;  // the flag this kernel may set (division by zero), or -1
+  int error_flag = -1;  // the arena flag this kernel may set (division by zero), or -1
+  int* deferred_flag = nullptr;  // or the backend's deferred flag for it (CUDA)
 };
 
 /// Where the buffers of one run live: a pointer per buffer, the memory the
