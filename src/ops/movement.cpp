@@ -31,9 +31,11 @@ void check_index_dtype(const char* op, const Tensor& index) {
               op, dtype_name(index.dtype()));
 }
 
-/// Index values as int64, read eagerly (empty vector for a tracer).
+/// Index values as int64, read eagerly to check them: empty for a tracer, and
+/// for a device that checks them itself (CUDA: the kernel sets the deferred
+/// error flag, raised at the next synchronization, so no op waits for it).
 std::vector<int64_t> read_indices(const Tensor& index) {
-  if (index.is_tracer() || index.numel() == 0) return {};
+  if (index.is_tracer() || index.numel() == 0 || index.device().is_cuda()) return {};
   return index.to_vector<int64_t>();
 }
 

@@ -273,6 +273,29 @@ TEST(Cuda, StreamsAndEvents) {
   smelt_test::expect_close(vals(y), {std::exp(2.0), std::exp(4.0), std::exp(6.0)}, 1e-6);
 }
 
+// Index checks do not wait for the device: an index out of range in gather,
+// index_select, embedding or scatter_add raises at the next synchronization,
+// naming the op, and the device stays usable.
+TEST(Cuda, IndexOutOfRangeRaisesAtTheNextSynchronization) {
+  SMELT_SKIP_WITHOUT_CUDA();
+  Tensor x = gpu({1, 2, 3, 4, 5, 6}, {2, 3});
+  Tensor bad = from_vector<int64_t>({0, 3}, {1, 2}).cuda();
+  {
+    Tensor pending = gather(x, 1, bad);
+    expect_error_mentions([&] { cuda::synchronize(); },
+                          "gather: an index is out of bounds for dimension 1 with size 3");
+  }
+  expect_error_mentions([&] { index_select(x, 1, from_vector<int64_t>({5}, {1}).cuda()).cpu(); },
+                        "index_select");
+  expect_error_mentions([&] { embedding(x, from_vector<int64_t>({2}, {1}).cuda()).cpu(); },
+                        "out of bounds for dimension 0 with size 2");
+  expect_error_mentions([&] { scatter_add(x, 1, bad, x.narrow(1, 0, 2)).cpu(); }, "scatter_add");
+  EXPECT_EQ(vals(gather(x, 1, from_vector<int64_t>({2, 0}, {1, 2}).cuda())),
+            (std::vector<double>{3, 1}));
+  EXPECT_EQ(vals(scatter_add(x, 1, from_vector<int64_t>({2, 2}, {1, 2}).cuda(), x)),
+            (std::vector<double>{1, 2, 6, 4, 5, 6}));
+}
+
 TEST(Cuda, SameDeviceRuleWithTheCpuScalarException) {
   SMELT_SKIP_WITHOUT_CUDA();
   Tensor g = gpu({1, 2, 3}, {3});

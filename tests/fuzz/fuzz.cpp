@@ -1449,9 +1449,19 @@ Program minimize(const Program& p, uint64_t seed, int index, std::optional<Devic
   CaseResult r = check_program(p, seed, index);
   if (r.ok) return p;
   Program best = p;
+  // A candidate the generator would not keep (replaying it raises: a gradient
+  // program's in-place write into a view of an input leaf) is skipped.
+  auto candidate = [](auto make) -> std::optional<Program> {
+    try {
+      return make();
+    } catch (const Error&) {
+      return std::nullopt;
+    }
+  };
   if (g_bad_output >= 0) {
-    Program q = restrict_program(p, {p.outputs[g_bad_output]});
-    if (!check_program(q, seed, index).ok) best = q;
+    const int bad = p.outputs[g_bad_output];
+    std::optional<Program> q = candidate([&] { return restrict_program(p, {bad}); });
+    if (q && !check_program(*q, seed, index).ok) best = *q;
   }
   // Greedily bypass steps: use an earlier value of the same shape and dtype instead.
   bool progress = true;
@@ -1471,9 +1481,9 @@ Program minimize(const Program& p, uint64_t seed, int index, std::optional<Devic
       std::vector<int> cands = s.in;
       for (int to : cands) {
         if (v[to].sizes() != v[from].sizes() || v[to].dtype() != v[from].dtype()) continue;
-        Program q = substitute(best, from, to);
-        if (q.steps.size() < best.steps.size() && !check_program(q, seed, index).ok) {
-          best = q;
+        std::optional<Program> q = candidate([&] { return substitute(best, from, to); });
+        if (q && q->steps.size() < best.steps.size() && !check_program(*q, seed, index).ok) {
+          best = *q;
           progress = true;
           break;
         }
@@ -1530,6 +1540,7 @@ FuzzSummary run(const FuzzOptions& opts, std::FILE* log) {
     sum.failures.push_back(r.summary);
     std::fprintf(log, "FAIL %s\n", r.summary.c_str());
     if (opts.verbose) std::fprintf(log, "%s", r.report.c_str());
+    std::fflush(log);
     if (opts.minimize) {
       const std::optional<Device> dev =
           opts.device.empty() ? std::nullopt : std::optional<Device>(Device(opts.device));

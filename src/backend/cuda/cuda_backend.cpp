@@ -394,7 +394,7 @@ class CudaBackend final : public backend::Backend {
     if (out.numel() == 0) return;
     DeviceGuard guard(out.device().index);
     const Tensor idx = int64_index(index);
-    GatherArgs a = gather_geometry(out, x, dim);
+    GatherArgs a = gather_geometry(out, x, dim, "index_select (embedding)", index);
     a.index = static_cast<const char*>(idx.data_ptr());
     a.select = true;
     a.n = idx.numel();
@@ -405,7 +405,7 @@ class CudaBackend final : public backend::Backend {
   void gather(const Tensor& out, const Tensor& x, int64_t dim, const Tensor& index) override {
     if (out.numel() == 0) return;
     DeviceGuard guard(out.device().index);
-    GatherArgs a = gather_geometry(out, x, dim);
+    GatherArgs a = gather_geometry(out, x, dim, "gather", index);
     a.index = static_cast<const char*>(index.data_ptr());
     a.index_dtype = index.dtype();
     const int64_t isz = static_cast<int64_t>(index.element_size());
@@ -447,6 +447,8 @@ class CudaBackend final : public backend::Backend {
     a.dtype = out.dtype();
     a.index = static_cast<const char*>(index.data_ptr());
     a.index_dtype = index.dtype();
+    a.size = out.dim() == 0 ? 1 : out.sizes()[static_cast<size_t>(dim)];
+    a.error_flag = arm_index_flag("scatter_add", out, dim, a.size, index, &a.error_code);
     a.stream = stream_for(out);
     launch_scatter_add(a);
   }
@@ -483,8 +485,25 @@ class CudaBackend final : public backend::Backend {
  private:
   /// The part of a gather shared by index_select and gather: out's shape
   /// (unmerged) and x's byte strides over it, 0 along `dim`.
-  static GatherArgs gather_geometry(const Tensor& out, const Tensor& x, int64_t dim) {
+  /// The device error flag of an index check of `op` along `dim` of `self`
+  /// (size `size`): its message, as eager CPU raises it but without the value,
+  /// which only the device has read.
+  static int* arm_index_flag(const char* op, const Tensor& self, int64_t dim, int64_t size,
+                             const Tensor& index, int* code) {
+    return arm_error_flag(
+        self.device().index,
+        fmt::format("{}: an index is out of bounds for dimension {} with size {} (self shape {}, "
+                    "index shape {}); indices must be in [0, {})",
+                    op, dim, size, detail::shape_str(self.sizes()),
+                    detail::shape_str(index.sizes()), size),
+        code);
+  }
+
+  static GatherArgs gather_geometry(const Tensor& out, const Tensor& x, int64_t dim, const char* op,
+                                    const Tensor& index) {
     GatherArgs a;
+    a.size = x.dim() == 0 ? 1 : x.sizes()[static_cast<size_t>(dim)];
+    a.error_flag = arm_index_flag(op, x, dim, a.size, index, &a.error_code);
     SMELT_CHECK(out.dim() <= kMaxDims, "CUDA gather: at most {} dims are supported", kMaxDims);
     const int64_t isz = static_cast<int64_t>(x.element_size());
     a.geom.ndim = static_cast<int>(std::max<int64_t>(out.dim(), 1));

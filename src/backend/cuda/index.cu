@@ -20,6 +20,10 @@ __global__ void __launch_bounds__(kBlockThreads)
     calc.get(static_cast<index_t>(e), off);
     const int64_t k = a.select ? reinterpret_cast<const int64_t*>(a.index)[(e / a.inner) % a.n]
                                : load_as<int64_t>(a.index + off[1], a.index_dtype);
+    if (static_cast<uint64_t>(k) >= static_cast<uint64_t>(a.size)) {
+      *a.error_flag = a.error_code;  // raised at the next synchronization
+      continue;
+    }
     reinterpret_cast<E*>(a.out)[e] =
         *reinterpret_cast<const E*>(a.x + static_cast<int64_t>(off[0]) + k * a.x_dim_stride);
   }
@@ -59,6 +63,10 @@ __global__ void __launch_bounds__(kBlockThreads)
     const char* index = a.index + static_cast<int64_t>(off[2]);
     for (int64_t j = 0; j < a.len; ++j) {
       const int64_t k = load_as<int64_t>(index + j * a.index_dim_stride, a.index_dtype);
+      if (static_cast<uint64_t>(k) >= static_cast<uint64_t>(a.size)) {
+        *a.error_flag = a.error_code;  // raised at the next synchronization
+        continue;
+      }
       T& d = *reinterpret_cast<T*>(out + k * a.out_dim_stride);
       d = scalar::add<T>(d, *reinterpret_cast<const T*>(src + j * a.src_dim_stride));
     }

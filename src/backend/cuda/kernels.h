@@ -134,6 +134,11 @@ struct GatherArgs {
   bool select = false;                   // index_select layout
   int64_t inner = 1, n = 1;              // index_select only
   int elem = 4;
+  /// x's size along the gathered dim: an index outside [0, size) reads
+  /// nothing and stores error_code in *error_flag (error_flag.h).
+  int64_t size = 0;
+  int* error_flag = nullptr;
+  int error_code = 0;
   cudaStream_t stream = nullptr;
 };
 void launch_gather(const GatherArgs& args);
@@ -153,6 +158,11 @@ struct ScatterAddArgs {
   DType dtype = DType::Float32;
   const char* index = nullptr;
   DType index_dtype = DType::Int64;
+  /// out's size along the dim: an index outside [0, size) adds nothing and
+  /// stores error_code in *error_flag (error_flag.h).
+  int64_t size = 0;
+  int* error_flag = nullptr;
+  int error_code = 0;
   cudaStream_t stream = nullptr;
 };
 void launch_scatter_add(const ScatterAddArgs& args);
