@@ -153,6 +153,9 @@ const std::shared_ptr<Storage>& Tensor::storage() const {
 }
 
 bool Tensor::is_contiguous() const {
+  // As PyTorch: a tensor with no elements is contiguous, whatever its strides.
+  for (int64_t size : impl_->sizes)
+    if (size == 0) return true;
   int64_t expected = 1;
   for (int64_t i = dim() - 1; i >= 0; --i) {
     if (impl_->sizes[i] == 1) continue;

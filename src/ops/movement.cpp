@@ -31,7 +31,7 @@ void check_index_dtype(const char* op, const Tensor& index) {
               op, dtype_name(index.dtype()));
 }
 
-/// Index values as int64, read eagerly to check them: empty for a tracer, and
+/// Index values as int64, read eagerly only to check them: empty for a tracer, and
 /// for a device that checks them itself (CUDA: the kernel sets the deferred
 /// error flag, raised at the next synchronization, so no op waits for it).
 std::vector<int64_t> read_indices(const Tensor& index) {
@@ -372,7 +372,8 @@ Tensor& Tensor::index_put_(const Tensor& indices, const Tensor& values) const {
           if (m[p]) rows.push_back(p);
       }
     } else {
-      rows = read_indices(indices);
+      // The rows themselves are needed here (not only checked): read on any device.
+      if (indices.numel() > 0) rows = indices.to_vector<int64_t>();
       const int64_t size0 = self_sizes[0];
       for (auto& r : rows) {
         SMELT_CHECK(r >= -size0 && r < size0,

@@ -223,3 +223,19 @@ TEST(Views, WorkOnTracers) {
   EXPECT_EQ(chunk(t, 2, 1).size(), 2u);
   EXPECT_THROW(t.str(), GraphBreak);
 }
+
+// As in PyTorch, a tensor with no elements is contiguous whatever its strides
+// (a device copy or a view of it may carry any): autograd's in-place writes
+// into its views and kernels that need contiguity accept it.
+TEST(Views, EmptyTensorsAreContiguous) {
+  Tensor e = zeros({2, 1, 2, 0});
+  EXPECT_TRUE(e.is_contiguous());
+  EXPECT_TRUE(e.permute({3, 2, 1, 0}).is_contiguous());
+  EXPECT_TRUE(e.transpose(0, 2).is_contiguous());
+  EXPECT_FALSE(zeros({2, 3}).t().is_contiguous());
+  Tensor leaf = zeros({2, 0, 3}).permute({2, 1, 0}).clone().requires_grad_();
+  Tensor y = leaf * 1.0;
+  y.narrow(0, 0, 1).add_(1.0);
+  y.sum().backward();
+  EXPECT_EQ(leaf.grad().sizes(), (Shape{3, 0, 2}));
+}
