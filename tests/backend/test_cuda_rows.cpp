@@ -111,6 +111,30 @@ TEST(CudaRows, LayerNormMatchesTheCpu) {
   }
 }
 
+// Rows whose mean is large against their spread (the sums must not cancel),
+// and rows holding inf or NaN (NaN everywhere, as the CPU gives).
+TEST(CudaRows, LayerNormOfOffsetRowsAndSpecialValues) {
+  SMELT_SKIP_WITHOUT_CUDA();
+  manual_seed(11);
+  for (DType dt : {float32, float64, bfloat16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    Tensor x = (randn({64, 768}) + (dt == bfloat16 ? 300.0 : 1e4)).to(dt);
+    expect_close(vals(layer_norm(x.to(kGpu), {768}, std::nullopt, std::nullopt, 1e-5)),
+                 vals(layer_norm(x, {768}, std::nullopt, std::nullopt, 1e-5)),
+                 dt == bfloat16 ? tol_of(dt) : 1e-4);
+  }
+  Tensor s = randn({3, 256});
+  s.select(0, 0).narrow(0, 7, 1).fill_(INFINITY);
+  s.select(0, 1).narrow(0, 0, 1).fill_(-INFINITY);
+  s.select(0, 2).narrow(0, 100, 1).fill_(NAN);
+  const std::vector<double> got =
+      vals(layer_norm(s.to(kGpu), {256}, std::nullopt, std::nullopt, 1e-5));
+  const std::vector<double> want = vals(layer_norm(s, {256}, std::nullopt, std::nullopt, 1e-5));
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_EQ(std::isnan(got[i]), std::isnan(want[i])) << i << ": " << got[i] << " vs " << want[i];
+}
+
 TEST(CudaRows, UnalignedRowsAndParameters) {
   SMELT_SKIP_WITHOUT_CUDA();
   // Contiguous views one element into their storage: rows and weight that are

@@ -18,10 +18,14 @@
 //
 // softmax's max only shifts the exponent: a row holding a NaN gives NaN
 // everywhere whichever max is taken, so it is a plain fmax (no NaN
-// propagation). layer_norm accumulates mean and variance in double for float32
-// and float64 (the decomposition's Welford in double) and, for float16 and
-// bfloat16, each thread's few elements in float before the threads' partials
-// are combined in double: the difference is far below a half-precision ulp.
+// propagation). layer_norm's register kernel takes mean and variance from the
+// row's sums of x - shift and (x - shift)^2 (shift: the row's first element,
+// so the sums do not cancel when the mean is large against the spread), in
+// double for float32 and float64 and, for float16 and bfloat16, each thread's
+// few elements in float before the threads' partials are combined in double:
+// one reduction of the pair per row, and a difference from the decomposition's
+// Welford in double far below the output's ulp. The long-row kernel keeps the
+// mean, then the centred squares.
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/reduce.cuh"
 
@@ -272,6 +276,16 @@ __global__ void __launch_bounds__(kRowThreads, kMinBlocks<T, V, NV>)
   }
 }
 
+/// A row's shifted sums, sum(x - shift) and sum((x - shift)^2), combined in double.
+struct ShiftedSums {
+  double s1, s2;
+};
+struct AddSums {
+  __device__ __forceinline__ ShiftedSums operator()(ShiftedSums a, ShiftedSums b) const {
+    return {a.s1 + b.s1, a.s2 + b.s2};
+  }
+};
+
 template <class T, int V, int NV>
 __global__ void __launch_bounds__(kRowThreads, kMinBlocks<T, V, NV>)
     layer_norm_regs_kernel(const T* __restrict__ x, T* __restrict__ out, int64_t rows, int64_t n,
@@ -281,7 +295,7 @@ __global__ void __launch_bounds__(kRowThreads, kMinBlocks<T, V, NV>)
   // Each thread's partial sums: float for 16-bit inputs (a few elements of 8
   // or 11 significant bits), double otherwise; the partials combine in double.
   using P = std::conditional_t<scalar::is_half_v<T>, float, double>;
-  __shared__ double scratch_mean[kRowThreads / 32], scratch_var[kRowThreads / 32];
+  __shared__ ShiftedSums scratch[kRowThreads / 32];
   const C eps_c = scalar::cast<C>(eps);  // the wrapped number, converted as add() does
   const RowGroup g(g_log2);
   const int64_t per_block = kRowThreads >> g_log2;
@@ -292,29 +306,29 @@ __global__ void __launch_bounds__(kRowThreads, kMinBlocks<T, V, NV>)
     C v[NV][V];
     bool have[NV];
     load_row<T, C, V, NV>(x + row * n, n, g, valid, v, have);
-    P sum = 0;
-#pragma unroll
-    for (int k = 0; k < NV; ++k)
-      if (have[k])
-#pragma unroll
-        for (int j = 0; j < V; ++j) sum += static_cast<P>(v[k][j]);
-    // mean and biased variance in double (the decomposition's Welford in
-    // double; the division by n as var_mean's), rounded to opmath as
-    // var_mean's outputs are.
-    const double mean_d =
-        group_allreduce(static_cast<double>(sum), g, scratch_mean, Add{}) / static_cast<double>(n);
-    const P mean_p = static_cast<P>(mean_d);
-    P m2 = 0;
+    // Sums of x - shift and of its square, shifted by the row's first element
+    // so that they do not cancel when the mean is large against the spread:
+    // one reduction of the pair instead of one for the mean and one for the
+    // centred squares.
+    const P shift = valid ? static_cast<P>(scalar::cast<C>(x[row * n])) : P(0);
+    P s1 = 0, s2 = 0;
 #pragma unroll
     for (int k = 0; k < NV; ++k)
       if (have[k])
 #pragma unroll
         for (int j = 0; j < V; ++j) {
-          const P d = static_cast<P>(v[k][j]) - mean_p;
-          m2 += d * d;
+          const P d = static_cast<P>(v[k][j]) - shift;
+          s1 += d;
+          s2 += d * d;
         }
-    const double var_d =
-        group_allreduce(static_cast<double>(m2), g, scratch_var, Add{}) / static_cast<double>(n);
+    // mean and biased variance in double (the division by n as var_mean's),
+    // rounded to opmath as var_mean's outputs are.
+    const ShiftedSums sums = group_allreduce(
+        ShiftedSums{static_cast<double>(s1), static_cast<double>(s2)}, g, scratch, AddSums{});
+    const double dn = static_cast<double>(n), m1 = sums.s1 / dn;
+    const double mean_d = static_cast<double>(shift) + m1;
+    const double raw_var = sums.s2 / dn - m1 * m1;  // NaN stays NaN (a row with inf or NaN)
+    const double var_d = raw_var < 0.0 ? 0.0 : raw_var;
     const C mean = static_cast<C>(mean_d), var = static_cast<C>(var_d);
     const C rstd = scalar::rsqrt<C>(scalar::add<C>(var, eps_c));
     T* yr = out + row * n;
