@@ -539,10 +539,16 @@ def bench_train_mlp(args, torch):
         row["first_loss_rel_err"] = abs(want[0] - ref) / abs(ref)
     if args.device.startswith("cuda"):
         for name, fn in (("eager", step), ("compiled", compiled)):
+            sync()
+            before = torch.cuda.memory_allocated()
             torch.cuda.reset_peak_memory_stats()
             fn(x, y)
             sync()
             row[f"peak_bytes_{name}"] = torch.cuda.max_memory_allocated()
+            # What one step adds at its highest point (activations, gradients
+            # of a step after zero_grad(set_to_none)), as smelt's "peak memory
+            # a call adds".
+            row[f"step_peak_bytes_{name}"] = torch.cuda.max_memory_allocated() - before
     return row
 
 
@@ -949,6 +955,10 @@ def main():
         if "first_loss_rel_err" in row:
             print(f"  first loss vs training.safetensors' reference: relative difference "
                   f"{row['first_loss_rel_err']:.1e}")
+        if "step_peak_bytes_eager" in row:
+            print(f"  peak memory a step adds: eager "
+                  f"{row['step_peak_bytes_eager'] / 2 ** 20:.1f} MiB, torch.compile "
+                  f"{row['step_peak_bytes_compiled'] / 2 ** 20:.1f} MiB")
         return
     print(f"  eager            {row['eager_ms']:9.3f} ms  {row['items_per_s_eager']:8.1f} "
           f"{row['items_unit']}/s")
