@@ -96,6 +96,7 @@ build or tests; this script is for benchmarking by hand.
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -452,7 +453,8 @@ def print_eager_cuda(row, smelt_json):
             for b in json.load(f)["benchmarks"]:
                 if b.get("error_occurred"):
                     continue
-                name = b["name"].split("/manual_time")[0]
+                # "BM_X/arg/iterations:20/manual_time" -> "BM_X/arg"
+                name = re.sub(r"(/iterations:\d+)?/manual_time.*$", "", b["name"])
                 unit = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}[b.get("time_unit", "ns")]
                 # The median of the timed calls (as this side's), else the mean.
                 smelt[name] = b["median_ms"] if "median_ms" in b else b["real_time"] * unit
