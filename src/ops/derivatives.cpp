@@ -378,8 +378,25 @@ Grads gather_backward(const GradContext& c) {
   const Tensor& g = c.grad();
   const OutMeta& m = c.input_meta[0];
   if (m.sizes.empty()) return {sum_to(g, m.sizes), Tensor()};
-  return {scatter_add(zeros(m.sizes, TensorOptions(g.dtype()).device(m.device)),
-                      attr_i64(c.attrs, "dim"), index, g),
+  const int64_t d = attr_i64(c.attrs, "dim");
+  // One index per line, over the input's whole extent in the other dims
+  // (cross_entropy's targets): an element's gradient is its line's where the
+  // index names it, else 0: a pointwise where that the compiler fuses, in
+  // place of a scatter_add into zeros (the same values, but for the sign of a
+  // zero gradient).
+  const int64_t nd = static_cast<int64_t>(m.sizes.size());
+  bool one_per_line = index.dim() == nd && index.size(d) == 1;
+  for (int64_t i = 0; i < nd && one_per_line; ++i)
+    one_per_line = i == d || index.size(i) == m.sizes[static_cast<size_t>(i)];
+  if (one_per_line) {
+    Shape along(static_cast<size_t>(nd), 1);
+    along[static_cast<size_t>(d)] = m.sizes[static_cast<size_t>(d)];
+    const Tensor positions = reshape(arange(0, m.sizes[static_cast<size_t>(d)], 1,
+                                            TensorOptions(index.dtype()).device(m.device)),
+                                     along);
+    return {where(eq(index, positions), g, Scalar(0)), Tensor()};
+  }
+  return {scatter_add(zeros(m.sizes, TensorOptions(g.dtype()).device(m.device)), d, index, g),
           Tensor()};
 }
 
