@@ -747,6 +747,35 @@ struct ColumnOrder {
   SMELT_HD acc_t result() const { return cas.result_after(part); }
 };
 
+/// ColumnOrder over L rows side by side (generated column reductions: lane q
+/// is one output of a block of neighbouring outputs). For each element in
+/// sequence: step(q, x) on every lane, then next(); result(q) equals
+/// ColumnOrder's result of lane q's elements (the same steps, the same
+/// partials, the same cascade). The partials are an array over the lanes, so
+/// a loop stepping every lane vectorizes. Not for indexed ops.
+template <class Op, int64_t L>
+struct ColumnLanes {
+  using acc_t = typename Op::acc_t;
+  acc_t part[L];
+  Cascade<Op> cas[L];
+  int64_t rows = 0;
+  SMELT_HD ColumnLanes() {
+    for (int64_t q = 0; q < L; ++q) part[q] = Op::init();
+  }
+  SMELT_HD void step(int64_t q, typename Op::value_t x) { part[q] = Op::step(part[q], x); }
+  /// Ends one element of every lane (each partial into its cascade every
+  /// kColumnChunk elements, as ColumnOrder::push).
+  SMELT_HD void next() {
+    if (++rows < kColumnChunk) return;
+    for (int64_t q = 0; q < L; ++q) {
+      cas[q].add(part[q]);
+      part[q] = Op::init();
+    }
+    rows = 0;
+  }
+  SMELT_HD acc_t result(int64_t q) const { return cas[q].result_after(part[q]); }
+};
+
 // ---- accumulate types ---------------------------------------------------------
 
 /// The accumulate type of sums/products over elements of type T: float for

@@ -166,7 +166,7 @@ TEST_F(CompiledAutograd, BackwardIsFused) {
   EXPECT_LT(st.kernels * 2, st.eager_ops) << names;
   EXPECT_EQ(st.recomputed_ops, 2) << names;
   // Compiled code for both graphs.
-  EXPECT_NE(compiled.generated_code().find("cpp_per_fused_sum_"), std::string::npos);
+  EXPECT_NE(compiled.generated_code().find("cpp_red_fused_sum_"), std::string::npos);
   EXPECT_NE(compiled.launch_plan().find("backward launch plan"), std::string::npos);
 }
 

@@ -141,6 +141,42 @@ TEST_F(ReductionOrder, EveryReductionOverEveryLayout) {
   }
 }
 
+// Column reductions reduce neighbouring outputs side by side
+// (KernelConfig::column_lanes), each output still folded in ColumnOrder:
+// bitwise eager for lane counts that divide the last dim, rows past the
+// cascade's first level, several reduced dims, a kept dim before the last, a
+// computed element and a per-output consumer.
+TEST_F(ReductionOrder, ColumnLanesAreBitwiseEager) {
+  struct Case {
+    std::string what;
+    Tensor x;
+    std::vector<int64_t> dims;
+    std::string lanes;
+  };
+  std::vector<Case> cases = {
+      {"[300, 100] over dim 0", randn({300, 100}) * 2, {0}, "column_lanes=50"},
+      {"[2100, 8] over dim 0", randn({2100, 8}), {0}, "column_lanes=8"},
+      {"[5, 40, 48] over dims 0 and 1", randn({5, 40, 48}), {0, 1}, "column_lanes=48"},
+      {"[30, 4, 24] over dim 0", randn({30, 4, 24}), {0}, "column_lanes=24"},
+  };
+  for (auto& k : cases) {
+    auto dims = k.dims;
+    auto f = [dims](const Tensor& x) {
+      return std::make_tuple(sum(x, dims), mean(x, dims), amax(x, dims), var(x, dims, 1.0),
+                             sum(x * x - 1.0, dims) * 0.5);
+    };
+    auto compiled = compile(f);
+    auto [a, b, c, d, e] = compiled(k.x);
+    auto [ea, eb, ec, ed, ee] = f(k.x);
+    EXPECT_TRUE(bitwise_same(a, ea)) << k.what;
+    EXPECT_TRUE(bitwise_same(b, eb)) << k.what;
+    EXPECT_TRUE(bitwise_same(c, ec)) << k.what;
+    EXPECT_TRUE(bitwise_same(d, ed)) << k.what;
+    EXPECT_TRUE(bitwise_same(e, ee)) << k.what;
+    EXPECT_NE(compiled.generated_code().find(k.lanes), std::string::npos) << k.what;
+  }
+}
+
 // Fused kernels built of reductions: layer_norm (var_mean, rsqrt) is compiled
 // == eager bit for bit, and so are a softmax-shaped kernel (amax, a computed
 // element, sum, div) and softmax itself (its exp vectorized in generated code,

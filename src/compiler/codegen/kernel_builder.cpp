@@ -502,7 +502,128 @@ class Builder {
     while (scopes_.size() > 1) close();
   }
 
+  /// The element x of reduction `n` as its accumulator takes it: rounded to
+  /// the element dtype, then converted to the accumulate type (eager's rule).
+  ExprPtr reduction_element(const Node& n, const ReductionInfo& info, ExprPtr x) {
+    return convert(convert(std::move(x), n.inputs[0].dtype, info.elem_dtype), info.elem_dtype,
+                   info.acc_dtype);
+  }
+
+  /// The outputs of reduction `n` from its accumulator `acc` (the row's
+  /// result), kept for the row's consumers and stored at `o` where materialized.
+  void reduction_results(const Node& n, const ReductionInfo& info, const std::string& acc,
+                         const IndexExpr& o) {
+    const bool indexed = info.accumulator == "ArgMax" || info.accumulator == "ArgMin";
+    for (size_t k = 0; k < n.outputs.size(); ++k) {
+      int ob = n.outputs[k];
+      DType od = g_.buffers[ob].dtype;
+      const std::string& fin = info.finals[k];
+      Expr e;
+      e.kind = Expr::Kind::AccValue;
+      e.name = acc;
+      e.accumulator = info.accumulator;
+      e.acc_dtype = info.acc_dtype;
+      e.dtype = info.acc_dtype;
+      DType from = info.acc_dtype;
+      if (fin == "value") {
+        e.field = indexed ? "value" : "finalize";
+      } else if (fin == "index") {
+        e.field = "index";
+        from = e.dtype = DType::Int64;
+      } else if (fin == "mean") {
+        e.field = info.accumulator == "Sum" ? "sum_mean" : "mean";
+        e.number = static_cast<double>(rnumel_);
+      } else {
+        e.field = fin;  // var, std
+        e.number = info.correction;
+      }
+      ExprPtr v = emit(convert(make(std::move(e)), from, od), od);
+      row_values_[ob] = v;
+      if (mat_[ob]) store(ob, v, o);
+    }
+  }
+
+  /// Column reductions side by side (KernelConfig::column_lanes): each step
+  /// of the outer loop reduces `lanes` neighbouring outputs, one
+  /// reduce::ColumnLanes per reduction (lane q: output o * lanes + q, folded
+  /// in ColumnOrder, so each output equals the one-at-a-time kernel's and
+  /// eager's); for each element the loop over the lanes runs innermost
+  /// (contiguous reads: it vectorizes). Then each lane's results and the
+  /// per-output consumers, in a loop over the lanes.
+  void column_lanes_kernel() {
+    const Shape& s = grp_.shape;
+    const int64_t lanes = cfg_.column_lanes;
+    rnumel_ = 1;
+    for (auto d : grp_.rdims) rnumel_ *= s[d];
+    const int64_t outer = rnumel_ > 0 ? detail::shape_numel(s) / rnumel_ : 0;
+    SMELT_INTERNAL_ASSERT(lanes > 0 && outer % lanes == 0 && cfg_.target == Target::Cpp,
+                          "column lanes: {} outputs in lanes of {}", outer, lanes);
+    const IndexExpr q = IndexExpr::var("q", lanes);
+    const IndexExpr row = IndexExpr::var("o", std::max<int64_t>(1, outer / lanes)) * lanes + q;
+    const IndexExpr r = IndexExpr::var("r", std::max<int64_t>(1, rnumel_));
+    open(loop("o", outer / lanes, cfg_.parallel ? RangeTag::Parallel : RangeTag::Serial));
+    std::vector<ReductionInfo> infos;
+    auto order_name = [](size_t k) { return fmt::format("acc{}_order", k); };
+    // A statement on reduction k's ColumnLanes.
+    auto on_lanes = [&](Stmt::Kind kind, size_t k) {
+      Stmt st;
+      st.kind = kind;
+      st.name = order_name(k);
+      st.accumulator = infos[k].accumulator;
+      st.acc_dtype = infos[k].acc_dtype;
+      st.order = AccOrder::Column;
+      return st;
+    };
+    for (size_t k = 0; k < grp_.reductions.size(); ++k) {
+      const Node& n = g_.nodes[grp_.reductions[k]];
+      infos.push_back(reduction_info(g_, n));
+      ops_.insert(n.op);
+      Stmt init = on_lanes(Stmt::Kind::AccInit, k);
+      init.extent = lanes;
+      add(std::move(init));
+    }
+    open(loop("r", rnumel_, RangeTag::Serial));
+    open(loop("q", lanes, RangeTag::Vector));
+    for (size_t k = 0; k < grp_.reductions.size(); ++k) {
+      const Node& n = g_.nodes[grp_.reductions[k]];
+      const Index visit = domain_index(s, grp_.rdims, row, r, infos[k].order.dims);
+      Stmt st = on_lanes(Stmt::Kind::AccStep, k);
+      st.lane = true;
+      st.index = q;
+      st.value = reduction_element(n, infos[k], value(n.inputs[0], visit));
+      add(std::move(st));
+    }
+    close();
+    for (size_t k = 0; k < grp_.reductions.size(); ++k) add(on_lanes(Stmt::Kind::AccNext, k));
+    close();
+    open(loop("q", lanes, RangeTag::Vector));
+    for (size_t k = 0; k < grp_.reductions.size(); ++k) {
+      const Node& n = g_.nodes[grp_.reductions[k]];
+      const std::string acc = fmt::format("acc{}", k);
+      Stmt fin;
+      fin.kind = Stmt::Kind::AccFinish;
+      fin.name = acc;
+      fin.partial = order_name(k);
+      fin.lane = true;
+      fin.index = q;
+      add(std::move(fin));
+      reduction_results(n, infos[k], acc, row);
+    }
+    for (int node : grp_.stores) {
+      const Node& n = g_.nodes[node];
+      const Shape& os = g_.buffers[n.outputs[0]].sizes;
+      SMELT_INTERNAL_ASSERT(os != s, "column lanes: a store over the whole domain");
+      store(n.outputs[0], node_value(node, unflatten(os, row)), row);
+    }
+    close();
+    close();
+  }
+
   void reduction_kernel() {
+    if (cfg_.column_lanes > 0) {
+      column_lanes_kernel();
+      return;
+    }
     const Shape& s = grp_.shape;
     Shape kept, red;
     std::vector<bool> is_red(s.size(), false);
@@ -539,12 +660,7 @@ class Builder {
       init.acc_dtype = info.acc_dtype;
       init.order = cfg_.split || plain ? AccOrder::Plain : order;
       add(init);
-      // The element as the accumulator takes it: rounded to the element dtype,
-      // then converted to the accumulate type (eager's rule).
-      auto element = [&](ExprPtr x) {
-        return convert(convert(std::move(x), n.inputs[0].dtype, info.elem_dtype), info.elem_dtype,
-                       info.acc_dtype);
-      };
+      auto element = [&](ExprPtr x) { return reduction_element(n, info, std::move(x)); };
       // The reduced dims walked in eager's visiting order (index order when plain).
       const Index visit = plain ? full : domain_index(s, grp_.rdims, o, r, info.order.dims);
       // The elements [r0, r1) of the row folded into order struct `name`; the
@@ -642,33 +758,7 @@ class Builder {
         fin.partial = target;
         add(std::move(fin));
       }
-      for (size_t k = 0; k < n.outputs.size(); ++k) {
-        int ob = n.outputs[k];
-        DType od = g_.buffers[ob].dtype;
-        const std::string& fin = info.finals[k];
-        Expr e;
-        e.kind = Expr::Kind::AccValue;
-        e.name = acc;
-        e.accumulator = info.accumulator;
-        e.acc_dtype = info.acc_dtype;
-        e.dtype = info.acc_dtype;
-        DType from = info.acc_dtype;
-        if (fin == "value") {
-          e.field = indexed ? "value" : "finalize";
-        } else if (fin == "index") {
-          e.field = "index";
-          from = e.dtype = DType::Int64;
-        } else if (fin == "mean") {
-          e.field = info.accumulator == "Sum" ? "sum_mean" : "mean";
-          e.number = static_cast<double>(rnumel_);
-        } else {
-          e.field = fin;  // var, std
-          e.number = info.correction;
-        }
-        ExprPtr v = emit(convert(make(std::move(e)), from, od), od);
-        row_values_[ob] = v;
-        if (mat_[ob]) store(ob, v, o);
-      }
+      reduction_results(n, info, acc, o);
     }
     // Pointwise consumers of the reductions: per row, or over the whole row again.
     std::vector<int> row_stores, full_stores;

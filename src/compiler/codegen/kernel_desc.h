@@ -101,13 +101,17 @@ struct Stmt {
     AccInit,      // accumulator `name` of reduce struct `accumulator` over acc_dtype,
                   // combined in `order` (Inner / Column: the order struct); Plain
                   // with `extent` > 0: an array of `extent` of them (lanes: one per
-                  // inner position of a scan)
+                  // inner position of a scan); Column with `extent` > 0: a
+                  // reduce::ColumnLanes of `extent` lanes
     AccStep,      // Plain: name = step(name, value [, index]) (index: arg-reductions);
-                  // with `lane`: the accumulator name[index]
+                  // with `lane`: the accumulator name[index]; Column (with `lane`):
+                  // ColumnLanes `name` steps lane `index`
+    AccNext,      // ColumnLanes `name` ends one element of every lane (next())
     AccRun,       // order struct `name` folds the row's elements [index, range.extent)
                   // (runs of `extent` elements): name.stretch<contiguous>(...,
                   // get), get(range.var) being `body` then `value`
-    AccFinish,    // name = the result of order struct `partial` (Inner / Column)
+    AccFinish,    // name = the result of order struct `partial` (Inner / Column;
+                  // with `lane`: of lane `index` of ColumnLanes `partial`)
     SplitReduce,  // the row of `extent` elements cut into stretches, one thread
                   // each (eager's, reduce::inner_splits / column_splits of `rows`
                   // outputs and `tasks`; else one per thread): `body` (an AccRun
@@ -126,13 +130,13 @@ struct Stmt {
   DType acc_dtype = DType::Float32;
   std::string partial;  // SplitReduce; AccFinish: the order struct
   bool indexed = false;
-  AccOrder order = AccOrder::Plain;  // AccInit, SplitReduce
+  AccOrder order = AccOrder::Plain;  // AccInit, AccStep, SplitReduce
   bool contiguous = false;           // AccRun: runs are contiguous in eager's layout
   int64_t rows = 0;                  // SplitReduce: the reduction's outputs
   int64_t tasks = 0;                 // SplitReduce, Column: eager's column tasks
   ExprPtr mask;                      // CheckZero, CheckIndex: checked only where this holds
   int code = 0;                      // CheckZero, CheckIndex: the op table's RuntimeCheck
-  bool lane = false;                 // AccStep: the accumulator is lane `index` of an array
+  bool lane = false;  // AccStep, AccFinish: the accumulator is lane `index` of an array
 };
 
 struct KernelDesc {

@@ -285,6 +285,9 @@ class Printer {
         } else if (s.order == AccOrder::Plain) {
           out_.line(
               fmt::format("auto {} = {}::init();", s.name, acc_type(s.accumulator, s.acc_dtype)));
+        } else if (s.order == AccOrder::Column && s.extent > 0) {
+          out_.line(fmt::format("smelt::reduce::ColumnLanes<{}, {}> {};",
+                                acc_type(s.accumulator, s.acc_dtype), s.extent, s.name));
         } else {
           out_.line(fmt::format("smelt::reduce::{}Order<{}> {};",
                                 s.order == AccOrder::Inner ? "Inner" : "Column",
@@ -292,6 +295,10 @@ class Printer {
         }
         return;
       case Stmt::Kind::AccStep: {
+        if (s.order == AccOrder::Column) {
+          out_.line(fmt::format("{}.step({}, {});", s.name, s.index.str(), expr(*s.value)));
+          return;
+        }
         const std::string acc = s.lane ? fmt::format("{}[{}]", s.name, s.index.str()) : s.name;
         out_.line(fmt::format("{0} = {1}::step({0}, {2}{3});", acc,
                               acc_type(s.accumulator, s.acc_dtype), expr(*s.value),
@@ -311,8 +318,12 @@ class Printer {
         out_.dedent();
         out_.line("});");
         return;
+      case Stmt::Kind::AccNext:
+        out_.line(fmt::format("{}.next();", s.name));
+        return;
       case Stmt::Kind::AccFinish:
-        out_.line(fmt::format("const auto {} = {}.result();", s.name, s.partial));
+        out_.line(fmt::format("const auto {} = {}.result({});", s.name, s.partial,
+                              s.lane ? s.index.str() : ""));
         return;
       case Stmt::Kind::SplitReduce: {
         Printer p(k_, d_);

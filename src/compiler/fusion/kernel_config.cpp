@@ -18,12 +18,13 @@ const char* target_name(Target t) { return t == Target::Cuda ? "cuda" : "cpp"; }
 
 bool KernelConfig::operator==(const KernelConfig& o) const {
   return target == o.target && reduction == o.reduction && scan == o.scan &&
-         scan_lanes == o.scan_lanes && tile_rows == o.tile_rows && parallel == o.parallel &&
-         split == o.split && persistent == o.persistent && prefill == o.prefill &&
-         round_intermediates == o.round_intermediates && index_bits == o.index_bits &&
-         block_size == o.block_size && items_per_thread == o.items_per_thread && grid == o.grid &&
-         vec == o.vec && threads_per_row == o.threads_per_row &&
-         rows_per_block == o.rows_per_block && outer == o.outer && row_iters == o.row_iters;
+         scan_lanes == o.scan_lanes && column_lanes == o.column_lanes && tile_rows == o.tile_rows &&
+         parallel == o.parallel && split == o.split && persistent == o.persistent &&
+         prefill == o.prefill && round_intermediates == o.round_intermediates &&
+         index_bits == o.index_bits && block_size == o.block_size &&
+         items_per_thread == o.items_per_thread && grid == o.grid && vec == o.vec &&
+         threads_per_row == o.threads_per_row && rows_per_block == o.rows_per_block &&
+         outer == o.outer && row_iters == o.row_iters;
 }
 
 size_t KernelConfig::hash() const {
@@ -40,6 +41,7 @@ std::string KernelConfig::str() const {
   if (persistent) s += " persistent";
   if (!prefill.empty()) s += fmt::format(" prefill={}", fmt::join(prefill, ","));
   if (scan_lanes) s += fmt::format(" lanes={}", scan_lanes);
+  if (column_lanes) s += fmt::format(" column_lanes={}", column_lanes);
   if (!round_intermediates) s += " no_rounding";
   s += fmt::format(" idx{}", index_bits);
   if (block_size) s += fmt::format(" block={}x{} grid={}", block_size, items_per_thread, grid);
@@ -168,6 +170,28 @@ KernelConfig cuda_config(const Graph& g, const KernelGroup& group, const std::ve
   return c;
 }
 
+/// KernelConfig::column_lanes of a CPU reduction group: the largest count
+/// up to kColumnLanes (at least kMinColumnLanes) that divides the last dim,
+/// where that dim is kept, every reduction folds in ColumnOrder and none is
+/// indexed (argmax...), and no store covers the whole domain (pointwise
+/// consumers over the rows); else 0.
+int64_t column_lanes(const Graph& g, const KernelGroup& group) {
+  const Shape& s = group.shape;
+  if (s.empty() || group.rdims.empty() || group.reductions.empty()) return 0;
+  const int64_t last = static_cast<int64_t>(s.size()) - 1;
+  if (std::find(group.rdims.begin(), group.rdims.end(), last) != group.rdims.end()) return 0;
+  for (int node : group.reductions) {
+    const ReductionInfo info = reduction_info(g, g.nodes[node]);
+    if (!info.order.column || info.accumulator == "ArgMax" || info.accumulator == "ArgMin")
+      return 0;
+  }
+  for (int st : group.stores)
+    if (g.buffers[g.nodes[st].outputs[0]].sizes == s) return 0;
+  int64_t lanes = std::min(s.back(), kColumnLanes);
+  while (lanes > 1 && s.back() % lanes != 0) --lanes;
+  return lanes >= kMinColumnLanes ? lanes : 0;
+}
+
 }  // namespace
 
 KernelConfig choose_config(const Graph& g, const KernelGroup& group, const GroupFootprint& fp,
@@ -216,6 +240,10 @@ KernelConfig choose_config(const Graph& g, const KernelGroup& group, const Group
                    rn > 0 && rn <= kPersistentRow &&
                    (fp.computed_element[0] || !group.stores.empty());
     if (c.persistent && fp.computed_element[0]) c.prefill.push_back(group.reductions[0]);
+    return c;
+  }
+  if ((c.column_lanes = column_lanes(g, group)) > 0) {
+    c.parallel = outer / c.column_lanes > 1 && outer * rn >= kJitParallelGrain;
     return c;
   }
   c.split = outer < kSplitRowsBelow && rn >= kJitParallelGrain;

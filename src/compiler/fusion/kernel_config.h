@@ -55,6 +55,10 @@ inline constexpr int64_t kMaxKernelOps = 256;
 inline constexpr int64_t kMaxKernelOutputs = 64;
 /// Most rows a scan kernel scans together (KernelConfig::scan_lanes).
 inline constexpr int64_t kScanLanes = 1024;
+/// Most and fewest outputs a CPU column reduction reduces side by side
+/// (KernelConfig::column_lanes).
+inline constexpr int64_t kColumnLanes = 64;
+inline constexpr int64_t kMinColumnLanes = 8;
 
 struct KernelConfig {
   Target target = Target::Cpp;
@@ -67,6 +71,12 @@ struct KernelConfig {
   /// each, the inner loop running over them (contiguous, it vectorizes);
   /// 0: one row at a time.
   int64_t scan_lanes = 0;
+  /// CPU reduction whose reductions all run in ColumnOrder (a kept dim is
+  /// innermost in memory, e.g. sum over dim 0 of a matrix): this many
+  /// neighbouring outputs (a divisor of the last dim, which is kept) are
+  /// reduced side by side, the loop over them innermost (contiguous reads, it
+  /// vectorizes; each output still folded in ColumnOrder); 0: one output at a time.
+  int64_t column_lanes = 0;
   /// Pointwise: iterate rows x columns (loads broadcast along rows stay
   /// contiguous in the inner loop) instead of one flat range.
   bool tile_rows = false;

@@ -56,6 +56,7 @@ json config_json(const KernelConfig& c) {
           {"items_per_thread", c.items_per_thread},
           {"scan", c.scan},
           {"scan_lanes", c.scan_lanes},
+          {"column_lanes", c.column_lanes},
           {"grid", c.grid},
           {"vec", c.vec},
           {"threads_per_row", c.threads_per_row},
@@ -79,6 +80,7 @@ KernelConfig config_of(const json& j) {
   c.items_per_thread = j.at("items_per_thread").get<int>();
   c.scan = j.at("scan").get<bool>();
   c.scan_lanes = j.at("scan_lanes").get<int64_t>();
+  c.column_lanes = j.at("column_lanes").get<int64_t>();
   c.grid = j.at("grid").get<int64_t>();
   c.vec = j.at("vec").get<int>();
   c.threads_per_row = j.at("threads_per_row").get<int>();
