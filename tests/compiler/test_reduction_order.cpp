@@ -19,6 +19,7 @@
 
 using namespace smelt;
 using smelt_test::bitwise_same;
+using smelt_test::close;
 using smelt_test::make;
 
 namespace {
@@ -175,6 +176,22 @@ TEST_F(ReductionOrder, ColumnLanesAreBitwiseEager) {
     EXPECT_TRUE(bitwise_same(e, ee)) << k.what;
     EXPECT_NE(compiled.generated_code().find(k.lanes), std::string::npos) << k.what;
   }
+}
+
+// A column reduction that reads another's result (logsumexp's sum of
+// exp(x - amax), a softmax over dim 0) needs a second pass over the rows: it
+// keeps the one-output-at-a-time kernel (found by the fuzzer: the side-by-side
+// kernel read amax before it was complete).
+TEST_F(ReductionOrder, ChainedColumnReductionsKeepTwoPasses) {
+  auto f = [](const Tensor& x) {
+    return std::make_tuple(logsumexp(x, {0, 1}, false), softmax(x, 0));
+  };
+  Tensor x = randn({4, 3, 33});
+  auto compiled = compile(f);
+  auto [a, b] = compiled(x);
+  auto [ea, eb] = f(x);
+  EXPECT_TRUE(close(a, ea, 1e-6));
+  EXPECT_TRUE(close(b, eb, 1e-6));
 }
 
 // Fused kernels built of reductions: layer_norm (var_mean, rsqrt) is compiled

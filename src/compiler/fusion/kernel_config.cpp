@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <set>
 
 #include "compiler/fusion/legality.h"
 #include "compiler/fusion/schedule.h"
@@ -170,14 +171,39 @@ KernelConfig cuda_config(const Graph& g, const KernelGroup& group, const std::ve
   return c;
 }
 
+/// True when a reduction of `group` reads, through any chain of nodes, the
+/// result of another of its reductions: a second pass over the rows
+/// (logsumexp's sum of exp(x - amax)).
+bool chained_reductions(const Graph& g, const KernelGroup& group) {
+  const std::set<int> reductions(group.reductions.begin(), group.reductions.end());
+  for (int r : group.reductions) {
+    std::vector<int> stack{r};
+    std::set<int> seen{r};
+    while (!stack.empty()) {
+      const int n = stack.back();
+      stack.pop_back();
+      for (const Operand& in : g.nodes[static_cast<size_t>(n)].inputs) {
+        if (in.buf < 0) continue;  // a scalar
+        const Buffer& b = g.buffers[static_cast<size_t>(in.buf)];
+        if (b.kind != BufferKind::Node) continue;
+        if (reductions.count(b.producer) && b.producer != r) return true;
+        if (seen.insert(b.producer).second) stack.push_back(b.producer);
+      }
+    }
+  }
+  return false;
+}
+
 /// KernelConfig::column_lanes of a CPU reduction group: the largest count
 /// up to kColumnLanes (at least kMinColumnLanes) that divides the last dim,
 /// where that dim is kept, every reduction folds in ColumnOrder and none is
-/// indexed (argmax...), and no store covers the whole domain (pointwise
+/// indexed (argmax...), no reduction reads another's result (the lanes make
+/// one pass over the rows) and no store covers the whole domain (pointwise
 /// consumers over the rows); else 0.
 int64_t column_lanes(const Graph& g, const KernelGroup& group) {
   const Shape& s = group.shape;
   if (s.empty() || group.rdims.empty() || group.reductions.empty()) return 0;
+  if (chained_reductions(g, group)) return 0;
   const int64_t last = static_cast<int64_t>(s.size()) - 1;
   if (std::find(group.rdims.begin(), group.rdims.end(), last) != group.rdims.end()) return 0;
   for (int node : group.reductions) {
