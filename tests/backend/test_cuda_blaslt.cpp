@@ -431,9 +431,8 @@ TEST(CublasLt, HeuristicCandidatesEachComputeTheProduct) {
                                     "gelu_erf");
 }
 
-// A plain eager product is cublasGemmEx's, as PyTorch's matmul (cuBLAS's own
-// choice of kernel was faster than cuBLASLt's first suggestion on the H200);
-// its batch still folds into one 256 x 96 product.
+// A plain eager product is cublasGemmEx's, as PyTorch's matmul; its batch
+// still folds into one 256 x 96 product.
 TEST(CublasLt, EagerPlainMatmulIsCublasGemmEx) {
   SMELT_SKIP_WITHOUT_CUDA();
   manual_seed(7);
