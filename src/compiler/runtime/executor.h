@@ -56,7 +56,7 @@ struct LaunchRecord {
   backend::KernelHandle kernel;
   std::vector<ArgSlot> args;  // in the kernel's order: reads, writes, then its error flag
   backend::LaunchConfig config;
-  int error_flag = -1;  // the arena flag this kernel may set (division by zero), or -1
+  int error_flag = -1;           // the arena flag this kernel may set (division by zero), or -1
   int* deferred_flag = nullptr;  // or the backend's deferred flag for it (CUDA)
 };
 
