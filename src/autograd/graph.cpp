@@ -121,27 +121,12 @@ Edge gradient_edge(const Tensor& t) {
 
 // ---- SavedVariable -------------------------------------------------------------------------
 
-namespace {
-/// A tensor over `t`'s memory with no autograd state.
-Tensor alias_of(const Tensor& t) {
-  auto impl = std::make_shared<TensorImpl>();
-  impl->storage = t.storage();
-  impl->sizes = t.sizes();
-  impl->strides = t.strides();
-  impl->offset = t.storage_offset();
-  impl->dtype = t.dtype();
-  impl->device = t.device();
-  impl->wrapped_number = t.is_wrapped_number();
-  return Tensor(std::move(impl));
-}
-}  // namespace
-
 SavedVariable::SavedVariable(const Tensor& t, bool is_output, const std::shared_ptr<Node>& owner)
     : saved_(t.defined()), is_output_(is_output) {
   if (!t.defined()) return;
   version_ = t.storage()->version();
   if (is_output) {
-    data_ = alias_of(t);
+    data_ = detail::alias(t);
     owner_ = owner;
     if (auto* m = t.impl()->autograd.get()) output_nr_ = m->output_nr;
   } else {
@@ -178,12 +163,12 @@ Tensor SavedVariable::unpack(const Node& node) const {
   if (is_output_) {
     auto owner = owner_.lock();
     if (!owner) return data_;
-    Tensor t = alias_of(data_);
+    Tensor t = detail::alias(data_);
     set_history(t, owner, output_nr_);
     return t;
   }
   if (preserved_edge_.is_valid()) {
-    Tensor t = alias_of(data_);
+    Tensor t = detail::alias(data_);
     set_history(t, preserved_edge_.function, preserved_edge_.input_nr);
     return t;
   }

@@ -46,6 +46,18 @@ Tensor make_view(const Tensor& base, Shape sizes, Shape strides, int64_t offset)
   return Tensor(std::move(impl));
 }
 
+Tensor alias(const Tensor& t) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = t.storage();
+  impl->sizes = t.sizes();
+  impl->strides = t.strides();
+  impl->offset = t.storage_offset();
+  impl->dtype = t.dtype();
+  impl->device = t.device();
+  impl->wrapped_number = t.is_wrapped_number();
+  return Tensor(std::move(impl));
+}
+
 namespace {
 thread_local const char* g_op = nullptr;
 }  // namespace

@@ -45,6 +45,9 @@ std::string shape_str(const Shape& s);
 /// A tensor of `sizes` viewing `base`'s storage with the given strides/offset
 /// (a view of base for autograd; no history is recorded here: the view ops do that).
 Tensor make_view(const Tensor& base, Shape sizes, Shape strides, int64_t offset);
+/// A tensor over `t`'s memory (same sizes, strides, offset) with no autograd
+/// state and no view base: neither a view nor a leaf of anything.
+Tensor alias(const Tensor& t);
 /// New contiguous tensor on `device` (a tracer storage is never made here).
 /// When the device is out of memory, raises OutOfMemoryError naming `op` (or,
 /// when null, the op of the innermost OpScope of this thread), the shape, the

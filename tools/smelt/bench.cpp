@@ -334,11 +334,7 @@ std::vector<Workload> workloads(DType dt, Device device, const std::string& inpu
          "seed MLP 1024-1024-512-10 with GELU, batch 256",
          {x},
          [model](const std::vector<Tensor>& in) { return std::vector<Tensor>{model(in[0])}; },
-         [model](CompileOptions o) -> CompiledFn {
-           auto c = std::make_shared<decltype(smelt::compile(model, o))>(smelt::compile(model, o));
-           return {[c](const std::vector<Tensor>& in) { return std::vector<Tensor>{(*c)(in[0])}; },
-                   [c] { return c->stats(); }};
-         }});
+         compiler_of(model)});
     w.back().params = [model] { return detail::module_state(*model); };
   }
   w.push_back(train_mlp_workload(dt, device, /*aot=*/false));
@@ -429,11 +425,7 @@ Workload batchnorm_relu_workload(DType dt, Device device, bool gpu, Inputs& inpu
                   H, W),
       {x},
       [model](const std::vector<Tensor>& in) { return std::vector<Tensor>{model(in[0])}; },
-      [model](CompileOptions o) -> CompiledFn {
-        auto c = std::make_shared<decltype(smelt::compile(model, o))>(smelt::compile(model, o));
-        return {[c](const std::vector<Tensor>& in) { return std::vector<Tensor>{(*c)(in[0])}; },
-                [c] { return c->stats(); }};
-      }};
+      compiler_of(model)};
   w.reset = [model, init] { model->load_state_dict(init); };
   w.check_steps = 2;
   w.state = [bn] { return std::vector<Tensor>{bn->running_mean, bn->running_var}; };
@@ -466,19 +458,14 @@ Workload gpt2_block_workload(DType dt, Device device, bool gpu, Inputs& inputs, 
   model->to(device);
   inputs.weights(*model, "gpt2.");
   Tensor x = inputs.next({B, T, C});
-  Workload w{
-      "gpt2-block",
-      fmt::format("GPT-2 block forward (C {}, {} heads, causal), batch {} x {} tokens", C, heads, B,
-                  T),
-      {x},
-      [model](const std::vector<Tensor>& in) { return std::vector<Tensor>{model(in[0])}; },
-      [model](CompileOptions o) -> CompiledFn {
-        auto c = std::make_shared<decltype(smelt::compile(model, o))>(smelt::compile(model, o));
-        return {[c](const std::vector<Tensor>& in) { return std::vector<Tensor>{(*c)(in[0])}; },
-                [c] { return c->stats(); }};
-      },
-      B* T,
-      "tokens"};
+  Workload w{"gpt2-block",
+             fmt::format("GPT-2 block forward (C {}, {} heads, causal), batch {} x {} tokens", C,
+                         heads, B, T),
+             {x},
+             [model](const std::vector<Tensor>& in) { return std::vector<Tensor>{model(in[0])}; },
+             compiler_of(model),
+             B * T,
+             "tokens"};
   w.params = [model] { return detail::module_state(*model); };
   w.flops = gpt2_block_flops(B, T, C);
   if (placeholders) return w;

@@ -17,17 +17,7 @@ namespace {
 /// A tensor over `t`'s memory that is not a view (the executor returns views
 /// of the buffers it allocated): a result autograd treats as eager's, a
 /// gradient AccumulateGrad may keep without a copy.
-Tensor plain(const Tensor& t) {
-  if (!t.impl()->view_base) return t;
-  auto impl = std::make_shared<TensorImpl>();
-  impl->storage = t.storage();
-  impl->sizes = t.sizes();
-  impl->strides = t.strides();
-  impl->offset = t.storage_offset();
-  impl->dtype = t.dtype();
-  impl->device = t.device();
-  return Tensor(std::move(impl));
-}
+Tensor plain(const Tensor& t) { return t.impl()->view_base ? detail::alias(t) : t; }
 
 class CompiledFunctionBackward final : public autograd::Node {
  public:
