@@ -458,8 +458,8 @@ def print_eager_cuda(row, smelt_json):
                 unit = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}[b.get("time_unit", "ns")]
                 # The median of the timed calls (as this side's), else the mean.
                 smelt[name] = b["median_ms"] if "median_ms" in b else b["real_time"] * unit
-                if name.startswith("BM_CudaSmallOpHostCost"):  # 1000 launches per iteration
-                    smelt[name] /= 1000
+                if name.startswith(("BM_CudaSmallOpHostCost", "BM_CudaLaunchFloor")):
+                    smelt[name] /= 1000  # 1000 launches per iteration
     print(f"{'workload':30} {'torch ms':>10} {'smelt ms':>10} {'smelt/torch':>11} "
           f"{'torch rate':>14} {'smelt rate':>14}")
     for r in row["rows"]:
@@ -481,6 +481,16 @@ def print_eager_cuda(row, smelt_json):
         ratio = f"{s_ms / t:11.2f}" if s_ms is not None else f"{'-':>11}"
         print(f"{r['name']:30} {t * scale:10.3f} {s_txt} {ratio} {rate(t):>14} {rate(s_ms):>14}"
               f"{unit}")
+    floor = smelt.get("BM_CudaLaunchFloor")
+    if floor is not None:
+        # What each side adds to the launch itself (the floor is the same
+        # machine's cudaLaunchKernel of an empty kernel, measured by smelt_benchmarks).
+        print(f"\nlaunch floor (cudaLaunchKernel of an empty kernel): {floor * 1e3:.2f} us/op; "
+              "above it, torch / smelt:")
+        for r in row["rows"]:
+            if r["name"].startswith("BM_CudaSmallOpHostCost") and r["name"] in smelt:
+                print(f"  {r['name']:36} {(r['ms'] - floor) * 1e3:6.2f} / "
+                      f"{(smelt[r['name']] - floor) * 1e3:6.2f} us/op")
 
 
 def bench_train_mlp(args, torch):

@@ -108,13 +108,17 @@ __device__ __forceinline__ T shfl(const T& v, int src) {
 /// The value a thread's partial accumulator enters the combination with
 /// (reduce::ShiftedWelford's sums become Welford's accumulator; every other
 /// accumulator is its own).
-template <class T>
-__device__ __forceinline__ T partial_value(const T& v) {
+template <class Op, class T>
+__device__ __forceinline__ typename Op::acc_t partial_value(const T& v) {
   return v;
 }
-template <class A>
-__device__ __forceinline__ reduce::WelfordAcc<A> partial_value(const reduce::ShiftedSums<A>& v) {
-  return reduce::ShiftedWelford<A>::welford(v);
+template <class Op, class L>
+__device__ __forceinline__ typename Op::acc_t partial_value(const reduce::ShiftedSums<L>& v) {
+  // Sums kept in a narrower type L (a persistent row's few float elements
+  // per thread) are widened before the division and the subtraction.
+  using A = typename Op::value_t;
+  return reduce::ShiftedWelford<A>::welford(reduce::ShiftedSums<A>{
+      static_cast<A>(v.shift), static_cast<A>(v.s1), static_cast<A>(v.s2), v.count});
 }
 
 /// The combination of the partials `v` of the R threads of each row of a

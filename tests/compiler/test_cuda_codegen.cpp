@@ -211,7 +211,8 @@ TEST_F(CudaCodegen, ReductionLayouts) {
     EXPECT_EQ(count(st.source, "in_arg0["), 1) << st.source;
     EXPECT_TRUE(has(st.source, "[r_k * 4 + r_v]")) << st.source;
   }
-  {  // layer_norm over 4096 bfloat16: Welford as shifted sums per thread, 8 values a step
+  {  // layer_norm over 4096 bfloat16: Welford as shifted sums per thread, 8 values a step,
+     // the thread's 32 elements summed in float, the partials combined in double
     Tensor x = randn({16, 4096}).to(DType::BFloat16), w = randn({4096}).to(DType::BFloat16);
     Schedule s = cuda_schedule(trace_graph(
         [](const Tensor& x, const Tensor& w) { return layer_norm(x, {4096}, w, w, 1e-5); }, x, w));
@@ -220,9 +221,19 @@ TEST_F(CudaCodegen, ReductionLayouts) {
     EXPECT_EQ(st.config.vec, 8);
     EXPECT_EQ(st.config.threads_per_row, 128);
     EXPECT_EQ(st.config.rows_per_block, 2);
-    EXPECT_TRUE(has(st.source, "smelt::reduce::ShiftedWelford<double>::step")) << st.source;
-    EXPECT_TRUE(has(st.source, "row_reduce<smelt::reduce::Welford<double>, 128, 2, false>"))
+    EXPECT_TRUE(has(st.source, "smelt::reduce::ShiftedWelford<float>::step")) << st.source;
+    EXPECT_TRUE(has(st.source,
+                    "row_reduce<smelt::reduce::Welford<double>, 128, 2, false>(smelt::device::"
+                    "partial_value<smelt::reduce::Welford<double>>(acc0_local)"))
         << st.source;
+  }
+  {  // a row too long for registers (looped): each thread's partial stays in double
+    Tensor x = randn({4, 65536});
+    Schedule s = cuda_schedule(
+        trace_graph([](const Tensor& x) { return std::get<0>(var_mean(x, {1}, 0, false)); }, x));
+    const Step& st = only_kernel(s);
+    EXPECT_FALSE(st.config.persistent);
+    EXPECT_FALSE(has(st.source, "ShiftedWelford<float>")) << st.source;
   }
   {  // a column sum with few columns: the column's threads interleave with the columns'
     Schedule s =

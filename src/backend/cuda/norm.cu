@@ -163,10 +163,11 @@ struct RowGroup {
       : g_log2(g_log2_),
         lane(static_cast<int>(threadIdx.x) & ((1 << g_log2_) - 1)),
         slot(static_cast<int>(threadIdx.x) >> g_log2_) {}
-  /// First element of load k (of V elements) of this thread.
+  /// First element of load k (of V elements) of this thread (an int: the
+  /// register kernels' rows are at most kRowThreads * kMaxPerThread long).
   template <int V>
-  __device__ __forceinline__ int64_t first(int k) const {
-    return ((static_cast<int64_t>(k) << g_log2) + lane) * V;
+  __device__ __forceinline__ int first(int k) const {
+    return ((k << g_log2) + lane) * V;
   }
 };
 
@@ -190,20 +191,37 @@ __device__ __forceinline__ A group_allreduce(A a, const RowGroup& g, A* scratch,
   return a;
 }
 
-/// Loads this thread's NV loads of V elements of row `xr` (n elements) as C;
-/// `have[k]` tells which exist.
+/// Loads load k (of V elements) of this thread from row `xr` (n elements)
+/// into `raw`, as it is in memory; false when the row has no such load.
+template <class T, int V>
+__device__ __forceinline__ bool load_one(const T* __restrict__ xr, int64_t n, const RowGroup& g,
+                                         bool valid, int k, red::Vec<T, V>& raw) {
+  const int i = g.first<V>(k);
+  if (!valid || i >= n) return false;
+  raw = *reinterpret_cast<const red::Vec<T, V>*>(xr + i);
+  return true;
+}
+
+/// This thread's NV loads of row `xr` as they are in memory; `have[k]` tells
+/// which exist.
+template <class T, int V, int NV>
+__device__ __forceinline__ void load_raw(const T* __restrict__ xr, int64_t n, const RowGroup& g,
+                                         bool valid, red::Vec<T, V> (&raw)[NV], bool (&have)[NV]) {
+#pragma unroll
+  for (int k = 0; k < NV; ++k) have[k] = load_one<T, V>(xr, n, g, valid, k, raw[k]);
+}
+
+/// This thread's NV loads of row `xr`, converted to C.
 template <class T, class C, int V, int NV>
 __device__ __forceinline__ void load_row(const T* __restrict__ xr, int64_t n, const RowGroup& g,
                                          bool valid, C (&v)[NV][V], bool (&have)[NV]) {
 #pragma unroll
   for (int k = 0; k < NV; ++k) {
-    const int64_t i = g.first<V>(k);
-    have[k] = valid && i < n;
-    if (have[k]) {
-      const red::Vec<T, V> raw = *reinterpret_cast<const red::Vec<T, V>*>(xr + i);
+    red::Vec<T, V> raw;
+    have[k] = load_one<T, V>(xr, n, g, valid, k, raw);
+    if (have[k])
 #pragma unroll
       for (int j = 0; j < V; ++j) v[k][j] = scalar::cast<C>(raw.v[j]);
-    }
   }
 }
 
@@ -303,9 +321,12 @@ __global__ void __launch_bounds__(kRowThreads, kMinBlocks<T, V, NV>)
        base += static_cast<int64_t>(gridDim.x) * per_block) {
     const int64_t row = base + g.slot;
     const bool valid = row < rows;
-    C v[NV][V];
+    // The row stays in registers as loaded (half the registers of float for
+    // 16-bit elements, which leaves room to issue the weight and bias loads
+    // together) and is converted where it is used.
+    red::Vec<T, V> raw[NV];
     bool have[NV];
-    load_row<T, C, V, NV>(x + row * n, n, g, valid, v, have);
+    load_raw<T, V, NV>(x + row * n, n, g, valid, raw, have);
     // Sums of x - shift and of its square, shifted by the row's first element
     // so that they do not cancel when the mean is large against the spread:
     // one reduction of the pair instead of one for the mean and one for the
@@ -317,7 +338,7 @@ __global__ void __launch_bounds__(kRowThreads, kMinBlocks<T, V, NV>)
       if (have[k])
 #pragma unroll
         for (int j = 0; j < V; ++j) {
-          const P d = static_cast<P>(v[k][j]) - shift;
+          const P d = static_cast<P>(scalar::cast<C>(raw[k].v[j])) - shift;
           s1 += d;
           s2 += d * d;
         }
@@ -335,13 +356,13 @@ __global__ void __launch_bounds__(kRowThreads, kMinBlocks<T, V, NV>)
 #pragma unroll
     for (int k = 0; k < NV; ++k) {
       if (!have[k]) continue;
-      const int64_t i0 = g.first<V>(k);
+      const int i0 = g.first<V>(k);
       red::Vec<T, V> wv, bv, o;
       if (w) wv = *reinterpret_cast<const red::Vec<T, V>*>(w + i0);
       if (b) bv = *reinterpret_cast<const red::Vec<T, V>*>(b + i0);
 #pragma unroll
       for (int j = 0; j < V; ++j) {
-        C y = scalar::mul<C>(scalar::sub<C>(v[k][j], mean), rstd);
+        C y = scalar::mul<C>(scalar::sub<C>(scalar::cast<C>(raw[k].v[j]), mean), rstd);
         if (w) y = scalar::mul<C>(y, scalar::cast<C>(wv.v[j]));
         if (b) y = scalar::add<C>(y, scalar::cast<C>(bv.v[j]));
         o.v[j] = scalar::cast<T>(y);

@@ -123,8 +123,11 @@ struct alignas(sizeof(T) * VEC) Vec {
 };
 
 /// Stores vector v at p (global memory, aligned to the vector's size) with
-/// one store instruction of 8 or 16 bytes: a plain struct copy can be split
-/// into one store per element by the compiler.
+/// one store instruction of 8 or 16 bytes: a plain struct copy (or a uint4
+/// assembled from 16-bit elements) can be split into one store per element or
+/// word by the compiler. The assembly has no memory clobber, so it is no
+/// compiler barrier: loads after it (layer_norm's weight and bias) may still be
+/// issued before it. The calling thread must not read p again in the kernel.
 template <class T, int VEC>
 __device__ __forceinline__ void store_vec(T* p, const Vec<T, VEC>& v) {
   constexpr int kBytes = static_cast<int>(sizeof(T)) * VEC;
@@ -134,10 +137,9 @@ __device__ __forceinline__ void store_vec(T* p, const Vec<T, VEC>& v) {
     const size_t g = __cvta_generic_to_global(p);
     if constexpr (kBytes == 16) {
       asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(g), "r"(w[0]), "r"(w[1]),
-                   "r"(w[2]), "r"(w[3])
-                   : "memory");
+                   "r"(w[2]), "r"(w[3]));
     } else {
-      asm volatile("st.global.v2.b32 [%0], {%1, %2};" ::"l"(g), "r"(w[0]), "r"(w[1]) : "memory");
+      asm volatile("st.global.v2.b32 [%0], {%1, %2};" ::"l"(g), "r"(w[0]), "r"(w[1]));
     }
   } else {
     *reinterpret_cast<Vec<T, VEC>*>(p) = v;

@@ -698,23 +698,37 @@ class Builder {
       if (cuda) {
         // Each thread folds its elements into its partial (Welford's as
         // shifted sums: no division per element), then the row's threads
-        // combine their partials (CudaDialect::split_reduce).
+        // combine their partials (CudaDialect::split_reduce). A persistent
+        // row's thread holds at most kFloatPartial float32 (or narrower)
+        // elements: their shifted sums are kept in float, as the eager
+        // layer_norm kernel keeps them, and only the partials are combined in
+        // double; a double per element (its conversion, add and multiply-add)
+        // made the bfloat16 layer_norm compute-bound.
+        constexpr int64_t kFloatPartial = 64;
+        const bool float_partial = info.accumulator == "Welford" &&
+                                   info.acc_dtype == DType::Float64 && cfg_.row_iters > 0 &&
+                                   cfg_.row_iters * std::max(1, cfg_.vec) <= kFloatPartial &&
+                                   is_floating(info.elem_dtype) && itemsize(info.elem_dtype) <= 4;
         Stmt sr = split_row();
         open(sr);
         Stmt local;
         local.kind = Stmt::Kind::AccInit;
         local.name = sr.partial;
         local.accumulator = info.accumulator == "Welford" ? "ShiftedWelford" : info.accumulator;
-        local.acc_dtype = info.acc_dtype;
+        local.acc_dtype = float_partial ? DType::Float32 : info.acc_dtype;
         add(local);
         open(loop("r", rnumel_, RangeTag::Thread));
         Stmt st;
         st.kind = Stmt::Kind::AccStep;
         st.name = local.name;
         st.accumulator = local.accumulator;
-        st.acc_dtype = info.acc_dtype;
+        st.acc_dtype = local.acc_dtype;
         st.indexed = indexed;
-        st.value = element(value(n.inputs[0], full));
+        st.value =
+            float_partial
+                ? convert(convert(value(n.inputs[0], full), n.inputs[0].dtype, info.elem_dtype),
+                          info.elem_dtype, DType::Float32)
+                : element(value(n.inputs[0], full));
         add(std::move(st));
         close();
         close();
