@@ -191,6 +191,21 @@ TEST(IndexExprMod, DivModIdentity) {
   EXPECT_EQ((floordiv(x, 4) * 8 + mod(x, 4)).str(), "(x / 4)*8 + x % 4");
 }
 
+TEST(IndexExprMod, UnravelledInnerDimsMergeBack) {
+  // w = r % 56 and h = r / 56 % 56 of a contiguous 56x56 plane, n = r / 3136:
+  // the plane's offset is one r % 3136 (as batch_norm's reduction over N, H, W reads it).
+  IndexExpr r = V("r", 200704), o = V("o", 256);
+  IndexExpr plane = mod(r, 56) + mod(floordiv(r, 56), 56) * 56;
+  EXPECT_EQ(plane, mod(r, 3136));
+  EXPECT_EQ((o * 3136 + floordiv(r, 3136) * 802816 + plane).str(),
+            "o*3136 + (r / 3136)*802816 + r % 3136");
+  EXPECT_EQ(mod(r, 56) * 3 + mod(floordiv(r, 56), 56) * 168, mod(r, 3136) * 3);
+  // Only with the plane's own stride: a different multiple keeps both terms.
+  EXPECT_EQ((mod(r, 56) + mod(floordiv(r, 56), 56) * 57).str(), "r % 56 + (r / 56 % 56)*57");
+  // Three unravelled dims merge into one.
+  EXPECT_EQ(mod(r, 4) + mod(floordiv(r, 4), 5) * 4 + mod(floordiv(r, 20), 6) * 20, mod(r, 120));
+}
+
 // ---- Bounds.
 
 TEST(IndexExprBounds, Leaves) {

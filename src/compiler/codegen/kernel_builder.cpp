@@ -698,17 +698,22 @@ class Builder {
       if (cuda) {
         // Each thread folds its elements into its partial (Welford's as
         // shifted sums: no division per element), then the row's threads
-        // combine their partials (CudaDialect::split_reduce). A persistent
-        // row's thread holds at most kFloatPartial float32 (or narrower)
-        // elements: their shifted sums are kept in float, as the eager
-        // layer_norm kernel keeps them, and only the partials are combined in
-        // double; a double per element (its conversion, add and multiply-add)
-        // made the bfloat16 layer_norm compute-bound.
-        constexpr int64_t kFloatPartial = 64;
+        // combine their partials (CudaDialect::split_reduce). Where a
+        // thread folds at most kFloatPartial float32 (or narrower) elements,
+        // their shifted sums (from the thread's first element) are kept in
+        // float, as the eager layer_norm kernel keeps them and as PyTorch's
+        // CUDA batch_norm keeps its whole Welford, and only the partials are
+        // combined in double: a double per element (its conversion, add and
+        // multiply-add) made layer_norm and batch_norm compute-bound.
+        constexpr int64_t kFloatPartial = 512;
+        const int64_t row_threads = std::max(1, cfg_.threads_per_row);
+        const int64_t per_thread = cfg_.row_iters > 0
+                                       ? int64_t{cfg_.row_iters} * std::max(1, cfg_.vec)
+                                       : (rnumel_ + row_threads - 1) / row_threads;
         const bool float_partial = info.accumulator == "Welford" &&
-                                   info.acc_dtype == DType::Float64 && cfg_.row_iters > 0 &&
-                                   cfg_.row_iters * std::max(1, cfg_.vec) <= kFloatPartial &&
-                                   is_floating(info.elem_dtype) && itemsize(info.elem_dtype) <= 4;
+                                   info.acc_dtype == DType::Float64 &&
+                                   per_thread <= kFloatPartial && is_floating(info.elem_dtype) &&
+                                   itemsize(info.elem_dtype) <= 4;
         Stmt sr = split_row();
         open(sr);
         Stmt local;

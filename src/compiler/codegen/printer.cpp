@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <limits>
+#include <map>
 
 #include "kernels/scalar_ops.h"
 #include "smelt/error.h"
@@ -247,12 +248,34 @@ class Printer {
         d_.range_end(s.range, k_.config, out_);
         return;
       }
-      case Stmt::Kind::Let:
-        out_.line(fmt::format("const {} {} = {};", d_.value_type(s.dtype), s.name, expr(*s.value)));
+      case Stmt::Kind::Let: {
+        const Expr& e = *s.value;
+        if (e.kind == Expr::Kind::Convert && is_half(e.dtype) && e.from != e.dtype &&
+            s.dtype == e.dtype) {
+          // A value rounded to float16/bfloat16: its bits are a temp of their
+          // own, which a store of the value writes as they are (converting
+          // the rounded float back would round it a second time, to the
+          // same bits, at the cost of a conversion per element).
+          const std::string bits = s.name + "_bits";
+          out_.line(fmt::format("const {} {} = {};", d_.storage_type(e.dtype), bits,
+                                d_.float_to_half(e.dtype, fmt::format("static_cast<float>({})",
+                                                                      expr(*e.operands[0])))));
+          out_.line(fmt::format("const {} {} = {};", d_.value_type(s.dtype), s.name,
+                                d_.half_to_float(e.dtype, bits)));
+          half_bits_[s.name] = {e.dtype, bits};
+          return;
+        }
+        out_.line(fmt::format("const {} {} = {};", d_.value_type(s.dtype), s.name, expr(e)));
         return;
+      }
       case Stmt::Kind::Store: {
         std::string v = expr(*s.value);
-        if (is_half(s.dtype)) v = d_.float_to_half(s.dtype, v);
+        if (is_half(s.dtype)) {
+          auto it =
+              s.value->kind == Expr::Kind::Temp ? half_bits_.find(s.value->name) : half_bits_.end();
+          v = it != half_bits_.end() && it->second.first == s.dtype ? it->second.second
+                                                                    : d_.float_to_half(s.dtype, v);
+        }
         // A per-row result of a reduction: stored by one of the row's threads.
         const std::string once =
             k_.config.reduction && thread_ranges_ == 0 ? d_.once_per_row(k_.config) : "";
@@ -338,6 +361,9 @@ class Printer {
   const Dialect& d_;
   CodeBuffer out_;
   int thread_ranges_ = 0;  // Thread ranges (a row's elements over its threads) open
+  /// Temps holding a value rounded to float16/bfloat16: its dtype and the
+  /// temp of its bits (see Stmt::Kind::Let).
+  std::map<std::string, std::pair<DType, std::string>> half_bits_;
 };
 
 }  // namespace

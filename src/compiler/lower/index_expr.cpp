@@ -328,8 +328,41 @@ std::optional<std::pair<Poly, Poly>> split_small(const Poly& p, int64_t D) {
   return std::nullopt;
 }
 
+/// k*(a % D) + k*D*((a / D) % M) -> k*(a % (D*M)) for constants D and M,
+/// wherever both parts occur in `p`: the two innermost of dims unravelled from
+/// one index (w = r % 56 and h = r / 56 % 56 of a contiguous 56x56 plane)
+/// merged back into one (r % 3136), one division fewer per element.
+void fold_mod_chain(Poly& p) {
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (const auto& [m, k] : p) {
+      if (m.size() != 1 || m[0].kind() != Kind::Mod) continue;
+      const IndexExpr& a = m[0].operands()[0];
+      const auto D = m[0].operands()[1].as_const();
+      if (!D || *D <= 1) continue;
+      const IndexExpr quotient = floordiv(a, *D);
+      for (const auto& [m2, k2] : p) {
+        if (m2.size() != 1 || m2[0].kind() != Kind::Mod || m2[0].operands()[0] != quotient)
+          continue;
+        const auto M = m2[0].operands()[1].as_const();
+        if (!M || *M <= 1 || k2 != checked_mul(k, *D)) continue;
+        Poly next = p;
+        poly_accumulate(next, m, -k);
+        poly_accumulate(next, m2, -k2);
+        for (const auto& [am, ac] : to_poly(mod(a, checked_mul(*D, *M)) * k))
+          poly_accumulate(next, am, ac);
+        p = std::move(next);
+        changed = true;
+        break;
+      }
+      if (changed) break;
+    }
+  }
+}
+
 IndexExpr build(Poly p) {
   fold_divmod_identity(p);
+  fold_mod_chain(p);
   return from_poly(p);
 }
 
