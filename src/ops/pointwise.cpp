@@ -192,7 +192,44 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
 
 namespace detail::pw {
 
+namespace {
+thread_local InplaceTarget* t_inplace_target = nullptr;
+
+/// The in-place target set by an InplaceTarget, cleared: only the first
+/// launch under it may write into it.
+InplaceTarget* take_inplace_target() {
+  InplaceTarget* t = t_inplace_target;
+  t_inplace_target = nullptr;
+  return t;
+}
+
+/// True when writing the result of a launch over `inputs` (of `shape`,
+/// `dtype`, on `dev`) into `self` gives what self.copy_(result) gives (see
+/// InplaceTarget).
+bool writes_into(const Tensor& self, const Shape& shape, DType dtype, Device dev,
+                 const std::vector<Tensor>& inputs) {
+  if (trace_context() != nullptr || any_tracer(inputs) || is_tracer(self)) return false;
+  if (grad_needed(inputs) || grad_needed(self)) return false;
+  if (self.sizes() != shape || self.dtype() != dtype || self.device() != dev ||
+      !self.is_contiguous() || self.numel() == 0)
+    return false;
+  for (const Tensor& t : inputs) {
+    if (t.is_wrapped_number() || t.storage() != self.storage()) continue;
+    if (t.storage_offset() != self.storage_offset() || t.sizes() != self.sizes() ||
+        t.strides() != self.strides())
+      return false;  // overlapping but not the same elements: compute apart, then copy
+  }
+  return true;
+}
+}  // namespace
+
+InplaceTarget::InplaceTarget(const Tensor& self) : self_(self), prev_(t_inplace_target) {
+  t_inplace_target = this;
+}
+InplaceTarget::~InplaceTarget() { t_inplace_target = prev_; }
+
 Tensor launch(const Launch& l, const std::vector<Tensor>& operands) {
+  InplaceTarget* target = take_inplace_target();
   bool numbers = false;
   for (auto& t : operands) {
     SMELT_CHECK(t.defined(), "{}: got an undefined tensor", l.op);
@@ -214,18 +251,25 @@ Tensor launch(const Launch& l, const std::vector<Tensor>& operands) {
   SMELT_CHECK(be.has_pointwise(call.functor, l.dtype),
               "{}: not implemented for dtype {}; convert the input first", l.op,
               dtype_name(l.dtype));
-  return run_op1(l.record, inputs, attrs, {std::move(shape), l.out_dtype, dev},
-                 [&](const std::vector<Tensor>& outs) {
-                   if (l.int_zero_check && outs[0].numel() > 0 && !is_floating(l.dtype)) {
-                     // On the device (no wait) where the divisor is device memory.
-                     if (!inputs[1].is_cpu() &&
-                         be.pointwise_checked_divisor(call.functor, call.extra, l.dtype, outs[0],
-                                                      inputs, int_divisor_message(l.op, inputs[1])))
-                       return;
-                     check_int_divisor(l.op, inputs[1], l.dtype);
-                   }
-                   be.pointwise(call.functor, call.extra, l.dtype, outs[0], inputs);
-                 });
+  auto kernel = [&](const std::vector<Tensor>& outs) {
+    if (l.int_zero_check && outs[0].numel() > 0 && !is_floating(l.dtype)) {
+      // On the device (no wait) where the divisor is device memory.
+      if (!inputs[1].is_cpu() &&
+          be.pointwise_checked_divisor(call.functor, call.extra, l.dtype, outs[0], inputs,
+                                       int_divisor_message(l.op, inputs[1])))
+        return;
+      check_int_divisor(l.op, inputs[1], l.dtype);
+    }
+    be.pointwise(call.functor, call.extra, l.dtype, outs[0], inputs);
+  };
+  if (target != nullptr && writes_into(target->self(), shape, l.out_dtype, dev, inputs)) {
+    const Tensor& self = target->self();
+    kernel({self});
+    self.storage()->bump_version();
+    target->mark_used();
+    return self;
+  }
+  return run_op1(l.record, inputs, attrs, {std::move(shape), l.out_dtype, dev}, kernel);
 }
 
 std::string int_divisor_message(const char* op, const Tensor& divisor) {

@@ -27,6 +27,33 @@ struct Launch {
   bool int_zero_check = false;  // check inputs[1] for integer zero divisors
 };
 
+/// In-place methods (Tensor::add_ and kin, tensor_methods.cpp): while one is
+/// alive, the next launch() on this thread (which takes the target, used or
+/// not) writes its result straight into `self` instead of a new tensor, when
+/// that is what the usual "compute, then self.copy_(result)" would produce:
+/// eager (nothing traced), no gradient needed, self contiguous with the
+/// result's shape, dtype and device, and every input either apart from self's
+/// memory or exactly self's view. One kernel instead of two (and no
+/// temporary); self's version is bumped as copy_ bumps it. Otherwise the
+/// launch allocates as usual and the method copies.
+class InplaceTarget {
+ public:
+  explicit InplaceTarget(const Tensor& self);
+  ~InplaceTarget();
+  InplaceTarget(const InplaceTarget&) = delete;
+  InplaceTarget& operator=(const InplaceTarget&) = delete;
+
+  const Tensor& self() const { return self_; }
+  /// True once a launch wrote its result into self.
+  bool used() const { return used_; }
+  void mark_used() { used_ = true; }
+
+ private:
+  const Tensor& self_;
+  bool used_ = false;
+  InplaceTarget* prev_;
+};
+
 /// Validates, records/runs one pointwise op over `inputs` (original dtypes):
 /// the element function is pointwise_call(l.record, attrs), run by the
 /// device's backend. Error naming l.op when the backend has no kernel for the

@@ -2,10 +2,13 @@
 // functions of ops.h (a number argument becomes a wrapped number, as in
 // `x + 2`), the in-place forms, each of which is "compute out of place, then
 // copy_ into self" (copy_ is the one write primitive, so compile()
-// functionalizes them all), and the operators with a number on either side.
+// functionalizes them all; in eager mode a pointwise one writes straight into
+// self where that gives the same result, see inplace()), and the operators
+// with a number on either side.
 #include "core/tensor_impl.h"
 #include "ops/numbers.h"
 #include "ops/pointwise.h"
+#include "ops/pointwise_impl.h"
 #include "smelt/ops.h"
 
 namespace smelt {
@@ -32,6 +35,22 @@ Tensor& assign(const Tensor& self, const char* op, const Tensor& result) {
     if (br.op() != "copy_") throw;
     throw GraphBreak(op, br.reason(), br.advice());
   }
+}
+/// An in-place pointwise method: `compute` (the out-of-place op on self)
+/// writes its result straight into self where its launch can
+/// (detail::pw::InplaceTarget: one kernel, no temporary); otherwise its
+/// result is assigned as above.
+template <class F>
+Tensor& inplace(const Tensor& self, const char* op, const F& compute) {
+  Tensor result;
+  bool written = false;
+  {
+    detail::pw::InplaceTarget target(self);
+    result = compute();
+    written = target.used();
+  }
+  if (written) return const_cast<Tensor&>(self);
+  return assign(self, op, result);
 }
 }  // namespace
 
@@ -242,28 +261,32 @@ Tensor& Tensor::fill_(const Scalar& v) const {
 }
 Tensor& Tensor::zero_() const { return assign(*this, "zero_", scalar_tensor(0, dtype())); }
 Tensor& Tensor::add_(const Tensor& o, const Scalar& a) const {
-  return assign(*this, "add_", smelt::add(*this, o, a));
+  return inplace(*this, "add_", [&] { return smelt::add(*this, o, a); });
 }
 Tensor& Tensor::add_(const Scalar& o, const Scalar& a) const {
-  return assign(*this, "add_", smelt::add(*this, o, a));
+  return inplace(*this, "add_", [&] { return smelt::add(*this, o, a); });
 }
 Tensor& Tensor::sub_(const Tensor& o, const Scalar& a) const {
-  return assign(*this, "sub_", smelt::sub(*this, o, a));
+  return inplace(*this, "sub_", [&] { return smelt::sub(*this, o, a); });
 }
 Tensor& Tensor::sub_(const Scalar& o, const Scalar& a) const {
-  return assign(*this, "sub_", smelt::sub(*this, o, a));
+  return inplace(*this, "sub_", [&] { return smelt::sub(*this, o, a); });
 }
 Tensor& Tensor::div_(const Tensor& o, const std::optional<std::string>& mode) const {
-  return assign(*this, "div_", smelt::div(*this, o, mode));
+  return inplace(*this, "div_", [&] { return smelt::div(*this, o, mode); });
 }
 Tensor& Tensor::div_(const Scalar& o, const std::optional<std::string>& mode) const {
-  return assign(*this, "div_", smelt::div(*this, o, mode));
+  return inplace(*this, "div_", [&] { return smelt::div(*this, o, mode); });
 }
-#define SMELT_BINARY_INPLACE(name) \
-  Tensor& Tensor::name##_(const Tensor& o) const { return assign(*this, #name "_", name(o)); }
-#define SMELT_BINARY_INPLACE_NUMBER(name) \
-  SMELT_BINARY_INPLACE(name)              \
-  Tensor& Tensor::name##_(const Scalar& o) const { return assign(*this, #name "_", name(o)); }
+#define SMELT_BINARY_INPLACE(name)                             \
+  Tensor& Tensor::name##_(const Tensor& o) const {             \
+    return inplace(*this, #name "_", [&] { return name(o); }); \
+  }
+#define SMELT_BINARY_INPLACE_NUMBER(name)                      \
+  SMELT_BINARY_INPLACE(name)                                   \
+  Tensor& Tensor::name##_(const Scalar& o) const {             \
+    return inplace(*this, #name "_", [&] { return name(o); }); \
+  }
 SMELT_BINARY_INPLACE_NUMBER(mul)
 SMELT_BINARY_INPLACE_NUMBER(floor_divide)
 SMELT_BINARY_INPLACE_NUMBER(remainder)
@@ -279,13 +302,13 @@ SMELT_BINARY_INPLACE(logical_xor)
 #undef SMELT_BINARY_INPLACE_NUMBER
 #undef SMELT_BINARY_INPLACE
 Tensor& Tensor::clamp_(std::optional<Scalar> lo, std::optional<Scalar> hi) const {
-  return assign(*this, "clamp_", smelt::clamp(*this, lo, hi));
+  return inplace(*this, "clamp_", [&] { return smelt::clamp(*this, lo, hi); });
 }
 Tensor& Tensor::lerp_(const Tensor& e, const Scalar& w) const {
-  return assign(*this, "lerp_", smelt::lerp(*this, e, w));
+  return inplace(*this, "lerp_", [&] { return smelt::lerp(*this, e, w); });
 }
 Tensor& Tensor::lerp_(const Tensor& e, const Tensor& w) const {
-  return assign(*this, "lerp_", smelt::lerp(*this, e, w));
+  return inplace(*this, "lerp_", [&] { return smelt::lerp(*this, e, w); });
 }
 Tensor& Tensor::masked_fill_(const Tensor& m, const Scalar& v) const {
   return assign(*this, "masked_fill_", smelt::masked_fill(*this, m, v));
@@ -294,11 +317,14 @@ Tensor& Tensor::tril_(int64_t k) const { return assign(*this, "tril_", smelt::tr
 Tensor& Tensor::triu_(int64_t k) const { return assign(*this, "triu_", smelt::triu(*this, k)); }
 Tensor& Tensor::nan_to_num_(std::optional<double> nan, std::optional<double> posinf,
                             std::optional<double> neginf) const {
-  return assign(*this, "nan_to_num_", smelt::nan_to_num(*this, nan, posinf, neginf));
+  return inplace(*this, "nan_to_num_",
+                 [&] { return smelt::nan_to_num(*this, nan, posinf, neginf); });
 }
 
-#define SMELT_UNARY_INPLACE(name) \
-  Tensor& Tensor::name##_() const { return assign(*this, #name "_", smelt::name(*this)); }
+#define SMELT_UNARY_INPLACE(name)                                         \
+  Tensor& Tensor::name##_() const {                                       \
+    return inplace(*this, #name "_", [&] { return smelt::name(*this); }); \
+  }
 SMELT_UNARY_INPLACE(neg)
 SMELT_UNARY_INPLACE(abs)
 SMELT_UNARY_INPLACE(sign)

@@ -13,6 +13,7 @@
 #include <limits>
 
 #include "core/tensor_impl.h"
+#include "smelt/autograd.h"
 #include "smelt/cuda.h"
 #include "smelt/ops.h"
 #include "test_util.h"
@@ -156,6 +157,54 @@ TEST_P(OnDevice, ViewsStridesAndInPlace) {
   Tensor m = iota({2, 3});
   m.masked_fill_(m > 2, -5);
   EXPECT_EQ(on(m), (std::vector<double>{0, 1, 2, -5, -5, -5}));
+}
+
+TEST_P(OnDevice, InPlaceOpsWriteIntoSelfOrCopy) {
+  // Written straight into a contiguous self: the same storage, values and a
+  // bumped version, whichever way the op runs.
+  Tensor x = iota({2, 3});
+  const void* data = x.data_ptr();
+  const uint32_t v0 = x._version();
+  Tensor y = T({10, 20, 30}, {3});
+  x.add_(y, 2).mul_(2).relu_();
+  EXPECT_EQ(x.data_ptr(), data);
+  EXPECT_EQ(on(x), (std::vector<double>{40, 82, 124, 46, 88, 130}));
+  EXPECT_EQ(x._version(), v0 + 3);
+  x.sub_(x);  // an input that is self itself
+  EXPECT_EQ(on(x), (std::vector<double>(6, 0)));
+  // An input overlapping self without being its view: computed apart, then copied.
+  Tensor s = iota({3, 3});
+  s.add_(s.t());
+  EXPECT_EQ(on(s), (std::vector<double>{0, 4, 8, 4, 8, 12, 8, 12, 16}));
+  Tensor r = iota({2, 3});
+  r.add_(r.select(0, 0));  // row 0 broadcast over self, read while self is written
+  EXPECT_EQ(on(r), (std::vector<double>{0, 2, 4, 3, 5, 7}));
+  // The result type is checked as before; self is untouched by the error.
+  Tensor i = zeros({3}, TensorOptions(int64).device(dev()));
+  EXPECT_THROW(i.add_(T({0.5, 1.5, 2.5}, {3})), Error);
+  EXPECT_EQ(on(i), (std::vector<double>{0, 0, 0}));
+  // Integer division by zero in place raises and leaves an integer self as it was
+  // (on a GPU at the next synchronization).
+  Tensor d = T({4, 6, 8}, {3}).to(int64);
+  d.floor_divide_(2);
+  EXPECT_EQ(on(d), (std::vector<double>{2, 3, 4}));
+  // Under autograd the write goes through copy_ (a leaf that requires grad refuses it).
+  Tensor leaf = iota({3}).requires_grad_();
+  EXPECT_THROW(leaf.add_(1), Error);
+  {
+    NoGradGuard ng;
+    leaf.add_(1);
+  }
+  EXPECT_EQ(on(leaf.detach()), (std::vector<double>{1, 2, 3}));
+  // A saved tensor changed in place is caught at backward, as with copy_.
+  Tensor w = iota({3}).requires_grad_();
+  Tensor h = w * 1;
+  Tensor e = h.exp();  // saves its result
+  {
+    NoGradGuard ng;
+    e.mul_(2);
+  }
+  EXPECT_THROW(e.sum().backward(), Error);
 }
 
 TEST_P(OnDevice, ReductionsInnerOuterAndSplit) {
