@@ -419,7 +419,7 @@ def bench_eager_cuda(args, torch):
                      "flops": 2 * 8192 ** 3})
         del a, b
     s1, s2 = torch.randn(16, device=dev), torch.randn(16, device=dev)
-    for _ in range(100):
+    for _ in range(2000):  # warm-up, as bench_cuda.cpp's kHostWarmup
         s1 + s2
     torch.cuda.synchronize()
     host = []
@@ -432,7 +432,7 @@ def bench_eager_cuda(args, torch):
     rows.append({"name": "BM_CudaSmallOpHostCost", "ms": statistics.median(host)})
     for name, fn in [("mul_number", lambda: s1 * 2.0), ("relu", lambda: torch.relu(s1)),
                      ("sum", lambda: s1.sum(-1)), ("softmax", lambda: torch.softmax(s1, -1))]:
-        for _ in range(100):
+        for _ in range(2000):
             fn()
         torch.cuda.synchronize()
         host = []
