@@ -290,6 +290,21 @@ TEST(Cuda, IndexOutOfRangeRaisesAtTheNextSynchronization) {
   expect_error_mentions([&] { embedding(x, from_vector<int64_t>({2}, {1}).cuda()).cpu(); },
                         "out of bounds for dimension 0 with size 2");
   expect_error_mentions([&] { scatter_add(x, 1, bad, x.narrow(1, 0, 2)).cpu(); }, "scatter_add");
+  // cross_entropy reads no target on the host: one outside [0, C) (not
+  // ignore_index) raises through its gather at the next synchronization.
+  Tensor logits = gpu({1, 2, 3, 4, 5, 6}, {2, 3});
+  expect_error_mentions(
+      [&] {
+        cross_entropy(logits, from_vector<int64_t>({1, 3}, {2}).cuda()).cpu();
+      },
+      "out of bounds for dimension 1 with size 3");
+  expect_error_mentions(
+      [&] {
+        nll_loss(logits, from_vector<int64_t>({-5, 0}, {2}).cuda()).cpu();
+      },
+      "out of bounds for dimension 1 with size 3");
+  EXPECT_NEAR(cross_entropy(logits, from_vector<int64_t>({-100, 2}, {2}).cuda()).item().to_double(),
+              std::log(std::exp(4.0) + std::exp(5.0) + std::exp(6.0)) - 6.0, 1e-5);
   EXPECT_EQ(vals(gather(x, 1, from_vector<int64_t>({2, 0}, {1, 2}).cuda())),
             (std::vector<double>{3, 1}));
   EXPECT_EQ(vals(scatter_add(x, 1, from_vector<int64_t>({2, 2}, {1, 2}).cuda(), x)),
