@@ -254,6 +254,11 @@ void CudaDialect::range_begin(const Range& r, const KernelConfig& c, CodeBuffer&
           out.line(fmt::format("if ({0}_k * {1} + r_lane >= {2}) break;", v, lanes, units));
         step = fmt::format("(static_cast<{}>({}_k) * {} + r_lane)", t, v, lanes);
       } else {
+        // A looped row: unrolled by 4, so that each thread has 4 loads in
+        // flight instead of one (a thread's elements are still folded in
+        // order). One load at a time left batch_norm's reduction over N, H, W
+        // latency-bound (2.2 of the 4.3 TB/s).
+        out.line("#pragma unroll 4");
         out.line(fmt::format("for ({0} {1}_s = r_lane; {1}_s < {2}; {1}_s += {3}) {{", t, v, units,
                              lanes));
         step = v + "_s";
