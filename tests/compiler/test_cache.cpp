@@ -62,8 +62,9 @@ TEST_F(Cache, WarmCacheMakesNoCompilerRun) {
   int before = compiler_invocations();
   auto f1 = compile(cache_fn);
   EXPECT_TRUE(close(f1(x, y), cache_fn(x, y), 1e-6));
-  // The kernel library, and the math object it links (once per cache).
-  EXPECT_EQ(compiler_invocations(), before + 2);
+  // The kernel library, the math object it links and the precompiled
+  // preamble it includes (both once per cache).
+  EXPECT_EQ(compiler_invocations(), before + 3);
   EXPECT_FALSE(f1.stats().last_cache_hit);
 
   int warm = compiler_invocations();
@@ -85,10 +86,14 @@ TEST_F(Cache, DirectoryIsCreatedPrivate) {
   EXPECT_EQ(files_with_suffix(d, ".so").size(), 1u);
   EXPECT_EQ(files_with_suffix(d, ".o").size(), 1u);  // the math functions, linked into it
   EXPECT_EQ(files_with_suffix(d, ".cpp").size(), 2u);
+  // The preamble every unit includes, and its precompiled form beside it.
+  EXPECT_EQ(files_with_suffix(d, ".h").size(), 1u);
+  EXPECT_EQ(files_with_suffix(d, ".h.gch").size(), 1u);
 }
 
-// Every kernel library links the math object built once per cache: a second,
-// different function costs one compiler run, not two.
+// Every kernel library links the math object and includes the precompiled
+// preamble, both built once per cache: a second, different function costs one
+// compiler run, not three.
 TEST_F(Cache, MathObjectIsBuiltOncePerCache) {
   std::string d = fresh("mathobj");
   ScopedEnv dir("SMELT_CACHE_DIR", d);
@@ -99,9 +104,39 @@ TEST_F(Cache, MathObjectIsBuiltOncePerCache) {
   auto g = [](const Tensor& x) { return exp(x) * 0.40625; };  // a source of its own
   auto f2 = compile(g);
   EXPECT_TRUE(same(f2(x), g(x)));
-  EXPECT_EQ(compiler_invocations(), before + 3);
+  EXPECT_EQ(compiler_invocations(), before + 4);
   EXPECT_EQ(files_with_suffix(d, ".o").size(), 1u);
   EXPECT_EQ(files_with_suffix(d, ".so").size(), 2u);
+  EXPECT_EQ(files_with_suffix(d, ".h.gch").size(), 1u);
+}
+
+// A unit compiled through the precompiled preamble is the unit compiled whole:
+// a cache whose preamble header was removed (or never built) still builds and
+// gives the same values.
+TEST_F(Cache, UnitsBuildWithAndWithoutThePrecompiledPreamble) {
+  Tensor x = randn({40}), y = randn({40});
+  auto g = [](const Tensor& x, const Tensor& y) { return atan2(x, y) * 0.59375 - tanh(x); };
+  std::string d1 = fresh("pch1");
+  Tensor with_pch;
+  {
+    ScopedEnv dir("SMELT_CACHE_DIR", d1);
+    auto f = compile(g);
+    with_pch = f(x, y);
+  }
+  ASSERT_EQ(files_with_suffix(d1, ".h.gch").size(), 1u);
+  // Another cache whose preamble header cannot be written: a directory where it goes.
+  std::string d2 = fresh("pch2");
+  ::mkdir(d2.c_str(), 0700);
+  for (const std::string& h : files_with_suffix(d1, ".h")) {
+    const std::string name = h.substr(h.rfind('/'));
+    ASSERT_EQ(::mkdir((d2 + name).c_str(), 0700), 0);
+    ASSERT_EQ(::mkdir((d2 + name + ".gch").c_str(), 0700), 0);
+  }
+  ScopedEnv dir("SMELT_CACHE_DIR", d2);
+  auto f = compile(g);
+  EXPECT_TRUE(same(f(x, y), with_pch));
+  EXPECT_TRUE(close(with_pch, g(x, y), 1e-6));
+  EXPECT_EQ(files_with_suffix(d2, ".so").size(), 1u);
 }
 
 TEST_F(Cache, MissingParentsAreCreated) {

@@ -14,6 +14,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device.h"
 #include "backend/cuda/nvrtc.h"
+#include "backend/toolchain_files.h"
 #include "smelt/error.h"
 
 namespace smelt::cuda::impl {
@@ -109,19 +110,11 @@ class CudaModule final : public backend::Module {
   std::string path_;
 };
 
-std::string read_file(const std::string& path, bool* ok) {
-  std::ifstream f(path, std::ios::binary);
-  *ok = static_cast<bool>(f);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
 /// Compiles the source file at `source_path` into `binary_path` (CUBIN or PTX).
 void compile(const std::vector<std::string>& options, bool cubin, const std::string& source_path,
              const std::string& binary_path) {
   bool ok = false;
-  const std::string source = read_file(source_path, &ok);
+  const std::string source = backend::read_file(source_path, &ok);
   SMELT_CHECK(ok, "smelt::compile: cannot read the generated source {}", source_path);
   const std::string binary = nvrtc_compile(source, source_path, options, cubin);
   std::ofstream out(binary_path, std::ios::binary);
@@ -148,7 +141,7 @@ std::shared_ptr<backend::Module> build_module(const std::string& source,
   auto load = [](const std::string& binary_path,
                  std::string* why) -> std::shared_ptr<backend::Module> {
     bool ok = false;
-    const std::string image = read_file(binary_path, &ok);
+    const std::string image = backend::read_file(binary_path, &ok);
     if (!ok || image.empty()) {
       if (why) *why = "cannot read the binary";
       return nullptr;

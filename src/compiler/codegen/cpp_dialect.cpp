@@ -7,6 +7,7 @@
 #include <map>
 #include <sstream>
 
+#include "backend/toolchain_files.h"
 #include "compiler/codegen/printer.h"
 #include "kernels/embedded_source.h"
 #include "smelt/error.h"
@@ -19,7 +20,8 @@ std::string CppDialect::preamble() const {
   static const std::string prelude =
       "// smelt JIT translation unit\n#include <cmath>\n#include <cstdint>\n#include "
       "<limits>\n#include <type_traits>\n#include <vector>\n#include <omp.h>\n" +
-      kernels::embedded_source({"half.h", "vector_math.h", "scalar_ops.h", "reduce_ops.h"}, true);
+      kernels::embedded_source({"half.h", "vector_math.h", "scalar_ops.h", "reduce_ops.h"}, true) +
+      backend::kPreambleEnd;
   return prelude;
 }
 

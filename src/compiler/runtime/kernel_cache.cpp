@@ -44,14 +44,6 @@ uint64_t fnv1a(const std::string& s, uint64_t h) {
   return h;
 }
 
-std::string read_file(const std::string& path, bool* ok) {
-  std::ifstream f(path, std::ios::binary);
-  if (ok) *ok = static_cast<bool>(f);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
 void write_atomic(const std::string& path, const std::string& data) {
   std::string tmp = temp_name(path);
   {

@@ -18,6 +18,7 @@
 #include <string>
 
 #include "backend/backend.h"
+#include "backend/toolchain_files.h"
 
 namespace smelt::compiler {
 
@@ -50,8 +51,7 @@ int compiler_invocations();
 
 /// FNV-1a (64 bits) of `s`, continuing from `h`: the hash of cache keys.
 uint64_t fnv1a(const std::string& s, uint64_t h = 1469598103934665603ull);
-/// The contents of the file at `path` ("", and *ok false, when it cannot be read).
-std::string read_file(const std::string& path, bool* ok = nullptr);
+using backend::read_file;
 /// Writes `data` to `path` through a temporary file renamed over it (readers
 /// never see half a file); backend::ToolchainUnavailable when it cannot.
 void write_atomic(const std::string& path, const std::string& data);
