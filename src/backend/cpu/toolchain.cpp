@@ -333,13 +333,19 @@ void compile_unit(backend::ModuleCache& cache, const std::string& fingerprint,
       << source.substr(cut + std::char_traits<char>::length(backend::kPreambleEnd));
     if (!f) return run_compiler(source_path, binary_path, link);
   }
+  bool built = false;
   try {
     run_compiler(unit, binary_path, link);
-  } catch (...) {
+    built = true;
+  } catch (const ToolchainUnavailable&) {
     std::remove(unit.c_str());
-    throw;
+    throw;  // no compiler, or it timed out: no second try
+  } catch (const Error&) {
+    // Compiled whole below: the same result where the header was at fault, and
+    // otherwise the compiler's message about the unit the cache keeps.
   }
   std::remove(unit.c_str());
+  if (!built) run_compiler(source_path, binary_path, link);
 }
 
 }  // namespace
