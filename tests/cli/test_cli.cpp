@@ -318,7 +318,10 @@ TEST(Cli, CacheShowsLocationSizeAndClears) {
   write("0123456789abcdef.meta", 48);
   write("fedcba9876543210.so.tmp.12.34", 100);  // a temporary a crash left
   write("00000000ffffffff.plan", 200);          // a compiled plan (no kernel module)
+  write("1111111111111111.h", 300);             // the CPU units' preamble ...
+  write("1111111111111111.h.gch", 400);         // ... precompiled
   write("notes.txt", 5);                        // not the cache's
+  write("cafe.h", 7);                           // not the cache's either (no 16-digit key)
   ::mkdir((dir + "/models").c_str(), 0700);
   const char* old = std::getenv("SMELT_CACHE_DIR");
   const std::string saved = old ? old : "";
@@ -332,14 +335,15 @@ TEST(Cli, CacheShowsLocationSizeAndClears) {
     ::unsetenv("SMELT_CACHE_DIR");
   EXPECT_EQ(info.rc, 0) << info.err;
   EXPECT_EQ(info.out, "kernel cache: " + dir +
-                          " (from SMELT_CACHE_DIR)\n2 compiled kernel modules, 3.3 KiB in 5 "
+                          " (from SMELT_CACHE_DIR)\n3 compiled kernel modules, 4.0 KiB in 7 "
                           "files\nnothing is evicted; `smelt cache --clear` deletes them (rebuilt "
                           "when needed)\n");
   EXPECT_EQ(clear.rc, 0) << clear.err;
-  EXPECT_EQ(clear.out, "removed 5 files (3.3 KiB, 2 kernel modules) from " + dir + "\n");
+  EXPECT_EQ(clear.out, "removed 7 files (4.0 KiB, 3 kernel modules) from " + dir + "\n");
   EXPECT_NE(after.out.find("0 compiled kernel modules, 0 bytes in 0 files"), std::string::npos)
       << after.out;
   EXPECT_TRUE(std::filesystem::exists(dir + "/notes.txt")) << "only the cache's files go";
+  EXPECT_TRUE(std::filesystem::exists(dir + "/cafe.h"));
   EXPECT_TRUE(std::filesystem::is_directory(dir + "/models"));
   std::filesystem::remove_all(dir);
 }

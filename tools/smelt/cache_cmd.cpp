@@ -1,8 +1,10 @@
 // `smelt cache [--clear]`: where smelt::compile keeps its kernels, how many
 // there are and the space they take; --clear deletes them (each is rebuilt the
 // next time a function needs it). Only the cache's own files are touched:
-// <16 hex digits>.cpp/.so/.meta, compiled plans <16 hex digits>.plan
-// (runtime/plan_cache.h) and leftover temporaries of them.
+// <16 hex digits> with the extension of a source (.cpp, .cu, the CPU units'
+// preamble .h), a binary (.so, the math functions' .o, the precompiled
+// preamble .h.gch, .cubin, .ptx) or a checksum (.meta), compiled plans
+// <16 hex digits>.plan (runtime/plan_cache.h) and leftover temporaries of them.
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -22,7 +24,8 @@ namespace smelt::cli {
 int cmd_cache(const CacheOptions& opts) {
   namespace fs = std::filesystem;
   const std::string dir = compiler::cache_dir();
-  static const std::regex entry(R"([0-9a-f]{16}\.(cpp|so|meta|plan)(\.tmp\..*)?)");
+  static const std::regex entry(
+      R"([0-9a-f]{16}\.(cpp|cu|h|so|o|h\.gch|cubin|ptx|meta|plan)(\.tmp\..*)?)");
   std::set<std::string> kernels;
   int64_t bytes = 0, files = 0;
   std::vector<fs::path> mine;
