@@ -221,6 +221,10 @@ TEST(CpuFastPaths, PointwiseRowsSplitAcrossThreadsEqualOneThread) {
       r.push_back(gelu(x));
       if (x.dim() == 2) r.push_back(x.t() * y.t());  // strided
       r.push_back(to_dtype(x, float16));
+      Tensor mask = y > Scalar(0.5);             // bool, contiguous
+      r.push_back(where(mask, x, y));            // bool loaded as 0 / 1
+      r.push_back(to_dtype(mask, float32) + x);  // bool -> float in a pointwise op
+      if (x.dim() == 2) r.push_back(where(mask.t(), x.t(), y.t() * Scalar(0.0)));  // strided bool
       return r;
     };
     omp_set_num_threads(1);
@@ -233,9 +237,15 @@ TEST(CpuFastPaths, PointwiseRowsSplitAcrossThreadsEqualOneThread) {
     // And the values themselves, against scalar formulas.
     const std::vector<double> xv = x.to_vector<double>(), yv = y.to_vector<double>();
     const std::vector<double> sum = got[0].to_vector<double>();
-    for (size_t i = 0; i < xv.size(); ++i)
-      ASSERT_TRUE(same_values(
-          {sum[i]}, {static_cast<double>(static_cast<float>(xv[i]) + static_cast<float>(yv[i]))}))
+    const size_t at = x.dim() == 2 ? 6 : 5;  // where(mask, x, y), then mask + x
+    const std::vector<double> picked = got[at].to_vector<double>();
+    const std::vector<double> masked = got[at + 1].to_vector<double>();
+    for (size_t i = 0; i < xv.size(); ++i) {
+      const float xf = static_cast<float>(xv[i]), yf = static_cast<float>(yv[i]);
+      ASSERT_TRUE(same_values({sum[i]}, {static_cast<double>(xf + yf)})) << i;
+      ASSERT_TRUE(same_values({picked[i]}, {yf > 0.5f ? xf : yf})) << i;
+      ASSERT_TRUE(same_values({masked[i]}, {static_cast<double>((yf > 0.5f ? 1.0f : 0.0f) + xf)}))
           << i;
+    }
   }
 }
