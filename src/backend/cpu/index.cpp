@@ -56,7 +56,13 @@ void index_select(const Tensor& out, const Tensor& x, int64_t dim, const Tensor&
     char* dst = static_cast<char*>(out.data_ptr());
     // One row copy per (outer, selected) pair, split across threads by the grain rule.
     parallel_for(0, outer * n, grain_for(row / isz), [&](int64_t j0, int64_t j1) {
+      constexpr int64_t kAhead = 4;  // rows whose reads are started early (random rows)
       for (int64_t j = j0; j < j1; ++j) {
+        if (j + kAhead < j1) {
+          const int64_t oa = (j + kAhead) / n, ka = (j + kAhead) % n;
+          const char* next = src + (oa * size + idx[ka]) * row;
+          for (int64_t b = 0; b < row; b += 64) __builtin_prefetch(next + b);
+        }
         const int64_t o = j / n, k = j % n;
         std::memcpy(dst + j * row, src + (o * size + idx[k]) * row, static_cast<size_t>(row));
       }
