@@ -12,12 +12,15 @@
 //   uniform float64, integers, Bernoulli: 2 elements per block, the 64-bit
 //     word pair i % 2;
 //   normal: 2 elements per block, Box-Muller on two 53-bit uniforms of the
-//     block (cos for the even, sin for the odd element).
+//     block (cos for the even, sin for the odd element), with the log, sin
+//     and cos of kernels/vector_math.h (SLEEF's deterministic functions on
+//     the host, in scalar and vector code alike; CUDA's on the device).
 #pragma once
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
 
+#include "kernels/vector_math.h"
 #include "smelt/half.h"
 
 namespace smelt::random {
@@ -78,14 +81,31 @@ SMELT_HD T uniform_element(const uint32_t* w, int64_t i, int bits) {
   return from_double<T>(static_cast<double>(v >> (64 - bits)) * std::ldexp(1.0, -bits));
 }
 
-/// Box-Muller radius r and angle theta of block `w` (two 53-bit uniforms;
-/// u1 in (0, 1] so that log(u1) is finite): its two normals are
+/// The 53-bit integer (w1:w0 >> 11) of the 64-bit word pair (w0 low, w1
+/// high) as a double, exactly: w1 * 2^21 + (w0 >> 11), each part converted
+/// through a signed 32-bit integer (conversions that vectorize on every ISA).
+SMELT_HD double words53(uint32_t w0, uint32_t w1) {
+  const double hi = static_cast<double>(static_cast<int32_t>(w1 ^ 0x80000000u)) + 2147483648.0;
+  return hi * 0x1.0p21 + static_cast<double>(static_cast<int32_t>(w0 >> 11));
+}
+
+/// Box-Muller radius sqrt(-2 log u1) of the block's words 0-1 (u1 =
+/// 1 - 53-bit uniform, in (0, 1], so that log(u1) is finite).
+SMELT_HD double normal_radius(uint32_t w0, uint32_t w1) {
+  const double u1 = 1.0 - words53(w0, w1) * 0x1.0p-53;
+  return std::sqrt(-2.0 * vmath::log(u1));
+}
+
+/// Box-Muller angle 2 pi u2 of the block's words 2-3 (u2 a 53-bit uniform in [0, 1)).
+SMELT_HD double normal_angle(uint32_t w2, uint32_t w3) {
+  return 2.0 * 3.14159265358979323846 * (words53(w2, w3) * 0x1.0p-53);
+}
+
+/// Box-Muller radius r and angle theta of block `w`: its two normals are
 /// r * cos(theta) and r * sin(theta).
 SMELT_HD void normal_polar(const uint32_t* w, double& r, double& theta) {
-  const double u1 = 1.0 - static_cast<double>(words64(w) >> 11) * 0x1.0p-53;
-  const double u2 = static_cast<double>(words64(w + 2) >> 11) * 0x1.0p-53;
-  r = std::sqrt(-2.0 * std::log(u1));
-  theta = 2.0 * 3.14159265358979323846 * u2;
+  r = normal_radius(w[0], w[1]);
+  theta = normal_angle(w[2], w[3]);
 }
 
 /// Standard normal element i of its block (normal_polar: cos for an even i,
@@ -94,7 +114,7 @@ template <class T>
 SMELT_HD T normal_element(const uint32_t* w, int64_t i) {
   double r, theta;
   normal_polar(w, r, theta);
-  return from_double<T>(i % 2 == 0 ? r * std::cos(theta) : r * std::sin(theta));
+  return from_double<T>(i % 2 == 0 ? r * vmath::cos(theta) : r * vmath::sin(theta));
 }
 
 /// low + (64 random bits mod range) as element type T (modulo bias <= range / 2^64).

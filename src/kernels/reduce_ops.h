@@ -590,6 +590,37 @@ SMELT_HD typename Op::acc_t lanes_tree(typename Op::acc_t* l) {
   return l[0];
 }
 
+/// kGroup whole chunks of a Welford row side by side: parts[g] = the partial
+/// InnerOrder folds chunk g (elements get(at + g * kChunk + j)) into, bit for
+/// bit: fold_lanes' arithmetic on each chunk's lanes, then lanes_tree. The
+/// chunks are independent chains of divisions, which the processor overlaps
+/// (one chunk's chain is as long as its latency).
+template <class Op, int kGroup, class Get>
+SMELT_HD void welford_chunks(const Get& get, int64_t at, typename Op::acc_t* parts) {
+  using A = typename Op::value_t;
+  constexpr int64_t kChunk = chunk_size<Op>();
+  A mean[kGroup][kLanes], m2[kGroup][kLanes];
+  for (int g = 0; g < kGroup; ++g)
+    for (int k = 0; k < kLanes; ++k) mean[g][k] = m2[g][k] = A(0);
+  int64_t count = 0;
+  for (int64_t i = 0; i < kChunk; i += kLanes) {
+    const A c = static_cast<A>(++count);
+    for (int g = 0; g < kGroup; ++g) {
+      for (int k = 0; k < kLanes; ++k) {
+        const A x = get(at + g * kChunk + i + k);
+        const A d = x - mean[g][k];
+        mean[g][k] += d / c;
+        m2[g][k] += d * (x - mean[g][k]);
+      }
+    }
+  }
+  for (int g = 0; g < kGroup; ++g) {
+    typename Op::acc_t l[kLanes];
+    for (int k = 0; k < kLanes; ++k) l[k] = typename Op::acc_t{mean[g][k], m2[g][k], count};
+    parts[g] = Op::combine(Op::init(), lanes_tree<Op>(l));
+  }
+}
+
 /// Folds the n elements get(0), ..., get(n - 1) of one run into `acc` (see
 /// InnerOrder); `index0` is the linear index of get(0). kContiguous: the run
 /// is contiguous in memory (lanes are used only then, where they vectorize).
@@ -675,6 +706,24 @@ struct InnerOrder {
         cascaded = true;
         i += kGroup * kChunk;
         index += kGroup * kChunk;
+      }
+    }
+#endif
+#if !defined(__CUDACC__) && !defined(__CUDACC_RTC__)
+    if constexpr (kContiguous && is_welford<Op>::value) {
+      // Whole chunks four (then two) at a time (the same partials, the same cascade).
+      while (in_part == 0 && n - i >= 2 * kChunk) {
+        acc_t parts[4];
+        const int group = n - i >= 4 * kChunk ? 4 : 2;
+        if (group == 4) {
+          welford_chunks<Op, 4>(get, first + i, parts);
+        } else {
+          welford_chunks<Op, 2>(get, first + i, parts);
+        }
+        for (int g = 0; g < group; ++g) cas.add(parts[g]);
+        cascaded = true;
+        i += group * kChunk;
+        index += group * kChunk;
       }
     }
 #endif

@@ -182,34 +182,36 @@ void gemm_int(int64_t batch, int64_t m, int64_t n, int64_t k, const MatrixRef& a
   const uint64_t ualpha = static_cast<uint64_t>(static_cast<int64_t>(alpha));
   const uint64_t ubeta = static_cast<uint64_t>(static_cast<int64_t>(beta));
   const int64_t rows = batch * m;
-#pragma omp parallel for schedule(static) if (rows * n * k >= kParallelGrain * 8)
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t bi = r / m, i = r % m;
-    std::vector<uint64_t> acc(n, 0);
-    const T* ap = elem<T>(a, bi) + i * a.row_stride;
-    const T* bp = elem<T>(b, bi);
-    constexpr int64_t kBlock = 256;
-    for (int64_t p0 = 0; p0 < k; p0 += kBlock) {
-      const int64_t p1 = std::min(k, p0 + kBlock);
-      for (int64_t p = p0; p < p1; ++p) {
-        const uint64_t av = static_cast<uint64_t>(static_cast<int64_t>(ap[p * a.col_stride]));
-        const T* brow = bp + p * b.row_stride;
-        if (b.col_stride == 1) {
-          for (int64_t j = 0; j < n; ++j)
-            acc[j] += av * static_cast<uint64_t>(static_cast<int64_t>(brow[j]));
-        } else {
-          for (int64_t j = 0; j < n; ++j)
-            acc[j] += av * static_cast<uint64_t>(static_cast<int64_t>(brow[j * b.col_stride]));
+  // The grain: 8 * kParallelGrain multiply-adds.
+  parallel_for(0, rows, grain_for(std::max<int64_t>(1, n * k / 8)), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t bi = r / m, i = r % m;
+      std::vector<uint64_t> acc(n, 0);
+      const T* ap = elem<T>(a, bi) + i * a.row_stride;
+      const T* bp = elem<T>(b, bi);
+      constexpr int64_t kBlock = 256;
+      for (int64_t p0 = 0; p0 < k; p0 += kBlock) {
+        const int64_t p1 = std::min(k, p0 + kBlock);
+        for (int64_t p = p0; p < p1; ++p) {
+          const uint64_t av = static_cast<uint64_t>(static_cast<int64_t>(ap[p * a.col_stride]));
+          const T* brow = bp + p * b.row_stride;
+          if (b.col_stride == 1) {
+            for (int64_t j = 0; j < n; ++j)
+              acc[j] += av * static_cast<uint64_t>(static_cast<int64_t>(brow[j]));
+          } else {
+            for (int64_t j = 0; j < n; ++j)
+              acc[j] += av * static_cast<uint64_t>(static_cast<int64_t>(brow[j * b.col_stride]));
+          }
         }
       }
+      T* cp = c + bi * cbs + i * crs;
+      for (int64_t j = 0; j < n; ++j) {
+        uint64_t v = acc[j] * ualpha;
+        if (beta != 0) v += ubeta * static_cast<uint64_t>(static_cast<int64_t>(cp[j * ccs]));
+        cp[j * ccs] = static_cast<T>(v);
+      }
     }
-    T* cp = c + bi * cbs + i * crs;
-    for (int64_t j = 0; j < n; ++j) {
-      uint64_t v = acc[j] * ualpha;
-      if (beta != 0) v += ubeta * static_cast<uint64_t>(static_cast<int64_t>(cp[j * ccs]));
-      cp[j * ccs] = static_cast<T>(v);
-    }
-  }
+  });
 }
 
 // ------------------------------------------------------------- epilogue ----

@@ -11,8 +11,6 @@
 //    element, or a strided loop.
 #include "backend/cpu/copy.h"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <cstring>
 #include <type_traits>
@@ -29,16 +27,12 @@ namespace smelt::cpu::SMELT_CPU_CAP {
 
 namespace {
 
-/// n bytes from src to dst, in parallel chunks for large copies.
+/// n bytes from src to dst, one contiguous piece per thread for large copies
+/// (the grain: kParallelGrain float32 elements).
 void parallel_memcpy(char* dst, const char* src, int64_t n) {
-  constexpr int64_t kChunk = int64_t{1} << 18;  // bytes per task
-  const int64_t tasks = (n + kChunk - 1) / kChunk;
-  const bool parallel = n >= 4 * kParallelGrain && omp_get_max_threads() > 1;
-#pragma omp parallel for schedule(static) if (parallel)
-  for (int64_t t = 0; t < tasks; ++t) {
-    const int64_t begin = t * kChunk;
-    std::memcpy(dst + begin, src + begin, static_cast<size_t>(std::min(kChunk, n - begin)));
-  }
+  parallel_for(0, n, 4 * kParallelGrain, [&](int64_t b, int64_t e) {
+    std::memcpy(dst + b, src + b, static_cast<size_t>(e - b));
+  });
 }
 
 #if defined(__AVX2__) && defined(__F16C__)
@@ -99,41 +93,41 @@ void copy_transposed(char* dst, const char* src, const Coalesced& c) {
   int64_t batch = 1;
   for (int64_t d = 0; d < nd - 2; ++d) batch *= c.shape[d];
   const int64_t tasks = batch * ta * tb;
-  const bool parallel = batch * A * B >= kParallelGrain && omp_get_max_threads() > 1;
-#pragma omp parallel for schedule(static) if (parallel)
-  for (int64_t t = 0; t < tasks; ++t) {
-    int64_t rem = t / (ta * tb);
-    const int64_t a0 = (t / tb) % ta * kTile, b0 = t % tb * kTile;
-    const char* sp = src;
-    char* dp = dst;
-    for (int64_t d = nd - 3; d >= 0; --d) {
-      const int64_t i = rem % c.shape[d];
-      rem /= c.shape[d];
-      sp += i * c.strides[1][d];
-      dp += i * c.strides[0][d];
-    }
-    const S* s = reinterpret_cast<const S*>(sp);
-    D* o = reinterpret_cast<D*>(dp);
-    const int64_t a1 = std::min(A, a0 + kTile), b1 = std::min(B, b0 + kTile);
-    // 8 x 8 blocks through a small buffer: 8 contiguous reads along a, then 8
-    // contiguous writes along b (strided accesses, whose power-of-two strides
-    // map every line to one cache set, would evict each other).
-    for (int64_t a = a0; a < a1; a += 8) {
-      for (int64_t b = b0; b < b1; b += 8) {
-        if (a + 8 <= a1 && b + 8 <= b1) {
-          D t[8][8];
-          for (int64_t j = 0; j < 8; ++j)
-            for (int64_t i = 0; i < 8; ++i) t[i][j] = scalar::cast<D>(s[a + i + (b + j) * sb]);
-          for (int64_t i = 0; i < 8; ++i)
-            for (int64_t j = 0; j < 8; ++j) o[(a + i) * da + b + j] = t[i][j];
-        } else {
-          for (int64_t i = a; i < std::min(a + 8, a1); ++i)
-            for (int64_t j = b; j < std::min(b + 8, b1); ++j)
-              o[i * da + j] = scalar::cast<D>(s[i + j * sb]);
+  parallel_for(0, tasks, grain_for(kTile * kTile), [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      int64_t rem = t / (ta * tb);
+      const int64_t a0 = (t / tb) % ta * kTile, b0 = t % tb * kTile;
+      const char* sp = src;
+      char* dp = dst;
+      for (int64_t d = nd - 3; d >= 0; --d) {
+        const int64_t i = rem % c.shape[d];
+        rem /= c.shape[d];
+        sp += i * c.strides[1][d];
+        dp += i * c.strides[0][d];
+      }
+      const S* s = reinterpret_cast<const S*>(sp);
+      D* o = reinterpret_cast<D*>(dp);
+      const int64_t a1 = std::min(A, a0 + kTile), b1 = std::min(B, b0 + kTile);
+      // 8 x 8 blocks through a small buffer: 8 contiguous reads along a, then 8
+      // contiguous writes along b (strided accesses, whose power-of-two strides
+      // map every line to one cache set, would evict each other).
+      for (int64_t a = a0; a < a1; a += 8) {
+        for (int64_t b = b0; b < b1; b += 8) {
+          if (a + 8 <= a1 && b + 8 <= b1) {
+            D t[8][8];
+            for (int64_t j = 0; j < 8; ++j)
+              for (int64_t i = 0; i < 8; ++i) t[i][j] = scalar::cast<D>(s[a + i + (b + j) * sb]);
+            for (int64_t i = 0; i < 8; ++i)
+              for (int64_t j = 0; j < 8; ++j) o[(a + i) * da + b + j] = t[i][j];
+          } else {
+            for (int64_t i = a; i < std::min(a + 8, a1); ++i)
+              for (int64_t j = b; j < std::min(b + 8, b1); ++j)
+                o[i * da + j] = scalar::cast<D>(s[i + j * sb]);
+          }
         }
       }
     }
-  }
+  });
 }
 
 /// Rows of a copy from S to D (see the file comment).

@@ -2,7 +2,8 @@
 // shared formulas of kernels/random_ops.h in the layout of
 // backend::random_blocks (element i reads block first_block + i / per_block);
 // blocks are filled in parallel, so results depend on neither the thread
-// count nor the device.
+// count nor the device. Normals come from the vectorized kernel of
+// random_kernels.h (the same values as random::normal_element).
 #include "backend/cpu/fill.h"
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <limits>
 
 #include "backend/cpu/loops.h"
+#include "backend/cpu/random_kernels.h"
 #include "core/tensor_impl.h"
 #include "kernels/fill_ops.h"
 #include "kernels/random_ops.h"
@@ -72,43 +74,25 @@ void linspace(const Tensor& out, double start, double end) {
 // ---- random -------------------------------------------------------------------
 
 namespace {
-constexpr int64_t kRandomGrain = 1 << 14;
-
-/// Calls f(i, block) for every element i in parallel; block is the Philox
-/// block holding element i's words (`per_block` elements per block).
+/// Calls f(i, block) for every element i; block is the Philox block holding
+/// element i's words (`per_block` elements per block). Blocks are split
+/// across threads by parallel_for's grain rule.
 template <class F>
 void for_each_block(int64_t n, int64_t per_block, uint64_t seed, uint64_t first, const F& f) {
   const int64_t nblocks = (n + per_block - 1) / per_block;
-#pragma omp parallel for schedule(static) if (n >= kRandomGrain)
-  for (int64_t b = 0; b < nblocks; ++b) {
-    uint32_t w[4];
-    random::philox_block(seed, first + static_cast<uint64_t>(b), w);
-    const int64_t end = std::min(n, (b + 1) * per_block);
-    for (int64_t i = b * per_block; i < end; ++i) f(i, w);
-  }
+  parallel_for(0, nblocks, grain_for(per_block), [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      uint32_t w[4];
+      random::philox_block(seed, first + static_cast<uint64_t>(b), w);
+      const int64_t end = std::min(n, (b + 1) * per_block);
+      for (int64_t i = b * per_block; i < end; ++i) f(i, w);
+    }
+  });
 }
 
 template <class T>
 constexpr bool is_float_v = std::is_same_v<T, double> || std::is_same_v<T, float> ||
                             std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
-/// Standard normal values from Philox blocks first, first + 1, ...: one block
-/// per pair of elements (random::normal_polar once, then cos for the even
-/// element and sin for the odd one, as random::normal_element gives them).
-template <class T>
-void normal_fill(T* p, int64_t n, uint64_t seed, uint64_t first) {
-  const int64_t pairs = (n + 1) / 2;
-#pragma omp parallel for schedule(static) if (n >= kRandomGrain)
-  for (int64_t b = 0; b < pairs; ++b) {
-    uint32_t w[4];
-    random::philox_block(seed, first + static_cast<uint64_t>(b), w);
-    double r, theta;
-    random::normal_polar(w, r, theta);
-    p[2 * b] = random::from_double<T>(r * std::cos(theta));
-    // (opaque: GCC would merge sin and cos of one value into a sincos call,
-    // whose results may differ from theirs in the last bit)
-    if (2 * b + 1 < n) p[2 * b + 1] = random::from_double<T>(r * std::sin(scalar::opaque(theta)));
-  }
-}
 }  // namespace
 
 void random_fill(const Tensor& out, const backend::RandomFill& r) {
@@ -129,9 +113,7 @@ void random_fill(const Tensor& out, const backend::RandomFill& r) {
       return;
     }
     case Kind::Normal:
-      SMELT_DISPATCH_ALL(out.dtype(), "randn", [&] {
-        if constexpr (is_float_v<T>) normal_fill(static_cast<T*>(out.data_ptr()), n, seed, first);
-      });
+      normal_fill_stub(out, seed, first);
       return;
     case Kind::Integer:
       SMELT_DISPATCH_ALL(out.dtype(), "randint", [&] {

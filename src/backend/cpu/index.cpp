@@ -54,9 +54,19 @@ void index_select(const Tensor& out, const Tensor& x, int64_t dim, const Tensor&
     const int64_t row = prod(xs, dim + 1, xs.size()) * isz;
     const char* src = static_cast<const char*>(x.data_ptr());
     char* dst = static_cast<char*>(out.data_ptr());
-    for (int64_t o = 0; o < outer; ++o)
-      for (int64_t k = 0; k < n; ++k)
-        std::memcpy(dst + (o * n + k) * row, src + (o * size + idx[k]) * row, row);
+    // One row copy per (outer, selected) pair, split across threads by the grain rule.
+    parallel_for(0, outer * n, grain_for(row / isz), [&](int64_t j0, int64_t j1) {
+      constexpr int64_t kAhead = 4;  // rows whose reads are started early (random rows)
+      for (int64_t j = j0; j < j1; ++j) {
+        if (j + kAhead < j1) {
+          const int64_t oa = (j + kAhead) / n, ka = (j + kAhead) % n;
+          const char* next = src + (oa * size + idx[ka]) * row;
+          for (int64_t b = 0; b < row; b += 64) __builtin_prefetch(next + b);
+        }
+        const int64_t o = j / n, k = j % n;
+        std::memcpy(dst + j * row, src + (o * size + idx[k]) * row, static_cast<size_t>(row));
+      }
+    });
     return;
   }
   // Strided input: one strided copy per selected slice.
@@ -83,18 +93,24 @@ void gather_rows(T* dst, const T* src, const Shape& xst, const Shape& is, int64_
                  const int64_t* idx, int64_t n) {
   const int64_t last = static_cast<int64_t>(is.size()) - 1, len = is[last], rows = n / len;
   const int64_t s_dim = xst[dim], s_last = dim == last ? 0 : xst[last];
-#pragma omp parallel for schedule(static) if (n >= kParallelGrain && rows > 1)
-  for (int64_t r = 0; r < rows; ++r) {
-    int64_t rem = r, base = 0;
-    for (int64_t k = last - 1; k >= 0; --k) {
-      const int64_t i = rem % is[k];
-      rem /= is[k];
-      if (k != dim) base += i * xst[k];
+  parallel_for(0, rows, grain_for(len), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      int64_t rem = r, base = 0;
+      for (int64_t k = last - 1; k >= 0; --k) {
+        const int64_t i = rem % is[k];
+        rem /= is[k];
+        if (k != dim) base += i * xst[k];
+      }
+      const int64_t* __restrict ix = idx + r * len;
+      T* __restrict d = dst + r * len;
+      const T* __restrict row = src + base;
+      if (s_last == 0 && s_dim == 1) {  // along a contiguous last dim: a plain gather
+        for (int64_t j = 0; j < len; ++j) d[j] = row[ix[j]];
+      } else {
+        for (int64_t j = 0; j < len; ++j) d[j] = row[j * s_last + ix[j] * s_dim];
+      }
     }
-    const int64_t* ix = idx + r * len;
-    T* d = dst + r * len;
-    for (int64_t j = 0; j < len; ++j) d[j] = src[base + j * s_last + ix[j] * s_dim];
-  }
+  });
 }
 }  // namespace
 

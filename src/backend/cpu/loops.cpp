@@ -1,8 +1,6 @@
 // Eager CPU loop machinery (see loops.h): coalescing and strided row iteration.
 #include "backend/cpu/loops.h"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <limits>
 
@@ -57,47 +55,45 @@ void for_each_row(const Shape& shape_in, std::vector<char*> ptrs,
   int64_t numel = 1;
   for (auto d : shape_in) numel *= d;
   if (numel == 0) return;
-  // Named references rather than a structured binding: the OpenMP region
-  // below captures them (which Clang before 16 does not allow of bindings).
   const Coalesced coalesced = coalesce(shape_in, strides);
   const Shape& shape = coalesced.shape;
   const std::vector<std::vector<int64_t>>& st = coalesced.strides;
   const int64_t nd = static_cast<int64_t>(shape.size());
   const int64_t inner = shape[nd - 1];
   const int64_t rows = numel / inner;
-  std::vector<int64_t> inner_strides(nops);
+  // Operand pointers and inner strides in small arrays on the stack of each
+  // range (no heap allocation per row or per thread).
+  constexpr size_t kStack = 8;
+  std::array<int64_t, kStack> inner_small{};
+  std::vector<int64_t> inner_big(nops > kStack ? nops : 0);
+  int64_t* inner_strides = nops > kStack ? inner_big.data() : inner_small.data();
   for (size_t k = 0; k < nops; ++k) inner_strides[k] = st[k][nd - 1];
-  const bool parallel = numel >= kParallelGrain && omp_get_max_threads() > 1;
 
-  if (rows == 1) {  // one long row: split it across threads
-    const int64_t nthreads = parallel ? omp_get_max_threads() : 1;
-    const int64_t chunk = (inner + nthreads - 1) / nthreads;
-#pragma omp parallel for num_threads(nthreads) schedule(static) if (parallel)
-    for (int64_t c = 0; c < nthreads; ++c) {
-      int64_t begin = c * chunk, end = std::min(inner, begin + chunk);
-      if (begin >= end) continue;
-      std::vector<char*> p(nops);
+  if (rows == 1) {  // one long row: split it
+    parallel_for(0, inner, kParallelGrain, [&](int64_t begin, int64_t end) {
+      std::array<char*, kStack> small;
+      std::vector<char*> big(nops > kStack ? nops : 0);
+      char** p = nops > kStack ? big.data() : small.data();
       for (size_t k = 0; k < nops; ++k) p[k] = ptrs[k] + begin * inner_strides[k];
-      row(p.data(), inner_strides.data(), end - begin);
-    }
+      row(p, inner_strides, end - begin);
+    });
     return;
   }
-#pragma omp parallel if (parallel)
-  {
-    std::vector<char*> p(nops);
-    std::vector<int64_t> idx(nd, 0);
-#pragma omp for schedule(static)
-    for (int64_t r = 0; r < rows; ++r) {
+  parallel_for(0, rows, grain_for(inner), [&](int64_t r0, int64_t r1) {
+    std::array<char*, kStack> small;
+    std::vector<char*> big(nops > kStack ? nops : 0);
+    char** p = nops > kStack ? big.data() : small.data();
+    for (int64_t r = r0; r < r1; ++r) {
       int64_t rem = r;
       for (size_t k = 0; k < nops; ++k) p[k] = ptrs[k];
       for (int64_t d = nd - 2; d >= 0; --d) {
-        int64_t i = rem % shape[d];
+        const int64_t i = rem % shape[d];
         rem /= shape[d];
         for (size_t k = 0; k < nops; ++k) p[k] += i * st[k][d];
       }
-      row(p.data(), inner_strides.data(), inner);
+      row(p, inner_strides, inner);
     }
-  }
+  });
 }
 
 }  // namespace smelt::cpu

@@ -1,7 +1,12 @@
-// Eager CPU loop machinery: broadcasting strided iteration with dimension
-// coalescing and OpenMP across cores for large tensors (for_each_row, which
-// every eager pointwise kernel is built on).
+// Eager CPU loop machinery: the one grain rule of every eager CPU loop
+// (parallel_for: OpenMP across cores only for large work, as ATen's
+// at::parallel_for with at::internal::GRAIN_SIZE), and broadcasting strided
+// iteration with dimension coalescing (for_each_row, which every eager
+// pointwise kernel is built on).
 #pragma once
+#include <omp.h>
+
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <functional>
@@ -15,8 +20,41 @@
 
 namespace smelt::cpu {
 
-/// Elements below which a kernel runs on one thread.
+/// Elements below which a kernel runs on one thread (ATen's
+/// at::internal::GRAIN_SIZE).
 inline constexpr int64_t kParallelGrain = 32768;
+
+/// Iterations of a loop whose iterations each cost `work` elements that make
+/// one grain: the `grain` argument of parallel_for for such a loop.
+inline int64_t grain_for(int64_t work) {
+  return std::max<int64_t>(1, (kParallelGrain + work - 1) / std::max<int64_t>(work, 1));
+}
+
+/// Calls f(b, e) on disjoint ranges [b, e) covering [begin, end), as
+/// at::parallel_for: one contiguous range per thread on min(threads,
+/// ceil((end - begin) / grain)) threads; on this thread alone, without
+/// entering OpenMP (no team, no wake-ups), when that is one thread or this is
+/// already inside a parallel region.
+template <class F>
+void parallel_for(int64_t begin, int64_t end, int64_t grain, const F& f) {
+  const int64_t n = end - begin;
+  if (n <= 0) return;
+  grain = std::max<int64_t>(grain, 1);
+  const int64_t tasks = (n + grain - 1) / grain;
+  const int64_t nt =
+      tasks <= 1 || omp_get_level() > 0 ? 1 : std::min<int64_t>(omp_get_max_threads(), tasks);
+  if (nt <= 1) {
+    f(begin, end);
+    return;
+  }
+#pragma omp parallel num_threads(nt)
+  {
+    const int64_t t = omp_get_thread_num(), team = omp_get_num_threads();
+    const int64_t chunk = (n + team - 1) / team;
+    const int64_t b = begin + t * chunk, e = std::min(end, b + chunk);
+    if (b < e) f(b, e);
+  }
+}
 
 /// An iteration space with size-1 dims dropped and neighbouring dims merged
 /// where they are contiguous for every operand (at least one dim; a single
@@ -29,8 +67,8 @@ Coalesced coalesce(const Shape& shape, const std::vector<std::vector<int64_t>>& 
 
 /// Calls `row(ptrs, strides, n)` for every innermost row of `shape`, where
 /// ptrs[k] points at operand k's first element of the row and strides[k] is its
-/// byte stride along the row. Dims are coalesced first; rows are split across
-/// OpenMP threads when numel >= kParallelGrain.
+/// byte stride along the row. Dims are coalesced first; rows (or one long row)
+/// are split across threads by parallel_for's grain rule.
 using RowFn = std::function<void(char** ptrs, const int64_t* strides, int64_t n)>;
 void for_each_row(const Shape& shape, std::vector<char*> ptrs,
                   std::vector<std::vector<int64_t>> byte_strides, const RowFn& row);

@@ -2,9 +2,8 @@
 // contiguous rows (see norm_kernels.h). Built once per CPU capability.
 #include "backend/cpu/norm_kernels.h"
 
-#include <omp.h>
-
 #include <type_traits>
+#include <vector>
 
 #include "backend/cpu/loops.h"
 #include "kernels/reduce_ops.h"
@@ -18,12 +17,6 @@ namespace r = ::smelt::reduce;
 
 /// This copy's tag for reduce::ContiguousRun (an instantiation of its own).
 struct RunTag {};
-
-/// Rows on several threads from this much work (elements), as the kernels of
-/// the decomposition.
-bool parallel_rows(int64_t rows, int64_t n) {
-  return rows > 1 && rows * n >= kParallelGrain && omp_get_max_threads() > 1;
-}
 
 /// The row reduction of eager's reduce kernels for one contiguous row of n
 /// elements get(0 .. n-1) (reduce.cpp: one run, InnerOrder from index 0).
@@ -43,26 +36,30 @@ void softmax_typed(const Tensor& x, bool log, const Tensor& out) {
   using MaxA = r::accumulate_t<r::AccRule::Compare, T>;
   using SumA = r::accumulate_t<r::AccRule::Sum, T>;
   static_assert(std::is_same_v<MaxA, T> && std::is_same_v<SumA, T>);
-#pragma omp parallel for schedule(static) if (parallel_rows(rows, n))
-  for (int64_t row = 0; row < rows; ++row) {
-    const T* __restrict xr = xp + row * n;
-    T* __restrict yr = yp + row * n;
-    // amax(x, dim, keepdim)
-    const T m = reduce_row<r::Max<T>>(n, r::ContiguousRun<T, RunTag>{xr});
-    if (log) {
-      // shifted - log(sum(exp(shifted))), shifted = x - max
-      const T s = static_cast<T>(reduce_row<r::Sum<SumA>>(n, [xr, m](int64_t k) {
-        return r::to_acc<SumA>(scalar::exp<T>(scalar::sub<T>(xr[k], m)));
-      }));
-      const T ls = scalar::log<T>(s);
-      for (int64_t k = 0; k < n; ++k) yr[k] = scalar::sub<T>(scalar::sub<T>(xr[k], m), ls);
-    } else {
-      // e / sum(e), e = exp(x - max)
-      for (int64_t k = 0; k < n; ++k) yr[k] = scalar::exp<T>(scalar::sub<T>(xr[k], m));
-      const T s = reduce_row<r::Sum<T>>(n, r::ContiguousRun<T, RunTag>{yr});
-      for (int64_t k = 0; k < n; ++k) yr[k] = scalar::div<T>(yr[k], s);
+  parallel_for(0, rows, grain_for(n), [&](int64_t r0, int64_t r1) {
+    // log_softmax's exp(x - max) of a row, summed as a contiguous run: the
+    // same InnerOrder (lanes, chunks, cascade) as summing them as they come.
+    std::vector<T> e(log ? static_cast<size_t>(n) : 0);
+    for (int64_t row = r0; row < r1; ++row) {
+      const T* __restrict xr = xp + row * n;
+      T* __restrict yr = yp + row * n;
+      // amax(x, dim, keepdim)
+      const T m = reduce_row<r::Max<T>>(n, r::ContiguousRun<T, RunTag>{xr});
+      if (log) {
+        // shifted - log(sum(exp(shifted))), shifted = x - max
+        T* __restrict er = e.data();
+        for (int64_t k = 0; k < n; ++k) er[k] = scalar::exp<T>(scalar::sub<T>(xr[k], m));
+        const T s = reduce_row<r::Sum<SumA>>(n, r::ContiguousRun<T, RunTag>{er});
+        const T ls = scalar::log<T>(s);
+        for (int64_t k = 0; k < n; ++k) yr[k] = scalar::sub<T>(scalar::sub<T>(xr[k], m), ls);
+      } else {
+        // e / sum(e), e = exp(x - max)
+        for (int64_t k = 0; k < n; ++k) yr[k] = scalar::exp<T>(scalar::sub<T>(xr[k], m));
+        const T s = reduce_row<r::Sum<T>>(n, r::ContiguousRun<T, RunTag>{yr});
+        for (int64_t k = 0; k < n; ++k) yr[k] = scalar::div<T>(yr[k], s);
+      }
     }
-  }
+  });
 }
 
 void softmax_rows(const Tensor& x, bool log, const Tensor& out) {
@@ -84,29 +81,31 @@ void layer_norm_typed(const Tensor& x, int64_t n, const Tensor& weight, const Te
   using W = r::Welford<r::accumulate_t<r::AccRule::Welford, T>>;
   using A = typename W::value_t;
   const T eps_t = scalar_to<T>(Scalar(eps));
-#pragma omp parallel for schedule(static) if (parallel_rows(rows, n))
-  for (int64_t row = 0; row < rows; ++row) {
-    const T* __restrict xr = xp + row * n;
-    T* __restrict yr = yp + row * n;
-    // var_mean(x, dims, correction=0, keepdim), each rounded to T as stored
-    const typename W::acc_t acc = reduce_row<W>(n, [xr](int64_t k) { return r::to_acc<A>(xr[k]); });
-    const T mean = static_cast<T>(W::mean(acc));
-    const T rstd = scalar::rsqrt<T>(scalar::add<T>(static_cast<T>(W::var(acc, 0.0)), eps_t));
-    // (x - mean) * rstd [* weight] [+ bias]
-    if (w && b) {
-      for (int64_t k = 0; k < n; ++k)
-        yr[k] = scalar::add<T>(
-            scalar::mul<T>(scalar::mul<T>(scalar::sub<T>(xr[k], mean), rstd), w[k]), b[k]);
-    } else if (w) {
-      for (int64_t k = 0; k < n; ++k)
-        yr[k] = scalar::mul<T>(scalar::mul<T>(scalar::sub<T>(xr[k], mean), rstd), w[k]);
-    } else if (b) {
-      for (int64_t k = 0; k < n; ++k)
-        yr[k] = scalar::add<T>(scalar::mul<T>(scalar::sub<T>(xr[k], mean), rstd), b[k]);
-    } else {
-      for (int64_t k = 0; k < n; ++k) yr[k] = scalar::mul<T>(scalar::sub<T>(xr[k], mean), rstd);
+  parallel_for(0, rows, grain_for(n), [&](int64_t r0, int64_t r1) {
+    for (int64_t row = r0; row < r1; ++row) {
+      const T* __restrict xr = xp + row * n;
+      T* __restrict yr = yp + row * n;
+      // var_mean(x, dims, correction=0, keepdim), each rounded to T as stored
+      const typename W::acc_t acc =
+          reduce_row<W>(n, [xr](int64_t k) { return r::to_acc<A>(xr[k]); });
+      const T mean = static_cast<T>(W::mean(acc));
+      const T rstd = scalar::rsqrt<T>(scalar::add<T>(static_cast<T>(W::var(acc, 0.0)), eps_t));
+      // (x - mean) * rstd [* weight] [+ bias]
+      if (w && b) {
+        for (int64_t k = 0; k < n; ++k)
+          yr[k] = scalar::add<T>(
+              scalar::mul<T>(scalar::mul<T>(scalar::sub<T>(xr[k], mean), rstd), w[k]), b[k]);
+      } else if (w) {
+        for (int64_t k = 0; k < n; ++k)
+          yr[k] = scalar::mul<T>(scalar::mul<T>(scalar::sub<T>(xr[k], mean), rstd), w[k]);
+      } else if (b) {
+        for (int64_t k = 0; k < n; ++k)
+          yr[k] = scalar::add<T>(scalar::mul<T>(scalar::sub<T>(xr[k], mean), rstd), b[k]);
+      } else {
+        for (int64_t k = 0; k < n; ++k) yr[k] = scalar::mul<T>(scalar::sub<T>(xr[k], mean), rstd);
+      }
     }
-  }
+  });
 }
 
 void layer_norm_rows(const Tensor& x, int64_t n, const Tensor& weight, const Tensor& bias,

@@ -39,8 +39,10 @@ void for_chunks(const std::vector<Tensor>& params, F f) {
   auto run = [&](auto tag, auto ctag) {
     using T = decltype(tag);
     using C = decltype(ctag);
-#pragma omp parallel for schedule(static) if (total >= kParallelGrain)
-    for (int64_t i = 0; i < n; ++i) f.template operator()<T, C>(chunks[i]);
+    parallel_for(0, n, grain_for(std::max<int64_t>(1, total / std::max<int64_t>(n, 1))),
+                 [&](int64_t i0, int64_t i1) {
+                   for (int64_t i = i0; i < i1; ++i) f.template operator()<T, C>(chunks[i]);
+                 });
   };
   switch (params[0].dtype()) {
     case DType::Float16:

@@ -2,6 +2,9 @@
 // every functor. Built once per CPU capability (capability.h).
 #include "backend/cpu/pointwise.h"
 
+#include <cstdint>
+#include <type_traits>
+
 namespace smelt::cpu::SMELT_CPU_CAP::pw {
 
 template <class C>
@@ -11,8 +14,15 @@ void load_block(const char* src, int64_t stride, DType from, int64_t n, C* dst) 
       C v = scalar::cast<C>(*reinterpret_cast<const T*>(src));
       for (int64_t i = 0; i < n; ++i) dst[i] = v;
     } else if (stride == static_cast<int64_t>(sizeof(T))) {
-      const T* s = reinterpret_cast<const T*>(src);
-      for (int64_t i = 0; i < n; ++i) dst[i] = scalar::cast<C>(s[i]);
+      if constexpr (std::is_same_v<T, bool>) {
+        // Bytes 0 / 1 read as uint8_t: the same values, in a loop GCC vectorizes
+        // (it leaves a loop of bool loads scalar).
+        const uint8_t* s = reinterpret_cast<const uint8_t*>(src);
+        for (int64_t i = 0; i < n; ++i) dst[i] = scalar::cast<C>(s[i]);
+      } else {
+        const T* s = reinterpret_cast<const T*>(src);
+        for (int64_t i = 0; i < n; ++i) dst[i] = scalar::cast<C>(s[i]);
+      }
     } else {
       for (int64_t i = 0; i < n; ++i)
         dst[i] = scalar::cast<C>(*reinterpret_cast<const T*>(src + i * stride));

@@ -159,8 +159,6 @@ void reduce_loop(const Tensor& x, const std::vector<int64_t>& dims, const Emit& 
   if (g.n_out == 0) return;
   const T* base = static_cast<const T*>(x.data_ptr());
   const int64_t nthreads = omp_get_max_threads();
-  const bool parallel =
-      g.n_out * std::max<int64_t>(g.n_red, 1) >= r::kReduceParallelGrain && nthreads > 1;
   if (g.n_red == 0) {
     for (int64_t o = 0; o < g.n_out; ++o) emit(o, Op::init());
     return;
@@ -195,26 +193,29 @@ void reduce_loop(const Tensor& x, const std::vector<int64_t>& dims, const Emit& 
     // splits of the reduced range
     const int64_t P = r::column_splits(g.n_out, g.n_red, tasks, nthreads);
     AccBuf<Acc> partial(P > 1 ? g.n_out * P : 0);
-#pragma omp parallel for schedule(static) if (parallel)
-    for (int64_t t = 0; t < tasks * P; ++t) {
-      const int64_t task = t / P, cidx = t % P;
-      const int64_t row = task / nblk, blk = task % nblk;
-      int64_t in_off, out_off;
-      row_offsets(row, in_off, out_off);
-      const int64_t j0 = blk * kBlock, jn = std::min(kBlock, V - j0);
-      AccBuf<Acc> res(jn);
-      const int64_t r0 = r::stretch_begin(cidx, P, g.n_red),
-                    r1 = r::stretch_begin(cidx + 1, P, g.n_red);
-      accumulate_block<Op>(base + in_off + j0 * sv, g, sv, jn, r0, r1, res.data());
-      for (int64_t j = 0; j < jn; ++j) {
-        const int64_t o = out_off + (j0 + j) * ov;
-        if (P == 1) {
-          emit(o, res[j]);
-        } else {
-          partial[o * P + cidx] = res[j];
+    // Each task covers about n_out * n_red / (tasks * P) elements.
+    const int64_t per_task = std::max<int64_t>(1, g.n_out * g.n_red / (tasks * P));
+    parallel_for(0, tasks * P, grain_for(per_task), [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        const int64_t task = t / P, cidx = t % P;
+        const int64_t row = task / nblk, blk = task % nblk;
+        int64_t in_off, out_off;
+        row_offsets(row, in_off, out_off);
+        const int64_t j0 = blk * kBlock, jn = std::min(kBlock, V - j0);
+        AccBuf<Acc> res(jn);
+        const int64_t r0 = r::stretch_begin(cidx, P, g.n_red),
+                      r1 = r::stretch_begin(cidx + 1, P, g.n_red);
+        accumulate_block<Op>(base + in_off + j0 * sv, g, sv, jn, r0, r1, res.data());
+        for (int64_t j = 0; j < jn; ++j) {
+          const int64_t o = out_off + (j0 + j) * ov;
+          if (P == 1) {
+            emit(o, res[j]);
+          } else {
+            partial[o * P + cidx] = res[j];
+          }
         }
       }
-    }
+    });
     if (P > 1) {
       for (int64_t o = 0; o < g.n_out; ++o) {
         Acc acc = partial[o * P];
@@ -229,13 +230,14 @@ void reduce_loop(const Tensor& x, const std::vector<int64_t>& dims, const Emit& 
   if (const int64_t P = r::inner_splits(g.n_out, g.n_red, nthreads); P > 1) {
     // Few outputs, long reductions: per-thread partials merged with combine().
     AccBuf<Acc> partial(g.n_out * P);
-#pragma omp parallel for schedule(static)
-    for (int64_t t = 0; t < g.n_out * P; ++t) {
-      const int64_t o = t / P, cidx = t % P;
-      const int64_t r0 = r::stretch_begin(cidx, P, g.n_red),
-                    r1 = r::stretch_begin(cidx + 1, P, g.n_red);
-      partial[t] = accumulate_range<Op>(base + out_input_offset(g, o), g, r0, r1);
-    }
+    parallel_for(0, g.n_out * P, 1, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        const int64_t o = t / P, cidx = t % P;
+        const int64_t r0 = r::stretch_begin(cidx, P, g.n_red),
+                      r1 = r::stretch_begin(cidx + 1, P, g.n_red);
+        partial[t] = accumulate_range<Op>(base + out_input_offset(g, o), g, r0, r1);
+      }
+    });
     for (int64_t o = 0; o < g.n_out; ++o) {
       Acc acc = partial[o * P];
       for (int64_t c = 1; c < P; ++c) acc = Op::combine(acc, partial[o * P + c]);
@@ -243,19 +245,13 @@ void reduce_loop(const Tensor& x, const std::vector<int64_t>& dims, const Emit& 
     }
     return;
   }
-#pragma omp parallel if (parallel)
-  {
-    const int64_t nt = omp_get_num_threads(), tid = omp_get_thread_num();
-    const int64_t per = (g.n_out + nt - 1) / nt;
-    const int64_t o0 = tid * per, o1 = std::min(g.n_out, o0 + per);
-    if (o0 < o1) {
-      Counter c(g.out_sizes, g.out_in_strides, static_cast<int64_t>(g.out_sizes.size()), o0);
-      for (int64_t o = o0; o < o1; ++o) {
-        emit(o, accumulate_range<Op>(base + c.off, g, 0, g.n_red));
-        c.next();
-      }
+  parallel_for(0, g.n_out, grain_for(g.n_red), [&](int64_t o0, int64_t o1) {
+    Counter c(g.out_sizes, g.out_in_strides, static_cast<int64_t>(g.out_sizes.size()), o0);
+    for (int64_t o = o0; o < o1; ++o) {
+      emit(o, accumulate_range<Op>(base + c.off, g, 0, g.n_red));
+      c.next();
     }
-  }
+  });
 }
 
 /// Converts an accumulator value to the stored output type.
@@ -413,22 +409,22 @@ void cumsum_typed(const Tensor& x, int64_t dim, const Tensor& out) {
   const int64_t lines = numel / L;
   const T* xp = static_cast<const T*>(x.data_ptr());
   D* op = static_cast<D*>(out.data_ptr());
-  const bool parallel = numel >= kParallelGrain && omp_get_max_threads() > 1 && lines > 1;
-#pragma omp parallel for schedule(static) if (parallel)
-  for (int64_t line = 0; line < lines; ++line) {
-    int64_t rem = line, io = 0, oo = 0;
-    for (int64_t d = static_cast<int64_t>(ls.size()) - 1; d >= 0; --d) {
-      int64_t i = rem % ls[d];
-      rem /= ls[d];
-      io += i * lis[d];
-      oo += i * los[d];
+  parallel_for(0, lines, grain_for(L), [&](int64_t l0, int64_t l1) {
+    for (int64_t line = l0; line < l1; ++line) {
+      int64_t rem = line, io = 0, oo = 0;
+      for (int64_t d = static_cast<int64_t>(ls.size()) - 1; d >= 0; --d) {
+        int64_t i = rem % ls[d];
+        rem /= ls[d];
+        io += i * lis[d];
+        oo += i * los[d];
+      }
+      A acc = r::Sum<A>::init();
+      for (int64_t k = 0; k < L; ++k) {
+        acc = r::Sum<A>::step(acc, r::to_acc<A>(xp[io + k * sx]));
+        op[oo + k * so] = from_acc<D>(acc);
+      }
     }
-    A acc = r::Sum<A>::init();
-    for (int64_t k = 0; k < L; ++k) {
-      acc = r::Sum<A>::step(acc, r::to_acc<A>(xp[io + k * sx]));
-      op[oo + k * so] = from_acc<D>(acc);
-    }
-  }
+  });
 }
 }  // namespace
 

@@ -1,0 +1,251 @@
+// The fast paths of the eager CPU kernels give the general path's values:
+// parallel_for's ranges (the one grain rule of every eager CPU loop), the
+// vectorized normal fill against random::normal_element element by element,
+// the row copies of index_select / embedding and the contiguous gather
+// against loops over the elements, and pointwise rows split across threads
+// against one thread, on tiny and large (above the grain), contiguous,
+// strided and broadcast inputs, with NaN and -0.0.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "backend/cpu/capability.h"
+#include "backend/cpu/loops.h"
+#include "backend/cpu/random_kernels.h"
+#include "core/tensor_impl.h"
+#include "kernels/random_ops.h"
+#include "smelt/ops.h"
+#include "test_util.h"
+
+using namespace smelt;
+using smelt::cpu::CpuCapability;
+
+namespace {
+
+/// Restores the OpenMP thread count and the CPU capability.
+struct ThreadsGuard {
+  int threads = omp_get_max_threads();
+  CpuCapability cap = cpu::cpu_capability();
+  ~ThreadsGuard() {
+    omp_set_num_threads(threads);
+    cpu::set_cpu_capability(cap);
+  }
+};
+
+/// Bit-for-bit equality of two float64 value lists (NaN equals NaN, -0.0 differs from 0.0).
+::testing::AssertionResult same_values(const std::vector<double>& a, const std::vector<double>& b) {
+  if (a.size() != b.size()) return ::testing::AssertionFailure() << "sizes differ";
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::isnan(a[i]) && std::isnan(b[i])) continue;
+    if (std::memcmp(&a[i], &b[i], sizeof(double)) != 0)
+      return ::testing::AssertionFailure() << "element " << i << ": " << a[i] << " vs " << b[i];
+  }
+  return ::testing::AssertionSuccess();
+}
+
+/// Values with NaN, -0.0 and infinities among an irregular sequence.
+std::vector<double> special_seq(int64_t n) {
+  std::vector<double> v = smelt_test::seq(n, 0.173, 0.4);
+  const double special[] = {smelt_test::kNaN, -0.0, 0.0, smelt_test::kInf, -smelt_test::kInf};
+  for (int64_t i = 0; i < n; i += 7) v[static_cast<size_t>(i)] = special[(i / 7) % 5];
+  return v;
+}
+
+}  // namespace
+
+TEST(CpuFastPaths, ParallelForCoversTheRangeOnceAndStaysSerialBelowTheGrain) {
+  ThreadsGuard guard;
+  omp_set_num_threads(2);
+  for (int64_t n : {0, 1, 5, 100, 1000, 70001}) {
+    for (int64_t grain : {1, 64, 1000, 100000}) {
+      std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+      std::atomic<int> calls{0};
+      cpu::parallel_for(3, 3 + n, grain, [&](int64_t b, int64_t e) {
+        ++calls;
+        EXPECT_LT(b, e);
+        for (int64_t i = b; i < e; ++i) ++hits[static_cast<size_t>(i - 3)];
+      });
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[static_cast<size_t>(i)].load(), 1) << i;
+      // One call when the range is at most one grain (or empty: none).
+      const int64_t tasks = (n + grain - 1) / grain;
+      EXPECT_EQ(calls.load(), n == 0 ? 0 : tasks <= 1 ? 1 : 2) << n << " " << grain;
+    }
+  }
+  // Inside a parallel region (an outer parallel_for's): one call on the calling thread.
+  std::atomic<int> inner_calls{0};
+  cpu::parallel_for(0, 2, 1, [&](int64_t b0, int64_t e0) {
+    for (int64_t j = b0; j < e0; ++j)
+      cpu::parallel_for(0, 1000000, 1, [&](int64_t b, int64_t e) {
+        ++inner_calls;
+        EXPECT_EQ(b, 0);
+        EXPECT_EQ(e, 1000000);
+      });
+  });
+  EXPECT_EQ(inner_calls.load(), 2);
+  EXPECT_EQ(cpu::grain_for(1), cpu::kParallelGrain);
+  EXPECT_EQ(cpu::grain_for(1024), 32);
+  EXPECT_EQ(cpu::grain_for(1 << 20), 1);
+}
+
+TEST(CpuFastPaths, NormalFillEqualsTheScalarFormula) {
+  ThreadsGuard guard;
+  for (int threads : {1, 2}) {
+    omp_set_num_threads(threads);
+    for (int c = 0; c <= static_cast<int>(cpu::hardware_cpu_capability()); ++c) {
+      cpu::set_cpu_capability(static_cast<CpuCapability>(c));
+      for (DType dt : {float32, float64, float16, bfloat16}) {
+        for (int64_t n : {1, 2, 7, 512, 513, 70001}) {
+          for (uint64_t first : {uint64_t{0}, uint64_t{0xfffffff0ULL}, uint64_t{1} << 40}) {
+            const uint64_t seed = 0x123456789abcdefULL + static_cast<uint64_t>(n);
+            Tensor out = empty({n}, TensorOptions(dt));
+            cpu::normal_fill_stub(out, seed, first);
+            std::vector<double> want(static_cast<size_t>(n));
+            for (int64_t i = 0; i < n; ++i) {
+              uint32_t w[4];
+              random::philox_block(seed, first + static_cast<uint64_t>(i / 2), w);
+              double v = random::normal_element<double>(w, i);
+              if (dt == float32) v = random::normal_element<float>(w, i);
+              if (dt == float16) v = static_cast<float>(random::normal_element<Half>(w, i));
+              if (dt == bfloat16) v = static_cast<float>(random::normal_element<BFloat16>(w, i));
+              want[static_cast<size_t>(i)] = v;
+            }
+            ASSERT_TRUE(same_values(out.to_vector<double>(), want))
+                << dtype_name(dt) << " n " << n << " first " << first << " threads " << threads
+                << " cap " << c;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(CpuFastPaths, NormalValuesMatchTheirMoments) {
+  manual_seed(3);
+  const std::vector<double> v = randn({200000}).to_vector<double>();
+  double s = 0, s2 = 0;
+  for (double x : v) s += x, s2 += x * x;
+  const double mean = s / v.size(), var = s2 / v.size() - mean * mean;
+  EXPECT_NEAR(mean, 0.0, 0.01);
+  EXPECT_NEAR(var, 1.0, 0.02);
+}
+
+TEST(CpuFastPaths, IndexSelectAndEmbeddingRowCopiesEqualElementLoops) {
+  ThreadsGuard guard;
+  for (int threads : {1, 2}) {
+    omp_set_num_threads(threads);
+    for (Shape shape : {Shape{5, 3}, Shape{300, 257}, Shape{4, 6, 5}}) {
+      int64_t numel = 1;
+      for (int64_t d : shape) numel *= d;
+      Tensor x = smelt_test::make(special_seq(numel), shape, float32);
+      for (const Tensor& in : {x, x.transpose(0, 1)}) {  // contiguous and strided
+        for (int64_t dim = 0; dim < in.dim(); ++dim) {
+          const int64_t size = in.sizes()[static_cast<size_t>(dim)];
+          std::vector<int64_t> iv;
+          for (int64_t k = 0; k < 2 * size + 3; ++k) iv.push_back((k * 7 + 3) % size);
+          Tensor got = index_select(in, dim, from_vector(iv, {static_cast<int64_t>(iv.size())}));
+          // Element loop: out[..., k, ...] = in[..., iv[k], ...].
+          const std::vector<double> xv = in.to_vector<double>();  // row-major values
+          int64_t outer = 1, inner = 1;
+          for (int64_t d = 0; d < dim; ++d) outer *= in.sizes()[static_cast<size_t>(d)];
+          for (int64_t d = dim + 1; d < in.dim(); ++d) inner *= in.sizes()[static_cast<size_t>(d)];
+          std::vector<double> want;
+          for (int64_t o = 0; o < outer; ++o)
+            for (int64_t v : iv)
+              for (int64_t j = 0; j < inner; ++j)
+                want.push_back(xv[static_cast<size_t>((o * size + v) * inner + j)]);
+          EXPECT_TRUE(same_values(got.to_vector<double>(), want))
+              << detail::shape_str(in.sizes()) << " dim " << dim << " threads " << threads;
+        }
+      }
+    }
+    // embedding: rows of the weight, large enough to be split across threads.
+    const int64_t V = 1000, D = 96;
+    Tensor w = smelt_test::make(special_seq(V * D), {V, D}, float32);
+    std::vector<int64_t> ids;
+    for (int64_t k = 0; k < 24 * 50; ++k) ids.push_back((k * 389 + 11) % V);
+    Tensor got = embedding(w, from_vector(ids, {24, 50}));
+    ASSERT_EQ(got.sizes(), (Shape{24, 50, D}));
+    const std::vector<double> wv = w.to_vector<double>();
+    std::vector<double> want;
+    for (int64_t id : ids)
+      for (int64_t j = 0; j < D; ++j) want.push_back(wv[static_cast<size_t>(id * D + j)]);
+    EXPECT_TRUE(same_values(got.to_vector<double>(), want)) << "threads " << threads;
+  }
+}
+
+TEST(CpuFastPaths, GatherEqualsAnElementLoop) {
+  ThreadsGuard guard;
+  for (int threads : {1, 2}) {
+    omp_set_num_threads(threads);
+    for (Shape shape : {Shape{3, 4}, Shape{200, 300}}) {
+      const int64_t R = shape[0], C = shape[1];
+      Tensor x = smelt_test::make(special_seq(R * C), shape, float64);
+      for (int64_t dim : {0, 1}) {
+        for (const Tensor& in : {x, contiguous(x.t()).t()}) {  // row-major and column-major
+          const int64_t size = shape[static_cast<size_t>(dim)];
+          std::vector<int64_t> iv;
+          for (int64_t k = 0; k < R * C; ++k) iv.push_back((k * 13 + 5) % size);
+          Tensor got = gather(in, dim, from_vector(iv, shape));
+          const std::vector<double> xv = in.to_vector<double>();  // row-major values
+          std::vector<double> want;
+          for (int64_t i = 0; i < R; ++i)
+            for (int64_t j = 0; j < C; ++j) {
+              const int64_t v = iv[static_cast<size_t>(i * C + j)];
+              want.push_back(xv[static_cast<size_t>(dim == 0 ? v * C + j : i * C + v)]);
+            }
+          EXPECT_TRUE(same_values(got.to_vector<double>(), want))
+              << detail::shape_str(shape) << " dim " << dim << " threads " << threads;
+        }
+      }
+    }
+  }
+}
+
+TEST(CpuFastPaths, PointwiseRowsSplitAcrossThreadsEqualOneThread) {
+  ThreadsGuard guard;
+  for (Shape shape : {Shape{16}, Shape{3, 5}, Shape{70001}, Shape{300, 257}}) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    Tensor x = smelt_test::make(special_seq(n), shape, float32);
+    Tensor y = smelt_test::make(smelt_test::seq(n, 0.41, 0.2), shape, float32);
+    Tensor row = smelt_test::make(special_seq(shape.back()), {shape.back()}, float32);
+    auto run = [&] {
+      std::vector<Tensor> r;
+      r.push_back(x + y);
+      r.push_back(x + row);  // broadcast
+      r.push_back(clamp(x, Scalar(-1.0), Scalar(1.0)));
+      r.push_back(gelu(x));
+      if (x.dim() == 2) r.push_back(x.t() * y.t());  // strided
+      r.push_back(to_dtype(x, float16));
+      Tensor mask = y > Scalar(0.5);             // bool, contiguous
+      r.push_back(where(mask, x, y));            // bool loaded as 0 / 1
+      r.push_back(to_dtype(mask, float32) + x);  // bool -> float in a pointwise op
+      if (x.dim() == 2) r.push_back(where(mask.t(), x.t(), y.t() * Scalar(0.0)));  // strided bool
+      return r;
+    };
+    omp_set_num_threads(1);
+    const std::vector<Tensor> want = run();
+    omp_set_num_threads(2);
+    const std::vector<Tensor> got = run();
+    for (size_t i = 0; i < got.size(); ++i)
+      EXPECT_TRUE(same_values(got[i].to_vector<double>(), want[i].to_vector<double>()))
+          << "op #" << i << " " << detail::shape_str(shape);
+    // And the values themselves, against scalar formulas.
+    const std::vector<double> xv = x.to_vector<double>(), yv = y.to_vector<double>();
+    const std::vector<double> sum = got[0].to_vector<double>();
+    const size_t at = x.dim() == 2 ? 6 : 5;  // where(mask, x, y), then mask + x
+    const std::vector<double> picked = got[at].to_vector<double>();
+    const std::vector<double> masked = got[at + 1].to_vector<double>();
+    for (size_t i = 0; i < xv.size(); ++i) {
+      const float xf = static_cast<float>(xv[i]), yf = static_cast<float>(yv[i]);
+      ASSERT_TRUE(same_values({sum[i]}, {static_cast<double>(xf + yf)})) << i;
+      ASSERT_TRUE(same_values({picked[i]}, {yf > 0.5f ? xf : yf})) << i;
+      ASSERT_TRUE(same_values({masked[i]}, {static_cast<double>((yf > 0.5f ? 1.0f : 0.0f) + xf)}))
+          << i;
+    }
+  }
+}
