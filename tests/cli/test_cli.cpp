@@ -97,7 +97,7 @@ TEST(Cli, HelpShowsEveryDefaultAndDescribesDevice) {
        {"--device TEXT=cpu", "device the workload runs on: cpu", "--dtype TEXT ",
         "(default: float32; bfloat16 for the GEMM workloads and gpt2-block on a GPU)",
         "--mode TEXT=default", "--iters INT=0", "\n  eager_ms, comp_ms        median wall time",
-        "\n  cold_ms                  first compile with an empty kernel cache"})
+        "\n  cold_ms                  first compile of the graph with none of its kernels in the"})
     EXPECT_NE(r.out.find(want), std::string::npos) << want << "\n" << r.out;
   CliRun f = run_cli({"fuzz", "--help"});
   EXPECT_NE(f.out.find("--cases INT:INT in [1 - 1000000]=100"), std::string::npos) << f.out;
