@@ -7,6 +7,7 @@
 #include "backend/backend.h"
 #include "core/tensor_impl.h"
 #include "ops/dispatch.h"
+#include "ops/index_check.h"
 #include "ops/numbers.h"
 #include "smelt/ops.h"
 
@@ -34,11 +35,6 @@ void check_index_dtype(const char* op, const Tensor& index) {
 /// Index values as int64, read eagerly only to check them: empty for a tracer, and
 /// for a device that checks them itself (CUDA: the kernel sets the deferred
 /// error flag, raised at the next synchronization, so no op waits for it).
-std::vector<int64_t> read_indices(const Tensor& index) {
-  if (index.is_tracer() || index.numel() == 0 || index.device().is_cuda()) return {};
-  return index.to_vector<int64_t>();
-}
-
 /// True when `from` broadcasts to `to` (trailing dims aligned, size-1 stretches).
 bool broadcastable_to(const Shape& from, const Shape& to) {
   if (from.size() > to.size()) return false;
@@ -83,12 +79,12 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
               shape_str(index.sizes()));
   const int64_t d = wrap_dim(dim, x.dim(), "index_select");
   const int64_t size = x.dim() == 0 ? 1 : x.sizes()[d];
-  std::vector<int64_t> idx = read_indices(index);
-  for (int64_t v : idx)
-    SMELT_CHECK(v >= 0 && v < size,
-                "index_select: index {} is out of bounds for dimension {} with size {} (input "
-                "shape {}); indices must be in [0, {})",
-                v, d, size, shape_str(x.sizes()), size);
+  detail::check_indices(index, size, [&](int64_t v) {
+    return fmt::format(
+        "index_select: index {} is out of bounds for dimension {} with size {} (input shape {}); "
+        "indices must be in [0, {})",
+        v, d, size, shape_str(x.sizes()), size);
+  });
   Shape out_shape = x.sizes();
   if (x.dim() > 0)
     out_shape[d] = index.numel();
@@ -117,10 +113,10 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
                   i, shape_str(index.sizes()), shape_str(x.sizes()), d);
   }
   const int64_t size = nd == 0 ? 1 : x.sizes()[d];
-  std::vector<int64_t> idx = read_indices(index);
-  for (int64_t v : idx)
-    SMELT_CHECK(v >= 0 && v < size,
-                "gather: index {} is out of bounds for dimension {} with size {}", v, d, size);
+  detail::check_indices(index, size, [&](int64_t v) {
+    return fmt::format("gather: index {} is out of bounds for dimension {} with size {}", v, d,
+                       size);
+  });
   return detail::run_op1("gather", {x, index}, {{"dim", d}}, {index.sizes(), x.dtype(), x.device()},
                          [&](const std::vector<Tensor>& outs) {
                            backend::backend(x.device()).gather(outs[0], x, d, index);
@@ -157,9 +153,10 @@ Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const T
     }
   }
   const int64_t size = nd == 0 ? 1 : self.sizes()[d];
-  for (int64_t v : read_indices(index))
-    SMELT_CHECK(v >= 0 && v < size,
-                "scatter_add: index {} is out of bounds for dimension {} with size {}", v, d, size);
+  detail::check_indices(index, size, [&](int64_t v) {
+    return fmt::format("scatter_add: index {} is out of bounds for dimension {} with size {}", v, d,
+                       size);
+  });
   return detail::run_op1("scatter_add", {self, index, src}, {{"dim", d}},
                          {self.sizes(), self.dtype(), self.device()},
                          [&](const std::vector<Tensor>& outs) {
@@ -418,5 +415,31 @@ Tensor& Tensor::index_put_(const Tensor& indices, const Tensor& values) const {
       });
   return copy_(result);
 }
+
+namespace detail {
+
+void check_indices(const Tensor& index, int64_t size,
+                   const std::function<std::string(int64_t)>& message) {
+  if (index.is_tracer() || index.numel() == 0 || index.device().is_cuda()) return;
+  auto in_range = [&](const auto* p, int64_t n) {
+    auto lo = p[0], hi = p[0];
+    for (int64_t i = 1; i < n; ++i) {
+      lo = p[i] < lo ? p[i] : lo;
+      hi = p[i] > hi ? p[i] : hi;
+    }
+    return lo >= 0 && static_cast<int64_t>(hi) < size;
+  };
+  if (index.is_contiguous()) {
+    const void* data = index.data_ptr();
+    if (index.dtype() == DType::Int64 && in_range(static_cast<const int64_t*>(data), index.numel()))
+      return;
+    if (index.dtype() == DType::Int32 && in_range(static_cast<const int32_t*>(data), index.numel()))
+      return;
+  }
+  for (int64_t v : index.to_vector<int64_t>())
+    if (v < 0 || v >= size) throw_error(message(v));
+}
+
+}  // namespace detail
 
 }  // namespace smelt

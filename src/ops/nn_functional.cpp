@@ -14,6 +14,7 @@
 #include "core/tensor_impl.h"
 #include "ops/decompose.h"
 #include "ops/dispatch.h"
+#include "ops/index_check.h"
 #include "ops/random_ops.h"
 #include "smelt/ops.h"
 
@@ -318,13 +319,12 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
   return detail::run_op1(
       "embedding", {weight, indices}, {}, {out, weight.dtype(), weight.device()},
       [=](const std::vector<Tensor>& outs) {
-        // CUDA checks the indices in its kernel (raised at the next synchronization).
-        if (!weight.device().is_cuda())
-          for (int64_t i : indices.to_vector<int64_t>())
-            SMELT_CHECK(i >= 0 && i < V,
-                        "embedding: index {} is out of range for a weight of {} rows (shape {}); "
-                        "indices must be in [0, {})",
-                        i, V, S(weight), V);
+        detail::check_indices(indices, V, [&](int64_t i) {
+          return fmt::format(
+              "embedding: index {} is out of range for a weight of {} rows (shape {}); indices "
+              "must be in [0, {})",
+              i, V, S(weight), V);
+        });
         // Rows indices of weight, in order: an index_select over dim 0 into the
         // output viewed as [indices.numel(), Dm].
         const int64_t n = indices.numel();

@@ -73,6 +73,24 @@ TEST(Movement, Gather) {
   EXPECT_THROW(gather(x3, 2, i64({0}, {1})), Error);                                // ndim mismatch
   EXPECT_THROW(gather(x3, 2, i64(std::vector<int64_t>(40, 0), {2, 4, 5})), Error);  // too big
   EXPECT_THROW(gather(x, 1, i64({-1, 0, 0, 0, 0, 0}, {2, 3})), Error);
+  // The first index out of range in element order is named, whichever way
+  // the index is laid out (contiguous int64 or int32, or a strided view).
+  std::vector<int64_t> two_bad(30, 1);
+  two_bad[4] = -2;
+  two_bad[20] = 9;
+  EXPECT_NE(error_of([&] {
+              gather(x3, 2, i64(two_bad, {2, 3, 5}));
+            }).find("index -2 is out"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              gather(x3, 2, i64(two_bad, {2, 3, 5}).to(int32));
+            }).find("index -2 is out"),
+            std::string::npos);
+  Tensor strided = i64(two_bad, {2, 5, 3}).transpose(1, 2);  // element (0, 1, 1) first: -2
+  ASSERT_FALSE(strided.is_contiguous());
+  EXPECT_NE(error_of([&] { gather(x3, 2, strided); }).find("index -2 is out"), std::string::npos);
+  Tensor in_range = i64(std::vector<int64_t>(30, 3), {2, 5, 3}).transpose(1, 2);
+  EXPECT_EQ(vals(gather(x3, 2, in_range))[0], 3.0);
 }
 
 TEST(Movement, Cat) {
