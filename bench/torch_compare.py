@@ -6,6 +6,8 @@ with smelt's eager and compiled rows.
     python3 bench/torch_compare.py --workload minilm|train-mlp [--device cpu|cuda]
         [--dtype float32|float16|bfloat16] [--threads N] [--iters N] [--json]
     python3 bench/torch_compare.py --workload ops [--threads 1,2] [--filter NAME]
+    python3 bench/torch_compare.py --workload compiled [--device cpu|cuda] [--threads N]
+        [--modes ...] [--workloads ...]
         [--smelt build/smelt] [--json]
 
 Workloads:
@@ -50,6 +52,15 @@ Workloads:
           three steps from the initial weights; their losses are compared
           with each other and the first with training.safetensors' reference.
 
+  compiled
+          compiled-cuda's table on --device: on the CPU (--device cpu, the
+          default) PyTorch eager, torch.compile (Inductor) and smelt eager and
+          compiled at `smelt bench`'s CPU sizes (pointwise 2^24, softmax
+          4096x4096, layer_norm 8192x2048, sin + cos of one input 2^24 as
+          `horizontal`, the seed MLP at batch 256, batchnorm-relu 8x64x56x56,
+          a GPT-2 block over 1 x 128 tokens; float32), --threads threads on
+          both sides (torch.set_num_threads, OMP_NUM_THREADS for smelt),
+          median wall times; --device cuda is compiled-cuda.
   compiled-cuda
           the compiled GPU workloads of `smelt bench --device cuda`:
           sigmoid(x * w + b) over 2^26 float32, the manual softmax
@@ -572,10 +583,14 @@ def bench_train_mlp(args, torch):
 H200_COPY_GBPS = 4300.0
 H200_DENSE_HALF_TFLOPS = 780.0
 
-# (workload, dtype) of the compiled-cuda cases, in order.
+# (workload, dtype) of the compiled cases, in order: on a GPU, and on the CPU
+# (issue 11's float32 workloads, with sin + cos of one input as `horizontal`).
 COMPILED_CUDA_CASES = [("pointwise", "float32"), ("softmax", "float32"),
                        ("layernorm", "bfloat16"), ("mlp", "float32"), ("mlp", "bfloat16"),
                        ("batchnorm-relu", "float32"), ("gpt2-block", "bfloat16")]
+COMPILED_CPU_CASES = [("pointwise", "float32"), ("softmax", "float32"),
+                      ("layernorm", "float32"), ("horizontal", "float32"), ("mlp", "float32"),
+                      ("batchnorm-relu", "float32"), ("gpt2-block", "float32")]
 
 # The implementations a row can show; --modes picks a subset. PyTorch eager always runs
 # (the reference of the agreement column).
@@ -623,14 +638,15 @@ def make_gpt2_block(torch, C, n_head):
     return GPT2Block()
 
 
-def compiled_cuda_case(torch, name, dt):
-    """One case in PyTorch on the GPU: its inputs drawn in the order smelt's workload
-    draws them (t0, t1, ...; seed 0), the model weights to hand over (the prefix
-    smelt's workload reads), the function, the state it updates in place and a way
-    to put that state back, the checked number of calls, bytes and FLOPs per call."""
+def compiled_case(torch, name, dt, dev):
+    """One case in PyTorch on `dev` (cuda or cpu), at `smelt bench`'s sizes there:
+    its inputs drawn in the order smelt's workload draws them (t0, t1, ...; seed 0),
+    the model weights to hand over (the prefix smelt's workload reads), the
+    function, the state it updates in place and a way to put that state back, the
+    checked number of calls, bytes and FLOPs per call."""
     import torch.nn.functional as F
 
-    dev = "cuda"
+    gpu = dev.startswith("cuda")
     dtype = getattr(torch, dt)
     torch.manual_seed(0)
     c = {"tensors": {}, "weights": {}, "state": lambda: [], "reset": lambda: None, "steps": 1,
@@ -643,11 +659,16 @@ def compiled_cuda_case(torch, name, dt):
 
     size = dtype.itemsize
     if name == "pointwise":
-        n = 1 << 26
+        n = 1 << (26 if gpu else 24)
         x, w, b = t(n), t(n), t(n)
         c["fn"], c["bytes"] = (lambda: torch.sigmoid(x * w + b)), 4 * n * size
+    elif name == "horizontal":
+        n = 1 << (26 if gpu else 24)
+        x = t(n)
+        c["fn"], c["bytes"] = (lambda: (torch.sin(x), torch.cos(x))), 3 * n * size
     elif name == "softmax":
-        x = t(8192, 8192)
+        n = 8192 if gpu else 4096
+        x = t(n, n)
 
         def fn():
             e = torch.exp(x - x.amax(-1, keepdim=True))
@@ -655,9 +676,10 @@ def compiled_cuda_case(torch, name, dt):
 
         c["fn"], c["bytes"] = fn, 2 * x.numel() * size
     elif name == "layernorm":
-        x, g, b = t(16384, 4096), t(4096), t(4096)
-        c["fn"] = lambda: F.layer_norm(x, (4096,), g, b, 1e-5)
-        c["bytes"] = 2 * x.numel() * size + 2 * 4096 * size
+        rows, cols = (16384, 4096) if gpu else (8192, 2048)
+        x, g, b = t(rows, cols), t(cols), t(cols)
+        c["fn"] = lambda: F.layer_norm(x, (cols,), g, b, 1e-5)
+        c["bytes"] = 2 * x.numel() * size + 2 * cols * size
     elif name == "mlp":
         net = torch.nn.Sequential(torch.nn.Linear(1024, 1024), torch.nn.GELU(),
                                   torch.nn.Linear(1024, 512), torch.nn.GELU(),
@@ -669,7 +691,7 @@ def compiled_cuda_case(torch, name, dt):
     elif name == "batchnorm-relu":
         # Training mode: batch statistics, running stats updated (momentum 0.1). Weight
         # 1 + 0.1 randn, bias 0.1 randn (any values: smelt gets this state_dict).
-        N, C = 64, 256
+        N, C = (64, 256) if gpu else (8, 64)
         bn = torch.nn.BatchNorm2d(C, momentum=0.1)
         with torch.no_grad():
             bn.weight.copy_(1 + 0.1 * torch.randn(C))
@@ -683,7 +705,7 @@ def compiled_cuda_case(torch, name, dt):
         c["steps"] = 2  # as smelt's check: two calls from the initial stats
         c["bytes"] = 3 * x.numel() * size  # x read for the statistics, again to normalize; y
     elif name == "gpt2-block":
-        B, T, C, H = 8, 1024, 768, 12
+        B, T, C, H = (8, 1024, 768, 12) if gpu else (1, 128, 768, 12)
         net = make_gpt2_block(torch, C, H).to(dev, dtype)
         x = t(B, T, C)
         c["fn"] = lambda: net(x)
@@ -694,10 +716,12 @@ def compiled_cuda_case(torch, name, dt):
     return c
 
 
-def compiled_cuda_rows(args, torch):
+def compiled_rows(args, torch, dev):
     """Every selected implementation of each case on identical inputs: PyTorch eager,
     torch.compile in each mode, smelt eager and compiled in each mode (`smelt bench
-    --mode`). Times are the mean of back-to-back calls between two CUDA events;
+    --mode`). Times on a GPU are the mean of back-to-back calls between two CUDA events
+    (on the CPU: the median of timed calls, as `smelt bench`'s, at --threads threads on
+    both sides);
     compile times cold (an empty cache: a fresh TORCHINDUCTOR_CACHE_DIR and a
     dynamo reset for PyTorch, after one warm-up compile so that imports are not
     counted; a fresh kernel cache for smelt) and warm (a new compiled object
@@ -716,17 +740,21 @@ def compiled_cuda_rows(args, torch):
         if m not in ALL_MODES:
             sys.exit(f"torch_compare: unknown mode '{m}' in --modes; use {', '.join(ALL_MODES)}")
     names = [w.strip() for w in args.workloads.split(",")] if args.workloads else []
-    cases = [c for c in COMPILED_CUDA_CASES if not names or c[0] in names]
+    gpu = dev.startswith("cuda")
+    all_cases = COMPILED_CUDA_CASES if gpu else COMPILED_CPU_CASES
+    cases = [c for c in all_cases if not names or c[0] in names]
     if not cases:
         sys.exit(f"torch_compare: --workloads matches no case; the cases: "
-                 f"{', '.join(sorted({c[0] for c in COMPILED_CUDA_CASES}))}")
+                 f"{', '.join(sorted({c[0] for c in all_cases}))}")
     torch_modes = [m[6:] for m in modes if m.startswith("torch-") and m != "torch-eager"]
     smelt_modes = [m[6:] for m in modes if m.startswith("smelt-") and m != "smelt-eager"]
     if "smelt-eager" in modes and not smelt_modes:
         smelt_modes = ["default"]  # smelt eager is timed by every `smelt bench` run
-    dev = "cuda"
+    sync = torch.cuda.synchronize if gpu else (lambda: None)
 
     def device_ms(fn, iters):
+        if not gpu:  # as smelt bench on the CPU: warm-up, then the median of timed calls
+            return time_ms(fn, iters, sync)
         # As smelt bench on a GPU: warm-up, then the mean of back-to-back calls.
         for _ in range(3):
             fn()
@@ -746,7 +774,9 @@ def compiled_cuda_rows(args, torch):
         return a.elapsed_time(b) / iters
 
     def peak_bytes(fn):
-        # What one call adds at its highest point, as smelt's peak_bytes_*.
+        # What one call adds at its highest point, as smelt's peak_bytes_* (GPU only).
+        if not gpu:
+            return None
         torch.cuda.synchronize()
         before = torch.cuda.memory_allocated()
         torch.cuda.reset_peak_memory_stats()
@@ -759,7 +789,8 @@ def compiled_cuda_rows(args, torch):
         c["reset"]()
         for _ in range(c["steps"]):
             y = fn()
-        return [y.float().clone()] + [s.float() for s in c["state"]()]
+        ys = list(y) if isinstance(y, (tuple, list)) else [y]
+        return [t.float().clone() for t in ys] + [s.float() for s in c["state"]()]
 
     def max_err(got, ref):
         return max((g.float() - r).abs().max().item() for g, r in zip(got, ref))
@@ -774,10 +805,10 @@ def compiled_cuda_rows(args, torch):
         except (AttributeError, TypeError):
             pass
         compiled = torch.compile(fn, mode=mode)
-        torch.cuda.synchronize()
+        sync()
         t0 = time.perf_counter()
         compiled()
-        torch.cuda.synchronize()
+        sync()
         return compiled, (time.perf_counter() - t0) * 1e3
 
     rows = []
@@ -787,7 +818,7 @@ def compiled_cuda_rows(args, torch):
             w = torch.ones(16, device=dev)
             fresh_compile(lambda: torch.relu(w) * 2, None, os.path.join(tmp, "warmup"))
         for name, dt in cases:
-            c = compiled_cuda_case(torch, name, dt)
+            c = compiled_case(torch, name, dt, dev)
             fn = c["fn"]
             ref = checked(c, fn)
             tol = 1e-4 if dt == "float32" else 5e-2
@@ -822,12 +853,15 @@ def compiled_cuda_rows(args, torch):
                       inputs)
             smelt_rows = []
             for i, mode in enumerate(smelt_modes):
-                cmd = [smelt, "bench", name, "--device", "cuda", "--dtype", dt, "--json",
+                cmd = [smelt, "bench", name, "--device", dev, "--dtype", dt, "--json",
                        "--mode", mode, "--inputs", inputs, "--save-outputs", outputs]
                 if args.iters:
                     cmd += ["--iters", str(args.iters)]
+                env = dict(os.environ)
+                if not gpu:
+                    env["OMP_NUM_THREADS"] = str(torch.get_num_threads())
                 run = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True)
+                                     text=True, env=env)
                 if run.returncode != 0:
                     err_line = (run.stderr.strip().splitlines() or ["(no message)"])[-1][:200]
                     smelt_rows.append({"impl": f"smelt {mode}",
@@ -853,15 +887,25 @@ def compiled_cuda_rows(args, torch):
             rows.append({"workload": name, "dtype": dt, "bytes": c["bytes"], "flops": c["flops"],
                          "checked_calls": c["steps"], "tolerance": bound, "impls": impls})
             del c, fn, ref
-            torch.cuda.empty_cache()
+            if gpu:
+                torch.cuda.empty_cache()
     return rows
 
 
 def bench_compiled_cuda(args, torch):
     """PyTorch eager and torch.compile beside `smelt bench --device cuda` (eager
     and compiled) on identical inputs; see the module docstring."""
-    return {"workload": "compiled-cuda", "rows": compiled_cuda_rows(args, torch),
+    return {"workload": "compiled-cuda", "rows": compiled_rows(args, torch, "cuda"),
             "peak_gbps": H200_COPY_GBPS, "peak_tflops_half": H200_DENSE_HALF_TFLOPS}
+
+
+def bench_compiled(args, torch):
+    """compiled-cuda's table on --device (cpu or cuda): on the CPU at smelt bench's
+    CPU sizes and --threads threads on both sides, with no share of a peak."""
+    if args.device.startswith("cuda"):
+        return bench_compiled_cuda(args, torch)
+    return {"workload": "compiled", "rows": compiled_rows(args, torch, args.device),
+            "peak_gbps": None, "peak_tflops_half": None}
 
 
 def print_compiled_cuda(row):
@@ -879,23 +923,26 @@ def print_compiled_cuda(row):
             if r["flops"]:
                 tf = r["flops"] / ms / 1e9
                 rate = f"{tf:8.1f} TFLOP/s"
-                if r["dtype"] in ("bfloat16", "float16"):
+                if r["dtype"] in ("bfloat16", "float16") and row["peak_tflops_half"]:
                     share = f"{100 * tf / row['peak_tflops_half']:5.1f}%"
             elif r["bytes"]:
                 gb = r["bytes"] / ms / 1e6
-                rate, share = f"{gb:9.0f} GB/s", f"{100 * gb / row['peak_gbps']:5.1f}%"
+                rate = f"{gb:9.0f} GB/s"
+                share = f"{100 * gb / row['peak_gbps']:5.1f}%" if row["peak_gbps"] else ""
             cold = f"{im['compile_ms_cold']:8.0f}" if "compile_ms_cold" in im else f"{'-':>8}"
             warm = f"{im['compile_ms_warm']:8.1f}" if "compile_ms_warm" in im else f"{'-':>8}"
+            peak = (f"{im['peak_bytes'] / 2 ** 20:9.1f}" if im.get("peak_bytes") is not None
+                    else f"{'-':>9}")
             print(f"{label:23} {im['impl']:29} {ms * 1e3:9.1f} {rate:>14} {share:>6} {cold} {warm} "
-                  f"{im['peak_bytes'] / 2 ** 20:9.1f} {im['max_abs_err']:11.2e} "
-                  f"{'yes' if im['agree'] else 'NO':>5}")
+                  f"{peak} {im['max_abs_err']:11.2e} {'yes' if im['agree'] else 'NO':>5}")
             label = ""
+    share = (f"share: of the H200's measured peaks ({row['peak_gbps']:.0f} GB/s copy, "
+             f"{row['peak_tflops_half']:.0f} TFLOP/s bf16 dense); " if row["peak_gbps"] else "")
     print("rate: bytes each call must move / time (GB/s), or FLOPs / time where counted (mlp, "
-          "gpt2-block: attention counted dense); share: of the H200's measured peaks "
-          f"({row['peak_gbps']:.0f} GB/s copy, {row['peak_tflops_half']:.0f} TFLOP/s bf16 dense); "
+          f"gpt2-block: attention counted dense); {share}"
           "cold: first compile with empty caches, warm: a new compile over the filled caches; "
-          "peak MiB: memory one call adds at its highest point; max abs err: from PyTorch eager "
-          "(batchnorm-relu: after two calls, its running stats too)")
+          "peak MiB: memory one call adds at its highest point (GPU); max abs err: from PyTorch "
+          "eager (batchnorm-relu: after two calls, its running stats too)")
     for r in row["rows"]:
         for im in r["impls"]:
             if "kernels" in im:
@@ -903,7 +950,7 @@ def print_compiled_cuda(row):
 
 
 WORKLOADS = {"minilm": bench_minilm, "eager-cuda": bench_eager_cuda, "train-mlp": bench_train_mlp,
-             "compiled-cuda": bench_compiled_cuda, "ops": None}
+             "compiled-cuda": bench_compiled_cuda, "compiled": bench_compiled, "ops": None}
 
 
 def main():
@@ -953,8 +1000,14 @@ def main():
         print(f"eager-cuda ({row['framework']}, {torch.cuda.get_device_name()})")
         print_eager_cuda(row, args.smelt_json)
         return
-    if args.workload == "compiled-cuda":
+    if args.workload == "compiled-cuda" or (args.workload == "compiled"
+                                            and args.device.startswith("cuda")):
         print(f"compiled-cuda ({row['framework']}, {torch.cuda.get_device_name()})")
+        print_compiled_cuda(row)
+        return
+    if args.workload == "compiled":
+        print(f"compiled ({row['framework']}, {args.device}, {threads} threads; smelt with "
+              f"OMP_NUM_THREADS={threads})")
         print_compiled_cuda(row)
         return
     print(f"{row['workload']} ({row['framework']}, {args.device}, {args.dtype}, {threads} threads)")

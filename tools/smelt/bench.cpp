@@ -358,6 +358,7 @@ std::vector<Workload> workloads(DType dt, Device device, const std::string& inpu
     // their times. tanh-GELU is cuBLASLt's epilogue on a GPU (float16 /
     // bfloat16 with --no-round-intermediates: one call); the exact erf GELU
     // runs as a pointwise kernel after the GEMM.
+    inputs.begin("gemm");  // (not from the previous workload's --inputs file)
     const int64_t n = gpu ? 8192 : 1024;
     Tensor x = randn_on({n, n}), wt = randn_on({n, n}), b = randn_on({n});
     const double flops = 2.0 * static_cast<double>(n) * static_cast<double>(n) * n;
