@@ -98,6 +98,31 @@ TEST_F(Codegen, ReductionKernelFusesProducersAndConsumers) {
   EXPECT_EQ(v.steps[0].writes.size(), 2u);
 }
 
+// A row over reduced dims that are not adjacent (batch_norm's N and H, W of
+// [N, C, H, W]): its pointwise consumer walks rows of the trailing adjacent dims,
+// an inner loop over contiguous elements with no division of the row position;
+// the values are eager's.
+TEST_F(Codegen, ConsumerOfNonAdjacentReducedDimsWalksContiguousRuns) {
+  Tensor x = randn({8, 3, 56, 56});  // rows of 25088: a looped (not persistent) reduction
+  auto f = [](const Tensor& x) { return relu(x - mean(x, {0, 2, 3}, true)); };
+  Schedule s = schedule_of(trace_graph(f, x));
+  ASSERT_EQ(s.steps.size(), 1u) << step_names(s);
+  const std::string& src = s.steps[0].source;
+  EXPECT_TRUE(has(src, "for (int64_t r_o = 0; r_o < 8; ++r_o)")) << src;
+  EXPECT_TRUE(has(src, "for (int64_t r_i = 0; r_i < 3136; ++r_i)")) << src;
+  EXPECT_FALSE(has(src, "r_i /")) << src;
+  auto cf = compile(f);
+  EXPECT_TRUE(smelt_test::same(cf(x), f(x)));
+  // Adjacent reduced dims (the last two): one loop over the row, as before.
+  Schedule t = schedule_of(trace_graph(
+      [](const Tensor& x) {
+        return relu(x - mean(x, {2, 3}, true));
+      },
+      x));
+  ASSERT_EQ(t.steps.size(), 1u) << step_names(t);
+  EXPECT_FALSE(has(t.steps[0].source, "r_i")) << t.steps[0].source;
+}
+
 TEST_F(Codegen, FuseOffGivesOneKernelPerNode) {
   Tensor x = randn({50});
   Graph g = trace_graph([](const Tensor& x) { return sigmoid(exp(x) * 2 - 1); }, x);

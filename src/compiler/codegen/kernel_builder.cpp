@@ -788,13 +788,72 @@ class Builder {
       store(n.outputs[0], node_value(node, unflatten(g_.buffers[n.outputs[0]].sizes, o)), o);
     }
     if (!full_stores.empty()) {
-      open(loop("r", rnumel_,
-                cuda ? RangeTag::Thread : (cfg_.split ? RangeTag::Parallel : RangeTag::Vector)));
-      for (int node : full_stores)
-        store(g_.nodes[node].outputs[0], node_value(node, full), flat_index(full));
-      close();
+      // On the CPU, a row over reduced dims that are not adjacent (batch_norm's
+      // N and H, W) is walked as rows of its trailing adjacent dims (H * W): an
+      // inner loop over contiguous elements that vectorizes, instead of one
+      // over r whose every index divides r by the run. Pointwise stores: the
+      // order does not change a value.
+      const int64_t run = trailing_adjacent_run(s, grp_.rdims);
+      if (!cuda && !cfg_.split && !cfg_.persistent && run > 1 && run < rnumel_ &&
+          rnumel_ % run == 0) {
+        const IndexExpr r_o = IndexExpr::var("r_o", rnumel_ / run);
+        const IndexExpr r_i = IndexExpr::var("r_i", run);
+        // The reduced dims from r_o (the leading ones) and r_i (the trailing
+        // adjacent ones), each unflattened on its own: no index divides r_i
+        // by a multiple of the run.
+        Index split = domain_index(s, grp_.rdims, o, r_o * run + r_i);
+        std::vector<int64_t> red(grp_.rdims.begin(), grp_.rdims.end());
+        std::sort(red.begin(), red.end());
+        Shape lead, tail;
+        int64_t tail_numel = 1;
+        std::vector<int64_t> lead_dims, tail_dims;
+        for (size_t k = red.size(); k-- > 0;) {
+          const int64_t size = s[static_cast<size_t>(red[k])];
+          if (tail_numel < run) {
+            tail_dims.insert(tail_dims.begin(), red[k]);
+            tail.insert(tail.begin(), size);
+            tail_numel *= size;
+          } else {
+            lead_dims.insert(lead_dims.begin(), red[k]);
+            lead.insert(lead.begin(), size);
+          }
+        }
+        const Index lv = unflatten(lead, r_o), tv = unflatten(tail, r_i);
+        for (size_t k = 0; k < lead_dims.size(); ++k)
+          split.vars[static_cast<size_t>(lead_dims[k])] = lv.vars[k];
+        for (size_t k = 0; k < tail_dims.size(); ++k)
+          split.vars[static_cast<size_t>(tail_dims[k])] = tv.vars[k];
+        split.flat = std::nullopt;
+        open(loop("r_o", rnumel_ / run, RangeTag::Serial));
+        open(loop("r_i", run, RangeTag::Vector));
+        for (int node : full_stores)
+          store(g_.nodes[node].outputs[0], node_value(node, split), flat_index(split));
+        close();
+        close();
+      } else {
+        open(loop("r", rnumel_,
+                  cuda ? RangeTag::Thread : (cfg_.split ? RangeTag::Parallel : RangeTag::Vector)));
+        for (int node : full_stores)
+          store(g_.nodes[node].outputs[0], node_value(node, full), flat_index(full));
+        close();
+      }
     }
     close();
+  }
+
+  /// The number of elements of the trailing reduced dims of `s` that are
+  /// adjacent (the last reduced dims with no kept dim between them): 3136 for
+  /// batch_norm's N, H, W of [N, C, 56, 56]; every reduced element when they
+  /// are all adjacent.
+  static int64_t trailing_adjacent_run(const Shape& s, const std::vector<int64_t>& rdims) {
+    std::vector<int64_t> dims(rdims.begin(), rdims.end());
+    std::sort(dims.begin(), dims.end());
+    int64_t run = 1;
+    for (size_t k = dims.size(); k-- > 0;) {
+      if (k + 1 < dims.size() && dims[k] + 1 != dims[k + 1]) break;
+      run *= s[static_cast<size_t>(dims[k])];
+    }
+    return run;
   }
 
   /// Scans (cumsum): each row walks the scanned dim in index order, as eager
