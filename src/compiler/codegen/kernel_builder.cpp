@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 #include <functional>
 #include <map>
 #include <set>
@@ -503,10 +504,12 @@ class Builder {
   }
 
   /// The element x of reduction `n` as its accumulator takes it: rounded to
-  /// the element dtype, then converted to the accumulate type (eager's rule).
-  ExprPtr reduction_element(const Node& n, const ReductionInfo& info, ExprPtr x) {
+  /// the element dtype, then converted to the accumulate type (eager's rule),
+  /// or to `to` where a partial accumulates in another type.
+  ExprPtr reduction_element(const Node& n, const ReductionInfo& info, ExprPtr x,
+                            std::optional<DType> to = std::nullopt) {
     return convert(convert(std::move(x), n.inputs[0].dtype, info.elem_dtype), info.elem_dtype,
-                   info.acc_dtype);
+                   to.value_or(info.acc_dtype));
   }
 
   /// The outputs of reduction `n` from its accumulator `acc` (the row's
@@ -729,11 +732,7 @@ class Builder {
         st.accumulator = local.accumulator;
         st.acc_dtype = local.acc_dtype;
         st.indexed = indexed;
-        st.value =
-            float_partial
-                ? convert(convert(value(n.inputs[0], full), n.inputs[0].dtype, info.elem_dtype),
-                          info.elem_dtype, DType::Float32)
-                : element(value(n.inputs[0], full));
+        st.value = reduction_element(n, info, value(n.inputs[0], full), local.acc_dtype);
         add(std::move(st));
         close();
         close();
@@ -793,36 +792,27 @@ class Builder {
       // inner loop over contiguous elements that vectorizes, instead of one
       // over r whose every index divides r by the run. Pointwise stores: the
       // order does not change a value.
-      const int64_t run = trailing_adjacent_run(s, grp_.rdims);
-      if (!cuda && !cfg_.split && !cfg_.persistent && run > 1 && run < rnumel_ &&
-          rnumel_ % run == 0) {
+      std::vector<int64_t> red(grp_.rdims.begin(), grp_.rdims.end());
+      std::sort(red.begin(), red.end());
+      size_t first_tail = red.size();  // red[first_tail..] are adjacent, up to the last
+      while (first_tail > 0 &&
+             (first_tail == red.size() || red[first_tail - 1] + 1 == red[first_tail]))
+        --first_tail;
+      Shape lead, tail;
+      for (size_t k = 0; k < red.size(); ++k)
+        (k < first_tail ? lead : tail).push_back(s[static_cast<size_t>(red[k])]);
+      const int64_t run = detail::shape_numel(tail);
+      if (!cuda && !cfg_.split && !cfg_.persistent && !lead.empty() && run > 1) {
         const IndexExpr r_o = IndexExpr::var("r_o", rnumel_ / run);
         const IndexExpr r_i = IndexExpr::var("r_i", run);
-        // The reduced dims from r_o (the leading ones) and r_i (the trailing
-        // adjacent ones), each unflattened on its own: no index divides r_i
-        // by a multiple of the run.
+        // Kept dims from o; the leading reduced dims from r_o and the trailing
+        // ones from r_i, each unflattened on its own: no index divides r_i by
+        // a multiple of the run.
         Index split = domain_index(s, grp_.rdims, o, r_o * run + r_i);
-        std::vector<int64_t> red(grp_.rdims.begin(), grp_.rdims.end());
-        std::sort(red.begin(), red.end());
-        Shape lead, tail;
-        int64_t tail_numel = 1;
-        std::vector<int64_t> lead_dims, tail_dims;
-        for (size_t k = red.size(); k-- > 0;) {
-          const int64_t size = s[static_cast<size_t>(red[k])];
-          if (tail_numel < run) {
-            tail_dims.insert(tail_dims.begin(), red[k]);
-            tail.insert(tail.begin(), size);
-            tail_numel *= size;
-          } else {
-            lead_dims.insert(lead_dims.begin(), red[k]);
-            lead.insert(lead.begin(), size);
-          }
-        }
         const Index lv = unflatten(lead, r_o), tv = unflatten(tail, r_i);
-        for (size_t k = 0; k < lead_dims.size(); ++k)
-          split.vars[static_cast<size_t>(lead_dims[k])] = lv.vars[k];
-        for (size_t k = 0; k < tail_dims.size(); ++k)
-          split.vars[static_cast<size_t>(tail_dims[k])] = tv.vars[k];
+        for (size_t k = 0; k < red.size(); ++k)
+          split.vars[static_cast<size_t>(red[k])] =
+              k < first_tail ? lv.vars[k] : tv.vars[k - first_tail];
         split.flat = std::nullopt;
         open(loop("r_o", rnumel_ / run, RangeTag::Serial));
         open(loop("r_i", run, RangeTag::Vector));
@@ -839,21 +829,6 @@ class Builder {
       }
     }
     close();
-  }
-
-  /// The number of elements of the trailing reduced dims of `s` that are
-  /// adjacent (the last reduced dims with no kept dim between them): 3136 for
-  /// batch_norm's N, H, W of [N, C, 56, 56]; every reduced element when they
-  /// are all adjacent.
-  static int64_t trailing_adjacent_run(const Shape& s, const std::vector<int64_t>& rdims) {
-    std::vector<int64_t> dims(rdims.begin(), rdims.end());
-    std::sort(dims.begin(), dims.end());
-    int64_t run = 1;
-    for (size_t k = dims.size(); k-- > 0;) {
-      if (k + 1 < dims.size() && dims[k] + 1 != dims[k + 1]) break;
-      run *= s[static_cast<size_t>(dims[k])];
-    }
-    return run;
   }
 
   /// Scans (cumsum): each row walks the scanned dim in index order, as eager
