@@ -37,6 +37,9 @@ void report_median(benchmark::State& st, std::vector<double> ms) {
 }
 
 /// Times f() with CUDA events (3 warm-up calls first); false when there is no GPU.
+/// The counter host_ms is the median wall time the host spends in f() itself
+/// (launching, not waiting): when it is close to median_ms, the call is bound
+/// by the host, not by its kernels.
 bool run_timed(benchmark::State& st, const std::function<void()>& f) {
   if (!cuda::is_available()) {
     st.SkipWithError("no CUDA device");
@@ -45,16 +48,23 @@ bool run_timed(benchmark::State& st, const std::function<void()>& f) {
   for (int i = 0; i < 3; ++i) f();
   cuda::synchronize();
   cuda::Event start, stop;
-  std::vector<double> ms;
+  std::vector<double> ms, host_ms;
   for (auto _ : st) {
     start.record();
+    const auto t0 = std::chrono::steady_clock::now();
     f();
+    host_ms.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     stop.record();
     stop.synchronize();
     ms.push_back(start.elapsed_time(stop));
     st.SetIterationTime(ms.back() / 1e3);
   }
   report_median(st, std::move(ms));
+  if (!host_ms.empty()) {
+    std::sort(host_ms.begin(), host_ms.end());
+    st.counters["host_ms"] = host_ms[host_ms.size() / 2];
+  }
   return true;
 }
 

@@ -30,4 +30,13 @@ const Decomposition* find_decomposition(const std::string& op);
 std::vector<Tensor> run_composite(const std::string& op, const std::vector<Tensor>& inputs,
                                   const Attrs& attrs, const std::vector<OutMeta>& outs);
 
+/// linear's eager product with its bias: x @ weight_t + bias as one GEMM whose
+/// epilogue adds the bias to the float32 accumulator before the single
+/// rounding to x's dtype (PyTorch's addmm with a 1-D bias, cuBLASLt's
+/// CUBLASLT_EPILOGUE_BIAS; src/ops/matmul.cpp). x: [..., in]; weight_t:
+/// [in, out] (any strides); bias: [out], contiguous, of x's dtype and device.
+/// Real tensors only (callers keep matmul + add while tracing, where fusion
+/// forms the epilogue itself); records no autograd history of its own.
+Tensor linear_bias_epilogue(const Tensor& x, const Tensor& weight_t, const Tensor& bias);
+
 }  // namespace smelt::detail

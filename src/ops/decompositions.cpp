@@ -54,9 +54,16 @@ std::vector<int64_t> trailing_dims(int64_t ndim, int64_t count) {
 // ---------------------------------------------------------------------------
 
 std::vector<Tensor> linear_decomp(const std::vector<Tensor>& in, const Attrs& attrs) {
-  Tensor y = matmul(in[0], in[1].t());
-  if (attrs.as<bool>("has_bias")) y = add(y, in[2]);
-  return {y};
+  const Tensor wt = in[1].t();
+  if (!attrs.as<bool>("has_bias")) return {matmul(in[0], wt)};
+  const Tensor& b = in[2];
+  // Eagerly, a [out] bias is the GEMM's epilogue (one kernel, one rounding);
+  // traced, matmul + add, which fusion takes as a GEMM with its epilogue.
+  const TraceContext* ctx = trace_context();
+  if (!any_tracer(in) && !(ctx && ctx->captures(in)) && !grad_needed(in) && in[1].dim() == 2 &&
+      b.dim() == 1 && b.is_contiguous() && b.size(0) == in[1].size(0))
+    return {linear_bias_epilogue(in[0], wt, b)};
+  return {add(matmul(in[0], wt), b)};
 }
 
 /// True when a decomposition runs eagerly on `x` over a contiguous row layout

@@ -36,9 +36,14 @@ Shape batch_strides(const Shape& batch, const Shape& sizes, const Shape& strides
   return st;
 }
 
-}  // namespace
+/// matmul's operands, checked, and the product's shape: batch dims
+/// (broadcast), m x k times k x n.
+struct MatmulShape {
+  Shape a_batch, b_batch, batch, out;
+  int64_t m = 0, k = 0, n = 0;
+};
 
-Tensor matmul(const Tensor& a, const Tensor& b) {
+MatmulShape matmul_shape(const Tensor& a, const Tensor& b) {
   SMELT_CHECK(a.defined() && b.defined(), "matmul: an operand is an undefined tensor");
   const int64_t da = a.dim(), db = b.dim();
   SMELT_CHECK(da >= 1 && db >= 1,
@@ -58,56 +63,87 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
               "matmul: operands are on different devices ({} and {}); move one with .to(device)",
               a.device().str(), b.device().str());
 
-  const int64_t m = da == 1 ? 1 : a.size(-2);
-  const int64_t k = a.size(-1);
+  MatmulShape s;
+  s.m = da == 1 ? 1 : a.size(-2);
+  s.k = a.size(-1);
   const int64_t kb = db == 1 ? b.size(0) : b.size(-2);
-  const int64_t n = db == 1 ? 1 : b.size(-1);
+  s.n = db == 1 ? 1 : b.size(-1);
   if (da == 1 && db == 1) {
-    SMELT_CHECK(k == kb,
+    SMELT_CHECK(s.k == kb,
                 "matmul: 1-D operands of shapes {} and {} have different lengths ({} vs {}); a "
                 "dot product needs equal lengths",
-                detail::shape_str(a.sizes()), detail::shape_str(b.sizes()), k, kb);
+                detail::shape_str(a.sizes()), detail::shape_str(b.sizes()), s.k, kb);
   } else {
-    SMELT_CHECK(k == kb,
+    SMELT_CHECK(s.k == kb,
                 "matmul: shapes {} and {} cannot be multiplied ({}x{} and {}x{}): the last dim of "
                 "the first operand must equal the {} dim of the second",
-                detail::shape_str(a.sizes()), detail::shape_str(b.sizes()), m, k, kb, n,
+                detail::shape_str(a.sizes()), detail::shape_str(b.sizes()), s.m, s.k, kb, s.n,
                 db == 1 ? "only" : "second-to-last");
   }
-  const Shape a_batch(a.sizes().begin(), a.sizes().end() - std::min<int64_t>(da, 2));
-  const Shape b_batch(b.sizes().begin(), b.sizes().end() - std::min<int64_t>(db, 2));
-  const Shape batch = broadcast_batch(a_batch, b_batch, a, b);
-  Shape out_shape = batch;
-  if (da > 1) out_shape.push_back(m);
-  if (db > 1) out_shape.push_back(n);
-
-  return detail::run_op1(
-      "matmul", {a, b}, {}, {out_shape, a.dtype(), a.device()},
-      [=](const std::vector<Tensor>& outs) {
-        const Tensor& c = outs[0];
-        const int64_t nb = detail::shape_numel(batch);
-        if (nb == 0 || m == 0 || n == 0) return;
-        const Shape a_bstr(a.strides().begin(), a.strides().end() - std::min<int64_t>(da, 2));
-        const Shape b_bstr(b.strides().begin(), b.strides().end() - std::min<int64_t>(db, 2));
-        const Shape as = batch_strides(batch, a_batch, a_bstr);
-        const Shape bs = batch_strides(batch, b_batch, b_bstr);
-        const Shape cs = detail::contiguous_strides(batch);
-        std::vector<backend::GemmBatchDim> dims(batch.size());
-        for (size_t d = 0; d < batch.size(); ++d)
-          dims[d] = {batch[d], as[d], bs[d], cs[d] * m * n, 0};
-        backend::Backend& be = backend::backend(a.device());
-        backend::Gemm g;
-        g.device = a.device();
-        g.dtype = a.dtype();
-        g.m = m;
-        g.n = n;
-        g.k = k;
-        g.a = {a.data_ptr(), 0, da == 1 ? k : a.stride(-2), a.stride(-1)};
-        g.b = {b.data_ptr(), 0, db == 1 ? b.stride(0) : b.stride(-2), db == 1 ? 1 : b.stride(-1)};
-        g.c = c.data_ptr();
-        g.c_row_stride = n;
-        backend::gemm_over_batch(be, g, dims, be.current_stream(a.device()));
-      });
+  s.a_batch.assign(a.sizes().begin(), a.sizes().end() - std::min<int64_t>(da, 2));
+  s.b_batch.assign(b.sizes().begin(), b.sizes().end() - std::min<int64_t>(db, 2));
+  s.batch = broadcast_batch(s.a_batch, s.b_batch, a, b);
+  s.out = s.batch;
+  if (da > 1) s.out.push_back(s.m);
+  if (db > 1) s.out.push_back(s.n);
+  return s;
 }
+
+/// c (contiguous, s.out) = a @ b through the backend's strided batched GEMM,
+/// with `epilogue` (a bias at most) applied by the GEMM before its one rounding.
+void run_gemm(const Tensor& a, const Tensor& b, const Tensor& c, const MatmulShape& s,
+              const backend::GemmEpilogue& epilogue) {
+  const int64_t nb = detail::shape_numel(s.batch);
+  if (nb == 0 || s.m == 0 || s.n == 0) return;
+  const int64_t da = a.dim(), db = b.dim();
+  const Shape a_bstr(a.strides().begin(), a.strides().end() - std::min<int64_t>(da, 2));
+  const Shape b_bstr(b.strides().begin(), b.strides().end() - std::min<int64_t>(db, 2));
+  const Shape as = batch_strides(s.batch, s.a_batch, a_bstr);
+  const Shape bs = batch_strides(s.batch, s.b_batch, b_bstr);
+  const Shape cs = detail::contiguous_strides(s.batch);
+  std::vector<backend::GemmBatchDim> dims(s.batch.size());
+  for (size_t d = 0; d < s.batch.size(); ++d)
+    dims[d] = {s.batch[d], as[d], bs[d], cs[d] * s.m * s.n, 0};
+  backend::Backend& be = backend::backend(a.device());
+  backend::Gemm g;
+  g.device = a.device();
+  g.dtype = a.dtype();
+  g.m = s.m;
+  g.n = s.n;
+  g.k = s.k;
+  g.a = {a.data_ptr(), 0, da == 1 ? s.k : a.stride(-2), a.stride(-1)};
+  g.b = {b.data_ptr(), 0, db == 1 ? b.stride(0) : b.stride(-2), db == 1 ? 1 : b.stride(-1)};
+  g.c = c.data_ptr();
+  g.c_row_stride = s.n;
+  g.epilogue = epilogue;
+  backend::gemm_over_batch(be, g, dims, be.current_stream(a.device()));
+}
+
+}  // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  const MatmulShape s = matmul_shape(a, b);
+  return detail::run_op1("matmul", {a, b}, {}, {s.out, a.dtype(), a.device()},
+                         [&](const std::vector<Tensor>& outs) { run_gemm(a, b, outs[0], s, {}); });
+}
+
+namespace detail {
+
+Tensor linear_bias_epilogue(const Tensor& x, const Tensor& weight_t, const Tensor& bias) {
+  const MatmulShape s = matmul_shape(x, weight_t);
+  SMELT_INTERNAL_ASSERT(weight_t.dim() == 2 && bias.dim() == 1 && bias.size(0) == s.n &&
+                            bias.is_contiguous() && bias.dtype() == x.dtype() &&
+                            bias.device() == x.device(),
+                        "linear_bias_epilogue: bias must be a contiguous [{}] {} vector on {}", s.n,
+                        dtype_name(x.dtype()), x.device().str());
+  return run_op1("linear", {x, weight_t, bias}, {}, {s.out, x.dtype(), x.device()},
+                 [&](const std::vector<Tensor>& outs) {
+                   backend::GemmEpilogue e;
+                   e.bias = bias.data_ptr();
+                   run_gemm(x, weight_t, outs[0], s, e);
+                 });
+}
+
+}  // namespace detail
 
 }  // namespace smelt

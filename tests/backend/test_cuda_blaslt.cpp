@@ -444,6 +444,26 @@ TEST(CublasLt, EagerPlainMatmulIsCublasGemmEx) {
                     tolerance(bfloat16)));
 }
 
+TEST(CublasLt, EagerLinearAddsItsBiasInTheEpilogue) {
+  SMELT_SKIP_WITHOUT_CUDA();
+  manual_seed(8);
+  for (DType dt : {float32, bfloat16}) {
+    Tensor x = randn({3, 64, 128}).to(dt).cuda(), w = randn({96, 128}).to(dt).cuda(),
+           b = randn({96}).to(dt).cuda();
+    const LtStats before = lt_stats();
+    Tensor y = linear(x, w, b);
+    EXPECT_EQ(lt_stats().matmuls, before.matmuls + 1) << dtype_name(dt);  // one call, no add kernel
+    const Tensor want =
+        linear(x.cpu().to(float64), w.cpu().to(float64), b.cpu().to(float64)).to(dt).to(float64);
+    EXPECT_TRUE(close(y.cpu().to(float64), want, tolerance(dt))) << dtype_name(dt);
+  }
+  // One rounding (NNFunctional.LinearRoundsOnceWithItsBias's case).
+  Tensor x = smelt_test::make({1.0, 0.00390625}, {1, 2}, bfloat16).cuda(),
+         w = smelt_test::make({1.0, 1.0}, {1, 2}, bfloat16).cuda(),
+         b = smelt_test::make({0.001953125}, {1}, bfloat16).cuda();
+  EXPECT_EQ(linear(x, w, b).cpu().to(float64).item<double>(), 1.0078125);
+}
+
 TEST_F(CublasLtCompile, LinearBiasGeluIsOneCublasLtCall) {
   SMELT_SKIP_WITHOUT_CUDA();
   auto fn = [](const Tensor& x, const Tensor& w, const Tensor& b) {

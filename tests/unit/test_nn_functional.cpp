@@ -66,6 +66,16 @@ TEST(NNFunctional, LinearWithAndWithoutBias) {
   expect_close(vals(y2), want, 1e-12);
 }
 
+TEST(NNFunctional, LinearRoundsOnceWithItsBias) {
+  // x @ w^T = 1 + 2^-8 (a tie between bfloat16 neighbours 1 and 1 + 2^-7) and
+  // bias 2^-9: rounded once (PyTorch's addmm: the bias joins the float32
+  // accumulator) the sum is 1 + 2^-7; rounding the product first would give 1.
+  Tensor x = make({1.0, 0.00390625}, {1, 2}, bfloat16), w = make({1.0, 1.0}, {1, 2}, bfloat16),
+         b = make({0.001953125}, {1}, bfloat16);
+  EXPECT_EQ(vals(linear(x, w, b)), (std::vector<double>{1.0078125}));
+  EXPECT_EQ(vals(add(matmul(x, w.t()), b)), (std::vector<double>{1.0}));
+}
+
 TEST(NNFunctional, LinearErrors) {
   expect_error_mentions([] { linear(zeros({2, 3}, float32), zeros({4, 5}, float32)); }, "linear");
   expect_error_mentions([] { linear(zeros({2, 5}, float32), zeros({4, 5}, float64)); }, "dtype");

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <climits>
 #include <map>
+#include <memory>
 #include <mutex>
 
 #include "backend/cuda/cuda_check.h"
@@ -150,24 +151,32 @@ std::vector<LtAlgorithm> query(const CublasGemm& p, int device, const Descriptor
   return out;
 }
 
+/// One problem's descriptors and the heuristic's best algorithm for it
+/// (nullopt: none), made on its first call and kept: a cached call sets only
+/// its pointers (the bias's is a descriptor attribute).
+struct Problem {
+  std::unique_ptr<Descriptors> ds;
+  std::optional<LtAlgorithm> best;
+};
+
 std::mutex g_cache_mu;
-std::map<LtKey, std::optional<LtAlgorithm>>& cache() {
-  static std::map<LtKey, std::optional<LtAlgorithm>> c;
+std::map<LtKey, Problem>& cache() {
+  static std::map<LtKey, Problem> c;
   return c;
 }
 
-/// The cached best algorithm for `p`, queried on a miss (nullopt: none).
-std::optional<LtAlgorithm> best_algorithm(const CublasGemm& p, int device, const Descriptors& ds) {
+/// The cached Problem of `p` on `device`, made on a miss. Caller holds g_cache_mu.
+Problem& problem(const CublasGemm& p, int device) {
   const LtKey key = lt_key(p, device);
-  std::lock_guard<std::mutex> lock(g_cache_mu);
   auto& c = cache();
   if (auto it = c.find(key); it != c.end()) return it->second;
-  std::vector<LtAlgorithm> found = query(p, device, ds, 1);
+  Problem made;
+  made.ds = std::make_unique<Descriptors>();
+  describe(p, made.ds.get());
+  std::vector<LtAlgorithm> found = query(p, device, *made.ds, 1);
+  if (!found.empty()) made.best = found.front();
   if (c.size() >= kMaxCachedKeys) c.clear();
-  std::optional<LtAlgorithm> best;
-  if (!found.empty()) best = found.front();
-  c.emplace(key, best);
-  return best;
+  return c.emplace(key, std::move(made)).first->second;
 }
 
 /// cuBLASLt's batch offsets: operands >= 0 (0 broadcasts), D > 0.
@@ -316,14 +325,15 @@ LtKey lt_key(const CublasGemm& p, int device) {
 bool lt_matmul(const CublasGemm& p, int device, cudaStream_t stream, const LtAlgorithm* algo) {
   if (!lt_supports_dtype(p.dtype) || !lt_batch_strides_ok(p)) return false;
   DeviceGuard guard(device);
-  Descriptors ds;
-  describe(p, &ds);
-  const std::optional<LtAlgorithm> chosen =
-      algo ? std::optional<LtAlgorithm>(*algo) : best_algorithm(p, device, ds);
+  std::lock_guard<std::mutex> lock(g_cache_mu);
+  const Problem& pr = problem(p, device);
+  const std::optional<LtAlgorithm> chosen = algo ? std::optional<LtAlgorithm>(*algo) : pr.best;
   if (!chosen) {
     ++g_no_algorithm;
     return false;
   }
+  const Descriptors& ds = *pr.ds;
+  if (p.bias != nullptr) SMELT_LT_SET(set_desc, ds.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, p.bias);
   Scratch scratch(device, stream);
   void* workspace =
       chosen->workspace_bytes > 0 ? scratch.get(chosen->workspace_bytes, "matmul") : nullptr;

@@ -26,8 +26,10 @@
 //
 // Algorithms: cublasLtMatmulAlgoGetHeuristic's best algorithm for a problem
 // is cached per LtKey (shape, operations, leading dims, batch strides, dtypes,
-// compute type, epilogue, pointer alignments, device) in a process-wide map;
-// "no algorithm" is cached too. The workspace an algorithm asks for (at most
+// compute type, epilogue, pointer alignments, device) in a process-wide map,
+// with the problem's matmul and layout descriptors (a repeated call only sets
+// its bias pointer: no descriptor is created per call); "no algorithm" is
+// cached too. The workspace an algorithm asks for (at most
 // kLtMaxWorkspaceBytes) comes from the caching allocator for each call.
 // Every cuBLASLt call is checked (SMELT_CUBLAS_CHECK: smelt::Error with the
 // call, the status's name and message).
