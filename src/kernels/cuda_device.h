@@ -1,59 +1,17 @@
 // smelt/kernels/cuda_device.h — the device-side helpers of generated CUDA
 // kernels (src/compiler/codegen/cuda_dialect.cpp), embedded into every CUDA
-// translation unit after scalar_ops.h and reduce_ops.h: a thread's partial of
-// a Welford reduction as shifted sums (no division per element), and the
-// combination of the partial accumulators of the threads that share a row of
+// translation unit after scalar_ops.h and reduce_ops.h: the value a thread's
+// partial of a Welford reduction (shifted sums) enters the combination with, and
+// the combination of the partial accumulators of the threads that share a row of
 // a reduction (warp shuffles, then shared memory across warps; deterministic:
 // a fixed tree for a given launch configuration), every thread getting the
 // row's result. Any accumulator of reduce_ops.h is combined with its own
 // combine(), field by field through the shuffles (Welford's count, mean and
 // m2; an arg-reduction's value and index). The combination is compiled by
-// NVRTC only; ShiftedWelford is plain host/device code.
+// NVRTC only (reduce::ShiftedWelford, the partial, lives in reduce_ops.h).
 #pragma once
 
 #include "kernels/reduce_ops.h"
-
-namespace smelt::reduce {
-
-/// One thread's share of a Welford reduction on the GPU, without a division
-/// per element: the count n, a shift c (the first finite element) and the
-/// shifted sums s1 = sum(x - c), s2 = sum((x - c)^2) ("shifted data"
-/// algorithm, Chan, Golub & LeVeque 1983, "Algorithms for computing the sample
-/// variance: analysis and recommendations", The American Statistician 37(3)),
-/// turned into a WelfordAcc once (welford()) and combined with Welford's
-/// combine across threads. Steps in any order; no combine of its own.
-template <class A>
-struct ShiftedSums {
-  A shift;
-  A s1;
-  A s2;
-  int64_t count;
-};
-template <class A>
-struct ShiftedWelford {
-  using acc_t = ShiftedSums<A>;
-  using value_t = A;
-  static constexpr bool kIndexed = false;
-  static SMELT_HD acc_t init() { return acc_t{A(0), A(0), A(0), 0}; }
-  static SMELT_HD acc_t step(acc_t acc, A x) {
-    if (acc.count == 0 && x - x == A(0)) acc.shift = x;  // finite: inf and NaN keep 0
-    const A d = x - acc.shift;
-    acc.s1 += d;
-    acc.s2 += d * d;
-    acc.count += 1;
-    return acc;
-  }
-  /// The Welford accumulator of the same elements: mean = c + s1 / n,
-  /// m2 = s2 - s1^2 / n (at least 0).
-  static SMELT_HD WelfordAcc<A> welford(acc_t acc) {
-    if (acc.count == 0) return WelfordAcc<A>{A(0), A(0), 0};
-    const A n = static_cast<A>(acc.count);
-    const A m2 = acc.s2 - acc.s1 * (acc.s1 / n);
-    return WelfordAcc<A>{acc.shift + acc.s1 / n, m2 < A(0) ? A(0) : m2, acc.count};
-  }
-};
-
-}  // namespace smelt::reduce
 
 #if defined(__CUDACC_RTC__) || defined(__CUDACC__)
 

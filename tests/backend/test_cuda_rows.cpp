@@ -182,3 +182,29 @@ TEST(CudaRows, LastDimReductionsMatchTheCpu) {
     EXPECT_EQ(vals(argmax(y.to(kGpu), -1)), vals(argmax(y, -1)));
   }
 }
+
+// Reductions over a leading and a trailing dim around a kept one (batch_norm's
+// N, H and W of NCHW): 16-byte loads within the contiguous runs of H * W when
+// every run is aligned (runs of 240; of 10, element by element), rows split
+// across blocks when there are few channels; var_mean accumulates each
+// thread's elements as shifted sums.
+TEST(CudaRows, ReductionsOverRunsMatchTheCpu) {
+  SMELT_SKIP_WITHOUT_CUDA();
+  for (DType dt : {float32, bfloat16}) {
+    for (const Shape& s : {Shape{8, 6, 20, 12}, Shape{8, 6, 2, 5}, Shape{64, 16, 56, 56}}) {
+      SCOPED_TRACE(::testing::Message() << dtype_name(dt) << " " << s[0] << "x" << s[1] << "x"
+                                        << s[2] << "x" << s[3]);
+      manual_seed(s[3]);
+      Tensor x = (randn(s) * 3 + 2).to(dt);
+      Tensor xg = x.to(kGpu);
+      const std::vector<int64_t> dims{0, 2, 3};
+      const double tol = dt == float32 ? 1e-5 : 2e-2;
+      auto [vg, mg] = var_mean(xg, dims, /*correction=*/0, /*keepdim=*/false);
+      auto [vc, mc] = var_mean(x, dims, /*correction=*/0, /*keepdim=*/false);
+      expect_close(vals(mg), vals(mc), tol);
+      expect_close(vals(vg), vals(vc), tol);
+      expect_close(vals(sum(xg, dims)), vals(sum(x, dims)), tol);
+      EXPECT_EQ(vals(amax(xg, dims)), vals(amax(x, dims)));
+    }
+  }
+}

@@ -366,11 +366,9 @@ __global__ void __launch_bounds__(kRowThreads, kMinBlocks<T, V, NV>)
         }
     // mean and biased variance in double (the division by n as var_mean's),
     // rounded to opmath as var_mean's outputs are.
-    const ShiftedSums sums =
-        group_allreduce < FULL
-            ? kBlockRowLog2
-            : -1 > (ShiftedSums{static_cast<double>(s1), static_cast<double>(s2)}, g, scratch,
-                    AddSums{});
+    constexpr int kGroupLog2 = FULL ? kBlockRowLog2 : -1;
+    const ShiftedSums sums = group_allreduce<kGroupLog2>(
+        ShiftedSums{static_cast<double>(s1), static_cast<double>(s2)}, g, scratch, AddSums{});
     const double dn = static_cast<double>(n), m1 = sums.s1 / dn;
     const double mean_d = static_cast<double>(shift) + m1;
     const double raw_var = sums.s2 / dn - m1 * m1;  // NaN stays NaN (a row with inf or NaN)

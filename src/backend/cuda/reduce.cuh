@@ -151,20 +151,46 @@ inline constexpr int red_vec_v = 16 / static_cast<int>(sizeof(T)) > 0
                                      ? 16 / static_cast<int>(sizeof(T))
                                      : 1;
 
+/// What one thread of the inner schedule accumulates its elements into before
+/// the threads combine: Op itself, except for Welford, whose per-element
+/// division gives way to reduce::ShiftedWelford's shifted sums (one
+/// conversion to Welford's accumulator per thread).
+template <class Op>
+struct ThreadPartial {
+  using op = Op;
+  static __device__ __forceinline__ typename Op::acc_t finish(const typename Op::acc_t& p) {
+    return p;
+  }
+};
+template <class A>
+struct ThreadPartial<r::Welford<A>> {
+  using op = r::ShiftedWelford<A>;
+  static __device__ __forceinline__ r::WelfordAcc<A> finish(const r::ShiftedSums<A>& p) {
+    return op::welford(p);
+  }
+};
+
 /// Inner schedule; a 1-D block of kThreads = (256 / bx rows) x (bx threads).
+/// vec: 16-byte loads, over the whole row (runs false: the reduced elements
+/// are contiguous) or within runs (runs true: the innermost reduced dim is
+/// contiguous, a multiple of VEC long and every run starts 16-byte aligned,
+/// e.g. batch_norm's N and H*W of NCHW; each load's offset comes from its
+/// first element's index).
 template <class Op, class T, class Emit>
 __global__ void __launch_bounds__(kThreads)
     inner_kernel(const ReduceArgs a, Emit emit, int bx_log2, int64_t splits, int64_t stretch,
-                 bool vec, typename Op::acc_t* ws) {
+                 bool vec, bool runs, typename Op::acc_t* ws) {
   using acc_t = typename Op::acc_t;
   using A = typename Op::value_t;
+  using P = ThreadPartial<Op>;
+  using POp = typename P::op;
   constexpr int VEC = red_vec_v<T>;
   __shared__ alignas(16) unsigned char raw[sizeof(acc_t) * (kThreads / 32)];
   const int bx = 1 << bx_log2;
   const int tx = threadIdx.x & (bx - 1), ty = threadIdx.x >> bx_log2;
   const int64_t o = static_cast<int64_t>(blockIdx.x) * (kThreads >> bx_log2) + ty;
   const int64_t s = blockIdx.y;
-  acc_t acc = Op::init();
+  typename POp::acc_t part = POp::init();
   if (o < a.n_out) {
     const T* base = reinterpret_cast<const T*>(a.x) + out_offset(a, o);
     const int64_t r0 = s * stretch < a.n_red ? s * stretch : a.n_red;
@@ -175,27 +201,29 @@ __global__ void __launch_bounds__(kThreads)
       int64_t i = r0 + static_cast<int64_t>(tx) * VEC;
       // kInnerLoads independent loads in flight, stepped in the order of the
       // one-vector loop below (the same order, so the same result).
+      auto at = [&](int64_t e) { return base + (runs ? red_offset(a, e) : e); };
       for (; i + (kInnerLoads - 1) * stride + VEC <= r1; i += kInnerLoads * stride) {
         Vec<T, VEC> v[kInnerLoads];
 #pragma unroll
         for (int u = 0; u < kInnerLoads; ++u)
-          v[u] = *reinterpret_cast<const Vec<T, VEC>*>(base + i + u * stride);
+          v[u] = *reinterpret_cast<const Vec<T, VEC>*>(at(i + u * stride));
 #pragma unroll
         for (int u = 0; u < kInnerLoads; ++u)
 #pragma unroll
           for (int j = 0; j < VEC; ++j)
-            acc = r::step_at<Op>(acc, r::to_acc<A>(v[u].v[j]), i + u * stride + j);
+            part = r::step_at<POp>(part, r::to_acc<A>(v[u].v[j]), i + u * stride + j);
       }
       for (; i + VEC <= r1; i += stride) {
-        const Vec<T, VEC> v = *reinterpret_cast<const Vec<T, VEC>*>(base + i);
+        const Vec<T, VEC> v = *reinterpret_cast<const Vec<T, VEC>*>(at(i));
 #pragma unroll
-        for (int j = 0; j < VEC; ++j) acc = r::step_at<Op>(acc, r::to_acc<A>(v.v[j]), i + j);
+        for (int j = 0; j < VEC; ++j) part = r::step_at<POp>(part, r::to_acc<A>(v.v[j]), i + j);
       }
       tail = r0 + (r1 - r0) / VEC * VEC;
     }
     for (int64_t i = tail + tx; i < r1; i += bx)
-      acc = r::step_at<Op>(acc, r::to_acc<A>(base[red_offset(a, i)]), i);
+      part = r::step_at<POp>(part, r::to_acc<A>(base[red_offset(a, i)]), i);
   }
+  acc_t acc = P::finish(part);
   // Combine each row's bx partials: within warps by shuffles, across warps
   // (bx > 32) through shared memory.
   acc = group_reduce<Op>(acc, bx < 32 ? bx : 32);
@@ -302,10 +330,17 @@ void run(const ReduceArgs& a, const Workspace& wsp, const Emit& emit) {
     const int64_t rows_per_block = kThreads >> bx_log2;
     const int64_t blocks = ceil_div(a.n_out, rows_per_block);
     constexpr int VEC = red_vec_v<T>;
-    bool vec = VEC > 1 && a.red_ndim == 1 && a.red_strides[0] == 1 &&
-               reinterpret_cast<uintptr_t>(a.x) % 16 == 0;
-    for (int d = 0; vec && d < a.out_ndim; ++d)
-      vec = (a.out_in_strides[d] * static_cast<int64_t>(sizeof(T))) % 16 == 0;
+    constexpr int64_t kT = static_cast<int64_t>(sizeof(T));
+    // 16-byte loads over a contiguous row, or within contiguous runs of the
+    // innermost reduced dim that every load stays inside (a multiple of VEC
+    // long, every run 16-byte aligned).
+    const int last = a.red_ndim - 1;
+    const bool contiguous = a.red_ndim == 1 && a.red_strides[0] == 1;
+    bool runs = a.red_ndim > 1 && a.red_strides[last] == 1 && a.red_sizes[last] % VEC == 0;
+    for (int d = 0; runs && d < last; ++d) runs = (a.red_strides[d] * kT) % 16 == 0;
+    bool vec = VEC > 1 && (contiguous || runs) && reinterpret_cast<uintptr_t>(a.x) % 16 == 0;
+    for (int d = 0; vec && d < a.out_ndim; ++d) vec = (a.out_in_strides[d] * kT) % 16 == 0;
+    runs = vec && runs;
     int64_t splits = 1;
     if (blocks < target) {
       const int64_t by_len = a.n_red / (int64_t{16} << bx_log2);  // >= 16 elements per thread
@@ -318,7 +353,7 @@ void run(const ReduceArgs& a, const Workspace& wsp, const Emit& emit) {
     workspace(splits);
     dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(splits));
     inner_kernel<Op, T, Emit>
-        <<<grid, kThreads, 0, a.stream>>>(a, emit, bx_log2, splits, stretch, vec, ws);
+        <<<grid, kThreads, 0, a.stream>>>(a, emit, bx_log2, splits, stretch, vec, runs, ws);
     SMELT_CUDA_CHECK_LAUNCH();
     if (splits > 1) {
       combine_kernel<Op, Emit>
