@@ -495,6 +495,17 @@ class Backend {
                                 const Tensor& bias, double eps, const Tensor& out) {
     return false;
   }
+  /// batch_norm's normalization of contiguous floating x [N, C, ...] (at least
+  /// 3-D) with per-channel statistics into out (fresh, x's shape and dtype), as
+  /// the decomposition: (x - mean[c]) * rsqrt(var[c] + eps) [* weight[c]]
+  /// [+ bias[c]] in opmath, rounded once; mean / var contiguous [C] of
+  /// opmath's dtype (float32 for float16 / bfloat16 x), weight / bias
+  /// contiguous [C] of x's dtype, or undefined.
+  virtual bool fused_batch_norm_apply(const Tensor& x, const Tensor& mean, const Tensor& var,
+                                      const Tensor& weight, const Tensor& bias, double eps,
+                                      const Tensor& out) {
+    return false;
+  }
 
   /// Zeroes, in every trailing matrix of out (contiguous), the elements above
   /// (lower = true: j - i > diagonal) or below (j - i < diagonal) the diagonal.

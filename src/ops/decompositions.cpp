@@ -115,6 +115,27 @@ Tensor fused_layer_norm(const Tensor& x, int64_t n, const Tensor& w, const Tenso
   return be.fused_layer_norm(xc, n, to_c(w), to_c(b), eps, yc) ? cast(yc, x.dtype()) : Tensor();
 }
 
+/// batch_norm's normalization of x (eager, contiguous, at least 3-D) by the
+/// backend's fused kernel, or an undefined tensor when it takes no such case:
+/// statistics of the compute dtype `c`, weight and bias of x's dtype, nothing
+/// that records autograd history (batch_norm is differentiated through its
+/// decomposition).
+Tensor fused_batch_norm_apply(const Tensor& x, DType c, const Tensor& mean, const Tensor& var,
+                              const Tensor& w, const Tensor& b, double eps) {
+  if (!fusable_rows(x) || x.dim() < 3 || !mean.defined() || !var.defined()) return Tensor();
+  const int64_t channels = x.size(1);
+  auto fits = [&](const Tensor& p, DType t) {
+    return !p.defined() || (!is_tracer(p) && p.is_contiguous() && p.device() == x.device() &&
+                            p.dtype() == t && p.numel() == channels);
+  };
+  if (!fits(mean, c) || !fits(var, c) || !fits(w, x.dtype()) || !fits(b, x.dtype()) ||
+      grad_needed({x, mean, var, w, b}))
+    return Tensor();
+  Tensor y = make_empty(x.sizes(), x.dtype(), x.device(), "batch_norm");
+  return backend::backend(x.device()).fused_batch_norm_apply(x, mean, var, w, b, eps, y) ? y
+                                                                                         : Tensor();
+}
+
 std::vector<Tensor> softmax_common(const std::vector<Tensor>& in, const Attrs& attrs, bool log) {
   const DType out = attrs.as<DType>("dtype");
   const int64_t dim = attrs.as<int64_t>("dim");
@@ -201,6 +222,7 @@ std::vector<Tensor> batch_norm_decomp(const std::vector<Tensor>& in, const Attrs
     mu = rm;
     var = rv;
   }
+  if (Tensor y = fused_batch_norm_apply(x, xc.dtype(), mu, var, w, b, eps); y.defined()) return {y};
   Tensor y = mul(sub(xc, mu.reshape(bshape)), rsqrt(add(var.reshape(bshape), Scalar(eps))));
   if (w.defined()) y = mul(y, w.reshape(bshape));
   if (b.defined()) y = add(y, b.reshape(bshape));

@@ -1,5 +1,6 @@
 // The CUDA row kernels against the CPU, over the row shapes that pick their
-// different configurations: softmax, log_softmax and layer_norm held in
+// different configurations (and batch_norm's per-channel normalization, a
+// block per plane): softmax, log_softmax and layer_norm held in
 // registers (one thread, a part of a warp, a warp or several warps per row;
 // 16-byte loads or, for rows that are not 16-byte aligned, one element at a
 // time; a last block with fewer rows than it holds) or read three times (rows
@@ -205,6 +206,38 @@ TEST(CudaRows, ReductionsOverRunsMatchTheCpu) {
       expect_close(vals(vg), vals(vc), tol);
       expect_close(vals(sum(xg, dims)), vals(sum(x, dims)), tol);
       EXPECT_EQ(vals(amax(xg, dims)), vals(amax(x, dims)));
+    }
+  }
+}
+
+// batch_norm on CUDA against the CPU, training (running statistics updated)
+// and eval, with and without weight and bias: planes of 240 and 3136 elements
+// (the fused normalization, 16-byte accesses; 250: element by element) and of
+// 10 (op by op).
+TEST(CudaRows, BatchNormMatchesTheCpu) {
+  SMELT_SKIP_WITHOUT_CUDA();
+  for (DType dt : {float32, bfloat16}) {
+    for (const Shape& s : {Shape{4, 6, 20, 12}, Shape{2, 3, 250}, Shape{4, 6, 2, 5},
+                           Shape{8, 16, 56, 56}}) {
+      for (bool affine : {false, true}) {
+        for (bool training : {true, false}) {
+          SCOPED_TRACE(::testing::Message() << dtype_name(dt) << " " << s.size() << "-D C "
+                                            << s[1] << " last " << s.back() << " affine "
+                                            << affine << " training " << training);
+          manual_seed(s.back() + s[1]);
+          Tensor x = (randn(s) * 2 + 1).to(dt);
+          Tensor rm = randn({s[1]}), rv = rand({s[1]}) + 0.5;
+          Tensor w = randn({s[1]}).to(dt), b = randn({s[1]}).to(dt);
+          Tensor rm_g = rm.to(kGpu), rv_g = rv.to(kGpu);
+          std::optional<Tensor> wc, bc, wg, bg;
+          if (affine) wc = w, bc = b, wg = w.to(kGpu), bg = b.to(kGpu);
+          Tensor want = batch_norm(x, rm, rv, wc, bc, training, 0.1, 1e-5);
+          Tensor got = batch_norm(x.to(kGpu), rm_g, rv_g, wg, bg, training, 0.1, 1e-5);
+          expect_close(vals(got), vals(want), dt == float32 ? 1e-4 : 2e-2);
+          expect_close(vals(rm_g), vals(rm), 1e-5);
+          expect_close(vals(rv_g), vals(rv), 1e-5);
+        }
+      }
     }
   }
 }

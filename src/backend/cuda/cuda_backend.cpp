@@ -390,6 +390,20 @@ class CudaBackend final : public backend::Backend {
     return true;
   }
 
+  bool fused_batch_norm_apply(const Tensor& x, const Tensor& mean, const Tensor& var,
+                              const Tensor& weight, const Tensor& bias, double eps,
+                              const Tensor& out) override {
+    const int64_t channels = x.size(1), hw = channels > 0 ? x.numel() / x.size(0) / channels : 0;
+    // A block per plane: planes too small to fill one go op by op.
+    if (hw < 128) return false;
+    DeviceGuard guard(x.device().index);
+    launch_batch_norm_apply(x.data_ptr(), out.data_ptr(), x.dtype(), x.numel() / hw, channels, hw,
+                            mean.data_ptr(), var.data_ptr(),
+                            weight.defined() ? weight.data_ptr() : nullptr,
+                            bias.defined() ? bias.data_ptr() : nullptr, eps, stream_for(x));
+    return true;
+  }
+
   void index_select(const Tensor& out, const Tensor& x, int64_t dim, const Tensor& index) override {
     if (out.numel() == 0) return;
     DeviceGuard guard(out.device().index);

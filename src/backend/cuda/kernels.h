@@ -225,6 +225,12 @@ void launch_softmax(const void* x, void* out, DType dtype, int64_t rows, int64_t
 /// (Backend::fused_layer_norm).
 void launch_layer_norm(const void* x, void* out, DType dtype, int64_t rows, int64_t n,
                        const void* weight, const void* bias, double eps, cudaStream_t stream);
+/// batch_norm's normalization over `planes` = N * C contiguous planes of `hw`
+/// elements, plane p of channel p % channels; mean / var [channels] in opmath,
+/// weight / bias [channels] of `dtype` or null (Backend::fused_batch_norm_apply).
+void launch_batch_norm_apply(const void* x, void* out, DType dtype, int64_t planes,
+                             int64_t channels, int64_t hw, const void* mean, const void* var,
+                             const void* weight, const void* bias, double eps, cudaStream_t stream);
 
 }  // namespace smelt::cuda::impl
 

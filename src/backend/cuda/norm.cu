@@ -1,6 +1,8 @@
 // Fused CUDA kernels of softmax, log_softmax and layer_norm over contiguous
-// rows (Backend::fused_softmax / fused_layer_norm), instead of the
-// decomposition's chain of kernels with float32 intermediates. The formulas
+// rows (Backend::fused_softmax / fused_layer_norm), and of batch_norm's
+// per-channel normalization (Backend::fused_batch_norm_apply, a block per
+// plane of one channel), instead of the decomposition's chain of kernels with
+// float32 intermediates. The formulas
 // are the decomposition's (ops/decompositions.cpp), computed with the same
 // scalar functors in opmath; only the order of the row sums differs.
 //
@@ -487,6 +489,47 @@ bool vectorizable(const void* x, const void* out, int64_t n) {
          reinterpret_cast<uintptr_t>(out) % 16 == 0;
 }
 
+/// batch_norm's normalization, a block per plane of hw elements (one channel's
+/// mean, rstd, weight and bias read once per plane), 16-byte loads and stores
+/// when the planes are aligned.
+template <class T>
+__global__ void batch_norm_apply_kernel(const T* __restrict__ x, T* __restrict__ out,
+                                        int64_t planes, int64_t channels, int64_t hw,
+                                        const opmath_t<T>* __restrict__ mean,
+                                        const opmath_t<T>* __restrict__ var,
+                                        const T* __restrict__ w, const T* __restrict__ b,
+                                        double eps, bool vec) {
+  using C = opmath_t<T>;
+  constexpr int V = kVec<T>;
+  const C eps_c = scalar::cast<C>(eps);  // the wrapped number, converted as add() does
+  for (int64_t p = blockIdx.x; p < planes; p += gridDim.x) {
+    const int64_t c = p % channels;
+    const C m = mean[c];
+    const C rstd = scalar::rsqrt<C>(scalar::add<C>(var[c], eps_c));
+    const C wc = w ? scalar::cast<C>(w[c]) : C(0), bc = b ? scalar::cast<C>(b[c]) : C(0);
+    auto f = [&](T v) {
+      C y = scalar::mul<C>(scalar::sub<C>(scalar::cast<C>(v), m), rstd);
+      if (w) y = scalar::mul<C>(y, wc);
+      if (b) y = scalar::add<C>(y, bc);
+      return scalar::cast<T>(y);
+    };
+    const T* xp = x + p * hw;
+    T* op = out + p * hw;
+    if (vec) {
+      for (int64_t i = static_cast<int64_t>(threadIdx.x) * V; i < hw;
+           i += static_cast<int64_t>(blockDim.x) * V) {
+        const red::Vec<T, V> v = *reinterpret_cast<const red::Vec<T, V>*>(xp + i);
+        red::Vec<T, V> o;
+#pragma unroll
+        for (int j = 0; j < V; ++j) o.v[j] = f(v.v[j]);
+        red::store_vec(op + i, o);
+      }
+    } else {
+      for (int64_t i = threadIdx.x; i < hw; i += blockDim.x) op[i] = f(xp[i]);
+    }
+  }
+}
+
 }  // namespace
 
 void launch_softmax(const void* x, void* out, DType dtype, int64_t rows, int64_t n, bool log,
@@ -545,6 +588,25 @@ void launch_layer_norm(const void* x, void* out, DType dtype, int64_t rows, int6
       const int threads = threads_for(n, vec ? 16 / static_cast<int>(sizeof(T)) : 1);
       layer_norm_kernel<T><<<blocks_for(rows, 1), threads, 0, stream>>>(
           static_cast<const T*>(x), static_cast<T*>(out), rows, n, static_cast<const T*>(weight),
+          static_cast<const T*>(bias), eps, vec);
+      SMELT_CUDA_CHECK_LAUNCH();
+    }
+  });
+}
+
+void launch_batch_norm_apply(const void* x, void* out, DType dtype, int64_t planes,
+                             int64_t channels, int64_t hw, const void* mean, const void* var,
+                             const void* weight, const void* bias, double eps,
+                             cudaStream_t stream) {
+  if (planes == 0 || hw == 0) return;
+  dispatch_dtype(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_floating_point_v<T> || scalar::is_half_v<T>) {
+      using C = opmath_t<T>;
+      const bool vec = hw % kVec<T> == 0 && vectorizable<T>(x, out, hw);
+      batch_norm_apply_kernel<T><<<blocks_for(planes, 1), kRowThreads * 2, 0, stream>>>(
+          static_cast<const T*>(x), static_cast<T*>(out), planes, channels, hw,
+          static_cast<const C*>(mean), static_cast<const C*>(var), static_cast<const T*>(weight),
           static_cast<const T*>(bias), eps, vec);
       SMELT_CUDA_CHECK_LAUNCH();
     }
