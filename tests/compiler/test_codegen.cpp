@@ -147,6 +147,10 @@ TEST_F(Codegen, RowsReadFromMemoryFoldAsContiguousRuns) {
                   "smelt_run_tag>{in_arg0 + (o*1024)});"))
       << src;
   EXPECT_TRUE(has(src, "smelt::reduce::ContiguousRun<float, smelt_run_tag>{rowin")) << src;
+  // exp(x - max), stored for the sum, is read back from that row by the
+  // division: no second copy of the row.
+  EXPECT_FALSE(has(src, "rowcache")) << src;
+  EXPECT_TRUE(has(src, "= rowin2[r];")) << src;
   auto cf = compile(f);
   EXPECT_TRUE(smelt_test::bitwise_same(cf(x), f(x)));
   // A transposed input (a strided row) and a float16 one (converted to the
