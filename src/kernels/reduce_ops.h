@@ -733,55 +733,60 @@ struct InnerOrder {
   SMELT_HD void run(int64_t first, int64_t n, const Get& get) {
     constexpr int64_t kChunk = chunk_size<Op>();
     int64_t i = 0;
+    // Whenever a chunk begins (also within a run, after the chunk the
+    // previous run left open is completed), whole chunks go in groups.
+    for (;;) {
 #if SMELT_HOST_VECTOR_LANES
-    if constexpr (kContiguous && is_contiguous_run<Get>::value && is_vector_lane_op<Op>::value) {
-      // Whole chunks four at a time (the same partials, the same cascade).
-      constexpr int kGroup = 4;
-      while (in_part == 0 && n - i >= kGroup * kChunk) {
-        acc_t parts[kGroup];
-        fold_chunks<Op, kGroup>(Get{get.p + first + i}, parts);
-        for (int g = 0; g < kGroup; ++g) cas.add(parts[g]);
-        cascaded = true;
-        i += kGroup * kChunk;
-        index += kGroup * kChunk;
+      if constexpr (kContiguous && is_contiguous_run<Get>::value && is_vector_lane_op<Op>::value) {
+        // Whole chunks four at a time (the same partials, the same cascade).
+        constexpr int kGroup = 4;
+        while (in_part == 0 && n - i >= kGroup * kChunk) {
+          acc_t parts[kGroup];
+          fold_chunks<Op, kGroup>(Get{get.p + first + i}, parts);
+          for (int g = 0; g < kGroup; ++g) cas.add(parts[g]);
+          cascaded = true;
+          i += kGroup * kChunk;
+          index += kGroup * kChunk;
+        }
       }
-    }
 #endif
 #if !defined(__CUDACC__) && !defined(__CUDACC_RTC__)
-    if constexpr (kContiguous && is_welford<Op>::value) {
-      // Whole chunks four (then two) at a time (the same partials, the same cascade).
-      while (in_part == 0 && n - i >= 2 * kChunk) {
-        acc_t parts[4];
-        const int group = n - i >= 4 * kChunk ? 4 : 2;
-        if (group == 4) {
-          welford_chunks<Op, 4>(get, first + i, parts);
-        } else {
-          welford_chunks<Op, 2>(get, first + i, parts);
+      if constexpr (kContiguous && is_welford<Op>::value) {
+        // Whole chunks four (then two) at a time (the same partials, the same cascade).
+        while (in_part == 0 && n - i >= 2 * kChunk) {
+          acc_t parts[4];
+          const int group = n - i >= 4 * kChunk ? 4 : 2;
+          if (group == 4) {
+            welford_chunks<Op, 4>(get, first + i, parts);
+          } else {
+            welford_chunks<Op, 2>(get, first + i, parts);
+          }
+          for (int g = 0; g < group; ++g) cas.add(parts[g]);
+          cascaded = true;
+          i += group * kChunk;
+          index += group * kChunk;
         }
-        for (int g = 0; g < group; ++g) cas.add(parts[g]);
-        cascaded = true;
-        i += group * kChunk;
-        index += group * kChunk;
       }
-    }
 #endif
-    while (i < n) {
-      const int64_t take = n - i < kChunk - in_part ? n - i : kChunk - in_part;
-      const int64_t at = first + i;
-      if constexpr (is_contiguous_run<Get>::value) {
-        part = fold_run<Op, kContiguous>(part, Get{get.p + at}, take, index);
-      } else {
-        part = fold_run<Op, kContiguous>(
-            part, [&](int64_t k) { return get(at + k); }, take, index);
-      }
-      i += take;
-      index += take;
-      in_part += take;
-      if (in_part == kChunk) {
-        cas.add(part);
-        cascaded = true;
-        part = Op::init();
-        in_part = 0;
+      if (i >= n) break;
+      {  // one chunk, or what is left of it
+        const int64_t take = n - i < kChunk - in_part ? n - i : kChunk - in_part;
+        const int64_t at = first + i;
+        if constexpr (is_contiguous_run<Get>::value) {
+          part = fold_run<Op, kContiguous>(part, Get{get.p + at}, take, index);
+        } else {
+          part = fold_run<Op, kContiguous>(
+              part, [&](int64_t k) { return get(at + k); }, take, index);
+        }
+        i += take;
+        index += take;
+        in_part += take;
+        if (in_part == kChunk) {
+          cas.add(part);
+          cascaded = true;
+          part = Op::init();
+          in_part = 0;
+        }
       }
     }
   }

@@ -8,9 +8,14 @@
 // where it sat in a loop, and compiled kernels (which recompute an inlined
 // producer in several passes or kernels) disagreed with eager and with
 // themselves (layer_norm of a row of equal values gave 1.9e-5 instead of 0).
-// Here every path computes SLEEF's deterministic functions (the "cinz"
-// family: u10 = at most 1.0 ulp of error, no FMA), which give bit-identical
-// results in scalar code and in every vector width (SSE2, AVX, AVX-512).
+// Here every path computes SLEEF's deterministic functions of one family
+// (u10 = at most 1.0 ulp of error), which give bit-identical results in
+// scalar code and in every vector width (SSE2, AVX, AVX2, AVX-512): the FMA
+// family ("finz") on a processor with AVX2 and FMA, 25-40% faster, else the
+// no-FMA one ("cinz"); the processor decides, once (vector_math_impl.h), so
+// that results on one machine never depend on the code path. (Checked: finz
+// scalar, 4-lane and 8-lane give the same bits on 44 million float inputs
+// and 67 million double inputs of each function.)
 // Source: SLEEF 3.5 (https://sleef.org), "deterministic" variants (PR #204).
 //
 // float erf and tanh are the exception: SLEEF's deterministic ones cost 5-10

@@ -3,6 +3,8 @@
 // C++ compiler (schedules are built from traced graphs directly).
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "compiler/codegen/printer.h"
 #include "compiler/compile_test_util.h"
 #include "compiler/fusion/kernel_config.h"
@@ -121,6 +123,46 @@ TEST_F(Codegen, ConsumerOfNonAdjacentReducedDimsWalksContiguousRuns) {
       x));
   ASSERT_EQ(t.steps.size(), 1u) << step_names(t);
   EXPECT_FALSE(has(t.steps[0].source, "r_i")) << t.steps[0].source;
+}
+
+// A row folded straight from memory (the input, or a row buffer of computed
+// elements) is a reduce::ContiguousRun, whose lanes the host folds in whole
+// vectors as eager's reduce kernels do (a lambda per element kept max / min
+// scalar); elements that need a conversion or are strided keep the lambda.
+// The values are eager's, NaN and infinities included.
+TEST_F(Codegen, RowsReadFromMemoryFoldAsContiguousRuns) {
+  Tensor x = randn({64, 1024});
+  x[3][5].fill_(std::numeric_limits<float>::quiet_NaN());
+  x[7][9].fill_(std::numeric_limits<float>::infinity());
+  x[9][1000].fill_(-std::numeric_limits<float>::infinity());
+  auto f = [](const Tensor& x) {
+    Tensor e = exp(x - amax(x, {-1}, true));
+    return e / sum(e, {-1}, true);
+  };
+  Schedule s = schedule_of(trace_graph(f, x));
+  ASSERT_EQ(s.steps.size(), 1u) << step_names(s);
+  const std::string& src = s.steps[0].source;
+  EXPECT_TRUE(has(src,
+                  "stretch<true>(0, 1024, 1024, smelt::reduce::ContiguousRun<float, "
+                  "smelt_run_tag>{in_arg0 + (o*1024)});"))
+      << src;
+  EXPECT_TRUE(has(src, "smelt::reduce::ContiguousRun<float, smelt_run_tag>{rowin")) << src;
+  // exp(x - max), stored for the sum, is read back from that row by the
+  // division: no second copy of the row.
+  EXPECT_FALSE(has(src, "rowcache")) << src;
+  EXPECT_TRUE(has(src, "= rowin2[r];")) << src;
+  auto cf = compile(f);
+  EXPECT_TRUE(smelt_test::bitwise_same(cf(x), f(x)));
+  // A transposed input (a strided row) and a float16 one (converted to the
+  // float accumulator) compute each element in the lambda.
+  auto g = [](const Tensor& x) { return amax(x, {-1}); };
+  for (const Tensor& in : {x.t(), x.to(DType::Float16)}) {
+    Schedule t = schedule_of(trace_graph(g, in));
+    ASSERT_EQ(t.steps.size(), 1u) << step_names(t);
+    EXPECT_FALSE(has(t.steps[0].source, "ContiguousRun")) << t.steps[0].source;
+    EXPECT_TRUE(has(t.steps[0].source, "[&](int64_t r)")) << t.steps[0].source;
+    EXPECT_TRUE(smelt_test::bitwise_same(compile(g)(in), g(in)));
+  }
 }
 
 TEST_F(Codegen, FuseOffGivesOneKernelPerNode) {

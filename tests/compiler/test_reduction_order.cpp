@@ -7,14 +7,17 @@
 // row across threads.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "compiler/compile_test_util.h"
 #include "compiler/lower/loop_ir.h"
 #include "kernels/reduce_geom.h"
+#include "kernels/reduce_ops.h"
 #include "ops/op_table.h"
 
 using namespace smelt;
@@ -299,4 +302,46 @@ TEST_F(ReductionOrder, NormalizationOfEqualElementsIsExactlyZero) {
       expect_bitwise(got, want, "rows " + std::to_string(rows) + ", n " + std::to_string(n));
     }
   }
+}
+
+namespace {
+struct OrderTestTag {};
+/// The row folded run by run (runs of `run` elements), and folded again in
+/// pieces cut at every chunk boundary (at most one chunk each, so no run()
+/// call groups chunks): InnerOrder's definition of the order.
+template <class Op, class Get>
+std::pair<typename Op::acc_t, typename Op::acc_t> by_runs_and_by_chunks(int64_t n, int64_t run,
+                                                                        const Get& get) {
+  reduce::InnerOrder<Op> whole, pieces;
+  whole.template stretch<true>(0, n, run, get);
+  constexpr int64_t kChunk = reduce::chunk_size<Op>();
+  for (int64_t s = 0; s < n;) {
+    const int64_t e = std::min({n, (s / kChunk + 1) * kChunk, (s / run + 1) * run});
+    pieces.template run<true>(s, e - s, get);
+    s = e;
+  }
+  return {whole.result(), pieces.result()};
+}
+}  // namespace
+
+// Chunks grouped within a run (four or two side by side: reduce::fold_chunks,
+// welford_chunks) wherever a chunk begins, also after the chunk the previous
+// run left open is completed (runs of 600 are not whole chunks): the same bits
+// as chunk by chunk, for Sum, Max and Welford.
+TEST(ReductionAccumulation, ChunksGroupWithinRunsWithTheSameBits) {
+  const int64_t run = 600, n = 8 * run;
+  manual_seed(3);
+  const std::vector<float> xs = randn({n}).to_vector<float>();
+  const reduce::ContiguousRun<float, OrderTestTag> cont{xs.data()};
+  auto [s0, s1] = by_runs_and_by_chunks<reduce::Sum<float>>(n, run, cont);
+  EXPECT_EQ(s0, s1);
+  EXPECT_NE(s0, 0.0f);
+  auto [m0, m1] = by_runs_and_by_chunks<reduce::Max<float>>(n, run, cont);
+  EXPECT_EQ(m0, m1);
+  auto as_double = [&](int64_t r) { return static_cast<double>(xs[r]); };
+  auto [w0, w1] = by_runs_and_by_chunks<reduce::Welford<double>>(n, run, as_double);
+  EXPECT_EQ(w0.mean, w1.mean);
+  EXPECT_EQ(w0.m2, w1.m2);
+  EXPECT_EQ(w0.count, w1.count);
+  EXPECT_EQ(w0.count, n);
 }

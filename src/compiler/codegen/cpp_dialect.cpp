@@ -21,6 +21,8 @@ std::string CppDialect::preamble() const {
       "// smelt JIT translation unit\n#include <cmath>\n#include <cstdint>\n#include "
       "<limits>\n#include <type_traits>\n#include <vector>\n#include <omp.h>\n" +
       kernels::embedded_source({"half.h", "vector_math.h", "scalar_ops.h", "reduce_ops.h"}, true) +
+      "// The unit's own tag of reduce::ContiguousRun (instantiations of its own).\n"
+      "namespace {\nstruct smelt_run_tag {};\n}  // namespace\n" +
       backend::kPreambleEnd;
   return prelude;
 }
@@ -93,6 +95,10 @@ void CppDialect::split_reduce(const Stmt& s, const std::string& acc_type, const 
       fmt::format("for (int64_t {0}_c = 1; {0}_c < {0}_splits; ++{0}_c) {0} = {1}::combine({0}, "
                   "{0}_part[{0}_c]);",
                   n, acc_type));
+}
+
+std::string CppDialect::contiguous_run(const std::string& type, const std::string& pointer) const {
+  return fmt::format("smelt::reduce::ContiguousRun<{}, smelt_run_tag>{{{}}}", type, pointer);
 }
 
 std::string CppDialect::set_error_flag(int code) const {

@@ -8,9 +8,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <optional>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "compiler/fusion/legality.h"
@@ -1003,9 +1003,27 @@ class Builder {
         if (!inner) kept.push_back(c);
       }
       if (kept.empty()) continue;
+      // On the CPU, a value the loop that first computes it already stores
+      // whole into a row buffer (a prefilled reduction input, rowin) is read
+      // from there: no second copy of the row (softmax's exp(x - max)).
+      std::map<int, std::string> stored_in;  // value -> row buffer holding it at r
+      const IndexExpr r = IndexExpr::var("r", std::max<int64_t>(1, rnumel_));
+      std::set<int> seen;
+      for (auto* l : cuda ? std::vector<Stmt*>{} : row_loops) {
+        for (auto& s : l->body)
+          if (s.kind == Stmt::Kind::RowStore && s.value->kind == Expr::Kind::Temp && s.index == r &&
+              !seen.count(temp_value_.at(s.value->name)))
+            stored_in.emplace(temp_value_.at(s.value->name), s.name);
+        for (auto& s : l->body)
+          if (s.kind == Stmt::Kind::Let) seen.insert(temp_value_.at(s.name));
+      }
       std::map<int, std::string> buffer_of;
       std::vector<Stmt> decls;
       for (size_t k = 0; k < kept.size(); ++k) {
+        if (auto in = stored_in.find(kept[k]); in != stored_in.end()) {
+          buffer_of[kept[k]] = in->second;
+          continue;
+        }
         buffer_of[kept[k]] = fmt::format("rowcache{}", k);
         Stmt rb;
         rb.kind = Stmt::Kind::RowBuffer;
@@ -1025,7 +1043,10 @@ class Builder {
           }
           for (auto& d : decls)
             if (d.name == b->second) d.dtype = s.dtype;
-          if (stored.insert(id).second) {
+          const bool first = stored.insert(id).second;
+          if (first && stored_in.count(id)) {
+            out.push_back(std::move(s));  // this loop stores it already
+          } else if (first) {
             Stmt rs;
             rs.kind = Stmt::Kind::RowStore;
             rs.name = b->second;

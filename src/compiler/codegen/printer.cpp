@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <optional>
 
 #include "kernels/scalar_ops.h"
 #include "smelt/error.h"
@@ -231,6 +232,34 @@ class Printer {
     return "";
   }
 
+  /// The dialect's contiguous-run getter of AccRun `s` when its element at
+  /// `r` is read from memory at base + r (a load or a row buffer, already of
+  /// the accumulate type, in runs contiguous in memory); "" otherwise.
+  std::string contiguous_run(const Stmt& s) const {
+    if (!s.contiguous || !s.value) return "";
+    // The element (through conversions to its own dtype, which print as
+    // nothing): the value itself, or the one temp the body defines it as.
+    const Expr* v = s.value.get();
+    while (v->kind == Expr::Kind::Convert && v->from == v->dtype) v = v->operands[0].get();
+    if (v->kind == Expr::Kind::Temp && s.body.size() == 1 && s.body[0].kind == Stmt::Kind::Let &&
+        s.body[0].name == v->name && s.body[0].dtype == v->dtype && s.body[0].value)
+      v = s.body[0].value.get();
+    else if (!s.body.empty())
+      return "";
+    const Expr& e = *v;
+    const bool load = e.kind == Expr::Kind::Load && !e.mask;
+    if ((!load && e.kind != Expr::Kind::RowLoad) || e.dtype != s.acc_dtype || is_half(e.dtype))
+      return "";
+    const std::string& r = s.range.var;
+    if (e.index.coefficient(r) != std::optional<int64_t>(1)) return "";
+    const IndexExpr base = e.index.substitute({{r, IndexExpr::constant(0)}});
+    // The row buffer's slot of element r (the index itself where one thread
+    // holds the row) must be r too.
+    if (!load && d_.row_slot(e.index, k_.config) != e.index.str()) return "";
+    const std::string at = base.is_const() && base.value() == 0 ? "" : " + (" + base.str() + ")";
+    return d_.contiguous_run(d_.value_type(e.dtype), e.name + at);
+  }
+
   void body(const std::vector<Stmt>& b) {
     for (auto& s : b) stmt(s);
   }
@@ -329,6 +358,11 @@ class Printer {
         return;
       }
       case Stmt::Kind::AccRun:
+        if (const std::string run = contiguous_run(s); !run.empty()) {
+          out_.line(fmt::format("{}.stretch<true>({}, {}, {}, {});", s.name, s.index.str(),
+                                s.range.extent.str(), s.extent, run));
+          return;
+        }
         // The element at index `r` is computed by a lambda the order struct
         // calls (inlined: contiguous runs vectorize).
         out_.line(fmt::format("{}.stretch<{}>({}, {}, {}, [&]({} {}) -> {} {{", s.name,
