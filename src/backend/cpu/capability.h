@@ -18,9 +18,9 @@
 // -ffp-contract=off (no FMA contraction, as the JIT's kernels), and the math
 // functions are SLEEF's deterministic ones of the family the processor
 // decides (src/kernels/vector_math.h), so every ISA gives the same bits
-// (tests/backend/test_cpu_capability.cpp checks it). tools/check_cpu_isa.py checks the built library: AVX instructions only
-// in functions of the AVX copies (baseline objects are linked first, so code
-// the copies share, such as template instantiations, is the baseline one).
+// (tests/backend/test_cpu_capability.cpp checks it). tools/check_cpu_isa.py checks the built
+// library: AVX instructions only in functions of the AVX copies (baseline objects are linked first,
+// so code the copies share, such as template instantiations, is the baseline one).
 #pragma once
 #include <utility>
 
