@@ -193,8 +193,8 @@ TEST(CudaRows, ReductionsOverRunsMatchTheCpu) {
   SMELT_SKIP_WITHOUT_CUDA();
   for (DType dt : {float32, bfloat16}) {
     for (const Shape& s : {Shape{8, 6, 20, 12}, Shape{8, 6, 2, 5}, Shape{64, 16, 56, 56}}) {
-      SCOPED_TRACE(::testing::Message() << dtype_name(dt) << " " << s[0] << "x" << s[1] << "x"
-                                        << s[2] << "x" << s[3]);
+      SCOPED_TRACE(::testing::Message()
+                   << dtype_name(dt) << " " << s[0] << "x" << s[1] << "x" << s[2] << "x" << s[3]);
       manual_seed(s[3]);
       Tensor x = (randn(s) * 3 + 2).to(dt);
       Tensor xg = x.to(kGpu);
@@ -217,13 +217,13 @@ TEST(CudaRows, ReductionsOverRunsMatchTheCpu) {
 TEST(CudaRows, BatchNormMatchesTheCpu) {
   SMELT_SKIP_WITHOUT_CUDA();
   for (DType dt : {float32, bfloat16}) {
-    for (const Shape& s : {Shape{4, 6, 20, 12}, Shape{2, 3, 250}, Shape{4, 6, 2, 5},
-                           Shape{8, 16, 56, 56}}) {
+    for (const Shape& s :
+         {Shape{4, 6, 20, 12}, Shape{2, 3, 250}, Shape{4, 6, 2, 5}, Shape{8, 16, 56, 56}}) {
       for (bool affine : {false, true}) {
         for (bool training : {true, false}) {
-          SCOPED_TRACE(::testing::Message() << dtype_name(dt) << " " << s.size() << "-D C "
-                                            << s[1] << " last " << s.back() << " affine "
-                                            << affine << " training " << training);
+          SCOPED_TRACE(::testing::Message()
+                       << dtype_name(dt) << " " << s.size() << "-D C " << s[1] << " last "
+                       << s.back() << " affine " << affine << " training " << training);
           manual_seed(s.back() + s[1]);
           Tensor x = (randn(s) * 2 + 1).to(dt);
           Tensor rm = randn({s[1]}), rv = rand({s[1]}) + 0.5;
