@@ -61,7 +61,8 @@ std::vector<Tensor> linear_decomp(const std::vector<Tensor>& in, const Attrs& at
   // traced, matmul + add, which fusion takes as a GEMM with its epilogue.
   const TraceContext* ctx = trace_context();
   if (!any_tracer(in) && !(ctx && ctx->captures(in)) && !grad_needed(in) && in[1].dim() == 2 &&
-      b.dim() == 1 && b.is_contiguous() && b.size(0) == in[1].size(0))
+      b.dim() == 1 && b.is_contiguous() && b.size(0) == in[1].size(0) &&
+      b.device() == in[0].device())
     return {linear_bias_epilogue(in[0], wt, b)};
   return {add(matmul(in[0], wt), b)};
 }

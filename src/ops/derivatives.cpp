@@ -543,9 +543,11 @@ Grads linear_backward(const GradContext& c) {
   } else {
     if (c.needs(0)) r[0] = matmul(g, w);
     if (c.needs(1)) {
-      Tensor g2 = reshape(g, {-1, w.size(0)});
-      Tensor x2 = reshape(x, {-1, w.size(1)});
-      r[1] = matmul(t(g2), x2);
+      // x's and g's leading dims as rows, counted: a -1 would be ambiguous
+      // where in_features or out_features is 0.
+      int64_t rows = 1;
+      for (int64_t d = 0; d + 1 < x.dim(); ++d) rows *= x.size(d);
+      r[1] = matmul(t(reshape(g, {rows, w.size(0)})), reshape(x, {rows, w.size(1)}));
     }
   }
   if (r.size() > 2 && c.needs(2)) r[2] = sum_to(g, c.in_sizes(2));

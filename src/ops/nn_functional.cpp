@@ -180,6 +180,9 @@ Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>
               ".to(...)",
               D(x), D(weight));
   SMELT_CHECK(x.dtype() != DType::Bool, "linear: bool tensors are not supported");
+  SMELT_CHECK(weight.device() == x.device(),
+              "linear: input is on {} but weight on {}; move them to one device with .to(device)",
+              x.device().str(), weight.device().str());
   Shape out(x.sizes().begin(), x.sizes().end() - 1);
   if (weight.dim() == 2) out.push_back(weight.size(0));
   std::vector<Tensor> inputs{x, weight};
@@ -188,6 +191,10 @@ Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>
     SMELT_CHECK(bias->dtype() == x.dtype(),
                 "linear: bias dtype {} differs from input dtype {}; convert it with .to(...)",
                 D(*bias), D(x));
+    // A 0-d CPU bias is a scalar the broadcasting add takes on any device.
+    SMELT_CHECK(bias->device() == x.device() || (bias->dim() == 0 && bias->device().is_cpu()),
+                "linear: input is on {} but bias on {}; move them to one device with .to(device)",
+                x.device().str(), bias->device().str());
     SMELT_CHECK(broadcasts_to(bias->sizes(), out),
                 "linear: bias of shape {} does not broadcast to the output shape {}; bias must "
                 "be [out_features]",

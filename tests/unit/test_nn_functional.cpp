@@ -86,6 +86,53 @@ TEST(NNFunctional, LinearErrors) {
       "bias");
 }
 
+TEST(NNFunctional, LinearBackwardWithZeroFeatures) {
+  // in_features or out_features 0 (PyTorch: zero-sized gradients, zeros where
+  // a product over nothing sums): dW counts x's rows, never reshapes with -1.
+  struct Case {
+    Shape x, w;
+  };
+  for (const Case& c : {Case{{3, 0}, {4, 0}}, Case{{2, 3, 0}, {4, 0}}, Case{{3, 5}, {0, 5}}}) {
+    Tensor x = make(seq(detail::shape_numel(c.x)), c.x),
+           w = make(seq(detail::shape_numel(c.w)), c.w);
+    Tensor b = make(seq(c.w[0], 1.1), {c.w[0]});
+    x.requires_grad_(true);
+    w.requires_grad_(true);
+    b.requires_grad_(true);
+    const int64_t rows = detail::shape_numel(Shape(c.x.begin(), c.x.end() - 1));
+    Tensor y = linear(x, w, b);
+    std::vector<double> want_y;  // b in every row (x W^T is an empty sum)
+    for (int64_t r = 0; r < rows; ++r)
+      for (double v : vals(b)) want_y.push_back(v);
+    EXPECT_EQ(vals(y), want_y);
+    mul(y, y).sum().backward();
+    EXPECT_EQ(x.grad().sizes(), c.x);
+    EXPECT_EQ(w.grad().sizes(), c.w);
+    EXPECT_EQ(vals(w.grad()), std::vector<double>(detail::shape_numel(c.w), 0.0));
+    std::vector<double> want_b = vals(b);  // d/db sum(y^2) = 2 b per row
+    for (double& v : want_b) v *= 2.0 * static_cast<double>(rows);
+    expect_close(vals(b.grad()), want_b, 1e-12);
+  }
+}
+
+TEST(NNFunctional, LinearDeviceMismatchNamesLinear) {
+  SMELT_SKIP_WITHOUT_CUDA();
+  const Device gpu("cuda:0");
+  Tensor x = zeros({2, 5}, TensorOptions().device(gpu)),
+         w = zeros({4, 5}, TensorOptions().device(gpu));
+  // A [out] bias on another device: an error naming linear (not the fused
+  // GEMM's internal assertion).
+  expect_error_mentions([&] { linear(x, w, zeros({4})); },
+                        "linear: input is on cuda:0 but bias on cpu");
+  expect_error_mentions(
+      [&] {
+        linear(x, zeros({4, 5}));
+      },
+      "linear: input is on cuda:0 but weight on cpu");
+  // A 0-d CPU bias is a scalar, as for add.
+  EXPECT_EQ(vals(linear(x, w, full({}, 1.5))), std::vector<double>(8, 1.5));
+}
+
 // ---------------------------------------------------------------- softmax ---
 
 TEST(NNFunctional, SoftmaxAndLogSoftmax) {
