@@ -181,7 +181,8 @@ Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>
               D(x), D(weight));
   SMELT_CHECK(x.dtype() != DType::Bool, "linear: bool tensors are not supported");
   SMELT_CHECK(weight.device() == x.device(),
-              "linear: input is on {} but weight on {}; move them to one device with .to(device)",
+              "linear: Expected all tensors to be on the same device, but found at least two "
+              "devices, {} (input) and {} (weight); move them with .to(device)",
               x.device().str(), weight.device().str());
   Shape out(x.sizes().begin(), x.sizes().end() - 1);
   if (weight.dim() == 2) out.push_back(weight.size(0));
@@ -193,7 +194,8 @@ Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>
                 D(*bias), D(x));
     // A 0-d CPU bias is a scalar the broadcasting add takes on any device.
     SMELT_CHECK(bias->device() == x.device() || (bias->dim() == 0 && bias->device().is_cpu()),
-                "linear: input is on {} but bias on {}; move them to one device with .to(device)",
+                "linear: Expected all tensors to be on the same device, but found at least two "
+                "devices, {} (input) and {} (bias); move them with .to(device)",
                 x.device().str(), bias->device().str());
     SMELT_CHECK(broadcasts_to(bias->sizes(), out),
                 "linear: bias of shape {} does not broadcast to the output shape {}; bias must "

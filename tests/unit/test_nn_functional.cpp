@@ -123,12 +123,14 @@ TEST(NNFunctional, LinearDeviceMismatchNamesLinear) {
   // A [out] bias on another device: an error naming linear (not the fused
   // GEMM's internal assertion).
   expect_error_mentions([&] { linear(x, w, zeros({4})); },
-                        "linear: input is on cuda:0 but bias on cpu");
+                        "linear: Expected all tensors to be on the same device, but found at least "
+                        "two devices, cuda:0 (input) and cpu (bias)");
   expect_error_mentions(
       [&] {
         linear(x, zeros({4, 5}));
       },
-      "linear: input is on cuda:0 but weight on cpu");
+      "linear: Expected all tensors to be on the same device, but found at least "
+      "two devices, cuda:0 (input) and cpu (weight)");
   // A 0-d CPU bias is a scalar, as for add.
   EXPECT_EQ(vals(linear(x, w, full({}, 1.5))), std::vector<double>(8, 1.5));
 }
