@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <vector>
@@ -256,10 +257,15 @@ class ObjectFile final : public backend::Module {
 /// the vectorizer calls), built once per toolchain and kept in the kernel
 /// cache like a kernel: defining them in every kernel's translation unit cost
 /// each compile about 0.1 s (0.6 s with <immintrin.h>).
-std::string math_object(backend::ModuleCache& cache, const std::string& fingerprint) {
+const std::string& math_source() {
   static const std::string source =
       "// smelt JIT math support\n#define SMELT_VM_VISIBILITY \"hidden\"\n" +
       kernels::embedded_source({"half.h", "vector_math.h", "vector_math_impl.h"}, true);
+  return source;
+}
+
+std::string math_object(backend::ModuleCache& cache, const std::string& fingerprint) {
+  const std::string& source = math_source();
   auto compile = [](const std::string& source_path, const std::string& binary_path) {
     run_compiler(source_path, binary_path, {"-c"});
   };
@@ -353,10 +359,14 @@ void compile_unit(backend::ModuleCache& cache, const std::string& fingerprint,
 std::shared_ptr<backend::Module> build_module(const std::string& source,
                                               backend::ModuleCache& cache,
                                               backend::BuildInfo* info) {
-  // The hash of these, after the source's, keys the binary (as before the
-  // cache moved out of this file, so existing cache entries stay valid).
+  // The hash of these, after the source's, keys the binary.
   compile_timeout();  // an invalid SMELT_COMPILE_TIMEOUT is an error even on a cache hit
   const std::string fingerprint = flags() + compiler() + "|" + compiler_version() + cpu_isa();
+  // A kernel library links the math object in (math_object), so its key also
+  // carries the math source's hash: a change to vector_math_impl.h alone
+  // rebuilds the kernels instead of reusing ones linked with the old math.
+  static const std::string math_key =
+      fmt::format("|math {:016x}", std::hash<std::string>{}(math_source()));
   auto compile = [&cache, &fingerprint](const std::string& source_path,
                                         const std::string& binary_path) {
     compile_unit(cache, fingerprint, source_path, binary_path);
@@ -371,7 +381,7 @@ std::shared_ptr<backend::Module> build_module(const std::string& source,
     }
     return std::make_shared<CpuModule>(handle, binary_path);
   };
-  return cache.get_or_build(source, fingerprint, ".cpp", ".so", compile, load, info);
+  return cache.get_or_build(source, fingerprint + math_key, ".cpp", ".so", compile, load, info);
 }
 
 }  // namespace smelt::cpu
