@@ -6,9 +6,8 @@
 //    last dim): a row of reduced elements per group of bx threads (bx = 256
 //    for long rows, a power of two down to 1 for short ones, 256 / bx rows per
 //    block); each thread steps its elements in increasing order (16-byte
-//    vector loads when the rows, or the runs of their innermost reduced dim,
-//    are contiguous and aligned, kInnerLoads of them issued before the first
-//    is stepped; var / var_mean as shifted sums), then the group
+//    vector loads when the rows are contiguous and aligned, kInnerLoads of
+//    them issued before the first is stepped), then the group
 //    combines its partials with warp shuffles (and shared memory across warps);
 //  * outer schedule (a kept dim is innermost, e.g. sum over dim 0): 32
 //    neighbouring outputs per block, read with coalesced loads, the reduced
