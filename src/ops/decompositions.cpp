@@ -90,15 +90,19 @@ Tensor fused_softmax(const Tensor& x, bool log) {
   return be.fused_softmax(xc, log, yc) ? cast(yc, x.dtype()) : Tensor();
 }
 
+/// A fused norm kernel's parameter (weight, bias, statistics) as the kernel
+/// takes it: absent, or real, contiguous and on x's device.
+bool fused_param_fits(const Tensor& p, const Tensor& x) {
+  return !p.defined() || (!is_tracer(p) && p.is_contiguous() && p.device() == x.device());
+}
+
 /// layer_norm of x (fusable_rows) over its last n elements by the backend's
 /// fused kernel, or an undefined tensor when it takes no such case. A backend
 /// that refuses x, or a weight / bias of another dtype, is offered x upcast to
 /// opmath with a weight / bias whose dtype promotes into opmath converted to
 /// it: the decomposition's products convert them so.
 Tensor fused_layer_norm(const Tensor& x, int64_t n, const Tensor& w, const Tensor& b, double eps) {
-  auto fits = [&](const Tensor& p) {
-    return !p.defined() || (!is_tracer(p) && p.is_contiguous() && p.device() == x.device());
-  };
+  auto fits = [&](const Tensor& p) { return fused_param_fits(p, x); };
   if (!fits(w) || !fits(b)) return Tensor();
   backend::Backend& be = backend::backend(x.device());
   auto of_dtype = [](const Tensor& p, DType t) { return !p.defined() || p.dtype() == t; };
@@ -126,8 +130,7 @@ Tensor fused_batch_norm_apply(const Tensor& x, DType c, const Tensor& mean, cons
   if (!fusable_rows(x) || x.dim() < 3 || !mean.defined() || !var.defined()) return Tensor();
   const int64_t channels = x.size(1);
   auto fits = [&](const Tensor& p, DType t) {
-    return !p.defined() || (!is_tracer(p) && p.is_contiguous() && p.device() == x.device() &&
-                            p.dtype() == t && p.numel() == channels);
+    return fused_param_fits(p, x) && (!p.defined() || (p.dtype() == t && p.numel() == channels));
   };
   if (!fits(mean, c) || !fits(var, c) || !fits(w, x.dtype()) || !fits(b, x.dtype()) ||
       grad_needed({x, mean, var, w, b}))
