@@ -335,6 +335,11 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
 Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& reduction = "mean");
 /// softmax(q k^T * scale + mask) v; q [..., L, E], k [..., S, E], v [..., S, Ev];
 /// attn_mask bool (true = keep) or float (added); scale defaults to 1/sqrt(E).
+/// q, k and v share one floating dtype. Scores and softmax are computed in
+/// float32 (float64 inputs: float64); for float16 / bfloat16 the probabilities
+/// are rounded to that dtype before the product with v, which accumulates in
+/// float32 and rounds once (the numerics of PyTorch's flash / memory-efficient
+/// CUDA kernels; PyTorch's math fallback keeps them in float32).
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const std::optional<Tensor>& attn_mask = std::nullopt,
                                     double dropout_p = 0.0, bool is_causal = false,

@@ -111,6 +111,7 @@ void gemm_over_batch(Backend& be, Gemm g, const std::vector<GemmBatchDim>& dims,
   g.c_batch_stride = in.c;
   g.epilogue.residual_batch_stride = in.residual;
   const int64_t isz = static_cast<int64_t>(itemsize(g.dtype));
+  const int64_t csz = static_cast<int64_t>(itemsize(g.c_dtype()));
   const char* a0 = static_cast<const char*>(g.a.data);
   const char* b0 = static_cast<const char*>(g.b.data);
   char* c0 = static_cast<char*>(g.c);
@@ -130,7 +131,7 @@ void gemm_over_batch(Backend& be, Gemm g, const std::vector<GemmBatchDim>& dims,
     Gemm gi = g;
     gi.a.data = a0 + ao * isz;
     gi.b.data = b0 + bo * isz;
-    gi.c = c0 + co * isz;
+    gi.c = c0 + co * csz;
     if (residual) gi.epilogue.residual = r0 + ro * isz;
     be.gemm(gi, stream);
   }

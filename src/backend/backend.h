@@ -31,6 +31,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -213,10 +214,16 @@ struct GemmEpilogue {
 /// One batched product C[b] = epilogue(alpha * A[b] @ B[b]) for b in [0, batch):
 /// A[b] is m x k, B[b] is k x n, C[b] is m x n (strides in elements). All
 /// operands have dtype `dtype` (any but bool; float16 / bfloat16 accumulate in
-/// float32; integers wrap). C may not alias A or B.
+/// float32; integers wrap), except C when `out_dtype` is set. C may not alias
+/// A or B.
 struct Gemm {
   Device device;  // where the operands live (the GPU a CUDA backend runs on)
   DType dtype = DType::Float32;
+  /// C's dtype when it is not `dtype`: only float32 for float16 / bfloat16
+  /// operands and no epilogue (the float32 sums stored unrounded), on a
+  /// backend that runs it (CUDA; the CPU backend raises an internal error).
+  std::optional<DType> out_dtype;
+  DType c_dtype() const { return out_dtype.value_or(dtype); }
   int64_t batch = 1, m = 0, n = 0, k = 0;
   MatrixRef a, b;
   void* c = nullptr;

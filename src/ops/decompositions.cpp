@@ -323,8 +323,16 @@ std::vector<Tensor> mse_loss_decomp(const std::vector<Tensor>& in, const Attrs& 
 }
 
 std::vector<Tensor> sdpa_decomp(const std::vector<Tensor>& in, const Attrs& attrs) {
+  // The scores and the softmax run in float32 (float64 stays float64). For
+  // float16 / bfloat16 inputs the probabilities are rounded to the input dtype
+  // before the product with v, as PyTorch's fused CUDA kernels (flash and
+  // memory-efficient attention) do: that product is then a half-precision
+  // GEMM accumulated in float32, rounded once. q k^T of upcast operands is
+  // exact products summed in float32, which the compiler runs as one
+  // half-precision GEMM with a float32 result (a cast prologue).
   const DType dt = in[0].dtype();
-  Tensor q = upcast(in[0]), k = upcast(in[1]), v = upcast(in[2]);
+  const bool half = dt == DType::Float16 || dt == DType::BFloat16;
+  Tensor q = upcast(in[0]), k = upcast(in[1]);
   const double inf = std::numeric_limits<double>::infinity();
   Tensor scores = mul(matmul(q, k.transpose(-2, -1)), Scalar(attrs.as<double>("scale")));
   if (attrs.as<bool>("is_causal")) {
@@ -340,7 +348,8 @@ std::vector<Tensor> sdpa_decomp(const std::vector<Tensor>& in, const Attrs& attr
   Tensor attn = softmax(scores, -1);
   const double p = attrs.as<double>("dropout_p");
   if (p > 0) attn = dropout(attn, p, /*training=*/true);
-  return {cast(matmul(attn, v), dt)};
+  if (half) return {matmul(cast(attn, dt), in[2])};  // q, k and v share a dtype
+  return {cast(matmul(attn, upcast(in[2])), dt)};
 }
 
 }  // namespace

@@ -256,6 +256,23 @@ inline const std::vector<FusionPattern>& fusion_patterns() {
             return V{matmul(w, a[1])};
           },
           1e-5, -1),
+      // q, k and v as gpt2's attention takes them: head views of one packed
+      // [B, T, 3C] tensor. On CUDA q k^T is one bfloat16 GEMM with a float32
+      // result (the converts folded in), then the masked softmax rounding its
+      // probabilities to bfloat16, then the bfloat16 GEMM with v.
+      fn_pattern(
+          "sdpa_bfloat16_causal",
+          [] {
+            return V{randn({2, 32, 192}).to(DType::BFloat16)};
+          },
+          [](const V& a) {
+            auto heads = [&](int64_t i) {
+              return a[0].narrow(2, i * 64, 64).reshape({2, 32, 4, 16}).transpose(1, 2);
+            };
+            return V{scaled_dot_product_attention(heads(0), heads(1), heads(2), std::nullopt, 0.0,
+                                                  /*is_causal=*/true)};
+          },
+          2e-2, 3),
       {"mlp_float32",
        [](Device d) {
          manual_seed(1234);

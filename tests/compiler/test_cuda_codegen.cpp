@@ -16,6 +16,7 @@
 #include "compiler/codegen/cuda_dialect.h"
 #include "compiler/codegen/generate.h"
 #include "compiler/compile_test_util.h"
+#include "compiler/fusion/legality.h"
 #include "compiler/fusion_patterns.h"
 #include "compiler/runtime/units.h"
 #include "ops/op_call.h"
@@ -158,6 +159,50 @@ TEST_F(CudaCodegen, PointwiseKernelPrintsThroughTheSamePath) {
   // w broadcasts along rows: read at the column i % 100; x and b dense at i.
   EXPECT_TRUE(has(st.source, "[i % 100]")) << st.source;
   EXPECT_FALSE(has(st.source, "#pragma omp")) << st.source;
+}
+
+// A GEMM of bfloat16 values converted to float32 reads the bfloat16 values
+// (through a transpose) and writes float32: no convert kernel, and the
+// converts' source is what the graph stores.
+TEST_F(CudaCodegen, GemmOfConvertedHalvesReadsTheHalves) {
+  Tensor q = randn({2, 3, 16, 8}).to(DType::BFloat16), k = randn({2, 3, 16, 8}).to(DType::BFloat16);
+  auto scores = [](const Tensor& q, const Tensor& k) {
+    return softmax(matmul(q.to(DType::Float32), k.to(DType::Float32).transpose(-2, -1)), -1);
+  };
+  Graph g;
+  Schedule s = cuda_schedule(trace_graph(scores, q, k), &g);
+  ASSERT_EQ(s.steps.size(), 2u);  // the GEMM, the softmax
+  const Step& gemm = s.steps[0];
+  EXPECT_EQ(gemm.kind, Step::Kind::Extern);
+  EXPECT_TRUE(gemm.cast_prologue);
+  EXPECT_EQ(gemm.reads, (std::vector<int>{0, 1}));  // the bfloat16 inputs themselves
+  EXPECT_EQ(g.buffers[gemm.writes[0]].dtype, DType::Float32);
+  const std::array<Operand, 2> src = *gemm_cast_prologue(g, g.nodes[gemm.node]);
+  EXPECT_EQ(src[1].dtype, DType::BFloat16);
+  EXPECT_EQ(src[1].sizes, (Shape{2, 3, 8, 16}));
+  EXPECT_EQ(src[1].strides, (Shape{384, 128, 1, 8}));  // k^T read in place
+
+  // A convert that is also read elsewhere is still computed; the GEMM reads
+  // the bfloat16 values all the same.
+  Schedule both = cuda_schedule(trace_graph(
+      [&](const Tensor& q, const Tensor& k) {
+        return std::vector<Tensor>{scores(q, k), q.to(DType::Float32) * 2};
+      },
+      q, k));
+  int prologues = 0;
+  for (const Step& st : both.steps) prologues += st.cast_prologue;
+  EXPECT_EQ(prologues, 1);
+  EXPECT_EQ(both.steps.size(), 3u);
+
+  // A reshape that merges dims of the converted tensor cannot be read through:
+  // the float32 GEMM stays.
+  Schedule merged = cuda_schedule(trace_graph(
+      [](const Tensor& q, const Tensor& k) {
+        return matmul(q.to(DType::Float32).reshape({6, 16, 8}),
+                      k.to(DType::Float32).reshape({6, 16, 8}).transpose(-2, -1));
+      },
+      q, k));
+  for (const Step& st : merged.steps) EXPECT_FALSE(st.cast_prologue) << st.name;
 }
 
 // A misaligned input (a view at an odd offset) is not declared aligned; the

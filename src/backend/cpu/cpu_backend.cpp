@@ -101,6 +101,9 @@ class CpuBackend final : public backend::Backend {
     return gemm_epilogue_activation_supported(act);
   }
   void gemm(const backend::Gemm& g, Stream) override {
+    SMELT_INTERNAL_ASSERT(g.c_dtype() == g.dtype,
+                          "gemm: the CPU backend writes C in the operands' dtype ({}), not {}",
+                          dtype_name(g.dtype), dtype_name(g.c_dtype()));
     gemm_fused(g.dtype, g.batch, g.m, g.n, g.k, g.a, g.b, g.c, g.c_batch_stride, g.c_row_stride,
                g.c_col_stride, g.epilogue, g.alpha);
   }

@@ -70,9 +70,17 @@ void gemm(const backend::Gemm& g, int device, cudaStream_t stream) {
       is_floating(g.dtype) || *act == EpilogueActivation::None || *act == EpilogueActivation::Relu,
       "gemm_fused: activation \"{}\" needs a floating dtype, got {}", g.epilogue.activation,
       dtype_name(g.dtype));
+  const DType c_dtype = g.c_dtype();
+  const bool half = g.dtype == DType::Float16 || g.dtype == DType::BFloat16;
+  SMELT_INTERNAL_ASSERT(
+      c_dtype == g.dtype || (half && c_dtype == DType::Float32 && g.epilogue.empty()),
+      "gemm: {} operands with a {} result (only float16 / bfloat16 -> "
+      "float32, without an epilogue)",
+      dtype_name(g.dtype), dtype_name(c_dtype));
   if (g.batch <= 0 || g.m <= 0 || g.n <= 0) return;
   DeviceGuard guard(device);
   const int64_t esz = static_cast<int64_t>(itemsize(g.dtype));
+  const int64_t csz = static_cast<int64_t>(itemsize(c_dtype));
   const backend::GemmEpilogue& e = g.epilogue;
   const MatArg a{g.a.data, g.a.batch_stride, g.a.row_stride, g.a.col_stride};
   const MatArg b{g.b.data, g.b.batch_stride, g.b.row_stride, g.b.col_stride};
@@ -87,10 +95,10 @@ void gemm(const backend::Gemm& g, int device, cudaStream_t stream) {
   };
 
   if (g.k == 0) {  // an empty sum: C = epilogue(0), zeros copied from one zeroed element
-    void* zero = scratch.get(static_cast<size_t>(esz));
-    SMELT_CUDA_CHECK(cudaMemsetAsync(zero, 0, static_cast<size_t>(esz), stream));
+    void* zero = scratch.get(static_cast<size_t>(csz));
+    SMELT_CUDA_CHECK(cudaMemsetAsync(zero, 0, static_cast<size_t>(csz), stream));
     launch_matrix_copy(g.c, g.c_batch_stride, g.c_row_stride, g.c_col_stride, MatArg{zero, 0, 0, 0},
-                       g.batch, g.m, g.n, static_cast<int>(esz), stream);
+                       g.batch, g.m, g.n, static_cast<int>(csz), stream);
     if (!e.empty()) epilogue_kernel(nullptr);
     return;
   }
@@ -145,16 +153,15 @@ void gemm(const backend::Gemm& g, int device, cudaStream_t stream) {
   // The result: straight into C when it is row-major with unit column stride
   // and no epilogue needs float32 scratch; else into contiguous scratch
   // (float32 for float16 / bfloat16 with an epilogue, so the result rounds once).
-  const bool half = g.dtype == DType::Float16 || g.dtype == DType::BFloat16;
   const bool f32_scratch = half && !e.empty();
   const bool direct_c =
       g.c_col_stride == 1 && g.c_row_stride >= g.n && fits_int(g.c_row_stride) && !f32_scratch;
-  p.d_dtype = f32_scratch ? DType::Float32 : g.dtype;
+  p.d_dtype = f32_scratch ? DType::Float32 : c_dtype;
   p.d = g.c;
   p.ldd = g.c_row_stride;
   p.stride_d = g.c_batch_stride;
   if (!direct_c) {
-    p.d = scratch.get(static_cast<size_t>(g.batch * g.m * g.n * (f32_scratch ? 4 : esz)));
+    p.d = scratch.get(static_cast<size_t>(g.batch * g.m * g.n * (f32_scratch ? 4 : csz)));
     p.ldd = g.n;
     p.stride_d = g.m * g.n;
   }
@@ -169,7 +176,7 @@ void gemm(const backend::Gemm& g, int device, cudaStream_t stream) {
   }
   if (!direct_c) {  // scratch (contiguous) -> C (strided)
     launch_matrix_copy(g.c, g.c_batch_stride, g.c_row_stride, g.c_col_stride,
-                       MatArg{p.d, g.m * g.n, g.n, 1}, g.batch, g.m, g.n, static_cast<int>(esz),
+                       MatArg{p.d, g.m * g.n, g.n, 1}, g.batch, g.m, g.n, static_cast<int>(csz),
                        stream);
   }
   if (!e.empty()) epilogue_kernel(nullptr);

@@ -270,7 +270,8 @@ std::optional<CublasGemm> lt_gemm_of(const backend::Gemm& g, std::string* why) {
   if (!cublas_operand(g.m, g.n, g.c_row_stride, g.c_col_stride, &op_c, &p.ldd) ||
       op_c != CUBLAS_OP_N)
     return fail("C is not row-major with column stride 1");
-  p.dtype = p.d_dtype = g.dtype;
+  p.dtype = g.dtype;
+  p.d_dtype = g.c_dtype();
   p.m = g.n;
   p.n = g.m;
   p.k = g.k;

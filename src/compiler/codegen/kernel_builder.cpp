@@ -51,11 +51,12 @@ ExprPtr cast(ExprPtr v, DType from, DType to) {
   return make(std::move(e));
 }
 
-ExprPtr row_load(const std::string& buffer, DType t) {
+ExprPtr row_load(const std::string& buffer, DType t, bool raw = false) {
   Expr e;
   e.kind = Expr::Kind::RowLoad;
   e.name = buffer;
   e.dtype = t;
+  e.raw = raw;
   e.index = IndexExpr::var("r", 1 << 30);
   return make(std::move(e));
 }
@@ -995,11 +996,38 @@ class Builder {
       std::vector<int> shared;
       for (auto& [id, ls] : loops_of)
         if (ls.size() > 1) shared.push_back(id);
+      std::map<int, const Expr*> expr_of;  // each value's expression (its first Let)
+      for (auto* l : row_loops)
+        for (auto& s : l->body)
+          if (s.kind == Stmt::Kind::Let) expr_of.emplace(temp_value_.at(s.name), s.value.get());
+      const std::set<int> shared_set(shared.begin(), shared.end());
       std::vector<int> kept;
+      std::set<int> raw;  // kept as float16 / bfloat16 storage bits (CUDA)
       for (int c : shared) {
+        const Expr& e = *expr_of.at(c);
+        if (cuda) {
+          // A value that only widens another kept value (bfloat16 -> float is
+          // no instruction at all) is recomputed from it: a second register
+          // copy of the row would halve the rows a multiprocessor holds.
+          auto half = [](DType t) { return t == DType::Float16 || t == DType::BFloat16; };
+          const bool widening =
+              e.kind == Expr::Kind::Cast ||
+              (e.kind == Expr::Kind::Convert &&
+               (e.from == e.dtype ||
+                (half(e.from) && (e.dtype == DType::Float32 || e.dtype == DType::Float64)) ||
+                (e.from == DType::Float32 && e.dtype == DType::Float64)));
+          if (widening && e.operands[0]->kind == Expr::Kind::Temp &&
+              shared_set.count(temp_value_.at(e.operands[0]->name)))
+            continue;
+          // A loaded float16 / bfloat16 row is kept as loaded (half the
+          // registers) and converted where it is read, as eager's row kernels do.
+          if (e.kind == Expr::Kind::Load && !e.mask && half(e.dtype)) raw.insert(c);
+          kept.push_back(c);
+          continue;
+        }
         bool inner = false;
         for (int d : shared)
-          if (!cuda && d != c && part_of(c, d)) inner = true;
+          if (d != c && part_of(c, d)) inner = true;
         if (!inner) kept.push_back(c);
       }
       if (kept.empty()) continue;
@@ -1029,6 +1057,7 @@ class Builder {
         rb.kind = Stmt::Kind::RowBuffer;
         rb.name = buffer_of[kept[k]];
         rb.extent = rnumel_;
+        rb.raw = raw.count(kept[k]) > 0;
         decls.push_back(rb);
       }
       std::set<int> stored;
@@ -1044,8 +1073,21 @@ class Builder {
           for (auto& d : decls)
             if (d.name == b->second) d.dtype = s.dtype;
           const bool first = stored.insert(id).second;
+          const bool bits = raw.count(id) > 0;
           if (first && stored_in.count(id)) {
             out.push_back(std::move(s));  // this loop stores it already
+          } else if (first && bits) {
+            // name[r] = the loaded bits; the value is read back from there.
+            Expr load = *s.value;
+            load.raw = true;
+            Stmt rs;
+            rs.kind = Stmt::Kind::RowStore;
+            rs.name = b->second;
+            rs.index = IndexExpr::var("r", std::max<int64_t>(1, rnumel_));
+            rs.value = make(std::move(load));
+            out.push_back(std::move(rs));
+            s.value = row_load(b->second, s.dtype, /*raw=*/true);
+            out.push_back(std::move(s));
           } else if (first) {
             Stmt rs;
             rs.kind = Stmt::Kind::RowStore;
@@ -1059,7 +1101,7 @@ class Builder {
             out.push_back(std::move(s));
             out.push_back(std::move(rs));
           } else {
-            s.value = row_load(b->second, s.dtype);
+            s.value = row_load(b->second, s.dtype, bits);
             out.push_back(std::move(s));
           }
         }

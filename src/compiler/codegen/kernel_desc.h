@@ -80,6 +80,10 @@ struct Expr {
   std::vector<std::tuple<IndexExpr, int64_t, int64_t>> guard;
   /// AccValue: the accumulator is lane `index` of an array of them.
   bool lane = false;
+  /// Load of a float16 / bfloat16 element: its storage bits, not converted
+  /// (what a raw row buffer holds); RowLoad: an element of a raw row buffer,
+  /// converted to float.
+  bool raw = false;
 };
 
 /// How an accumulator combines a row (src/kernels/reduce_ops.h).
@@ -94,7 +98,8 @@ struct Stmt {
     Loop,         // range, body
     Let,          // const <value type of dtype> name = value;
     Store,        // pointer `name`[index] = value (rounded to the storage type of dtype)
-    RowBuffer,    // a row-local buffer `name` of `extent` values of dtype
+    RowBuffer,    // a row-local buffer `name` of `extent` values of dtype (with
+                  // `raw`: float16 / bfloat16 elements kept in their storage type)
     RowStore,     // name[index] = value
     CheckZero,    // the error flag is set to `code` when value == 0 (integer division)
     CheckIndex,   // the error flag is set to `code` when value is outside [0, extent)
@@ -137,6 +142,7 @@ struct Stmt {
   ExprPtr mask;                      // CheckZero, CheckIndex: checked only where this holds
   int code = 0;                      // CheckZero, CheckIndex: the op table's RuntimeCheck
   bool lane = false;  // AccStep, AccFinish: the accumulator is lane `index` of an array
+  bool raw = false;   // RowBuffer: holds storage bits (see Expr::raw)
 };
 
 struct KernelDesc {

@@ -167,7 +167,7 @@ class Printer {
         return d_.literal(e.literal, e.dtype);
       case Expr::Kind::Load: {
         std::string l = d_.load(e.name, e.index.str());
-        if (is_half(e.dtype)) l = d_.half_to_float(e.dtype, l);
+        if (is_half(e.dtype) && !e.raw) l = d_.half_to_float(e.dtype, l);
         // A guarded read happens only where its guard holds.
         if (e.mask) l = fmt::format("({} ? {} : {}(0))", expr(*e.mask), l, d_.value_type(e.dtype));
         return l;
@@ -191,8 +191,10 @@ class Printer {
         return fmt::format("({0} < 0 ? INT64_C(0) : {0} >= INT64_C({1}) ? INT64_C({2}) : {0})", v,
                            n, n > 0 ? n - 1 : 0);
       }
-      case Expr::Kind::RowLoad:
-        return fmt::format("{}[{}]", e.name, d_.row_slot(e.index, k_.config));
+      case Expr::Kind::RowLoad: {
+        const std::string v = fmt::format("{}[{}]", e.name, d_.row_slot(e.index, k_.config));
+        return e.raw ? d_.half_to_float(e.dtype, v) : v;
+      }
       case Expr::Kind::Call: {
         std::vector<std::string> args;
         for (auto& o : e.operands) args.push_back(expr(*o));
@@ -312,7 +314,8 @@ class Printer {
         return;
       }
       case Stmt::Kind::RowBuffer:
-        out_.line(d_.row_buffer(d_.value_type(s.dtype), s.name, s.extent, k_.config));
+        out_.line(d_.row_buffer(s.raw ? d_.storage_type(s.dtype) : d_.value_type(s.dtype), s.name,
+                                s.extent, k_.config));
         return;
       case Stmt::Kind::RowStore:
         out_.line(

@@ -290,4 +290,26 @@ GroupFootprint footprint(const Graph& g, const std::vector<bool>& materialized,
   return fp;
 }
 
+std::optional<std::array<Operand, 2>> gemm_cast_prologue(const Graph& g, const Node& n) {
+  if (n.op != "matmul" || n.inputs.size() != 2 || g.buffers[n.outputs[0]].dtype != DType::Float32)
+    return std::nullopt;
+  std::array<Operand, 2> r;
+  for (size_t k = 0; k < 2; ++k) {
+    const Operand& o = n.inputs[k];
+    if (o.is_scalar()) return std::nullopt;
+    const Buffer& b = g.buffers[o.buf];
+    if (b.kind != BufferKind::Node) return std::nullopt;
+    const Node& cvt = g.nodes[b.producer];
+    if (cvt.op != "to_dtype" || cvt.inputs.empty() || cvt.inputs[0].is_scalar())
+      return std::nullopt;
+    const DType src = cvt.inputs[0].dtype;
+    if (src != DType::Float16 && src != DType::BFloat16) return std::nullopt;
+    std::optional<Operand> w = window_through(o, b, cvt.inputs[0]);
+    if (!w) return std::nullopt;
+    r[k] = *w;
+  }
+  if (r[0].dtype != r[1].dtype) return std::nullopt;
+  return r;
+}
+
 }  // namespace smelt::compiler

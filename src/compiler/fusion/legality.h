@@ -14,6 +14,8 @@
 //   iterate the domain, and a scan's result is read only at the position it
 //   has just reached (the same row and step), by stores and later scans.
 #pragma once
+#include <array>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -59,5 +61,14 @@ struct GroupFootprint {
 };
 GroupFootprint footprint(const Graph& g, const std::vector<bool>& materialized,
                          const KernelGroup& group);
+
+/// A GEMM's cast prologue: when matmul node `n` has a float32 result and both
+/// its operands are to_dtype conversions to float32 of float16 or bfloat16
+/// values (one dtype for both), the windows of those values (window_through)
+/// that one half-precision GEMM with a float32 result reads instead. Products
+/// of float16 / bfloat16 values are exact in float32, so only the summation
+/// order differs from the float32 GEMM of the converted operands. nullopt
+/// otherwise (a view the convert's output cannot be traced through included).
+std::optional<std::array<Operand, 2>> gemm_cast_prologue(const Graph& g, const Node& n);
 
 }  // namespace smelt::compiler

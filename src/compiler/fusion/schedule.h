@@ -36,6 +36,9 @@ struct Step {
   int bias = -1;              // Extern epilogue: index into node inputs of the bias add, or -1
   int residual =
       -1;  // Extern epilogue: index into the residual add's inputs of the residual, or -1
+  /// Extern: the GEMM reads its operands' float16 / bfloat16 sources through
+  /// their converts (gemm_cast_prologue, fusion/legality.h) and writes float32.
+  bool cast_prologue = false;
   std::vector<int> reads;   // buffers read (kernel argument order: reads then writes)
   std::vector<int> writes;  // buffers written
   KernelConfig config;      // Kernel: its layout (chosen in fusion/, printed by codegen/)

@@ -30,6 +30,7 @@ class Scheduler {
     for (auto& [dst, src] : g_.mutations) escapes_[src] = true;
     absorbed_.assign(g_.nodes.size(), false);
     plan_gemm_epilogues();
+    plan_gemm_prologues();
     decide_materialization();
     for (size_t n = 0; n < g_.nodes.size(); ++n)
       if (!absorbed_[n]) place(static_cast<int>(n));
@@ -141,6 +142,41 @@ class Scheduler {
     }
   }
 
+  /// CUDA: a GEMM whose operands are both float16 / bfloat16 values converted
+  /// to float32 reads the values themselves and writes float32
+  /// (gemm_cast_prologue). A convert read only by such GEMMs is not computed:
+  /// its source is stored instead, at half the bytes.
+  void plan_gemm_prologues() {
+    if (target_ != Target::Cuda || !opts_.fuse || !opts_.gemm_epilogue) return;
+    std::set<int> prologue_reads;  // convert outputs the prologues read through
+    for (auto& [node, st] : extern_steps_) {
+      const Node& n = g_.nodes[node];
+      if (!st.epilogue.empty()) continue;
+      const std::optional<std::array<Operand, 2>> src = gemm_cast_prologue(g_, n);
+      if (!src) continue;
+      st.cast_prologue = true;
+      for (size_t k = 0; k < 2; ++k) {
+        prologue_sources_.insert((*src)[k].buf);
+        prologue_reads.insert(n.inputs[k].buf);
+      }
+      log(fmt::format(
+          "fold the converts of {} (%{}) into the GEMM: one {} GEMM with a float32 "
+          "result reads %{} and %{}",
+          n.op, n.outputs[0], dtype_name((*src)[0].dtype), (*src)[0].buf, (*src)[1].buf));
+    }
+    for (int b : prologue_reads) {
+      if (escapes_[b]) continue;
+      bool only_prologues = true;
+      for (int u : users_[b]) {
+        auto it = extern_steps_.find(u);
+        only_prologues &= it != extern_steps_.end() && it->second.cast_prologue;
+      }
+      if (!only_prologues) continue;
+      absorbed_[g_.buffers[b].producer] = true;
+      unused_converts_.insert(b);
+    }
+  }
+
   std::string epilogue_ops(const Step& st) const {
     std::vector<std::string> v;
     for (int e : st.epilogue) v.push_back(g_.nodes[e].op);
@@ -167,8 +203,9 @@ class Scheduler {
         for (int u : users_[o]) {
           LoopKind uk = classify(g_.nodes[u]);
           if ((uk == LoopKind::Extern || uk == LoopKind::Fallback) && !absorbed_[u]) m = true;
-          if (absorbed_[u]) m = true;  // read by a GEMM epilogue (e.g. the bias)
+          if (absorbed_[u]) m = true;  // read by a GEMM epilogue (e.g. the bias) or prologue
         }
+        if (prologue_sources_.count(o)) m = true;
         s_.materialized[o] = m;
       }
       if (k == LoopKind::Pointwise || k == LoopKind::Reduction || k == LoopKind::Scan)
@@ -179,6 +216,7 @@ class Scheduler {
       s_.materialized[g_.nodes[node].outputs[0]] = st.epilogue.empty();
       s_.materialized[extern_output(st)] = true;
     }
+    for (int b : unused_converts_) s_.materialized[b] = false;
   }
 
   // ---- kernel length -----------------------------------------------------------
@@ -455,8 +493,13 @@ class Scheduler {
         st.name = st.epilogue.empty() ? fmt::format("extern_{}", n.op)
                                       : fmt::format("{}_tem_fused_{}_{}", target_name(target_),
                                                     fmt::join(ops, "_"), index++);
-        for (auto& in : n.inputs)
-          if (!in.is_scalar()) st.reads.push_back(in.buf);
+        if (st.cast_prologue) {
+          const std::array<Operand, 2> src = *gemm_cast_prologue(g_, n);
+          for (const Operand& in : src) st.reads.push_back(in.buf);
+        } else {
+          for (auto& in : n.inputs)
+            if (!in.is_scalar()) st.reads.push_back(in.buf);
+        }
         if (st.bias >= 0) st.reads.push_back(g_.nodes[st.epilogue[0]].inputs[st.bias].buf);
         if (st.residual >= 0)
           st.reads.push_back(g_.nodes[st.epilogue.back()].inputs[st.residual].buf);
@@ -497,6 +540,8 @@ class Scheduler {
   std::vector<std::vector<int>> users_;
   std::vector<bool> escapes_;
   std::vector<bool> absorbed_;
+  std::set<int> prologue_sources_;  // buffers GEMM cast prologues read (materialized)
+  std::set<int> unused_converts_;   // convert outputs only cast prologues read (not computed)
   std::map<int, Step> extern_steps_;
   std::vector<int64_t> ops_;       // per node: ops a kernel computes for it (count_ops)
   std::vector<int64_t> step_ops_;  // per step: ops its kernel computes (0 for non-kernels)

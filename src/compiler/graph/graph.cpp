@@ -256,4 +256,37 @@ bool is_whole_contiguous(const Operand& o, const Buffer& b) {
   return true;
 }
 
+std::optional<Operand> window_through(const Operand& o, const Buffer& b, const Operand& inner) {
+  if (o.is_scalar() || inner.is_scalar() || inner.sizes != b.sizes) return std::nullopt;
+  const Shape cs = detail::contiguous_strides(b.sizes);
+  // o's offset unravelled over b's dims: where each of b's dims starts.
+  std::vector<int64_t> start(b.sizes.size(), 0);
+  int64_t rest = o.offset;
+  for (size_t e = 0; e < b.sizes.size(); ++e) {
+    if (b.sizes[e] == 1) continue;
+    start[e] = rest / cs[e];
+    rest %= cs[e];
+  }
+  if (rest != 0 || o.offset < 0) return std::nullopt;
+  Operand r = o;
+  r.buf = inner.buf;
+  r.dtype = inner.dtype;
+  r.offset = inner.offset;
+  for (size_t e = 0; e < b.sizes.size(); ++e) r.offset += start[e] * inner.strides[e];
+  std::vector<bool> used(b.sizes.size(), false);
+  for (size_t d = 0; d < o.sizes.size(); ++d) {
+    if (o.sizes[d] == 1) {
+      r.strides[d] = 0;
+      continue;
+    }
+    // Dims of b longer than 1 have distinct contiguous strides: at most one fits.
+    size_t e = 0;
+    while (e < b.sizes.size() && !(b.sizes[e] > 1 && cs[e] == o.strides[d])) ++e;
+    if (e == b.sizes.size() || used[e] || start[e] + o.sizes[d] > b.sizes[e]) return std::nullopt;
+    used[e] = true;
+    r.strides[d] = inner.strides[e];
+  }
+  return r;
+}
+
 }  // namespace smelt::compiler

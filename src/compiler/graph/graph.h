@@ -112,5 +112,13 @@ bool input_aligned(const Tensor& arg);
 Operand whole(const Buffer& b);
 /// True when `o` reads its buffer as one dense row-major block from offset 0.
 bool is_whole_contiguous(const Operand& o, const Buffer& b);
+/// `o`, a window of buffer `b` (dense row-major over b.sizes, element for
+/// element the values `inner` reads, e.g. b is a convert of `inner`), as the
+/// same window of inner's buffer with inner's dtype, when every dim of `o`
+/// longer than 1 steps along one dim of `b` of its own (a permutation, slice or
+/// broadcast-free selection of b's dims, such as a transpose); nullopt when a
+/// dim of `o` mixes dims of `b` (a reshape across them) or inner's sizes are
+/// not b's.
+std::optional<Operand> window_through(const Operand& o, const Buffer& b, const Operand& inner);
 
 }  // namespace smelt::compiler

@@ -10,6 +10,7 @@
 #include <map>
 #include <optional>
 
+#include "compiler/fusion/legality.h"
 #include "compiler/runtime/replay.h"
 #include "core/tensor_impl.h"
 #include "ops/op_call.h"
@@ -222,6 +223,11 @@ void run_matmul(const Graph& g, const Step& st, const std::vector<void*>& ptr, b
                 Device device, backend::Stream stream) {
   const Node& n = g.nodes[st.node];
   Operand a = n.inputs[0], b = n.inputs[1];
+  if (st.cast_prologue) {  // the float16 / bfloat16 values the converts read
+    const std::array<Operand, 2> src = *gemm_cast_prologue(g, n);
+    a = src[0];
+    b = src[1];
+  }
   const Buffer& out = g.buffers[st.writes[0]];
   DType dt = a.dtype;
   bool a1 = a.sizes.size() == 1, b1 = b.sizes.size() == 1;
@@ -239,6 +245,7 @@ void run_matmul(const Graph& g, const Step& st, const std::vector<void*>& ptr, b
   backend::Gemm gm;
   gm.device = device;
   gm.dtype = dt;
+  if (out.dtype != dt) gm.out_dtype = out.dtype;  // a cast prologue's float32 result
   gm.n = nn;
   gm.k = k;
   gm.c_row_stride = nn;

@@ -105,6 +105,7 @@ json step_json(const Step& st) {
           {"activation", st.activation},
           {"bias", st.bias},
           {"residual", st.residual},
+          {"cast_prologue", st.cast_prologue},
           {"reads", st.reads},
           {"writes", st.writes},
           {"config", config_json(st.config)},
@@ -128,6 +129,7 @@ Step step_of(const json& j) {
   st.activation = j.at("activation").get<std::string>();
   st.bias = j.at("bias").get<int>();
   st.residual = j.at("residual").get<int>();
+  st.cast_prologue = j.at("cast_prologue").get<bool>();
   st.reads = j.at("reads").get<std::vector<int>>();
   st.writes = j.at("writes").get<std::vector<int>>();
   st.config = config_of(j.at("config"));
