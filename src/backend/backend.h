@@ -514,6 +514,17 @@ class Backend {
     return false;
   }
 
+  /// scaled_dot_product_attention without mask or dropout of float16 /
+  /// bfloat16 q [B, H, L, E], k [B, H, S, E], v [B, H, S, E] (any strides, E
+  /// contiguous) into out (fresh, contiguous [B, H, L, E], q's dtype), with the
+  /// decomposition's numerics: float32 scores, probabilities rounded to the
+  /// dtype before the product with v, float32 sums rounded once (summed in
+  /// another order). false where the backend has no kernel for the case.
+  virtual bool fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool is_causal,
+                               double scale, const Tensor& out) {
+    return false;
+  }
+
   /// Zeroes, in every trailing matrix of out (contiguous), the elements above
   /// (lower = true: j - i > diagonal) or below (j - i < diagonal) the diagonal.
   virtual void triangle_zero(const Tensor& out, int64_t diagonal, bool lower) = 0;

@@ -332,9 +332,22 @@ std::vector<Tensor> sdpa_decomp(const std::vector<Tensor>& in, const Attrs& attr
   // half-precision GEMM with a float32 result (a cast prologue).
   const DType dt = in[0].dtype();
   const bool half = dt == DType::Float16 || dt == DType::BFloat16;
+  const double scale = attrs.as<double>("scale");
+  // Eagerly, without a mask or dropout: the backend's fused kernel where it
+  // has one (CUDA: FlashAttention-2), the scores never stored.
+  const TraceContext* ctx = trace_context();
+  if (half && !attrs.as<bool>("has_attn_mask") && attrs.as<double>("dropout_p") == 0 &&
+      !any_tracer(in) && !(ctx && ctx->captures(in)) && !grad_needed(in) && in[0].dim() == 4) {
+    const Tensor& x = in[0];
+    Tensor out = make_empty({x.size(0), x.size(1), x.size(2), in[2].size(3)}, dt, x.device(),
+                            "scaled_dot_product_attention");
+    if (backend::backend(x.device())
+            .fused_attention(in[0], in[1], in[2], attrs.as<bool>("is_causal"), scale, out))
+      return {out};
+  }
   Tensor q = upcast(in[0]), k = upcast(in[1]);
   const double inf = std::numeric_limits<double>::infinity();
-  Tensor scores = mul(matmul(q, k.transpose(-2, -1)), Scalar(attrs.as<double>("scale")));
+  Tensor scores = mul(matmul(q, k.transpose(-2, -1)), Scalar(scale));
   if (attrs.as<bool>("is_causal")) {
     const int64_t L = q.size(-2), S = k.size(-2);
     Tensor keep = tril(ones({L, S}, TensorOptions(DType::Bool).device(q.device())));

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <limits>
 
+#include "backend/backend.h"
 #include "smelt/cuda.h"
 #include "smelt/ops.h"
 #include "test_util.h"
@@ -236,6 +237,54 @@ TEST(CudaRows, BatchNormMatchesTheCpu) {
           expect_close(vals(got), vals(want), dt == float32 ? 1e-4 : 2e-2);
           expect_close(vals(rm_g), vals(rm), 1e-5);
           expect_close(vals(rv_g), vals(rv), 1e-5);
+        }
+      }
+    }
+  }
+}
+
+// The fused attention kernel (FlashAttention-2, attention.cu) against the
+// CPU's decomposition, which rounds its probabilities to the dtype the same
+// way: sequence lengths that are not multiples of the kernel's 64-row tiles,
+// L != S, the causal mask, head dims 32 and 64, and q, k, v as head views of
+// one packed [B, T, 3 * H * E] tensor (strided rows, as GPT-2 makes them).
+// The backend is called directly so that a case it declined would fail here.
+TEST(CudaRows, FusedAttentionMatchesTheCpu) {
+  SMELT_SKIP_WITHOUT_CUDA();
+  for (DType dt : {bfloat16, float16}) {
+    for (int64_t E : {32, 64}) {
+      for (bool causal : {false, true}) {
+        for (auto [L, S] :
+             {std::pair<int64_t, int64_t>{100, 100}, {64, 64}, {70, 130}, {1, 200}, {257, 257}}) {
+          if (causal && L != S) continue;
+          for (bool packed : {false, true}) {
+            SCOPED_TRACE(::testing::Message()
+                         << dtype_name(dt) << " E " << E << " causal " << causal << " L " << L
+                         << " S " << S << " packed " << packed);
+            manual_seed(E + L + S);
+            const int64_t B = 2, H = 3;
+            Tensor q, k, v;
+            if (packed && L == S) {
+              Tensor qkv = randn({B, L, 3 * H * E}).to(dt);
+              auto heads = [&](int64_t i) {
+                return qkv.narrow(2, i * H * E, H * E).reshape({B, L, H, E}).transpose(1, 2);
+              };
+              q = heads(0), k = heads(1), v = heads(2);
+            } else {
+              q = randn({B, H, L, E}).to(dt), k = randn({B, H, S, E}).to(dt),
+              v = randn({B, H, S, E}).to(dt);
+            }
+            const double scale = 1.0 / std::sqrt(static_cast<double>(E));
+            Tensor want = scaled_dot_product_attention(q, k, v, std::nullopt, 0.0, causal);
+            Tensor got = empty({B, H, L, E}, TensorOptions(dt).device(kGpu));
+            ASSERT_TRUE(backend::backend(kGpu).fused_attention(q.to(kGpu), k.to(kGpu), v.to(kGpu),
+                                                               causal, scale, got));
+            expect_close(vals(got), vals(want), dt == bfloat16 ? 2e-2 : 4e-3);
+            // The eager op takes the same kernel.
+            Tensor op = scaled_dot_product_attention(q.to(kGpu), k.to(kGpu), v.to(kGpu),
+                                                     std::nullopt, 0.0, causal);
+            expect_close(vals(op), vals(got), 0.0);
+          }
         }
       }
     }

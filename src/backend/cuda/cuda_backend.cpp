@@ -404,6 +404,41 @@ class CudaBackend final : public backend::Backend {
     return true;
   }
 
+  bool fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool is_causal,
+                       double scale, const Tensor& out) override {
+    if (q.dim() != 4 || k.dim() != 4 || v.dim() != 4) return false;
+    const int64_t E = q.size(3), L = q.size(2), S = k.size(2);
+    if (!flash_attention_supported(q.dtype(), E) || k.size(3) != E || v.size(3) != E ||
+        v.size(2) != S || S == 0 || L > INT32_MAX || S > INT32_MAX)
+      return false;
+    for (int d = 0; d < 2; ++d)
+      if (k.size(d) != q.size(d) || v.size(d) != q.size(d)) return false;  // no broadcasting
+    AttentionArgs a;
+    const Tensor* ts[4] = {&q, &k, &v, &out};
+    int64_t* strides[4] = {a.q_stride, a.k_stride, a.v_stride, a.o_stride};
+    for (int t = 0; t < 4; ++t) {
+      const Tensor& x = *ts[t];
+      if (x.stride(3) != 1 || reinterpret_cast<uintptr_t>(x.data_ptr()) % 16 != 0) return false;
+      for (int d = 0; d < 3; ++d) {
+        if (x.stride(d) % 8 != 0) return false;  // 16-byte rows
+        strides[t][d] = x.stride(d);
+      }
+    }
+    a.q = q.data_ptr();
+    a.k = k.data_ptr();
+    a.v = v.data_ptr();
+    a.out = out.data_ptr();
+    a.batch = q.size(0);
+    a.heads = q.size(1);
+    a.L = static_cast<int>(L);
+    a.S = static_cast<int>(S);
+    a.head_dim = static_cast<int>(E);
+    a.scale = static_cast<float>(scale);
+    DeviceGuard guard(q.device().index);
+    launch_flash_attention(a, q.dtype(), is_causal, stream_for(q));
+    return true;
+  }
+
   void index_select(const Tensor& out, const Tensor& x, int64_t dim, const Tensor& index) override {
     if (out.numel() == 0) return;
     DeviceGuard guard(out.device().index);

@@ -232,6 +232,28 @@ void launch_batch_norm_apply(const void* x, void* out, DType dtype, int64_t plan
                              int64_t channels, int64_t hw, const void* mean, const void* var,
                              const void* weight, const void* bias, double eps, cudaStream_t stream);
 
+// ---- attention.cu ----
+
+/// softmax(q k^T * scale [causal]) v over `batch` x `heads` independent
+/// problems: q [L, head_dim], k and v [S, head_dim], out [L, head_dim]. Strides
+/// in elements for batch, head and sequence; the head dim is contiguous; every
+/// pointer 16-byte aligned and every stride a multiple of 8.
+struct AttentionArgs {
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  void* out = nullptr;
+  int64_t batch = 0, heads = 0;
+  int L = 0, S = 0, head_dim = 0;
+  float scale = 1.f;
+  int64_t q_stride[3] = {}, k_stride[3] = {}, v_stride[3] = {}, o_stride[3] = {};
+};
+/// True for the dtypes and head dims launch_flash_attention runs: float16 /
+/// bfloat16, head_dim 32 or 64.
+bool flash_attention_supported(DType dtype, int64_t head_dim);
+/// FlashAttention-2's forward pass (attention.cu), S > 0.
+void launch_flash_attention(const AttentionArgs& a, DType dtype, bool causal, cudaStream_t stream);
+
 }  // namespace smelt::cuda::impl
 
 namespace smelt::cuda::impl {

@@ -89,6 +89,23 @@ bool foldable(const std::string& op) {
          def->kind == K::Extern;
 }
 
+/// The decomposition the passes expand node `n` of `g` with, or nullptr for
+/// a primitive and for a composite kept whole because its backend runs it as
+/// one kernel that fusion could not match (a fallback step then calls the op):
+/// scaled_dot_product_attention on CUDA in float16 / bfloat16 without mask or
+/// dropout, head dim 32 or 64 (Backend::fused_attention, FlashAttention-2;
+/// where it declines a case at run time, the op decomposes eagerly).
+const detail::Decomposition* decomposition_of(const Graph& g, const Node& n) {
+  const detail::Decomposition* d = detail::find_decomposition(n.op);
+  if (!d || n.op != "scaled_dot_product_attention") return d;
+  const Operand& q = n.inputs[0];
+  const bool half = q.dtype == DType::Float16 || q.dtype == DType::BFloat16;
+  const bool whole = g.buffers[q.buf].device.is_cuda() && half && q.sizes.size() == 4 &&
+                     (q.sizes[3] == 32 || q.sizes[3] == 64) && !n.attrs.as<bool>("has_attn_mask") &&
+                     n.attrs.as<double>("dropout_p") == 0;
+  return whole ? nullptr : d;
+}
+
 class Replayer {
  public:
   Replayer(const Graph& g, const PassOptions& o, PassStats& s)
@@ -238,7 +255,7 @@ class Replayer {
       bind_outputs(n, detail::call_op(n.op, inputs, attrs));
       return;
     }
-    const detail::Decomposition* d = opts_.decompose ? detail::find_decomposition(n.op) : nullptr;
+    const detail::Decomposition* d = opts_.decompose ? decomposition_of(src_, n) : nullptr;
     if (d) {
       ++stats_.decomposed;
       bind_outputs(n, (*d)(inputs, n.attrs));
@@ -292,7 +309,7 @@ bool replay_changes(const Graph& g, const PassOptions& opts) {
   seen.reserve(g.nodes.size());
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
-    if (opts.decompose && detail::find_decomposition(n.op)) return true;
+    if (opts.decompose && decomposition_of(g, n)) return true;
     bool all_const = true;
     for (auto& in : n.inputs) {
       const bool tracer = !in.is_scalar() && g.buffers[in.buf].kind != BufferKind::Constant;
@@ -316,7 +333,7 @@ bool replay_changes(const Graph& g, const PassOptions& opts) {
 
 bool has_composites(const Graph& g) {
   for (auto& n : g.nodes)
-    if (detail::find_decomposition(n.op)) return true;
+    if (decomposition_of(g, n)) return true;
   return false;
 }
 

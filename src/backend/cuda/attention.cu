@@ -1,0 +1,249 @@
+// Fused scaled dot-product attention for float16 / bfloat16 (Backend::
+// fused_attention): softmax(q k^T * scale [causal]) v in one kernel, the
+// scores never written to memory. The algorithm is FlashAttention-2's forward
+// pass (Dao, "FlashAttention-2: Faster Attention with Better Parallelism and
+// Work Partitioning", 2023): a block owns 64 query rows (16 per warp), walks
+// the keys 64 at a time, keeps each row's running maximum and sum of
+// exponentials in registers, rescales its float32 output accumulator when the
+// maximum grows, and divides by the sum at the end.
+//
+// Products run on the tensor cores (mma.sync m16n8k16, float32 accumulate;
+// PTX ISA "Warp-level matrix multiply-accumulate instructions"), fed by
+// ldmatrix from shared memory. The scores are float32; the probabilities are
+// rounded to the input dtype before the product with v, as sdpa's
+// decomposition rounds them (ops/decompositions.cpp) and PyTorch's flash
+// kernels do. The causal mask is top-left aligned (key j is masked for query
+// i when j > i), PyTorch's is_causal.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/kernels.h"
+
+namespace smelt::cuda::impl {
+
+namespace {
+
+constexpr int kRows = 64;      // query rows per block (16 per warp)
+constexpr int kKeys = 64;      // keys per step
+constexpr int kThreads = 128;  // 4 warps
+
+template <class T>
+struct Mma;
+template <>
+struct Mma<__nv_bfloat16> {
+  static __device__ void run(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+  static __device__ uint32_t pack(float lo, float hi) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  }
+};
+template <>
+struct Mma<__half> {
+  static __device__ void run(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+  static __device__ uint32_t pack(float lo, float hi) {
+    __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  }
+};
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
+  const auto s = static_cast<uint32_t>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(s));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* p) {
+  const auto s = static_cast<uint32_t>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(s));
+}
+
+/// Rows [row0, row0 + 64) of a [rows, D] matrix (row stride `ld` elements,
+/// columns contiguous) into shared `dst` (row stride D + 8), zeros past `rows`.
+template <class T, int D>
+__device__ __forceinline__ void load_tile(T* dst, const T* src, int64_t ld, int row0, int rows) {
+  constexpr int kChunks = D / 8;  // 16-byte chunks per row
+  for (int c = threadIdx.x; c < kRows * kChunks; c += kThreads) {
+    const int r = c / kChunks, k = (c % kChunks) * 8;
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (row0 + r < rows) v = *reinterpret_cast<const uint4*>(src + (row0 + r) * ld + k);
+    *reinterpret_cast<uint4*>(dst + r * (D + 8) + k) = v;
+  }
+}
+
+template <class T, int D, bool CAUSAL>
+__global__ void __launch_bounds__(kThreads) flash_attention_kernel(AttentionArgs a) {
+  constexpr int kStride = D + 8;  // padded rows: ldmatrix reads hit distinct banks
+  __shared__ __align__(16) T q_s[kRows * kStride];
+  __shared__ __align__(16) T k_s[kKeys * kStride];
+  __shared__ __align__(16) T v_s[kKeys * kStride];
+  // The longest causal blocks (the last query rows) start first.
+  const int q_tile = CAUSAL ? static_cast<int>(gridDim.x - 1 - blockIdx.x) : blockIdx.x;
+  const int row0 = q_tile * kRows;
+  const int64_t bh = blockIdx.y, b = bh / a.heads, h = bh % a.heads;
+  const T* q = static_cast<const T*>(a.q) + b * a.q_stride[0] + h * a.q_stride[1];
+  const T* k = static_cast<const T*>(a.k) + b * a.k_stride[0] + h * a.k_stride[1];
+  const T* v = static_cast<const T*>(a.v) + b * a.v_stride[0] + h * a.v_stride[1];
+  T* out = static_cast<T*>(a.out) + b * a.o_stride[0] + h * a.o_stride[1];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int quad_row = lane / 4, quad_col = 2 * (lane % 4);
+
+  load_tile<T, D>(q_s, q, a.q_stride[2], row0, a.L);
+  __syncthreads();
+  // This warp's 16 query rows as mma A fragments, one per 16 columns of D.
+  uint32_t qf[D / 16][4];
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk)
+    ldmatrix_x4(qf[kk], q_s + (warp * 16 + lane % 16) * kStride + kk * 16 + (lane / 16) * 8);
+
+  float o[D / 8][4];
+#pragma unroll
+  for (int j = 0; j < D / 8; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
+  // Rows quad_row and quad_row + 8 of the warp's 16: running max (of the
+  // scores times scale * log2(e)) and running sum of exponentials.
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+  const float scale_log2 = a.scale * 1.4426950408889634f;
+  const int my_row[2] = {row0 + warp * 16 + quad_row, row0 + warp * 16 + quad_row + 8};
+
+  const int key_end = CAUSAL ? min(a.S, row0 + kRows) : a.S;
+  for (int key0 = 0; key0 < key_end; key0 += kKeys) {
+    __syncthreads();  // the previous step's tiles are read
+    load_tile<T, D>(k_s, k, a.k_stride[2], key0, a.S);
+    load_tile<T, D>(v_s, v, a.v_stride[2], key0, a.S);
+    __syncthreads();
+    // s = q k^T for 16 rows x 64 keys: 8 tiles of 8 keys.
+    float s[kKeys / 8][4];
+#pragma unroll
+    for (int j = 0; j < kKeys / 8; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+#pragma unroll
+      for (int j = 0; j < kKeys / 8; j += 2) {
+        uint32_t kb[4];  // keys 8j..8j+15, columns 16kk..16kk+15
+        ldmatrix_x4(kb, k_s + (j * 8 + (lane & 7) + ((lane >> 4) << 3)) * kStride + kk * 16 +
+                            ((lane >> 3) & 1) * 8);
+        Mma<T>::run(s[j], qf[kk], kb[0], kb[1]);
+        Mma<T>::run(s[j + 1], qf[kk], kb[2], kb[3]);
+      }
+    }
+    // Scale, mask (keys past S; causal), and the online softmax.
+    const bool edge = key0 + kKeys > a.S || (CAUSAL && key0 + kKeys > row0);
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      float mx = m[half];
+#pragma unroll
+      for (int j = 0; j < kKeys / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          float& x = s[j][half * 2 + e];
+          x *= scale_log2;
+          if (edge) {
+            const int key = key0 + j * 8 + quad_col + e;
+            if (key >= a.S || (CAUSAL && key > my_row[half])) x = -INFINITY;
+          }
+          mx = fmaxf(mx, x);
+        }
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 2));
+      // A row with every key so far masked keeps max -inf: exponentials of 0.
+      const float base = mx == -INFINITY ? 0.f : mx;
+      const float rescale = exp2f(m[half] - base);
+      float sum = 0.f;
+#pragma unroll
+      for (int j = 0; j < kKeys / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          float& x = s[j][half * 2 + e];
+          x = exp2f(x - base);
+          sum += x;
+        }
+      l[half] = l[half] * rescale + sum;
+      m[half] = mx;
+#pragma unroll
+      for (int j = 0; j < D / 8; ++j) {
+        o[j][half * 2] *= rescale;
+        o[j][half * 2 + 1] *= rescale;
+      }
+    }
+    // o += p v: the probabilities (rounded to T) as A fragments straight from
+    // the score accumulators, v through transposing loads.
+#pragma unroll
+    for (int kk = 0; kk < kKeys / 16; ++kk) {
+      uint32_t pa[4];
+      pa[0] = Mma<T>::pack(s[2 * kk][0], s[2 * kk][1]);
+      pa[1] = Mma<T>::pack(s[2 * kk][2], s[2 * kk][3]);
+      pa[2] = Mma<T>::pack(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+      pa[3] = Mma<T>::pack(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+#pragma unroll
+      for (int j = 0; j < D / 8; j += 2) {
+        uint32_t vb[4];  // keys 16kk..16kk+15, columns 8j..8j+15
+        ldmatrix_x4_trans(vb, v_s + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * kStride +
+                                  j * 8 + (lane >> 4) * 8);
+        Mma<T>::run(o[j], pa, vb[0], vb[1]);
+        Mma<T>::run(o[j + 1], pa, vb[2], vb[3]);
+      }
+    }
+  }
+  // The sums over the quad's four threads, then o / l rounded once.
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    l[half] += __shfl_xor_sync(0xffffffff, l[half], 1);
+    l[half] += __shfl_xor_sync(0xffffffff, l[half], 2);
+    const int row = my_row[half];
+    if (row >= a.L) continue;
+    const float inv = 1.f / l[half];
+    T* orow = out + row * a.o_stride[2];
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j)
+      *reinterpret_cast<uint32_t*>(orow + j * 8 + quad_col) =
+          Mma<T>::pack(o[j][half * 2] * inv, o[j][half * 2 + 1] * inv);
+  }
+}
+
+template <class T, int D>
+void launch_for(const AttentionArgs& a, bool causal, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>((a.L + kRows - 1) / kRows),
+                  static_cast<unsigned>(a.batch * a.heads));
+  if (causal)
+    flash_attention_kernel<T, D, true><<<grid, kThreads, 0, stream>>>(a);
+  else
+    flash_attention_kernel<T, D, false><<<grid, kThreads, 0, stream>>>(a);
+}
+
+}  // namespace
+
+bool flash_attention_supported(DType dtype, int64_t head_dim) {
+  return (dtype == DType::Float16 || dtype == DType::BFloat16) &&
+         (head_dim == 32 || head_dim == 64);
+}
+
+void launch_flash_attention(const AttentionArgs& a, DType dtype, bool causal, cudaStream_t stream) {
+  if (a.L == 0 || a.batch * a.heads == 0) return;
+  const bool bf16 = dtype == DType::BFloat16;
+  if (a.head_dim == 64) {
+    bf16 ? launch_for<__nv_bfloat16, 64>(a, causal, stream)
+         : launch_for<__half, 64>(a, causal, stream);
+  } else {
+    bf16 ? launch_for<__nv_bfloat16, 32>(a, causal, stream)
+         : launch_for<__half, 32>(a, causal, stream);
+  }
+  SMELT_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace smelt::cuda::impl
