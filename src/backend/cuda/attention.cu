@@ -74,25 +74,36 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* 
                : "r"(s));
 }
 
-/// Rows [row0, row0 + 64) of a [rows, D] matrix (row stride `ld` elements,
-/// columns contiguous) into shared `dst` (row stride D + 8), zeros past `rows`.
+/// Starts copying rows [row0, row0 + 64) of a [rows, D] matrix (row stride
+/// `ld` elements, columns contiguous) into shared `dst` (row stride D + 8),
+/// zeros past `rows`: 16-byte cp.async copies (PTX ISA "cp.async"), which
+/// land while the block computes; cp_async_wait makes them visible.
 template <class T, int D>
 __device__ __forceinline__ void load_tile(T* dst, const T* src, int64_t ld, int row0, int rows) {
   constexpr int kChunks = D / 8;  // 16-byte chunks per row
   for (int c = threadIdx.x; c < kRows * kChunks; c += kThreads) {
     const int r = c / kChunks, k = (c % kChunks) * 8;
-    uint4 v = make_uint4(0, 0, 0, 0);
-    if (row0 + r < rows) v = *reinterpret_cast<const uint4*>(src + (row0 + r) * ld + k);
-    *reinterpret_cast<uint4*>(dst + r * (D + 8) + k) = v;
+    const bool in = row0 + r < rows;
+    const T* from = in ? src + (row0 + r) * ld + k : src;  // 0 bytes read: zeros
+    const auto to = static_cast<uint32_t>(__cvta_generic_to_shared(dst + r * (D + 8) + k));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(to), "l"(from),
+                 "r"(in ? 16 : 0));
   }
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+/// Waits until at most N of this thread's committed copy groups are pending.
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
 template <class T, int D, bool CAUSAL>
 __global__ void __launch_bounds__(kThreads) flash_attention_kernel(AttentionArgs a) {
   constexpr int kStride = D + 8;  // padded rows: ldmatrix reads hit distinct banks
+  // q, and two stages of k and v: the next keys load while these compute.
   __shared__ __align__(16) T q_s[kRows * kStride];
-  __shared__ __align__(16) T k_s[kKeys * kStride];
-  __shared__ __align__(16) T v_s[kKeys * kStride];
+  __shared__ __align__(16) T k_s[2][kKeys * kStride];
+  __shared__ __align__(16) T v_s[2][kKeys * kStride];
   // The longest causal blocks (the last query rows) start first.
   const int q_tile = CAUSAL ? static_cast<int>(gridDim.x - 1 - blockIdx.x) : blockIdx.x;
   const int row0 = q_tile * kRows;
@@ -104,7 +115,12 @@ __global__ void __launch_bounds__(kThreads) flash_attention_kernel(AttentionArgs
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int quad_row = lane / 4, quad_col = 2 * (lane % 4);
 
+  const int key_end = CAUSAL ? min(a.S, row0 + kRows) : a.S;
   load_tile<T, D>(q_s, q, a.q_stride[2], row0, a.L);
+  load_tile<T, D>(k_s[0], k, a.k_stride[2], 0, a.S);
+  load_tile<T, D>(v_s[0], v, a.v_stride[2], 0, a.S);
+  cp_async_commit();
+  cp_async_wait<0>();
   __syncthreads();
   // This warp's 16 query rows as mma A fragments, one per 16 columns of D.
   uint32_t qf[D / 16][4];
@@ -121,12 +137,14 @@ __global__ void __launch_bounds__(kThreads) flash_attention_kernel(AttentionArgs
   const float scale_log2 = a.scale * 1.4426950408889634f;
   const int my_row[2] = {row0 + warp * 16 + quad_row, row0 + warp * 16 + quad_row + 8};
 
-  const int key_end = CAUSAL ? min(a.S, row0 + kRows) : a.S;
-  for (int key0 = 0; key0 < key_end; key0 += kKeys) {
-    __syncthreads();  // the previous step's tiles are read
-    load_tile<T, D>(k_s, k, a.k_stride[2], key0, a.S);
-    load_tile<T, D>(v_s, v, a.v_stride[2], key0, a.S);
-    __syncthreads();
+  for (int key0 = 0, stage = 0; key0 < key_end; key0 += kKeys, stage ^= 1) {
+    if (key0 + kKeys < key_end) {  // the next keys, into the other stage
+      load_tile<T, D>(k_s[stage ^ 1], k, a.k_stride[2], key0 + kKeys, a.S);
+      load_tile<T, D>(v_s[stage ^ 1], v, a.v_stride[2], key0 + kKeys, a.S);
+      cp_async_commit();
+    }
+    const T* ks = k_s[stage];
+    const T* vs = v_s[stage];
     // s = q k^T for 16 rows x 64 keys: 8 tiles of 8 keys.
     float s[kKeys / 8][4];
 #pragma unroll
@@ -136,7 +154,7 @@ __global__ void __launch_bounds__(kThreads) flash_attention_kernel(AttentionArgs
 #pragma unroll
       for (int j = 0; j < kKeys / 8; j += 2) {
         uint32_t kb[4];  // keys 8j..8j+15, columns 16kk..16kk+15
-        ldmatrix_x4(kb, k_s + (j * 8 + (lane & 7) + ((lane >> 4) << 3)) * kStride + kk * 16 +
+        ldmatrix_x4(kb, ks + (j * 8 + (lane & 7) + ((lane >> 4) << 3)) * kStride + kk * 16 +
                             ((lane >> 3) & 1) * 8);
         Mma<T>::run(s[j], qf[kk], kb[0], kb[1]);
         Mma<T>::run(s[j + 1], qf[kk], kb[2], kb[3]);
@@ -193,12 +211,16 @@ __global__ void __launch_bounds__(kThreads) flash_attention_kernel(AttentionArgs
 #pragma unroll
       for (int j = 0; j < D / 8; j += 2) {
         uint32_t vb[4];  // keys 16kk..16kk+15, columns 8j..8j+15
-        ldmatrix_x4_trans(vb, v_s + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * kStride +
+        ldmatrix_x4_trans(vb, vs + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * kStride +
                                   j * 8 + (lane >> 4) * 8);
         Mma<T>::run(o[j], pa, vb[0], vb[1]);
         Mma<T>::run(o[j + 1], pa, vb[2], vb[3]);
       }
     }
+    // The next stage has landed, and every warp is done with this one (the
+    // step after next loads into it).
+    cp_async_wait<0>();
+    __syncthreads();
   }
   // The sums over the quad's four threads, then o / l rounded once.
 #pragma unroll
