@@ -186,6 +186,27 @@ TEST(CpuAllocator, ConcurrentUseNeverHandsOutALiveBlockTwice) {
   EXPECT_LE(a.cached_bytes(), 32 * kMiB);
 }
 
+TEST(CpuAllocator, UnmappableRequestsRaiseOutOfMemoryAfterEmptyingTheCache) {
+  HostCachingAllocator a(64 * kMiB);
+  void* live = a.allocate(2 * kMiB, kCPU);
+  std::memset(live, 5, 2 * kMiB);
+  a.deallocate(a.allocate(4 * kMiB, kCPU), kCPU);
+  EXPECT_EQ(a.cached_bytes(), 4 * kMiB);
+  // 64 PiB: mmap refuses it, the cache is emptied and the mmap retried once.
+  EXPECT_THROW(a.allocate(size_t{1} << 56, kCPU), OutOfMemoryError);
+  EXPECT_EQ(a.cached_bytes(), 0u);
+  EXPECT_EQ(a.stats().alloc_retries, 1);
+  EXPECT_EQ(a.stats().ooms, 1);
+  // A size that rounding up to 2 MiB would wrap around is refused before that.
+  EXPECT_THROW(a.allocate(~size_t{0} - 100, kCPU), OutOfMemoryError);
+  // The live block is untouched and the allocator keeps working.
+  EXPECT_EQ(static_cast<unsigned char*>(live)[2 * kMiB - 1], 5);
+  void* p = a.allocate(4 * kMiB, kCPU);
+  EXPECT_NE(p, nullptr);
+  a.deallocate(p, kCPU);
+  a.deallocate(live, kCPU);
+}
+
 TEST(CpuAllocator, CacheCapFromTheEnvironment) {
   using smelt::cpu::host_cache_cap;
   EXPECT_EQ(host_cache_cap(nullptr, 123), 123u);

@@ -90,6 +90,10 @@ void* HostCachingAllocator::allocate(size_t nbytes, Device) {
                                          detail::bytes_str(static_cast<int64_t>(nbytes))));
     return p;
   }
+  // No address space has 2^62 bytes; a request that large must not wrap the rounding below.
+  if (nbytes > (size_t{1} << 62))
+    throw OutOfMemoryError(fmt::format("out of memory: {} of host memory could not be mapped",
+                                       detail::bytes_str(static_cast<int64_t>(nbytes >> 1) * 2)));
   const size_t bytes = round_up(nbytes, kHugePage);
   std::lock_guard<std::mutex> lock(mu_);
   (void)cap_locked();  // here, where its Error may be raised, before deallocate() needs it
