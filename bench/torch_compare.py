@@ -60,7 +60,9 @@ Workloads:
           `horizontal`, the seed MLP at batch 256, batchnorm-relu 8x64x56x56,
           a GPT-2 block over 1 x 128 tokens; float32), --threads threads on
           both sides (torch.set_num_threads, OMP_NUM_THREADS for smelt),
-          median wall times; --device cuda is compiled-cuda.
+          median wall times, each row's GB/s also as a share of a plain
+          copy's bandwidth measured in the same run at the same threads
+          (y.copy_(x) of 64 MiB); --device cuda is compiled-cuda.
   compiled-cuda
           the compiled GPU workloads of `smelt bench --device cuda`:
           sigmoid(x * w + b) over 2^26 float32, the manual softmax
@@ -904,8 +906,22 @@ def bench_compiled(args, torch):
     CPU sizes and --threads threads on both sides, with no share of a peak."""
     if args.device.startswith("cuda"):
         return bench_compiled_cuda(args, torch)
-    return {"workload": "compiled", "rows": compiled_rows(args, torch, args.device),
-            "peak_gbps": None, "peak_tflops_half": None}
+    rows = compiled_rows(args, torch, args.device)
+    return {"workload": "compiled", "rows": rows, "peak_gbps": cpu_copy_gbps(args, torch),
+            "peak_tflops_half": None}
+
+
+def cpu_copy_gbps(args, torch):
+    """The bandwidth a plain copy reaches on this machine at --threads threads:
+    y.copy_(x) of 2^24 float32 (64 MiB) into a tensor allocated (and faulted in)
+    beforehand, 128 MiB moved per call (read + write), median of timed calls.
+    The compiled table's share column is each row's GB/s over this."""
+    n = 1 << 24
+    x = torch.randn(n)
+    y = torch.empty(n)
+    y.copy_(x)
+    ms = time_ms(lambda: y.copy_(x), args.iters, lambda: None)
+    return 2 * n * 4 / ms / 1e6
 
 
 def print_compiled_cuda(row):
@@ -936,8 +952,12 @@ def print_compiled_cuda(row):
             print(f"{label:23} {im['impl']:29} {ms * 1e3:9.1f} {rate:>14} {share:>6} {cold} {warm} "
                   f"{peak} {im['max_abs_err']:11.2e} {'yes' if im['agree'] else 'NO':>5}")
             label = ""
-    share = (f"share: of the H200's measured peaks ({row['peak_gbps']:.0f} GB/s copy, "
-             f"{row['peak_tflops_half']:.0f} TFLOP/s bf16 dense); " if row["peak_gbps"] else "")
+    if row["peak_gbps"] and not row["peak_tflops_half"]:  # the CPU: a copy measured here
+        share = (f"share: of a plain copy's bandwidth at the same threads, measured in this run "
+                 f"({row['peak_gbps']:.1f} GB/s: torch y.copy_(x), 64 MiB float32); ")
+    else:
+        share = (f"share: of the H200's measured peaks ({row['peak_gbps']:.0f} GB/s copy, "
+                 f"{row['peak_tflops_half']:.0f} TFLOP/s bf16 dense); " if row["peak_gbps"] else "")
     print("rate: bytes each call must move / time (GB/s), or FLOPs / time where counted (mlp, "
           f"gpt2-block: attention counted dense); {share}"
           "cold: first compile with empty caches, warm: a new compile over the filled caches; "

@@ -1,8 +1,8 @@
 // The CPU backend: backend.h's interface over the CPU code of this folder
 // (loops.h, reduce.h, blas.h, pointwise_table.h, fill.h, index.h, toolchain.h),
-// registered for DeviceType::CPU at load time. Memory is 64-byte-aligned host
-// memory; there is one implicit stream (work runs to completion on the calling
-// thread), so streams and events are no-ops.
+// registered for DeviceType::CPU at load time. Memory comes from the caching
+// host allocator (allocator.h); there is one implicit stream (work runs to completion on the
+// calling thread), so streams and events are no-ops.
 #include <fmt/format.h>
 
 #include <omp.h>
@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "backend/backend.h"
+#include "backend/cpu/allocator.h"
 #include "backend/cpu/blas.h"
 #include "backend/cpu/copy.h"
 #include "backend/cpu/fill.h"
@@ -46,19 +47,6 @@ bool row_param_ok(const Tensor& p, int64_t n, DType t) {
   return !p.defined() || (p.dtype() == t && p.is_contiguous() && p.numel() == n);
 }
 
-class HostAllocator final : public Allocator {
- public:
-  void* allocate(size_t nbytes, Device) override {
-    const size_t rounded = (nbytes + 63) / 64 * 64;
-    void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
-    if (p == nullptr)
-      throw OutOfMemoryError(fmt::format("out of memory: {} of host memory could not be allocated",
-                                         detail::bytes_str(static_cast<int64_t>(nbytes))));
-    return p;
-  }
-  void deallocate(void* p, Device) override { std::free(p); }
-};
-
 class CpuBackend final : public backend::Backend {
  public:
   using Stream = backend::Stream;
@@ -70,6 +58,9 @@ class CpuBackend final : public backend::Backend {
   int device_count() override { return 1; }
 
   Allocator& allocator() override { return allocator_; }
+  backend::MemoryStats memory_stats(Device) override { return allocator_.stats(); }
+  void reset_peak_memory_stats(Device) override { allocator_.reset_peaks(); }
+  void empty_cache() override { allocator_.empty_cache(); }
   void memset(void* dst, int value, size_t nbytes, Stream) override {
     std::memset(dst, value, nbytes);
   }
@@ -208,7 +199,7 @@ class CpuBackend final : public backend::Backend {
   }
 
  private:
-  HostAllocator allocator_;
+  HostCachingAllocator allocator_;  // its cap: SMELT_CPU_CACHE_BYTES
 };
 
 /// Registered before main() (all of smelt's objects are linked, see CMakeLists.txt).
