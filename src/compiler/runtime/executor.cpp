@@ -174,6 +174,7 @@ MemoryPlan plan_memory(const Graph& g, const Schedule& s, bool release_early) {
       for (int b : st.writes) {
         const Buffer& buf = g.buffers[b];
         if (buf.kind == BufferKind::Node && !esc[b] && in_place[b] < 0 &&
+            static_cast<size_t>(b) < s.materialized.size() && s.materialized[b] &&
             buffer_bytes(buf) >= kOwnMemoryBytes)
           any = own[b] = true;
       }
