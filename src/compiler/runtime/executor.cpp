@@ -82,9 +82,7 @@ std::vector<int> plan_in_place(const Graph& g, const Schedule& s) {
   }
   return in_place;
 }
-}  // namespace
 
-namespace {
 /// Per buffer: the last step that reads or writes it (-1: none).
 std::vector<int> last_uses(const Graph& g, const Schedule& s) {
   std::vector<int> last_use(g.buffers.size(), -1);

@@ -1,10 +1,11 @@
 // The launch plan of one compiled graph and the code that runs it, through the
 // backend of the graph's device: buffer pointers for inputs, parameters,
 // constants and intermediates (intermediates share one arena from the
-// backend's allocator; a buffer's memory is reused once its last reader has
-// run), then each step in order — generated kernels launched from the plan's
-// launch records, GEMMs with their fused epilogues, eager fallbacks — then one
-// check of the kernels' error flags, then the write-back of mutated inputs.
+// backend's allocator, a buffer's memory reused once its last reader has run;
+// large ones of a training step get memory of their own, freed after their
+// last reader: MemoryPlan::own), then each step in order — generated kernels launched from the
+// plan's launch records, GEMMs with their fused epilogues, eager fallbacks — then one check of the
+// kernels' error flags, then the write-back of mutated inputs.
 //
 // The launch records (kernel, argument slots, config) are built once per
 // graph. Mode "reduce-overhead" keeps the arena across calls and, on CUDA,
