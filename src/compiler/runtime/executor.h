@@ -2,8 +2,9 @@
 // backend of the graph's device: buffer pointers for inputs, parameters,
 // constants and intermediates (intermediates share one arena from the
 // backend's allocator, a buffer's memory reused once its last reader has run;
-// large ones of a training step get memory of their own, freed after their
-// last reader: MemoryPlan::own), then each step in order — generated kernels launched from the
+// large ones get memory of their own, freed after their last reader, where
+// that lowers the run's peak, as in a training step: MemoryPlan::own), then
+// each step in order — generated kernels launched from the
 // plan's launch records, GEMMs with their fused epilogues, eager fallbacks — then one check of the
 // kernels' error flags, then the write-back of mutated inputs.
 //
