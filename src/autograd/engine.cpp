@@ -19,6 +19,21 @@ namespace smelt::autograd {
 
 namespace {
 
+/// The keep_graph of the backward pass running on this thread (false when none).
+thread_local bool current_keep_graph = false;
+
+/// Sets current_keep_graph for one backward pass (nested passes restore it).
+class KeepGraphScope {
+ public:
+  explicit KeepGraphScope(bool keep) : prev_(current_keep_graph) { current_keep_graph = keep; }
+  ~KeepGraphScope() { current_keep_graph = prev_; }
+  KeepGraphScope(const KeepGraphScope&) = delete;
+  KeepGraphScope& operator=(const KeepGraphScope&) = delete;
+
+ private:
+  bool prev_;
+};
+
 /// Checks `g`, flowing into a node input described by `m`: summed to its shape
 /// when broadcast, converted to its dtype; Error when the shapes do not fit.
 Tensor validate(Tensor g, const InputMetadata& m, const Node& from, size_t index) {
@@ -53,6 +68,7 @@ std::vector<Tensor> run_backward(const std::vector<Edge>& roots,
                                  const std::vector<Tensor>& root_grads, bool keep_graph,
                                  bool create_graph, const std::vector<Edge>& captures) {
   if (detail::TraceContext* ctx = detail::trace_context()) ctx->note_backward();
+  KeepGraphScope keep_scope(keep_graph);
   // 1. Discover the graph, counting the edges into each node.
   std::unordered_map<Node*, int> deps;
   std::vector<Node*> discovered;
@@ -211,6 +227,8 @@ std::vector<Edge> capture_edges(const std::vector<Tensor>& inputs, const char* o
 }
 
 }  // namespace
+
+bool current_graph_task_keep_graph() { return current_keep_graph; }
 
 void backward(const std::vector<Tensor>& tensors, const std::vector<Tensor>& grad_tensors,
               std::optional<bool> retain_graph, bool create_graph,

@@ -29,6 +29,13 @@ std::shared_ptr<T> make_node(Args&&... args) {
   return std::shared_ptr<T>(new T(std::forward<Args>(args)...), delete_node);
 }
 
+/// True while a node's apply() runs in a backward pass that keeps the graph
+/// (retain_graph / create_graph): its saved tensors are needed again. False
+/// otherwise, where a node may free what it saved as soon as it used it (the
+/// engine releases it after apply() anyway). PyTorch's
+/// torch._C._autograd._get_current_graph_task_keep_graph.
+bool current_graph_task_keep_graph();
+
 /// A tensor saved for backward, with the version of its memory at the time.
 class SavedVariable {
  public:

@@ -12,6 +12,7 @@
 
 #include "compile_test_util.h"
 #include "nn/models.h"
+#include "smelt/memory.h"
 #include "smelt/optim.h"
 #include "smelt/smelt.h"
 
@@ -256,6 +257,34 @@ TEST_F(CompiledAutograd, RecomputeSavesMemory) {
   }
   EXPECT_LT(bytes[1], bytes[0]);
   EXPECT_LT(max_rel_err(grads[1], grads[0]), 1e-6);
+}
+
+TEST_F(CompiledAutograd, BackwardFreesEachSavedActivationAfterItsLastUse) {
+  // The seed MLP at batch 256 saves h1 [256, 1024] and h2 [256, 512] (1.5
+  // MiB; the GELU outputs are recomputed from them). A backward without
+  // retain_graph hands them to the backward graph, which frees each after the
+  // GELU derivative that reads it last: by the time the first layer's weight
+  // gradient (4 MiB) is allocated, neither is held. With retain_graph both
+  // stay until the end.
+  manual_seed(0);
+  nn::Sequential model = models::make_seed_mlp(), twin = models::make_seed_mlp();
+  twin->load_state_dict(model->state_dict());
+  const Tensor x = randn({256, 1024}), y = randint(0, 10, {256});
+  auto compiled = compile(model);
+  int64_t peak[2] = {0, 0};
+  for (int retain = 0; retain < 2; ++retain) {
+    for (auto& p : model->parameters()) p.mutable_grad() = Tensor();
+    Tensor loss = cross_entropy(compiled(x), y);
+    const int64_t before = memory_allocated();
+    reset_peak_memory_stats();
+    loss.backward({}, /*retain_graph=*/retain == 1);
+    peak[retain] = max_memory_allocated() - before;
+    EXPECT_EQ(compiled.stats().saved_bytes, 256 * (1024 + 1024 + 512) * 4) << "x, h1, h2";
+  }
+  constexpr int64_t kSavedActivations = 256 * (1024 + 512) * 4;
+  EXPECT_LE(peak[0] + kSavedActivations, peak[1]) << peak[0] << " vs " << peak[1];
+  cross_entropy(twin(x), y).backward();
+  EXPECT_LT(max_rel_err(grads_of(model), grads_of(twin)), 1e-5);
 }
 
 TEST_F(CompiledAutograd, ResultsThatDoNotRequireGradAndUnusedResults) {

@@ -81,7 +81,18 @@ class CompiledFunctionBackward final : public autograd::Node {
       if (params.size() <= at) params.resize(at + 1);
       params[at] = params_[i].unpack(*this);
     }
-    std::vector<Tensor> outs = f.graph->run(inputs, params);
+    // A backward that does not keep the graph frees the saved tensors now
+    // (the engine would after apply()): the graph then holds the only
+    // reference to each, and drops it after the last step that reads it, so
+    // that each activation is freed as its backward consumed it, as in eager.
+    std::vector<Tensor> outs;
+    if (autograd::current_graph_task_keep_graph()) {
+      outs = f.graph->run(inputs, params);
+    } else {
+      release_variables();
+      grads.clear();
+      outs = f.graph->run_consuming(std::move(inputs), params);
+    }
     std::vector<Tensor> result(next_edges_.size());
     for (size_t i = 0; i < f.inputs.size() && i < result.size(); ++i)
       if (f.inputs[i].output >= 0 && next_edges_[i].is_valid())

@@ -6,8 +6,10 @@
 // AccumulateGrad of each leaf (module parameters, arguments and captured
 // tensors that require grad; the engine accumulates into .grad and runs their
 // hooks), or the history of an argument that has one. Saved tensors are
-// autograd's SavedVariables: freed after a backward without retain_graph (a
-// second backward raises PyTorch's error), checked against in-place writes.
+// autograd's SavedVariables: freed by a backward without retain_graph (a
+// second backward raises PyTorch's error), each as soon as the last step of
+// the backward graph that reads it ran (CompiledGraph::run_consuming), and
+// checked against in-place writes.
 // A result that is a view of an argument is not the graph's: it gets a view
 // node of its own (connect_views), as eager's view ops record.
 #pragma once

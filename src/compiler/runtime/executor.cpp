@@ -45,6 +45,12 @@ std::string MemoryPlan::str(const Graph& g) const {
     if (in_place[b] >= 0)
       s += fmt::format("  {} written in place into {}\n", g.buffers[b].name(),
                        g.buffers[in_place[b]].name());
+  for (size_t i = 0; i < release_after.size(); ++i)
+    for (int b : release_after[i])
+      s += fmt::format("  {} {} x {}: memory of its own, freed after step {}\n",
+                       g.buffers[b].name(), dtype_name(g.buffers[b].dtype), g.buffers[b].extent, i);
+  s += fmt::format("peak of a run: {} bytes (with one arena for every intermediate: {})\n",
+                   peak_bytes, peak_bytes_one_arena);
   return s;
 }
 
@@ -76,22 +82,28 @@ std::vector<int> plan_in_place(const Graph& g, const Schedule& s) {
   }
   return in_place;
 }
-}  // namespace
 
-MemoryPlan plan_memory(const Graph& g, const Schedule& s) {
-  MemoryPlan mp;
-  mp.offset.assign(g.buffers.size(), -1);
-  std::vector<bool> esc = escaping(g);
+/// Per buffer: the last step that reads or writes it (-1: none).
+std::vector<int> last_uses(const Graph& g, const Schedule& s) {
   std::vector<int> last_use(g.buffers.size(), -1);
   for (size_t i = 0; i < s.steps.size(); ++i) {
     for (int b : s.steps[i].reads) last_use[b] = static_cast<int>(i);
     for (int b : s.steps[i].writes) last_use[b] = std::max(last_use[b], static_cast<int>(i));
   }
+  return last_use;
+}
+
+/// Places the intermediates that neither escape nor have memory of their own
+/// in one arena: in step order, each takes the smallest freed block that fits
+/// (else the arena grows); a block is freed after the step that uses it last.
+void place_in_arena(const Graph& g, const Schedule& s, const std::vector<bool>& esc,
+                    MemoryPlan& mp) {
+  std::vector<int> last_use = last_uses(g, s);
   std::multimap<int64_t, int64_t> free_blocks;  // size -> offset
   for (size_t i = 0; i < s.steps.size(); ++i) {
     for (int b : s.steps[i].writes) {
       const Buffer& buf = g.buffers[b];
-      if (buf.kind != BufferKind::Node || esc[b] || mp.offset[b] >= 0) continue;
+      if (buf.kind != BufferKind::Node || esc[b] || mp.own[b] || mp.offset[b] >= 0) continue;
       int64_t need = align_up(buffer_bytes(buf));
       auto it = free_blocks.lower_bound(need);
       if (it != free_blocks.end()) {
@@ -113,14 +125,94 @@ MemoryPlan plan_memory(const Graph& g, const Schedule& s) {
         last_use[b] = -2;
       }
   }
+}
+
+/// A memory plan with the buffers `own` selects given memory of their own
+/// (release_after filled) and the rest in the arena; peak_bytes counted.
+MemoryPlan plan_with(const Graph& g, const Schedule& s, const std::vector<bool>& esc,
+                     const std::vector<int>& in_place, std::vector<bool> own) {
+  MemoryPlan mp;
+  mp.offset.assign(g.buffers.size(), -1);
+  mp.own = std::move(own);
+  place_in_arena(g, s, esc, mp);
+  const std::vector<int> last_use = last_uses(g, s);
+  mp.release_after.assign(s.steps.size(), {});
+  for (size_t b = 0; b < g.buffers.size(); ++b)
+    if (mp.own[b] && last_use[b] >= 0)
+      mp.release_after[static_cast<size_t>(last_use[b])].push_back(static_cast<int>(b));
+  // The run's allocations in order: the arena first, then each buffer of its
+  // own (intermediate or result) when its first writer runs.
+  std::vector<bool> allocated(g.buffers.size(), false);
+  int64_t live = mp.arena_bytes;
+  mp.peak_bytes = live;
+  for (size_t i = 0; i < s.steps.size(); ++i) {
+    for (int b : s.steps[i].writes) {
+      const Buffer& buf = g.buffers[b];
+      if (allocated[b] || buf.kind != BufferKind::Node || in_place[b] >= 0) continue;
+      if (!mp.own[b] && !esc[b]) continue;
+      allocated[b] = true;
+      live += align_up(buffer_bytes(buf));
+    }
+    mp.peak_bytes = std::max(mp.peak_bytes, live);
+    for (int b : mp.release_after[i]) live -= align_up(buffer_bytes(g.buffers[b]));
+  }
+  return mp;
+}
+}  // namespace
+
+MemoryPlan plan_memory(const Graph& g, const Schedule& s, bool release_early) {
+  const std::vector<bool> esc = escaping(g);
+  std::vector<int> in_place = plan_in_place(g, s);
+  MemoryPlan mp = plan_with(g, s, esc, in_place, std::vector<bool>(g.buffers.size(), false));
+  mp.peak_bytes_one_arena = mp.peak_bytes;
+  if (release_early) {
+    std::vector<bool> own(g.buffers.size(), false);
+    bool any = false;
+    for (const Step& st : s.steps)
+      for (int b : st.writes) {
+        const Buffer& buf = g.buffers[b];
+        if (buf.kind == BufferKind::Node && !esc[b] && in_place[b] < 0 &&
+            static_cast<size_t>(b) < s.materialized.size() && s.materialized[b] &&
+            buffer_bytes(buf) >= kOwnMemoryBytes)
+          any = own[b] = true;
+      }
+    if (any) {
+      MemoryPlan early = plan_with(g, s, esc, in_place, std::move(own));
+      if (early.peak_bytes * 10 <= mp.peak_bytes * 9) {
+        early.peak_bytes_one_arena = mp.peak_bytes;
+        mp = std::move(early);
+      }
+    }
+  }
+  mp.in_place = std::move(in_place);
+  // The arguments each step reads last (not those a result or a write-back
+  // needs after the steps).
+  std::vector<int> last_read(g.buffers.size(), -1);
+  for (size_t i = 0; i < s.steps.size(); ++i)
+    for (int b : s.steps[i].reads) last_read[b] = static_cast<int>(i);
+  std::map<int, int> arg_last;  // input index -> its last reader, -1: kept to the end
+  for (const Buffer& b : g.buffers)
+    if (b.kind == BufferKind::Input) {
+      auto [it, fresh] = arg_last.emplace(b.input_index, last_read[b.id]);
+      if (!fresh) it->second = std::max(it->second, last_read[b.id]);
+    }
+  auto keep = [&](int buf) {
+    const Buffer& b = g.buffers[static_cast<size_t>(buf)];
+    if (b.kind == BufferKind::Input) arg_last[b.input_index] = -1;
+  };
+  for (const Operand& o : g.outputs)
+    if (!o.is_scalar()) keep(o.buf);
+  for (auto& [dst, src] : g.mutations) keep(dst);
+  mp.inputs_done_after.assign(s.steps.size(), {});
+  for (auto [index, step] : arg_last)
+    if (step >= 0) mp.inputs_done_after[static_cast<size_t>(step)].push_back(index);
   return mp;
 }
 
 CompiledGraph::CompiledGraph(Graph g, Schedule s, std::shared_ptr<backend::Module> module,
                              bool reduce_overhead)
     : g_(std::move(g)), s_(std::move(s)), module_(std::move(module)), keep_arena_(reduce_overhead) {
-  mem_ = plan_memory(g_, s_);
-  mem_.in_place = plan_in_place(g_, s_);
+  mem_ = plan_memory(g_, s_, /*release_early=*/!reduce_overhead);
   escaping_ = escaping(g_);
   device_ = g_.device();
   // The launch plan: one record per generated kernel, its arguments as slots.
@@ -543,10 +635,20 @@ std::vector<Tensor> CompiledGraph::run(const std::vector<Tensor>& args,
   return out;
 }
 
-std::vector<Tensor> CompiledGraph::run_steps(const std::vector<Tensor>& args,
+std::vector<Tensor> CompiledGraph::run_consuming(std::vector<Tensor> args,
+                                                 const std::vector<Tensor>& params) {
+  if (keep_arena_) return run(args, params);
+  backend::Backend& be = backend::backend(device_);
+  backend::DeviceGuard on_device(device_);
+  detail::OpScope scope("smelt::compile (an output of the compiled function)");
+  return run_steps(std::move(args), params, nullptr, be.current_stream(device_),
+                   /*release_inputs=*/true);
+}
+
+std::vector<Tensor> CompiledGraph::run_steps(std::vector<Tensor> args,
                                              const std::vector<Tensor>& params,
-                                             std::shared_ptr<Storage> arena,
-                                             backend::Stream stream) {
+                                             std::shared_ptr<Storage> arena, backend::Stream stream,
+                                             bool release_inputs) {
   backend::Backend& be = backend::backend(device_);
   if (!arena) arena = allocate_arena();
   RunBuffers rb = bind(args, params, std::move(arena));
@@ -573,9 +675,18 @@ std::vector<Tensor> CompiledGraph::run_steps(const std::vector<Tensor>& args,
       last_step_ms[i] =
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     }
+    // Memory whose last reader ran goes back to the allocator (in stream
+    // order on a device that queues work, as eager's temporaries).
+    for (int b : mem_.release_after[i]) {
+      rb.owned[static_cast<size_t>(b)] = Tensor();
+      rb.ptr[static_cast<size_t>(b)] = nullptr;
+    }
+    if (release_inputs)
+      for (int a : mem_.inputs_done_after[i]) args[static_cast<size_t>(a)] = Tensor();
   }
   if (unchecked) check_errors(rb, stream);
-  for (auto& b : g_.buffers) allocate(rb, b.id);  // results no step writes (none expected)
+  for (auto& b : g_.buffers)  // results no step writes (none expected)
+    if (!mem_.own[static_cast<size_t>(b.id)]) allocate(rb, b.id);
   write_back(rb, stream);
   bump_versions(args, params);
   return results(args, params, rb);

@@ -1,10 +1,12 @@
 // The launch plan of one compiled graph and the code that runs it, through the
 // backend of the graph's device: buffer pointers for inputs, parameters,
 // constants and intermediates (intermediates share one arena from the
-// backend's allocator; a buffer's memory is reused once its last reader has
-// run), then each step in order — generated kernels launched from the plan's
-// launch records, GEMMs with their fused epilogues, eager fallbacks — then one
-// check of the kernels' error flags, then the write-back of mutated inputs.
+// backend's allocator, a buffer's memory reused once its last reader has run;
+// large ones get memory of their own, freed after their last reader, where
+// that lowers the run's peak, as in a training step: MemoryPlan::own), then
+// each step in order — generated kernels launched from the
+// plan's launch records, GEMMs with their fused epilogues, eager fallbacks — then one check of the
+// kernels' error flags, then the write-back of mutated inputs.
 //
 // The launch records (kernel, argument slots, config) are built once per
 // graph. Mode "reduce-overhead" keeps the arena across calls and, on CUDA,
@@ -22,11 +24,29 @@
 namespace smelt::compiler {
 
 /// Where each intermediate buffer lives in the arena (bytes), -1 when the
-/// buffer is allocated per call (graph outputs, write-back sources).
+/// buffer is allocated per call (graph outputs, write-back sources) or has
+/// memory of its own for part of the run (`own`).
 struct MemoryPlan {
   std::vector<int64_t> offset;
   int64_t arena_bytes = 0;
   int reused = 0;  // buffers placed in memory freed by an earlier one
+  /// Per buffer: an intermediate with memory of its own, allocated when its
+  /// first writer runs and freed after its last reader (plan_memory's
+  /// `release_early`): the arena lives for the whole run, so an activation in
+  /// it would still take memory while a training step's backward allocates
+  /// the gradients; one of its own is gone by then, as in eager.
+  std::vector<bool> own;
+  /// Per step: the buffers of their own whose last use it is (freed after it).
+  std::vector<std::vector<int>> release_after;
+  /// Per step: the arguments (input indices) it is the last to read; a run
+  /// that owns its arguments (CompiledGraph::run_consuming) drops them after it.
+  std::vector<std::vector<int>> inputs_done_after;
+  /// Bytes a run allocates at its highest point by the plan's count (the
+  /// arena, buffers of their own alive, results allocated so far; arguments
+  /// dropped early not counted), and the same with one arena for every
+  /// intermediate (the plan without `release_early`).
+  int64_t peak_bytes = 0;
+  int64_t peak_bytes_one_arena = 0;
   /// Per buffer: the input, parameter or constant whose memory it is written
   /// into (-1: none). A multi-tensor step (an optimizer's) updates a tensor in
   /// place when the tensor's old value is not read after it and the result is
@@ -34,7 +54,16 @@ struct MemoryPlan {
   std::vector<int> in_place;
   std::string str(const Graph& g) const;
 };
-MemoryPlan plan_memory(const Graph& g, const Schedule& s);
+/// The memory plan of a graph's run: intermediates share an arena, a buffer
+/// reusing memory whose last reader has run. `release_early` (a run with a
+/// fresh arena each call; not mode reduce-overhead, whose arena and CUDA
+/// graphs keep fixed addresses): intermediates of at least kOwnMemoryBytes
+/// get memory of their own instead (MemoryPlan::own) when that lowers the
+/// run's peak by a tenth or more (a training step: the backward's gradients
+/// are allocated while the forward's activations die); small ones stay in
+/// the arena (one allocation for many).
+MemoryPlan plan_memory(const Graph& g, const Schedule& s, bool release_early = false);
+constexpr int64_t kOwnMemoryBytes = 64 * 1024;
 
 /// A tensor over `data` (memory of `device`, not owned) with these sizes and
 /// strides (contiguous when `strides` is empty).
@@ -103,6 +132,13 @@ class CompiledGraph {
   /// Runs the plan on `args` (the function's tensors) and `params` (the
   /// module's parameters and buffers, in the order they were bound).
   std::vector<Tensor> run(const std::vector<Tensor>& args, const std::vector<Tensor>& params);
+  /// run() on arguments the caller gives up: each argument is dropped after
+  /// the last step that reads it (MemoryPlan::inputs_done_after), so that its
+  /// memory is freed there when nothing else holds it (a compiled backward's
+  /// saved activations, as eager's backward frees each after its node ran).
+  /// Arguments a result or a write-back needs are kept to the end. Mode
+  /// reduce-overhead runs as run().
+  std::vector<Tensor> run_consuming(std::vector<Tensor> args, const std::vector<Tensor>& params);
 
   /// The launch plan, for SMELT_LOGS=output_code.
   std::string plan_str() const;
@@ -162,8 +198,11 @@ class CompiledGraph {
  private:
   /// A run step by step (no CUDA graph) in `stream`, intermediates in `arena`
   /// (null: a fresh one).
-  std::vector<Tensor> run_steps(const std::vector<Tensor>& args, const std::vector<Tensor>& params,
-                                std::shared_ptr<Storage> arena, backend::Stream stream);
+  /// `release_inputs`: args are the run's own (run_consuming), dropped as
+  /// the plan says.
+  std::vector<Tensor> run_steps(std::vector<Tensor> args, const std::vector<Tensor>& params,
+                                std::shared_ptr<Storage> arena, backend::Stream stream,
+                                bool release_inputs = false);
   /// Mode reduce-overhead on CUDA: work of this call waits for the previous
   /// call's, which may have run on another stream (they share the arena).
   void order_after_previous(backend::Stream stream);

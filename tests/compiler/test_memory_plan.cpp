@@ -1,0 +1,84 @@
+// The memory plan of a compiled graph's run (compiler/runtime/executor.h):
+// with `release_early`, large intermediates get memory of their own, freed
+// after their last reader, where that lowers the run's peak; small ones and
+// mode reduce-overhead's plans keep one arena; the arguments each step reads
+// last, for a run that owns them.
+#include <gtest/gtest.h>
+
+#include "compiler/compile_test_util.h"
+#include "compiler/runtime/executor.h"
+#include "smelt/smelt.h"
+
+using namespace smelt;
+using namespace smelt::compiler;
+using smelt_test::schedule_of;
+using smelt_test::trace_graph;
+
+namespace {
+class MemoryPlanTest : public smelt_test::CompilerTest {};
+
+/// Three chained products: y1 = x @ x, y2 = y1 @ x, the result y2 @ x.
+Tensor chain(const Tensor& x) { return matmul(matmul(matmul(x, x), x), x); }
+
+int own_count(const MemoryPlan& mp) {
+  int n = 0;
+  for (bool o : mp.own) n += o ? 1 : 0;
+  return n;
+}
+}  // namespace
+
+TEST_F(MemoryPlanTest, LargeIntermediatesAreFreedAfterTheirLastReader) {
+  constexpr int64_t kBytes = 256 * 256 * 4;  // each [256, 256] float32 buffer
+  static_assert(kBytes >= kOwnMemoryBytes);
+  Graph after;
+  const Schedule s = schedule_of(trace_graph(chain, randn({256, 256})), {}, {}, &after);
+  ASSERT_EQ(s.steps.size(), 3u);
+  // One arena: y1 and y2 are alive together at the second step (its input and
+  // output), so the arena holds both for the whole run, and the result comes
+  // on top.
+  const MemoryPlan arena = plan_memory(after, s);
+  EXPECT_EQ(own_count(arena), 0);
+  EXPECT_EQ(arena.arena_bytes, 2 * kBytes) << arena.str(after);
+  EXPECT_EQ(arena.peak_bytes, 3 * kBytes);
+  EXPECT_EQ(arena.peak_bytes_one_arena, arena.peak_bytes);
+  // Memory of their own: y1 is freed after the second step, before the result
+  // is allocated; at most two buffers are alive at once.
+  const MemoryPlan early = plan_memory(after, s, /*release_early=*/true);
+  EXPECT_EQ(own_count(early), 2) << early.str(after);
+  EXPECT_EQ(early.arena_bytes, 0);
+  EXPECT_EQ(early.peak_bytes, 2 * kBytes);
+  EXPECT_EQ(early.peak_bytes_one_arena, 3 * kBytes);
+  ASSERT_EQ(early.release_after.size(), 3u);
+  EXPECT_EQ(early.release_after[0].size(), 0u);
+  ASSERT_EQ(early.release_after[1].size(), 1u);  // y1, read last by the second product
+  EXPECT_EQ(early.release_after[1][0], s.steps[0].writes[0]);
+  ASSERT_EQ(early.release_after[2].size(), 1u);  // y2
+  EXPECT_EQ(early.release_after[2][0], s.steps[1].writes[0]);
+  EXPECT_NE(early.str(after).find("memory of its own, freed after step 1"), std::string::npos)
+      << early.str(after);
+  // The argument x is read by every product: the last one is done with it.
+  EXPECT_EQ(early.inputs_done_after[2], std::vector<int>{0});
+  EXPECT_TRUE(early.inputs_done_after[0].empty());
+}
+
+TEST_F(MemoryPlanTest, SmallIntermediatesStayInTheArena) {
+  Graph after;
+  const Schedule s = schedule_of(trace_graph(chain, randn({16, 16})), {}, {}, &after);
+  const MemoryPlan early = plan_memory(after, s, /*release_early=*/true);
+  EXPECT_EQ(own_count(early), 0) << early.str(after);
+  EXPECT_EQ(early.arena_bytes, 2 * 16 * 16 * 4);
+}
+
+TEST_F(MemoryPlanTest, ArgumentsAResultNeedsAreKept) {
+  // x is returned as it is: a run that owns its arguments keeps it to the end.
+  Graph after;
+  const Schedule s = schedule_of(
+      trace_graph([](const Tensor& x, const Tensor& y) { return std::make_tuple(x, matmul(x, y)); },
+                  randn({256, 256}), randn({256, 256})),
+      {}, {}, &after);
+  const MemoryPlan mp = plan_memory(after, s, true);
+  ASSERT_FALSE(mp.inputs_done_after.empty());
+  for (const auto& done : mp.inputs_done_after)
+    for (int a : done) EXPECT_EQ(a, 1) << "only y is dropped early";
+  EXPECT_EQ(mp.inputs_done_after.back(), std::vector<int>{1});
+}
