@@ -453,6 +453,7 @@ class CompiledState {
     // made) when its graph is not used after all.
     std::function<void()> undo_trace;
     std::optional<TracedBackward> traced;  // a joint graph: its backward half
+    bool trains = false;                   // the function runs a backward pass
     try {
       GraphBuilder gb;
       gb.set_num_args(static_cast<int>(args.size()));
@@ -475,6 +476,7 @@ class CompiledState {
         // into a joint graph, compiled as a backward graph.
         std::vector<bool> is_view(outs.size(), false);
         bool joint = false;
+        trains = gb.ran_backward;
         if (GradMode::is_enabled() && !gb.ran_backward)
           for (size_t k = 0; k < outs.size(); ++k) {
             if (!outs[k].defined() || !outs[k].requires_grad()) continue;
@@ -611,8 +613,12 @@ class CompiledState {
       for (const auto& gi : e.grad_inputs)
         inputs.push_back(gi.arg >= 0 ? args[static_cast<size_t>(gi.arg)].grad()
                                      : Tensor(gi.leaf).grad());
-      e.graph = build(std::move(g), e.source, bt, &inputs, params);
-      if (part) backward = build(std::move(part->backward), e.source, bt, nullptr, params);
+      // Large intermediates freed after their last reader where memory
+      // matters most and allocations cost least: the CPU, and training.
+      const bool release_early = !g.device().is_cuda() || trains || part.has_value();
+      e.graph = build(std::move(g), e.source, bt, &inputs, params, release_early);
+      if (part)
+        backward = build(std::move(part->backward), e.source, bt, nullptr, params, release_early);
     } catch (const backend::ToolchainUnavailable& err) {
       e.graph = nullptr;
       undo_trace();
@@ -687,7 +693,7 @@ class CompiledState {
   /// the backward runs); `params`: the module's parameters and buffers.
   std::shared_ptr<CompiledGraph> build(Graph g, std::string& source, BuildTotals& bt,
                                        const std::vector<Tensor>* tune_inputs,
-                                       const std::vector<Tensor>& params) {
+                                       const std::vector<Tensor>& params, bool release_early) {
     const Device device = g.device();
     const CppDialect cpp_dialect;
     const CudaDialect cuda_dialect;
@@ -775,7 +781,8 @@ class CompiledState {
     // CUDA graphs: mode reduce-overhead, and max-autotune on CUDA (as torch.compile).
     const bool reduce_overhead =
         opts.mode == "reduce-overhead" || (opts.mode == "max-autotune" && device.is_cuda());
-    auto cg = std::make_shared<CompiledGraph>(std::move(g), std::move(s), lib, reduce_overhead);
+    auto cg = std::make_shared<CompiledGraph>(std::move(g), std::move(s), lib, reduce_overhead,
+                                              release_early);
     if (log_enabled("output_code")) {
       log_artifact("output_code",
                    fmt::format("generated code ({}; source {}): kernels include the embedded "

@@ -210,9 +210,9 @@ MemoryPlan plan_memory(const Graph& g, const Schedule& s, bool release_early) {
 }
 
 CompiledGraph::CompiledGraph(Graph g, Schedule s, std::shared_ptr<backend::Module> module,
-                             bool reduce_overhead)
+                             bool reduce_overhead, bool release_early)
     : g_(std::move(g)), s_(std::move(s)), module_(std::move(module)), keep_arena_(reduce_overhead) {
-  mem_ = plan_memory(g_, s_, /*release_early=*/!reduce_overhead);
+  mem_ = plan_memory(g_, s_, release_early && !reduce_overhead);
   escaping_ = escaping(g_);
   device_ = g_.device();
   // The launch plan: one record per generated kernel, its arguments as slots.

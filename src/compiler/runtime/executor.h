@@ -123,8 +123,12 @@ class CompiledGraph {
   /// `module` holds the generated kernels (null when the schedule has none);
   /// `reduce_overhead` (mode "reduce-overhead"): one arena kept across calls
   /// and, on a device that can capture (CUDA), the calls replayed as a CUDA
-  /// graph (replay.h).
-  CompiledGraph(Graph g, Schedule s, std::shared_ptr<backend::Module> module, bool reduce_overhead);
+  /// graph (replay.h). `release_early`: plan_memory's, unless reduce_overhead
+  /// (smelt::compile asks for it on the CPU and for training graphs: on CUDA
+  /// an inference graph keeps one arena, whose single allocation costs less
+  /// host time than a pair per large intermediate).
+  CompiledGraph(Graph g, Schedule s, std::shared_ptr<backend::Module> module, bool reduce_overhead,
+                bool release_early = true);
   ~CompiledGraph();
   CompiledGraph(const CompiledGraph&) = delete;
   CompiledGraph& operator=(const CompiledGraph&) = delete;
