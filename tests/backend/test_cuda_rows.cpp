@@ -254,8 +254,9 @@ TEST(CudaRows, FusedAttentionMatchesTheCpu) {
   for (DType dt : {bfloat16, float16}) {
     for (int64_t E : {32, 64}) {
       for (bool causal : {false, true}) {
-        for (auto [L, S] :
+        for (const auto& lengths :
              {std::pair<int64_t, int64_t>{100, 100}, {64, 64}, {70, 130}, {1, 200}, {257, 257}}) {
+          const int64_t L = lengths.first, S = lengths.second;  // (a lambda below reads L)
           if (causal && L != S) continue;
           for (bool packed : {false, true}) {
             SCOPED_TRACE(::testing::Message()
