@@ -159,28 +159,104 @@ def write_random_weights(folder, torch):
     save_file(state, os.path.join(folder, "model.safetensors"))
 
 
-def bench_minilm(args, torch):
-    from sentence_transformers import SentenceTransformer
+def read_safetensors(path, torch):
+    """The tensors of a .safetensors file (its JSON header, then raw
+    little-endian data), read with torch alone."""
+    import struct
+    kinds = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
+             "I64": torch.int64}
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        data = bytearray(f.read())
+    out = {}
+    for name, e in header.items():
+        if name == "__metadata__":
+            continue
+        b, end = e["data_offsets"]
+        t = torch.frombuffer(data, dtype=kinds[e["dtype"]], count=(end - b) //
+                             torch.empty((), dtype=kinds[e["dtype"]]).element_size(), offset=b)
+        out[name] = t.reshape(e["shape"]).clone()
+    return out
 
+
+def plain_minilm(torch, folder, device, dtype):
+    """The BERT of folder/config.json written out in PyTorch (embeddings,
+    layers of self-attention under the key-padding mask through
+    scaled_dot_product_attention, erf GELU, LayerNorm eps 1e-12), then mean
+    pooling over the mask and L2 normalization, as sentence-transformers
+    computes them: for hosts without sentence-transformers. Returns
+    forward(ids, mask, types) -> (last hidden state, embeddings)."""
+    import torch.nn.functional as F
+    cfg = json.load(open(os.path.join(folder, "config.json")))
+    w = {k: v.to(device) for k, v in read_safetensors(
+        os.path.join(folder, "model.safetensors"), torch).items()}
+    w = {k: (v.to(dtype) if v.is_floating_point() else v) for k, v in w.items()}
+    H, eps = cfg["num_attention_heads"], cfg["layer_norm_eps"]
+
+    def lin(x, p):
+        return F.linear(x, w[p + ".weight"], w[p + ".bias"])
+
+    def ln(x, p):
+        return F.layer_norm(x, x.shape[-1:], w[p + ".weight"], w[p + ".bias"], eps)
+
+    def forward(ids, mask, types):
+        B, T = ids.shape
+        pos = torch.arange(T, device=ids.device)
+        h = (w["embeddings.word_embeddings.weight"][ids] +
+             w["embeddings.position_embeddings.weight"][pos] +
+             w["embeddings.token_type_embeddings.weight"][types])
+        h = ln(h, "embeddings.LayerNorm")
+        keep = mask.bool().view(B, 1, 1, T)
+        for i in range(cfg["num_hidden_layers"]):
+            p = f"encoder.layer.{i}."
+            heads = [lin(h, p + "attention.self." + n).view(B, T, H, -1).transpose(1, 2)
+                     for n in ("query", "key", "value")]
+            a = F.scaled_dot_product_attention(*heads, attn_mask=keep)
+            a = a.transpose(1, 2).reshape(B, T, -1)
+            h = ln(lin(a, p + "attention.output.dense") + h, p + "attention.output.LayerNorm")
+            m = F.gelu(lin(h, p + "intermediate.dense"))
+            h = ln(lin(m, p + "output.dense") + h, p + "output.LayerNorm")
+        fm = mask.to(h.dtype).unsqueeze(-1)
+        pooled = (h * fm).sum(1) / fm.sum(1).clamp(min=1e-9)
+        return h, F.normalize(pooled, p=2, dim=1)
+
+    return forward
+
+
+def bench_minilm(args, torch):
     B, T = 32, 128
     dtype = getattr(torch, args.dtype)
     folder = args.model or model_dir()
     if args.random_weights and not os.path.exists(os.path.join(folder, "model.safetensors")):
         write_random_weights(folder, torch)
-    model = SentenceTransformer(folder, device=args.device)
-    model.eval()
-    model.to(dtype)
-    vocab = model.tokenizer.vocab_size
+    try:
+        from sentence_transformers import SentenceTransformer
+    except ImportError:
+        SentenceTransformer = None
+    if SentenceTransformer is not None:
+        model = SentenceTransformer(folder, device=args.device)
+        model.eval()
+        model.to(dtype)
+        vocab = model.tokenizer.vocab_size
+        cls_id, sep_id = model.tokenizer.cls_token_id, model.tokenizer.sep_token_id
+
+        def forward(i, m, t):
+            out = model({"input_ids": i, "attention_mask": m, "token_type_ids": t})
+            return out["token_embeddings"], out["sentence_embedding"]
+        runner = "sentence-transformers"
+    else:
+        forward = plain_minilm(torch, folder, args.device, dtype)
+        vocab = json.load(open(os.path.join(folder, "config.json")))["vocab_size"]
+        tok = json.load(open(os.path.join(folder, "tokenizer.json")))["model"]["vocab"]
+        cls_id, sep_id = tok["[CLS]"], tok["[SEP]"]
+        runner = "plain PyTorch BERT (no sentence-transformers here)"
     torch.manual_seed(0)
     ids = torch.randint(1000, vocab, (B, T), device=args.device)
-    ids[:, 0] = model.tokenizer.cls_token_id
-    ids[:, -1] = model.tokenizer.sep_token_id
+    ids[:, 0] = cls_id
+    ids[:, -1] = sep_id
     mask = torch.ones(B, T, dtype=torch.int64, device=args.device)
     types = torch.zeros(B, T, dtype=torch.int64, device=args.device)
-
-    def forward(i, m, t):
-        out = model({"input_ids": i, "attention_mask": m, "token_type_ids": t})
-        return out["token_embeddings"], out["sentence_embedding"]
 
     compiled = torch.compile(forward)
     sync = torch.cuda.synchronize if args.device.startswith("cuda") else (lambda: None)
@@ -195,7 +271,7 @@ def bench_minilm(args, torch):
         e_comp = compiled(ids, mask, types)[1].float()
     return {
         "workload": "minilm",
-        "description": f"all-MiniLM-L6-v2 sentence embeddings, batch {B} x {T} tokens",
+        "description": f"all-MiniLM-L6-v2 sentence embeddings, batch {B} x {T} tokens ({runner})",
         "eager_ms": eager_ms,
         "compiled_ms": comp_ms,
         "speedup": eager_ms / comp_ms,

@@ -514,14 +514,21 @@ class Backend {
     return false;
   }
 
-  /// scaled_dot_product_attention without mask or dropout of float16 /
-  /// bfloat16 q [B, H, L, E], k [B, H, S, E], v [B, H, S, E] (any strides, E
-  /// contiguous) into out (fresh, contiguous [B, H, L, E], q's dtype), with the
+  /// True when fused_attention has a kernel for q's `dtype` and `head_dim`
+  /// (it may still decline a call for its layout or mask). Pure: the
+  /// compiler asks it while planning, with no tensor at hand.
+  virtual bool has_fused_attention(DType dtype, int64_t head_dim) const { return false; }
+  /// scaled_dot_product_attention without dropout of float16 / bfloat16
+  /// q [B, H, L, E], k [B, H, S, E], v [B, H, S, E] (any strides, E
+  /// contiguous) into out (contiguous [B, H, L, E], q's dtype), with the
   /// decomposition's numerics: float32 scores, probabilities rounded to the
   /// dtype before the product with v, float32 sums rounded once (summed in
-  /// another order). false where the backend has no kernel for the case.
-  virtual bool fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool is_causal,
-                               double scale, const Tensor& out) {
+  /// another order). attn_mask: undefined, or broadcastable to [B, H, L, S],
+  /// bool (false: masked) or floating (added to the scaled scores). false
+  /// where the backend has no kernel for the case.
+  virtual bool fused_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                               const Tensor& attn_mask, bool is_causal, double scale,
+                               const Tensor& out) {
     return false;
   }
 

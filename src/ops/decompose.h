@@ -20,6 +20,17 @@ using Decomposition =
 /// nullptr when `op` has no decomposition (it is a primitive).
 const Decomposition* find_decomposition(const std::string& op);
 
+/// Runs composite `op` on real tensors by its backend's single fused kernel,
+/// writing into `outs` (contiguous, of the results' shapes and dtypes), or
+/// returns false where the backend has no such kernel for the case (the
+/// caller then runs the decomposition). The compiler's fallback steps use it
+/// to write straight into their buffers.
+using WriteInto = bool (*)(const std::vector<Tensor>& inputs, const Attrs& attrs,
+                           const std::vector<Tensor>& outs);
+/// nullptr when `op` has no such kernel on any backend
+/// (scaled_dot_product_attention has one).
+WriteInto find_write_into(const std::string& op);
+
 /// Runs composite op `op`: while tracing, records a single node `op` whose
 /// outputs have the metadata `outs` (the compiler's decompose pass expands it
 /// later, so graphs show the op the user called); otherwise runs the
@@ -38,5 +49,13 @@ std::vector<Tensor> run_composite(const std::string& op, const std::vector<Tenso
 /// Real tensors only (callers keep matmul + add while tracing, where fusion
 /// forms the epilogue itself); records no autograd history of its own.
 Tensor linear_bias_epilogue(const Tensor& x, const Tensor& weight_t, const Tensor& bias);
+
+/// linear's bias added to its product while tracing: `product + bias` (add's
+/// semantics) recorded with the attribute gemm_bias=true. The attribute tells
+/// the compiler the sum stands for linear_bias_epilogue's single rounding, so
+/// its scheduler folds the add into the GEMM's epilogue even where float16 /
+/// bfloat16 intermediates otherwise round as eager stores them
+/// (CompileOptions::round_intermediates). Eagerly it is a plain add.
+Tensor add_gemm_bias(const Tensor& product, const Tensor& bias);
 
 }  // namespace smelt::detail

@@ -58,13 +58,14 @@ std::vector<Tensor> linear_decomp(const std::vector<Tensor>& in, const Attrs& at
   if (!attrs.as<bool>("has_bias")) return {matmul(in[0], wt)};
   const Tensor& b = in[2];
   // Eagerly, a [out] bias is the GEMM's epilogue (one kernel, one rounding);
-  // traced, matmul + add, which fusion takes as a GEMM with its epilogue.
+  // traced, matmul + add marked as linear's bias, which fusion takes as a
+  // GEMM with its epilogue (rounded once in float16 / bfloat16 too).
   const TraceContext* ctx = trace_context();
   if (!any_tracer(in) && !(ctx && ctx->captures(in)) && !grad_needed(in) && in[1].dim() == 2 &&
       b.dim() == 1 && b.is_contiguous() && b.size(0) == in[1].size(0) &&
       b.device() == in[0].device())
     return {linear_bias_epilogue(in[0], wt, b)};
-  return {add(matmul(in[0], wt), b)};
+  return {add_gemm_bias(matmul(in[0], wt), b)};
 }
 
 /// True when a decomposition runs eagerly on `x` over a contiguous row layout
@@ -322,6 +323,20 @@ std::vector<Tensor> mse_loss_decomp(const std::vector<Tensor>& in, const Attrs& 
   return {mean(sq)};
 }
 
+/// sdpa by the backend's fused kernel into out[0] ([B, H, L, Ev], q's
+/// dtype): float16 / bfloat16 real tensors without dropout; false where the
+/// backend declines (no kernel for the device, head dim, mask or layout).
+bool sdpa_into(const std::vector<Tensor>& in, const Attrs& attrs, const std::vector<Tensor>& out) {
+  const DType dt = in[0].dtype();
+  if ((dt != DType::Float16 && dt != DType::BFloat16) || attrs.as<double>("dropout_p") != 0 ||
+      in[0].dim() != 4)
+    return false;
+  const Tensor mask = attrs.as<bool>("has_attn_mask") ? in[3] : Tensor();
+  return backend::backend(in[0].device())
+      .fused_attention(in[0], in[1], in[2], mask, attrs.as<bool>("is_causal"),
+                       attrs.as<double>("scale"), out[0]);
+}
+
 std::vector<Tensor> sdpa_decomp(const std::vector<Tensor>& in, const Attrs& attrs) {
   // The scores and the softmax run in float32 (float64 stays float64). For
   // float16 / bfloat16 inputs the probabilities are rounded to the input dtype
@@ -333,17 +348,15 @@ std::vector<Tensor> sdpa_decomp(const std::vector<Tensor>& in, const Attrs& attr
   const DType dt = in[0].dtype();
   const bool half = dt == DType::Float16 || dt == DType::BFloat16;
   const double scale = attrs.as<double>("scale");
-  // Eagerly, without a mask or dropout: the backend's fused kernel where it
-  // has one (CUDA: FlashAttention-2), the scores never stored.
+  // Eagerly, without dropout: the backend's fused kernel where it has one
+  // (CUDA: FlashAttention-2), the scores never stored.
   const TraceContext* ctx = trace_context();
-  if (half && !attrs.as<bool>("has_attn_mask") && attrs.as<double>("dropout_p") == 0 &&
-      !any_tracer(in) && !(ctx && ctx->captures(in)) && !grad_needed(in) && in[0].dim() == 4) {
+  if (half && !any_tracer(in) && !(ctx && ctx->captures(in)) && !grad_needed(in) &&
+      in[0].dim() == 4) {
     const Tensor& x = in[0];
     Tensor out = make_empty({x.size(0), x.size(1), x.size(2), in[2].size(3)}, dt, x.device(),
                             "scaled_dot_product_attention");
-    if (backend::backend(x.device())
-            .fused_attention(in[0], in[1], in[2], attrs.as<bool>("is_causal"), scale, out))
-      return {out};
+    if (sdpa_into(in, attrs, {out})) return {out};
   }
   Tensor q = upcast(in[0]), k = upcast(in[1]);
   const double inf = std::numeric_limits<double>::infinity();
@@ -385,6 +398,10 @@ const Decomposition* find_decomposition(const std::string& op) {
   };
   auto it = table.find(op);
   return it == table.end() ? nullptr : &it->second;
+}
+
+WriteInto find_write_into(const std::string& op) {
+  return op == "scaled_dot_product_attention" ? sdpa_into : nullptr;
 }
 
 }  // namespace smelt::detail

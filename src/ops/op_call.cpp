@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "core/tensor_impl.h"
+#include "ops/decompose.h"
 #include "ops/optimizer_step.h"
 #include "smelt/ops.h"
 
@@ -278,8 +279,11 @@ const std::map<std::string, Entry>& table() {
     SMELT_BINARY(bitwise_xor);
     SMELT_BINARY(matmul);
 #undef SMELT_BINARY
-    add("add", 2, 2, {"alpha"},
-        [](const Args& a) -> Outs { return {smelt::add(a.at(0), a.at(1), a.scalar("alpha", 1))}; });
+    // gemm_bias: linear's bias add as traced (detail::add_gemm_bias)
+    add("add", 2, 2, {"alpha", "gemm_bias"}, [](const Args& a) -> Outs {
+      if (a.flag("gemm_bias", false)) return {add_gemm_bias(a.at(0), a.at(1))};
+      return {smelt::add(a.at(0), a.at(1), a.scalar("alpha", 1))};
+    });
     add("sub", 2, 2, {"alpha"},
         [](const Args& a) -> Outs { return {smelt::sub(a.at(0), a.at(1), a.scalar("alpha", 1))}; });
     add("div", 2, 2, {"rounding_mode"},

@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 
+#include "ops/decompose.h"
 #include "ops/pointwise_impl.h"
 #include "smelt/ops.h"
 
@@ -85,6 +86,10 @@ Tensor div_impl(const char* op, const Tensor& a, const Tensor& b,
 }  // namespace
 
 // ---------------------------------------------------------------- arithmetic --
+Tensor detail::add_gemm_bias(const Tensor& product, const Tensor& bias) {
+  req("add", {&product, &bias});
+  return binary("add", product, bias, {{"alpha", Scalar(1)}, {"gemm_bias", true}});
+}
 Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha) {
   return add_sub("add", a, b, alpha);
 }

@@ -349,6 +349,27 @@ TEST_F(CudaCodegen, PtxHasVectorAccessesAndShuffles) {
   EXPECT_TRUE(has(s, "shfl.sync.down")) << s;
 }
 
+// A reduction over N, H and W around a kept channel (batch_norm's
+// statistics) reads its rows as contiguous H*W runs: 16-byte vectors within
+// each run, in the reduction's loop and in the loop that applies the result.
+TEST_F(CudaCodegen, RowsOfSeveralRunsReadVectors) {
+  Graph g = trace_graph(
+      [](const Tensor& x) {
+        return relu(x - mean(x, {0, 2, 3}, /*keepdim=*/true));
+      },
+      randn({64, 16, 28, 28}));
+  Unit u = unit_of({{"runs", std::move(g)}});
+  ASSERT_EQ(u.kernels.size(), 1u);
+  EXPECT_TRUE(has(u.source, "(r_s % 196)*4")) << u.source;
+  const std::string k = ptx_of(nvrtc(u.source), u.kernels[0]);
+  ASSERT_FALSE(k.empty());
+  // Every access a vector (the loops are unrolled: several copies of each).
+  EXPECT_GE(count(k, "ld.global.nc.v4.f32") + count(k, "ld.global.v4.f32"), 2) << k;
+  EXPECT_GE(count(k, "st.global.v4.f32"), 1) << k;
+  EXPECT_EQ(count(k, "ld.global.nc.f32") + count(k, "ld.global.f32"), 0) << k;
+  EXPECT_EQ(count(k, "st.global.f32"), 0) << k;
+}
+
 // Every fusion pattern's CUDA program compiles (a CUBIN for sm_90).
 TEST_F(CudaCodegen, NvrtcCompilesEveryFusionPattern) {
   std::vector<Program> programs;

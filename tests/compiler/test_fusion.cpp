@@ -7,6 +7,7 @@
 #include "smelt/nn.h"
 
 using namespace smelt;
+using smelt_test::bitwise_same;
 using smelt_test::close;
 using smelt_test::count_prefix;
 using smelt_test::names;
@@ -165,6 +166,31 @@ TEST_F(Fusion, HalfLinearGeluFoldsWhenIntermediatesNeedNotRound) {
     const Tensor want =
         gelu(linear(x.to(DType::Float64), w.to(DType::Float64), b.to(DType::Float64)));
     EXPECT_TRUE(close(y.to(DType::Float64), want, dt == DType::Float16 ? 1e-3 : 8e-3));
+  }
+}
+
+TEST_F(Fusion, HalfLinearBiasFoldsAndRoundsOnceAsEager) {
+  // Eager linear adds its bias to the float32 product and rounds once; the
+  // compiled graph folds that bias into the GEMM's epilogue (rounding on),
+  // and keeps the GELU after it, since eager rounds the linear's result first.
+  for (DType dt : {DType::Float16, DType::BFloat16}) {
+    Tensor x = randn({2, 5, 16}).to(dt), w = randn({24, 16}).to(dt), b = randn({24}).to(dt);
+    auto fn = [](const Tensor& x, const Tensor& w, const Tensor& b) {
+      return gelu(linear(x, w, b));
+    };
+    auto f = compile(fn);
+    Tensor y = f(x, w, b);
+    EXPECT_TRUE(bitwise_same(y, fn(x, w, b))) << dtype_name(dt);
+    ASSERT_EQ(f.stats().kernels, 2) << names(f);
+    EXPECT_EQ(count_prefix(f, "cpp_tem_fused_addmm_"), 1) << names(f);
+    EXPECT_EQ(count_prefix(f, "cpp_poi_fused_gelu_"), 1) << names(f);
+    // A bias added by hand is two roundings eagerly: matmul, then add.
+    auto by_hand = [](const Tensor& x, const Tensor& w, const Tensor& b) {
+      return matmul(x, w.t()) + b;
+    };
+    auto h = compile(by_hand);
+    EXPECT_TRUE(bitwise_same(h(x, w, b), by_hand(x, w, b))) << dtype_name(dt);
+    EXPECT_EQ(count_prefix(h, "cpp_tem_"), 0) << names(h);
   }
 }
 

@@ -165,6 +165,24 @@ TEST(IndexExprMod, MultiplesOfTheDivisorDropOut) {
   EXPECT_EQ(mod(x * s + V("y", 20), s).str(), "y % s");
 }
 
+// A vector's lane beside a run offset that is a multiple of the vector
+// width: the quotient and remainder of a row position r = u*4 + v over runs
+// of 3136 (batch_norm's H*W) split into u's and v's parts, every value equal.
+TEST(IndexExprMod, CommonFactorComesOutAndLanesSplitOff) {
+  IndexExpr x = V("x", 100), y = V("y", 10);
+  EXPECT_EQ(mod(x * 4 + y * 8, 12).str(), "((x + y*2) % 3)*4");
+  IndexExpr u = V("u", 50176), v = V("v", 4);
+  const IndexExpr r = u * 4 + v;
+  EXPECT_EQ(floordiv(r, 3136).str(), "u / 784");
+  EXPECT_EQ(mod(r, 3136).str(), "v + (u % 784)*4");
+  for (int64_t uu : {0, 1, 783, 784, 785, 50175})
+    for (int64_t vv = 0; vv < 4; ++vv) {
+      const std::map<std::string, int64_t> env{{"u", uu}, {"v", vv}};
+      EXPECT_EQ(floordiv(r, 3136).eval(env), (uu * 4 + vv) / 3136);
+      EXPECT_EQ(mod(r, 3136).eval(env), (uu * 4 + vv) % 3136);
+    }
+}
+
 TEST(IndexExprMod, SmallDividendIsKept) {
   EXPECT_EQ(mod(V("x", 7), 7), V("x", 7));
   EXPECT_EQ(mod(V("x", 8), 7).str(), "x % 7");

@@ -487,17 +487,20 @@ Workload gpt2_block_workload(DType dt, Device device, bool gpu, Inputs& inputs, 
 
 /// all-MiniLM-L6-v2 (fetched on first use; or the model in `model_dir`) on a batch of 32 sequences
 /// of 128 tokens ([CLS], random word pieces, [SEP]; no padding): encoder, mean pooling and
-/// normalization, as SentenceEncoder::forward. The report adds the kernels of one encoder layer
-/// compiled alone.
-Workload minilm_workload(DType dt, const std::string& model_dir) {
+/// normalization, as SentenceEncoder::forward, on `device`. The report adds the kernels of one
+/// encoder layer compiled alone.
+Workload minilm_workload(DType dt, Device device, const std::string& model_dir) {
   constexpr int64_t B = 32, T = 128;
   auto enc = std::make_shared<nn::SentenceEncoder>(load_sentence_encoder(model_dir));
   enc->model->to(dt);
+  enc->model->to(device);
   manual_seed(0);
   Tensor ids = randint(1000, enc->model->config.vocab_size, {B, T});
   ids.select(1, 0).fill_(*enc->tokenizer.token_to_id("[CLS]"));
   ids.select(1, T - 1).fill_(*enc->tokenizer.token_to_id("[SEP]"));
-  Tensor mask = ones({B, T}, DType::Int64), types = zeros({B, T}, DType::Int64);
+  ids = ids.to(device);
+  Tensor mask = ones({B, T}, TensorOptions(DType::Int64).device(device)),
+         types = zeros({B, T}, TensorOptions(DType::Int64).device(device));
   auto pack = [](std::tuple<Tensor, Tensor> r) {
     return std::vector<Tensor>{std::get<0>(r), std::get<1>(r)};
   };
@@ -517,11 +520,11 @@ Workload minilm_workload(DType dt, const std::string& model_dir) {
              },
              B,
              "sentences"};
-  w.extra = [enc, dt] {  // B and T are constants: no capture
+  w.extra = [enc, dt, device] {  // B and T are constants: no capture
     // One encoder layer alone: its hidden state and key mask as arguments.
     auto layer = enc->model->encoder->layer->at<nn::BertLayerImpl>(0);
-    Tensor h = randn({B, T, enc->model->config.hidden_size}).to(dt);
-    Tensor keep = ones({B, 1, 1, T}, DType::Bool);
+    Tensor h = randn({B, T, enc->model->config.hidden_size}).to(dt).to(device);
+    Tensor keep = ones({B, 1, 1, T}, TensorOptions(DType::Bool).device(device));
     auto c =
         smelt::compile([layer](const Tensor& x, const Tensor& m) { return layer->forward(x, m); });
     c(h, keep);
@@ -607,7 +610,7 @@ std::vector<Workload> make_workloads(const std::string& name, const BenchOptions
   const Device device(opts.device);
   const bool gpu = device.is_cuda();
   const Device where = placeholders ? kCPU : device;
-  if (name == "minilm") return {minilm_workload(dt, opts.model)};
+  if (name == "minilm") return {minilm_workload(dt, where, opts.model)};
   if (name == "chain") return {chain_workload(dt, opts.nodes)};
   if (name == "batchnorm-relu" || name == "gpt2-block") {
     Inputs inputs(dt, where, opts.inputs, name, placeholders);

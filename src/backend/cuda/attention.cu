@@ -13,11 +13,15 @@
 // rounded to the input dtype before the product with v, as sdpa's
 // decomposition rounds them (ops/decompositions.cpp) and PyTorch's flash
 // kernels do. The causal mask is top-left aligned (key j is masked for query
-// i when j > i), PyTorch's is_causal.
+// i when j > i), PyTorch's is_causal. An attn_mask (any broadcast, read
+// through its strides) either masks where it is false (bool) or is added to
+// the scaled scores (float16 / bfloat16 / float32), as the decomposition's
+// where / add; a row whose every key is masked gives NaN there as here.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kernels.h"
@@ -30,36 +34,35 @@ constexpr int kRows = 64;      // query rows per block (16 per warp)
 constexpr int kKeys = 64;      // keys per step
 constexpr int kThreads = 128;  // 4 warps
 
+// d += a b for one m16n8k16 tile of TYPE (the PTX name of the operands' type).
+#define SMELT_MMA_M16N8K16(TYPE)                                              \
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." TYPE "." TYPE         \
+               ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n" \
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])               \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1))
+
+/// Tensor-core products and packing of the operand type T (__half or
+/// __nv_bfloat16).
 template <class T>
-struct Mma;
-template <>
-struct Mma<__nv_bfloat16> {
+struct Mma {
   static __device__ void run(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    if constexpr (std::is_same_v<T, __half>)
+      SMELT_MMA_M16N8K16("f16");
+    else
+      SMELT_MMA_M16N8K16("bf16");
   }
+  /// Two floats rounded to T, lo in the low half.
   static __device__ uint32_t pack(float lo, float hi) {
-    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&v);
+    if constexpr (std::is_same_v<T, __half>) {
+      __half2 v = __floats2half2_rn(lo, hi);
+      return *reinterpret_cast<uint32_t*>(&v);
+    } else {
+      __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+      return *reinterpret_cast<uint32_t*>(&v);
+    }
   }
 };
-template <>
-struct Mma<__half> {
-  static __device__ void run(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
-  static __device__ uint32_t pack(float lo, float hi) {
-    __half2 v = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&v);
-  }
-};
+#undef SMELT_MMA_M16N8K16
 
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
   const auto s = static_cast<uint32_t>(__cvta_generic_to_shared(p));
@@ -97,7 +100,23 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
-template <class T, int D, bool CAUSAL>
+/// The mask's value for score (row, key) in the log2 domain of the scaled
+/// scores: -inf where a bool mask is false, the additive mask times log2(e).
+__device__ __forceinline__ float mask_term(const AttentionArgs& a, const char* row, int key) {
+  const char* p = row + key * a.mask_stride[3] * a.mask_itemsize;
+  switch (a.mask_kind) {
+    case AttentionMask::Bool:
+      return *reinterpret_cast<const bool*>(p) ? 0.f : -INFINITY;
+    case AttentionMask::Float16:
+      return __half2float(*reinterpret_cast<const __half*>(p)) * 1.4426950408889634f;
+    case AttentionMask::BFloat16:
+      return __bfloat162float(*reinterpret_cast<const __nv_bfloat16*>(p)) * 1.4426950408889634f;
+    default:
+      return *reinterpret_cast<const float*>(p) * 1.4426950408889634f;
+  }
+}
+
+template <class T, int D, bool CAUSAL, bool MASKED>
 __global__ void __launch_bounds__(kThreads) flash_attention_kernel(AttentionArgs a) {
   constexpr int kStride = D + 8;  // padded rows: ldmatrix reads hit distinct banks
   // q, and two stages of k and v: the next keys load while these compute.
@@ -136,6 +155,14 @@ __global__ void __launch_bounds__(kThreads) flash_attention_kernel(AttentionArgs
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
   const float scale_log2 = a.scale * 1.4426950408889634f;
   const int my_row[2] = {row0 + warp * 16 + quad_row, row0 + warp * 16 + quad_row + 8};
+  // The mask rows of this thread's two query rows (rows past L read row L - 1).
+  const char* mask_row[2] = {nullptr, nullptr};
+  if constexpr (MASKED) {
+    const char* base = static_cast<const char*>(a.mask) +
+                       (b * a.mask_stride[0] + h * a.mask_stride[1]) * a.mask_itemsize;
+    for (int r = 0; r < 2; ++r)
+      mask_row[r] = base + min(my_row[r], a.L - 1) * a.mask_stride[2] * a.mask_itemsize;
+  }
 
   for (int key0 = 0, stage = 0; key0 < key_end; key0 += kKeys, stage ^= 1) {
     if (key0 + kKeys < key_end) {  // the next keys, into the other stage
@@ -161,7 +188,7 @@ __global__ void __launch_bounds__(kThreads) flash_attention_kernel(AttentionArgs
       }
     }
     // Scale, mask (keys past S; causal), and the online softmax.
-    const bool edge = key0 + kKeys > a.S || (CAUSAL && key0 + kKeys > row0);
+    const bool edge = MASKED || key0 + kKeys > a.S || (CAUSAL && key0 + kKeys > row0);
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       float mx = m[half];
@@ -173,7 +200,10 @@ __global__ void __launch_bounds__(kThreads) flash_attention_kernel(AttentionArgs
           x *= scale_log2;
           if (edge) {
             const int key = key0 + j * 8 + quad_col + e;
-            if (key >= a.S || (CAUSAL && key > my_row[half])) x = -INFINITY;
+            if (key >= a.S || (CAUSAL && key > my_row[half]))
+              x = -INFINITY;
+            else if (MASKED)
+              x += mask_term(a, mask_row[half], key);
           }
           mx = fmaxf(mx, x);
         }
@@ -242,10 +272,13 @@ template <class T, int D>
 void launch_for(const AttentionArgs& a, bool causal, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>((a.L + kRows - 1) / kRows),
                   static_cast<unsigned>(a.batch * a.heads));
+  const bool masked = a.mask_kind != AttentionMask::None;
   if (causal)
-    flash_attention_kernel<T, D, true><<<grid, kThreads, 0, stream>>>(a);
+    masked ? flash_attention_kernel<T, D, true, true><<<grid, kThreads, 0, stream>>>(a)
+           : flash_attention_kernel<T, D, true, false><<<grid, kThreads, 0, stream>>>(a);
   else
-    flash_attention_kernel<T, D, false><<<grid, kThreads, 0, stream>>>(a);
+    masked ? flash_attention_kernel<T, D, false, true><<<grid, kThreads, 0, stream>>>(a)
+           : flash_attention_kernel<T, D, false, false><<<grid, kThreads, 0, stream>>>(a);
 }
 
 }  // namespace

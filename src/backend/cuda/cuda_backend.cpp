@@ -86,6 +86,44 @@ Tensor int64_index(const Tensor& index) {
   return c;
 }
 
+/// Sets `a`'s mask fields from attn_mask as [B, H, L, S] (q's B, H, L; S
+/// keys): broadcast dims read with stride 0. false for a mask that does not
+/// broadcast there, lives elsewhere, or has a dtype the kernel does not read.
+bool attention_mask_args(const Tensor& mask, const Tensor& q, int64_t S, AttentionArgs& a) {
+  if (mask.dim() > 4 || mask.device() != q.device()) return false;
+  switch (mask.dtype()) {
+    case DType::Bool:
+      a.mask_kind = AttentionMask::Bool;
+      break;
+    case DType::Float16:
+      a.mask_kind = AttentionMask::Float16;
+      break;
+    case DType::BFloat16:
+      a.mask_kind = AttentionMask::BFloat16;
+      break;
+    case DType::Float32:
+      a.mask_kind = AttentionMask::Float32;
+      break;
+    default:
+      return false;
+  }
+  const int64_t want[4] = {q.size(0), q.size(1), q.size(2), S};
+  const int64_t lead = 4 - mask.dim();
+  for (int64_t d = 0; d < 4; ++d) {
+    const int64_t md = d - lead;
+    if (md < 0 || mask.size(md) == 1) {
+      a.mask_stride[d] = 0;
+    } else if (mask.size(md) == want[d]) {
+      a.mask_stride[d] = mask.stride(md);
+    } else {
+      return false;
+    }
+  }
+  a.mask = mask.data_ptr();
+  a.mask_itemsize = static_cast<int64_t>(itemsize(mask.dtype()));
+  return true;
+}
+
 class CudaBackend final : public backend::Backend {
  public:
   using Stream = backend::Stream;
@@ -404,8 +442,11 @@ class CudaBackend final : public backend::Backend {
     return true;
   }
 
-  bool fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool is_causal,
-                       double scale, const Tensor& out) override {
+  bool has_fused_attention(DType dtype, int64_t head_dim) const override {
+    return flash_attention_supported(dtype, head_dim);
+  }
+  bool fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask,
+                       bool is_causal, double scale, const Tensor& out) override {
     if (q.dim() != 4 || k.dim() != 4 || v.dim() != 4) return false;
     const int64_t E = q.size(3), L = q.size(2), S = k.size(2);
     if (!flash_attention_supported(q.dtype(), E) || k.size(3) != E || v.size(3) != E ||
@@ -434,6 +475,7 @@ class CudaBackend final : public backend::Backend {
     a.S = static_cast<int>(S);
     a.head_dim = static_cast<int>(E);
     a.scale = static_cast<float>(scale);
+    if (attn_mask.defined() && !attention_mask_args(attn_mask, q, S, a)) return false;
     DeviceGuard guard(q.device().index);
     launch_flash_attention(a, q.dtype(), is_causal, stream_for(q));
     return true;

@@ -238,6 +238,9 @@ void launch_batch_norm_apply(const void* x, void* out, DType dtype, int64_t plan
 /// problems: q [L, head_dim], k and v [S, head_dim], out [L, head_dim]. Strides
 /// in elements for batch, head and sequence; the head dim is contiguous; every
 /// pointer 16-byte aligned and every stride a multiple of 8.
+/// How an attn_mask enters the scores: none, a bool mask (false: -inf), or
+/// added (after the scale) from float16 / bfloat16 / float32 values.
+enum class AttentionMask : int { None, Bool, Float16, BFloat16, Float32 };
 struct AttentionArgs {
   const void* q = nullptr;
   const void* k = nullptr;
@@ -247,6 +250,11 @@ struct AttentionArgs {
   int L = 0, S = 0, head_dim = 0;
   float scale = 1.f;
   int64_t q_stride[3] = {}, k_stride[3] = {}, v_stride[3] = {}, o_stride[3] = {};
+  /// The mask as [B, H, L, S] (broadcast dims of stride 0), in elements.
+  const void* mask = nullptr;
+  AttentionMask mask_kind = AttentionMask::None;
+  int64_t mask_itemsize = 0;
+  int64_t mask_stride[4] = {};
 };
 /// True for the dtypes and head dims launch_flash_attention runs: float16 /
 /// bfloat16, head_dim 32 or 64.

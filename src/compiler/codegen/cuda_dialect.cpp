@@ -294,6 +294,24 @@ std::string CudaDialect::row_slot(const IndexExpr& index, const KernelConfig& c)
   return c.vec > 1 ? fmt::format("r_k * {} + r_v", c.vec) : "r_k";
 }
 
+std::string CudaDialect::element_index(const IndexExpr& index, const KernelConfig& c) const {
+  // In a reduction row read in vectors of `vec`, element r is a unit's start
+  // plus its lane r_v (range_begin's loops). An index over several runs of
+  // the row ((r / run) * stride + r % run) written in those terms is the
+  // unit's run offset plus r_v, so the vector's accesses are visibly
+  // adjacent and NVVM merges them into one 16-byte access, as it does for a
+  // contiguous row (whose index is already linear in r: printed as it is).
+  const std::optional<int64_t> extent = index.var_extent("r");
+  if (!c.reduction || c.vec <= 1 || c.outer || !extent || index.coefficient("r"))
+    return index.str();
+  const int64_t units = std::max<int64_t>(2, (*extent + c.vec - 1) / c.vec);
+  const int lanes = std::max(1, c.threads_per_row);
+  const IndexExpr unit = c.row_iters > 0 ? IndexExpr::var("r_k", std::max(2, c.row_iters)) * lanes +
+                                               IndexExpr::var("r_lane", std::max(2, lanes))
+                                         : IndexExpr::var("r_s", units);
+  return index.substitute({{"r", unit * c.vec + IndexExpr::var("r_v", c.vec)}}).str();
+}
+
 std::string CudaDialect::once_per_row(const KernelConfig& c) const {
   return c.threads_per_row > 1 ? "if (r_lane == 0) " : "";
 }

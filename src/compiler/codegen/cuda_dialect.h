@@ -32,6 +32,7 @@ class CudaDialect : public Dialect {
   std::string row_buffer(const std::string& type, const std::string& name, int64_t extent,
                          const KernelConfig& c) const override;
   std::string row_slot(const IndexExpr& index, const KernelConfig& c) const override;
+  std::string element_index(const IndexExpr& index, const KernelConfig& c) const override;
   std::string once_per_row(const KernelConfig& c) const override;
   /// float16 / bfloat16 elements are their bits (uint16_t), see kernels/cuda_device.h.
   std::string storage_type(DType t) const override;

@@ -112,6 +112,10 @@ std::string Dialect::row_slot(const IndexExpr& index, const KernelConfig&) const
   return index.str();
 }
 
+std::string Dialect::element_index(const IndexExpr& index, const KernelConfig&) const {
+  return index.str();
+}
+
 std::string Dialect::index_type(int bits) const { return bits == 32 ? "int32_t" : "int64_t"; }
 
 void CodeBuffer::line(const std::string& s) {
@@ -166,7 +170,7 @@ class Printer {
       case Expr::Kind::Literal:
         return d_.literal(e.literal, e.dtype);
       case Expr::Kind::Load: {
-        std::string l = d_.load(e.name, e.index.str());
+        std::string l = d_.load(e.name, d_.element_index(e.index, k_.config));
         if (is_half(e.dtype) && !e.raw) l = d_.half_to_float(e.dtype, l);
         // A guarded read happens only where its guard holds.
         if (e.mask) l = fmt::format("({} ? {} : {}(0))", expr(*e.mask), l, d_.value_type(e.dtype));
@@ -310,7 +314,7 @@ class Printer {
         // A per-row result of a reduction: stored by one of the row's threads.
         const std::string once =
             k_.config.reduction && thread_ranges_ == 0 ? d_.once_per_row(k_.config) : "";
-        out_.line(once + d_.store(s.name, s.index.str(), v) + ";");
+        out_.line(once + d_.store(s.name, d_.element_index(s.index, k_.config), v) + ";");
         return;
       }
       case Stmt::Kind::RowBuffer:

@@ -51,6 +51,9 @@ class Dialect {
   virtual std::string row_buffer(const std::string& type, const std::string& name, int64_t extent,
                                  const KernelConfig& c) const;
   virtual std::string row_slot(const IndexExpr& index, const KernelConfig& c) const;
+  /// The text of a load's or store's element index (index.str() by default;
+  /// a dialect may write it in terms of its own loop variables).
+  virtual std::string element_index(const IndexExpr& index, const KernelConfig& c) const;
   /// Prefix of a statement a reduction kernel runs once per row, outside the
   /// loops over the row's elements (a store of a per-row result): "" where one
   /// thread handles the row, a guard letting one of its threads run it where

@@ -149,10 +149,11 @@ KernelConfig cuda_config(const Graph& g, const KernelGroup& group, const std::ve
   }
   const ReductionInfo info = reduction_info(g, g.nodes[group.reductions[0]]);
   c.outer = info.order.column;
-  // Inner rows read contiguous runs: `vec` elements per step where the row
-  // divides into them.
-  c.vec = !c.outer && info.order.contiguous && info.order.run == rn
-              ? vector_width(g, touched, std::max<int64_t>(1, rn))
+  // Inner rows read contiguous runs: `vec` elements per step where each run
+  // divides into them (a row of several runs, batch_norm's N x H*W, steps
+  // through them a vector at a time: CudaDialect::element_index).
+  c.vec = !c.outer && info.order.contiguous && info.order.run > 0 && rn % info.order.run == 0
+              ? vector_width(g, touched, info.order.run)
               : 1;
   const int64_t units = row_units(rn, c.vec);
   int64_t lanes;

@@ -67,14 +67,20 @@ class Scheduler {
       // dim would no longer be a per-column bias, so those keep their adds.
       // float16 / bfloat16 epilogues run on the float32 product and round
       // once (backend.h's Gemm), so they fold only where intermediates need
-      // not round as eager stores them.
+      // not round as eager stores them, or for linear's own bias, which
+      // eager adds before its one rounding too (detail::add_gemm_bias): then
+      // the bias alone, since eager rounds before what follows.
       const DType dt = ob.dtype;
       const bool half = dt == DType::Float16 || dt == DType::BFloat16;
-      bool eligible = opts_.gemm_epilogue && opts_.fuse &&
-                      (dt == DType::Float32 || (half && !opts_.round_intermediates)) &&
-                      n.inputs[0].sizes.size() >= 2 && n.inputs[1].sizes.size() >= 2;
+      const bool shaped = opts_.gemm_epilogue && opts_.fuse && n.inputs[0].sizes.size() >= 2 &&
+                          n.inputs[1].sizes.size() >= 2;
+      int u = shaped ? single_user(out) : -1;
+      const bool linear_bias = u >= 0 && g_.nodes[u].attrs.has("gemm_bias");
+      const bool rounds_after_bias = half && opts_.round_intermediates;
+      const bool eligible =
+          shaped && (dt == DType::Float32 || (half && !rounds_after_bias) || (half && linear_bias));
       // bias add: add(mm, bias[n]) with bias broadcast along rows
-      int u = eligible ? single_user(out) : -1;
+      if (!eligible) u = -1;
       if (u >= 0 && g_.nodes[u].op == "add" && g_.nodes[u].inputs.size() == 2 &&
           !g_.nodes[u].attrs.has("alpha_not_one")) {
         const Node& a = g_.nodes[u];
@@ -95,7 +101,7 @@ class Scheduler {
           st.bias = 1 - mm_side;
           absorbed_[u] = true;
           int cur = a.outputs[0];
-          int v = single_user(cur);
+          int v = rounds_after_bias ? -1 : single_user(cur);
           EpilogueActivation act =
               v >= 0 ? detail::epilogue_activation(g_.nodes[v].op, g_.nodes[v].attrs)
                      : EpilogueActivation::None;
@@ -107,7 +113,7 @@ class Scheduler {
           }
           // residual add: add(cur, r) with r dense and of the result's shape
           cur = g_.nodes[st.epilogue.back()].outputs[0];
-          int w = single_user(cur);
+          int w = rounds_after_bias ? -1 : single_user(cur);
           if (w >= 0 && g_.nodes[w].op == "add" && g_.nodes[w].inputs.size() == 2) {
             const Node& ra = g_.nodes[w];
             bool alpha1 = !ra.attrs.has("alpha") || ra.attrs.as<Scalar>("alpha").to_double() == 1.0;
@@ -127,15 +133,18 @@ class Scheduler {
       }
       if (!st.epilogue.empty()) {
         st.kernel_kind = "tem";
-        log(
-            fmt::format("fuse {} + epilogue [{}] into one GEMM call: bias{} applied where the "
-                        "GEMM writes its result (oneDNN post-ops){}",
-                        n.op, epilogue_ops(st), st.activation.empty() ? "" : " and activation",
-                        st.residual >= 0 ? ", then the residual added in the same pass" : ""));
+        log(fmt::format(
+            "fuse {} + epilogue [{}] into one GEMM call: bias{} applied where the GEMM writes its "
+            "result (oneDNN post-ops){}{}",
+            n.op, epilogue_ops(st), st.activation.empty() ? "" : " and activation",
+            st.residual >= 0 ? ", then the residual added in the same pass" : "",
+            rounds_after_bias ? "; linear's bias only: eager rounds its float16 / bfloat16 result "
+                                "before the ops after it (round_intermediates)"
+                              : ""));
       } else if (classify(n) == LoopKind::Extern) {
         log(fmt::format("no epilogue for {} (%{}): {}", n.op, out,
-                        !eligible ? "only float32 GEMMs (and float16 / bfloat16 ones without "
-                                    "round_intermediates) take post-ops"
+                        !eligible ? "only float32 GEMMs take post-ops (float16 / bfloat16 "
+                                    "ones: linear's bias, or any without round_intermediates)"
                                   : "its result is not consumed by a single bias add"));
       }
       extern_steps_[static_cast<int>(i)] = st;

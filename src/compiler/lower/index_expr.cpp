@@ -661,6 +661,18 @@ IndexExpr mod(const IndexExpr& a, const IndexExpr& b) {
     if (dm.empty())
       if (auto split = split_small(to_poly(a), dc))
         return mod(build(std::move(split->first)), b) + build(std::move(split->second));
+    // A factor g common to every coefficient and D comes out:
+    // (x*4 + y*8) % 12 -> (x + y*2) % 3 * 4 (a multiple of g, visibly).
+    if (dm.empty()) {
+      const Poly p = to_poly(a);
+      uint64_t g = static_cast<uint64_t>(dc);
+      for (const auto& [m, c] : p) g = std::gcd(g, abs_u(c));
+      if (g > 1 && p.size() > 0 && !a.is_const()) {
+        Poly reduced;
+        for (const auto& [m, c] : p) poly_accumulate(reduced, m, c / static_cast<int64_t>(g));
+        return mod(from_poly(reduced), dc / static_cast<int64_t>(g)) * static_cast<int64_t>(g);
+      }
+    }
     if (dm.empty() && floor_div(ab.lo, dc) == floor_div(ab.hi, dc))
       return a - checked_mul(floor_div(ab.lo, dc), dc);
   }
@@ -671,6 +683,13 @@ IndexExpr floordiv(const IndexExpr& a, int64_t b) { return floordiv(a, IndexExpr
 IndexExpr mod(const IndexExpr& a, int64_t b) { return mod(a, IndexExpr::constant(b)); }
 
 // ---- Queries.
+
+std::optional<int64_t> IndexExpr::var_extent(const std::string& name) const {
+  if (n_->kind == Kind::Var && n_->name == name) return extent();
+  for (const auto& o : n_->ops)
+    if (auto e = o.var_extent(name)) return e;
+  return std::nullopt;
+}
 
 bool IndexExpr::depends_on(const std::string& name) const {
   if ((n_->kind == Kind::Var || n_->kind == Kind::Sym) && n_->name == name) return true;

@@ -92,6 +92,10 @@ class IndexExpr {
   ///  - (x % M) % D -> x % D when D divides M;
   ///  - terms divisible by a single-term divisor D drop out: (x*4 + y) % 4 -> y % 4;
   ///    for a constant D every coefficient is reduced modulo D (x*5 % 4 -> x % 4);
+  ///  - constant D: p = S + R with S's coefficients multiples of some c > 1
+  ///    dividing D and 0 <= R < c: p % D -> S % D + R; a factor g of every
+  ///    coefficient and of D comes out: (x*4 + y) % 12 -> (x % 3)*4 + y for y
+  ///    in [0, 4) (a vector's lanes y beside a run offset that is a multiple of 4);
   ///  - constant D and a in [k*D, (k+1)*D): a % D -> a - k*D.
   friend IndexExpr mod(const IndexExpr& a, const IndexExpr& b);
   friend IndexExpr mod(const IndexExpr& a, int64_t b);
@@ -113,6 +117,8 @@ class IndexExpr {
   Bounds bounds() const;
   /// True when a Var or Sym of this name occurs.
   bool depends_on(const std::string& name) const;
+  /// The extent of the Var of this name where it occurs; nullopt when it does not.
+  std::optional<int64_t> var_extent(const std::string& name) const;
   /// Names of the Vars (not Syms) that occur, sorted, unique.
   std::vector<std::string> free_vars() const;
   /// Coefficient c when the expression is c*v + (terms not involving v), i.e.

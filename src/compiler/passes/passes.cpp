@@ -5,6 +5,7 @@
 #include <map>
 #include <unordered_map>
 
+#include "backend/backend.h"
 #include "compiler/trace/tracer.h"
 #include "core/tensor_impl.h"
 #include "ops/decompose.h"
@@ -92,17 +93,24 @@ bool foldable(const std::string& op) {
 /// The decomposition the passes expand node `n` of `g` with, or nullptr for
 /// a primitive and for a composite kept whole because its backend runs it as
 /// one kernel that fusion could not match (a fallback step then calls the op):
-/// scaled_dot_product_attention on CUDA in float16 / bfloat16 without mask or
-/// dropout, head dim 32 or 64 (Backend::fused_attention, FlashAttention-2;
-/// where it declines a case at run time, the op decomposes eagerly).
+/// scaled_dot_product_attention without dropout where the graph's backend
+/// has a fused kernel for q's dtype and head dim (Backend::
+/// has_fused_attention; CUDA: FlashAttention-2 for float16 / bfloat16, head
+/// dims 32 and 64), with at most a bool or floating attn_mask of rank 4 or
+/// less (where the kernel declines a call at run time, the op decomposes
+/// eagerly).
 const detail::Decomposition* decomposition_of(const Graph& g, const Node& n) {
   const detail::Decomposition* d = detail::find_decomposition(n.op);
   if (!d || n.op != "scaled_dot_product_attention") return d;
   const Operand& q = n.inputs[0];
-  const bool half = q.dtype == DType::Float16 || q.dtype == DType::BFloat16;
-  const bool whole = g.buffers[q.buf].device.is_cuda() && half && q.sizes.size() == 4 &&
-                     (q.sizes[3] == 32 || q.sizes[3] == 64) && !n.attrs.as<bool>("has_attn_mask") &&
-                     n.attrs.as<double>("dropout_p") == 0;
+  const Device dev = g.buffers[q.buf].device;
+  bool whole = q.sizes.size() == 4 && n.attrs.as<double>("dropout_p") == 0 &&
+               backend::backend(dev).has_fused_attention(q.dtype, q.sizes[3]);
+  if (whole && n.attrs.as<bool>("has_attn_mask")) {
+    const Operand& m = n.inputs[3];
+    whole = !m.is_scalar() && m.sizes.size() <= 4 &&
+            (m.dtype == DType::Bool || m.dtype == DType::Float32 || m.dtype == q.dtype);
+  }
   return whole ? nullptr : d;
 }
 

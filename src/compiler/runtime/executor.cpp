@@ -13,6 +13,7 @@
 #include "compiler/fusion/legality.h"
 #include "compiler/runtime/replay.h"
 #include "core/tensor_impl.h"
+#include "ops/decompose.h"
 #include "ops/op_call.h"
 #include "ops/op_table.h"
 #include "smelt/ops.h"
@@ -418,6 +419,14 @@ void run_fallback(const Graph& g, const Step& st, const std::vector<void*>& ptr)
     w.dtype = out.dtype;
     view_over(ptr[out.id], w, out.device).copy_(inputs[1]);
     return;
+  }
+  if (detail::WriteInto into = detail::find_write_into(n.op)) {
+    std::vector<Tensor> outs;
+    for (int o : n.outputs) {
+      const Buffer& out = g.buffers[o];
+      outs.push_back(blob(ptr[o], out.sizes, out.dtype, {}, out.device));
+    }
+    if (into(inputs, n.attrs, outs)) return;
   }
   std::vector<Tensor> results = detail::call_op(n.op, inputs, n.attrs);
   SMELT_INTERNAL_ASSERT(results.size() == n.outputs.size(),
