@@ -231,6 +231,43 @@ TEST_F(Fusion, OpWithoutLoweringRunsAsFallbackStep) {
   EXPECT_EQ(fs.stats().eager_calls, 0);
 }
 
+TEST_F(Fusion, FallbackWritesThroughAPermutedViewInsteadOfACopy) {
+  // attention's [B, H, L, E] result, then its [B, L, H, E] copy (GPT-2's
+  // y.transpose(1, 2).contiguous()): the op writes the copy's buffer through
+  // a permuted view and no copy kernel runs. Kept whole here by turning
+  // decomposition off (on CUDA the fused attention kernel keeps it whole).
+  manual_seed(3);
+  Tensor q = randn({2, 3, 5, 4}), k = randn({2, 3, 7, 4}), v = randn({2, 3, 7, 4});
+  auto fn = [](const Tensor& q, const Tensor& k, const Tensor& v) {
+    return scaled_dot_product_attention(q, k, v, std::nullopt, 0.0, false)
+        .transpose(1, 2)
+        .contiguous();
+  };
+  CompileOptions o;
+  o.decompose = false;
+  auto f = compile(fn, o);
+  Tensor y = f(q, k, v);
+  EXPECT_TRUE(close(y, fn(q, k, v), 1e-6));
+  EXPECT_TRUE(y.is_contiguous());
+  EXPECT_EQ(y.sizes(), (Shape{2, 5, 3, 4}));
+  ASSERT_EQ(f.stats().kernels, 1) << names(f);
+  EXPECT_EQ(f.stats().kernel_names.at(0), "fallback_scaled_dot_product_attention");
+  // A copy that is not a permutation of the whole result stays a kernel.
+  auto g = compile(
+      [](const Tensor& q, const Tensor& k, const Tensor& v) {
+        return scaled_dot_product_attention(q, k, v, std::nullopt, 0.0, false)
+            .narrow(2, 1, 3)
+            .contiguous();
+      },
+      o);
+  Tensor z = g(q, k, v);
+  EXPECT_TRUE(close(z, scaled_dot_product_attention(q, k, v, std::nullopt, 0.0, false)
+                           .narrow(2, 1, 3)
+                           .contiguous(),
+                    1e-6));
+  EXPECT_EQ(g.stats().kernels, 2) << names(g);
+}
+
 TEST_F(Fusion, DataMovementFusesWithItsNeighbours) {
   Tensor x = randn({3, 5}), y = randn({2, 5});
   auto fc = compile([](const Tensor& x, const Tensor& y) { return cat({x * 2, y}, 0) + 1; });

@@ -39,6 +39,12 @@ struct Step {
   /// Extern: the GEMM reads its operands' float16 / bfloat16 sources through
   /// their converts (gemm_cast_prologue, fusion/legality.h) and writes float32.
   bool cast_prologue = false;
+  /// Fallback: its one result is written into this buffer instead, viewed
+  /// with out_strides (a permutation of the buffer's dims: a copy of the
+  /// result's transpose folded into the op, Scheduler::fold_permuted_copies);
+  /// -1: into the result's own buffer.
+  int out_buffer = -1;
+  std::vector<int64_t> out_strides;
   std::vector<int> reads;   // buffers read (kernel argument order: reads then writes)
   std::vector<int> writes;  // buffers written
   KernelConfig config;      // Kernel: its layout (chosen in fusion/, printed by codegen/)

@@ -4,11 +4,13 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "compiler/fusion/kernel_config.h"
 #include "compiler/fusion/legality.h"
 #include "core/tensor_impl.h"
+#include "ops/decompose.h"
 #include "ops/op_table.h"
 
 namespace smelt::compiler {
@@ -34,6 +36,7 @@ class Scheduler {
     decide_materialization();
     for (size_t n = 0; n < g_.nodes.size(); ++n)
       if (!absorbed_[n]) place(static_cast<int>(n));
+    if (opts_.fuse) fold_permuted_copies();
     finalize_names();
     return std::move(s_);
   }
@@ -448,6 +451,65 @@ class Scheduler {
     place_in_kernel(i, std::move(grp));
   }
 
+  /// The strides that view `out` (dense) with `x`'s sizes, where `in` reads
+  /// all of `x` (dense) through a permutation of its dims and `out` holds
+  /// `in`'s elements in order (a contiguous copy); nullopt for any other read.
+  static std::optional<std::vector<int64_t>> permuted_view_strides(const Operand& in,
+                                                                   const Buffer& x,
+                                                                   const Buffer& out) {
+    const size_t rank = x.sizes.size();
+    if (in.is_scalar() || in.offset != 0 || in.sizes.size() != rank || out.sizes != in.sizes)
+      return std::nullopt;
+    const Shape xs = detail::contiguous_strides(x.sizes),
+                os = detail::contiguous_strides(out.sizes);
+    std::vector<int64_t> strides(rank, 0);
+    std::vector<bool> used(rank, false);
+    for (size_t i = 0; i < rank; ++i) {
+      size_t d = 0;
+      while (d < rank &&
+             (used[d] || x.sizes[d] != in.sizes[i] || (in.sizes[i] != 1 && xs[d] != in.strides[i])))
+        ++d;
+      if (d == rank) return std::nullopt;
+      used[d] = true;
+      strides[d] = os[i];
+    }
+    return strides;
+  }
+
+  /// A fallback op that writes into given memory (detail::find_write_into)
+  /// whose one result only a contiguous copy of a permutation of it reads
+  /// (attention's [B, H, L, E] result, then y.transpose(1, 2).contiguous()):
+  /// the op writes the copy's buffer through the permuted view, and the copy
+  /// kernel goes (one read and one write of the result fewer).
+  void fold_permuted_copies() {
+    for (auto& f : s_.steps) {
+      if (f.kind != Step::Kind::Fallback || f.kernel_kind != "fallback") continue;
+      const Node& n = g_.nodes[f.node];
+      if (n.outputs.size() != 1 || !detail::find_write_into(n.op)) continue;
+      const int x = n.outputs[0];
+      const int c = single_user(x);
+      if (c < 0 || g_.nodes[c].op != "clone" || g_.nodes[c].inputs.size() != 1) continue;
+      const int y = g_.nodes[c].outputs[0];
+      auto copy = std::find_if(s_.steps.begin(), s_.steps.end(), [&](const Step& st) {
+        return st.kind == Step::Kind::Kernel && !st.group.reduction &&
+               st.group.stores == std::vector<int>{c};
+      });
+      if (copy == s_.steps.end()) continue;
+      const std::optional<std::vector<int64_t>> strides =
+          permuted_view_strides(g_.nodes[c].inputs[0], g_.buffers[x], g_.buffers[y]);
+      if (!strides) continue;
+      f.out_buffer = y;
+      f.out_strides = *strides;
+      s_.materialized[x] = false;
+      log(
+          fmt::format("{} (%{}) writes %{} through a permuted view: the copy (clone) of its "
+                      "transpose goes",
+                      n.op, x, y));
+      s_.steps.erase(copy);           // after f's position or before it: f is not used again
+      return fold_permuted_copies();  // the iterators are stale: look again
+    }
+  }
+
   /// A reduction result only its own kernel reads stays in a register.
   void drop_private_reduction_stores() {
     bool reductions = false;
@@ -492,7 +554,8 @@ class Scheduler {
         st.reads.clear();
         for (auto& in : g_.nodes[st.node].inputs)
           if (!in.is_scalar()) st.reads.push_back(in.buf);
-        st.writes = g_.nodes[st.node].outputs;
+        st.writes =
+            st.out_buffer >= 0 ? std::vector<int>{st.out_buffer} : g_.nodes[st.node].outputs;
         continue;
       }
       if (st.kind == Step::Kind::Extern) {

@@ -420,22 +420,21 @@ void run_fallback(const Graph& g, const Step& st, const std::vector<void*>& ptr)
     view_over(ptr[out.id], w, out.device).copy_(inputs[1]);
     return;
   }
-  if (detail::WriteInto into = detail::find_write_into(n.op)) {
-    std::vector<Tensor> outs;
-    for (int o : n.outputs) {
-      const Buffer& out = g.buffers[o];
-      outs.push_back(blob(ptr[o], out.sizes, out.dtype, {}, out.device));
-    }
-    if (into(inputs, n.attrs, outs)) return;
+  // Where each result goes: its buffer, or (out_buffer) a permuted view of another.
+  std::vector<Tensor> outs;
+  for (int o : n.outputs) {
+    const Buffer& out = g.buffers[o];
+    outs.push_back(st.out_buffer >= 0
+                       ? blob(ptr[st.out_buffer], out.sizes, out.dtype, st.out_strides, out.device)
+                       : blob(ptr[o], out.sizes, out.dtype, {}, out.device));
   }
+  if (detail::WriteInto into = detail::find_write_into(n.op))
+    if (into(inputs, n.attrs, outs)) return;
   std::vector<Tensor> results = detail::call_op(n.op, inputs, n.attrs);
   SMELT_INTERNAL_ASSERT(results.size() == n.outputs.size(),
                         "fallback {}: {} results for {} outputs", n.op, results.size(),
                         n.outputs.size());
-  for (size_t k = 0; k < results.size(); ++k) {
-    const Buffer& out = g.buffers[n.outputs[k]];
-    blob(ptr[out.id], out.sizes, out.dtype, {}, out.device).copy_(results[k]);
-  }
+  for (size_t k = 0; k < results.size(); ++k) outs[k].copy_(results[k]);
 }
 
 }  // namespace

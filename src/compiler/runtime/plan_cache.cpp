@@ -106,6 +106,8 @@ json step_json(const Step& st) {
           {"bias", st.bias},
           {"residual", st.residual},
           {"cast_prologue", st.cast_prologue},
+          {"out_buffer", st.out_buffer},
+          {"out_strides", st.out_strides},
           {"reads", st.reads},
           {"writes", st.writes},
           {"config", config_json(st.config)},
@@ -130,6 +132,8 @@ Step step_of(const json& j) {
   st.bias = j.at("bias").get<int>();
   st.residual = j.at("residual").get<int>();
   st.cast_prologue = j.at("cast_prologue").get<bool>();
+  st.out_buffer = j.at("out_buffer").get<int>();
+  st.out_strides = j.at("out_strides").get<std::vector<int64_t>>();
   st.reads = j.at("reads").get<std::vector<int>>();
   st.writes = j.at("writes").get<std::vector<int>>();
   st.config = config_of(j.at("config"));
@@ -155,6 +159,7 @@ bool fits(const Schedule& s, const Graph& g) {
     for (int n : st.epilogue)
       if (!node_ok(n)) return false;
     if (st.kind != Step::Kind::Kernel && !node_ok(st.node)) return false;
+    if (st.out_buffer != -1 && !buffer_ok(st.out_buffer)) return false;
   }
   return true;
 }
