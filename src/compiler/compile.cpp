@@ -12,9 +12,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <mutex>
 #include <optional>
 
+#include "backend/backend.h"
 #include "compiler/codegen/cuda_dialect.h"
 #include "compiler/codegen/generate.h"
 #include "compiler/codegen/printer.h"
@@ -54,6 +56,35 @@ std::string module_mode_key(nn::Module& m) {
 namespace {
 
 using namespace smelt::compiler;
+
+/// The copy bandwidth of `device` (GB/s: bytes read plus bytes written per
+/// second), measured once per device and process for the perf log's
+/// roofline: the best of 5 copies of 256 MiB (64 MiB on the CPU, at the
+/// threads eager uses); 0 while a trace is recording (nothing may run then).
+double measured_copy_gbps(Device device) {
+  static std::mutex mu;
+  static std::map<std::string, double> measured;
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto it = measured.find(device.str()); it != measured.end()) return it->second;
+  if (detail::trace_context() != nullptr) return 0.0;
+  const int64_t bytes = int64_t{device.is_cuda() ? 256 : 64} << 20;
+  Tensor src = zeros({bytes / 4}, TensorOptions(DType::Float32).device(device));
+  Tensor dst = empty({bytes / 4}, TensorOptions(DType::Float32).device(device));
+  backend::Backend& be = backend::backend(device);
+  dst.copy_(src);
+  be.synchronize_device(device);
+  double best = 0.0;
+  for (int k = 0; k < 5; ++k) {
+    const auto t0 = std::chrono::steady_clock::now();
+    dst.copy_(src);
+    be.synchronize_device(device);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (k == 0 || s < best) best = s;
+  }
+  const double gbps = best > 0 ? 2.0 * static_cast<double>(bytes) / best / 1e9 : 0.0;
+  measured[device.str()] = gbps;
+  return gbps;
+}
 
 struct TensorGuard {
   Shape sizes, strides;
@@ -373,7 +404,12 @@ class CompiledState {
                                "timed one by one in a replay)\n",
                                g.schedule().steps.size(), cs.last_replay_ms));
     } else if (g.profile) {
-      std::string body;
+      // Each step against the device's measured copy bandwidth: the share
+      // says how far a memory-bound kernel is from its limit.
+      const double copy = measured_copy_gbps(g.graph().device());
+      std::string body = copy > 0 ? fmt::format("  (copy bandwidth measured on {}: {:.0f} GB/s)\n",
+                                                g.graph().device().str(), copy)
+                                  : std::string();
       const auto& steps = g.schedule().steps;
       for (size_t i = 0; i < steps.size(); ++i) {
         int64_t bytes = 0;
@@ -381,9 +417,10 @@ class CompiledState {
           bytes += g.graph().buffers[b].extent * itemsize(g.graph().buffers[b].dtype);
         for (int b : steps[i].writes)
           bytes += g.graph().buffers[b].extent * itemsize(g.graph().buffers[b].dtype);
-        double ms = g.last_step_ms[i];
-        body += fmt::format("  {:<48} {:9.3f} ms {:12} bytes {:8.2f} GB/s\n", steps[i].name, ms,
-                            bytes, ms > 0 ? bytes / ms / 1e6 : 0.0);
+        const double ms = g.last_step_ms[i], gbps = ms > 0 ? bytes / ms / 1e6 : 0.0;
+        body += fmt::format(
+            "  {:<48} {:9.3f} ms {:12} bytes {:8.2f} GB/s{}\n", steps[i].name, ms, bytes, gbps,
+            copy > 0 ? fmt::format(" {:5.1f}% of copy", 100.0 * gbps / copy) : std::string());
       }
       log_artifact("perf", "per-kernel time and bytes moved", body);
     }

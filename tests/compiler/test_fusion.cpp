@@ -282,6 +282,23 @@ TEST_F(Fusion, DataMovementFusesWithItsNeighbours) {
   EXPECT_EQ(count_prefix(fg, "fallback_"), 0) << names(fg);
 }
 
+TEST_F(Fusion, PerfLogGivesEachKernelItsShareOfTheCopyBandwidth) {
+  smelt_test::ScopedEnv logs("SMELT_LOGS", std::string("perf"));
+  Tensor x = randn({1 << 16});
+  auto f = compile([](const Tensor& x) { return exp(x) * 2; });
+  testing::internal::CaptureStderr();
+  Tensor y = f(x);
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_TRUE(close(y, exp(x) * 2, 1e-6));
+  EXPECT_NE(err.find("copy bandwidth measured on cpu: "), std::string::npos) << err;
+  const size_t line = err.find(f.stats().kernel_names.at(0));
+  ASSERT_NE(line, std::string::npos) << err;
+  const std::string row = err.substr(line, err.find('\n', line) - line);
+  // time, bytes (4 read and 4 written per element), GB/s and the share
+  EXPECT_NE(row.find(" 524288 bytes"), std::string::npos) << row;
+  EXPECT_NE(row.find("% of copy"), std::string::npos) << row;
+}
+
 TEST_F(Fusion, LogsShowOutputCodeAndFusionDecisions) {
   smelt_test::ScopedEnv logs("SMELT_LOGS", std::string("output_code,fusion"));
   Tensor x = randn({64});

@@ -666,7 +666,18 @@ std::vector<Tensor> CompiledGraph::run_steps(std::vector<Tensor> args,
   // reads values on the host, so it is a synchronization point anyway, and
   // must not see them).
   bool unchecked = false;
-  if (profile) last_step_ms.assign(s_.steps.size(), 0.0);
+  // Profiling: each step's time between timing events where the device has
+  // them (its own time on the GPU, without the host's launch), else on the
+  // host clock after synchronizing.
+  std::vector<backend::Event> marks;
+  if (profile) {
+    last_step_ms.assign(s_.steps.size(), 0.0);
+    if (backend::Event e = be.create_event(true); e.handle != nullptr) {
+      marks.push_back(e);
+      for (size_t i = 0; i < s_.steps.size(); ++i) marks.push_back(be.create_event(true));
+      be.record(marks[0], stream);
+    }
+  }
   for (size_t i = 0; i < s_.steps.size(); ++i) {
     const Step& st = s_.steps[i];
     for (int b : st.writes) allocate(rb, b);
@@ -678,7 +689,9 @@ std::vector<Tensor> CompiledGraph::run_steps(std::vector<Tensor> args,
     run_step(i, rb, stream);
     if (st.kind == Step::Kind::Kernel)
       unchecked = unchecked || launches_[static_cast<size_t>(launch_of_step_[i])].error_flag >= 0;
-    if (profile) {
+    if (!marks.empty()) {
+      be.record(marks[i + 1], stream);
+    } else if (profile) {
       be.synchronize(stream);
       last_step_ms[i] =
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -693,6 +706,12 @@ std::vector<Tensor> CompiledGraph::run_steps(std::vector<Tensor> args,
       for (int a : mem_.inputs_done_after[i]) args[static_cast<size_t>(a)] = Tensor();
   }
   if (unchecked) check_errors(rb, stream);
+  if (!marks.empty()) {
+    be.event_synchronize(marks.back());
+    for (size_t i = 0; i < s_.steps.size(); ++i)
+      last_step_ms[i] = be.elapsed_ms(marks[i], marks[i + 1]);
+    for (backend::Event e : marks) be.destroy_event(e);
+  }
   for (auto& b : g_.buffers)  // results no step writes (none expected)
     if (!mem_.own[static_cast<size_t>(b.id)]) allocate(rb, b.id);
   write_back(rb, stream);

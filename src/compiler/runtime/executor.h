@@ -195,7 +195,9 @@ class CompiledGraph {
   std::vector<Tensor> results(const std::vector<Tensor>& args, const std::vector<Tensor>& params,
                               const RunBuffers& rb) const;
 
-  /// Per-step wall time of the last run (ms), when profiling is on (SMELT_LOGS=perf).
+  /// Per-step time of the last run (ms), when profiling is on (SMELT_LOGS=perf):
+  /// between timing events on a device that has them (the GPU's own time),
+  /// else the host's wall time up to the step's completion.
   std::vector<double> last_step_ms;
   bool profile = false;
 
