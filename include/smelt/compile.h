@@ -254,14 +254,18 @@ struct CompileStats {
   int cudagraph_uncaptured_runs = 0;
   int64_t cudagraph_static_bytes = 0;
   std::string cudagraph_skip_reason;
-  /// Mode max-autotune, latest graph: kernels whose layout came from the disk
-  /// cache, kernels benchmarked, kernels whose layout changed from the
-  /// heuristic's, candidate layouts timed, and the stage's time (ms; part of
-  /// last_compile_ms).
+  /// Mode max-autotune, latest graph: kernels and GEMMs whose choice came
+  /// from the disk cache, kernels and GEMMs benchmarked, kernels whose layout
+  /// changed from the heuristic's, candidate layouts and GEMM algorithms
+  /// timed, and the stage's time (ms; part of last_compile_ms). Of the GEMMs:
+  /// those benchmarked (cuBLASLt's proposed algorithms against its own
+  /// choice) and those that now run another algorithm than its own choice.
   int autotune_cache_hits = 0;
   int autotune_tuned = 0;
   int autotune_changed = 0;
   int autotune_candidates = 0;
+  int autotune_gemms_tuned = 0;
+  int autotune_gemms_changed = 0;
   double autotune_ms = 0;
 };
 

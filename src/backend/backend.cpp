@@ -71,14 +71,19 @@ uint64_t random_blocks(RandomFill::Kind kind, DType dtype, int64_t numel) {
   return 0;
 }
 
-void gemm_over_batch(Backend& be, Gemm g, const std::vector<GemmBatchDim>& dims, Stream stream) {
+namespace {
+
+/// Calls `call(gemm)` for each Backend::gemm call gemm_over_batch makes, in
+/// order, until it returns false.
+template <class Call>
+void for_each_gemm_call(Gemm g, const std::vector<GemmBatchDim>& dims, const Call& call) {
   // Dims of size 1 carry no index; the rest, outermost first.
   std::vector<GemmBatchDim> d;
   for (const GemmBatchDim& x : dims)
     if (x.size != 1) d.push_back(x);
   if (d.empty()) {
     g.batch = 1;
-    be.gemm(g, stream);
+    call(g);
     return;
   }
   for (const GemmBatchDim& x : d)
@@ -102,7 +107,7 @@ void gemm_over_batch(Backend& be, Gemm g, const std::vector<GemmBatchDim>& dims,
       (!residual || in.residual == g.m * g.epilogue.residual_row_stride)) {
     g.m *= inner;
     g.batch = 1;
-    be.gemm(g, stream);
+    call(g);
     return;
   }
   g.batch = inner;
@@ -133,8 +138,26 @@ void gemm_over_batch(Backend& be, Gemm g, const std::vector<GemmBatchDim>& dims,
     gi.b.data = b0 + bo * isz;
     gi.c = c0 + co * csz;
     if (residual) gi.epilogue.residual = r0 + ro * isz;
-    be.gemm(gi, stream);
+    if (!call(gi)) return;
   }
+}
+
+}  // namespace
+
+void gemm_over_batch(Backend& be, Gemm g, const std::vector<GemmBatchDim>& dims, Stream stream) {
+  for_each_gemm_call(std::move(g), dims, [&](const Gemm& c) {
+    be.gemm(c, stream);
+    return true;
+  });
+}
+
+std::optional<Gemm> first_gemm_over_batch(Gemm g, const std::vector<GemmBatchDim>& dims) {
+  std::optional<Gemm> first;
+  for_each_gemm_call(std::move(g), dims, [&](const Gemm& c) {
+    first = c;
+    return false;
+  });
+  return first;
 }
 
 int uniform_bits(DType dtype) {

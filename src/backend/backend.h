@@ -230,6 +230,11 @@ struct Gemm {
   int64_t c_batch_stride = 0, c_row_stride = 0, c_col_stride = 1;
   GemmEpilogue epilogue;
   double alpha = 1.0;
+  /// The library algorithm to run: index k of the backend's proposals for
+  /// this problem, best first (Backend::gemm_algorithm_count; max-autotune
+  /// picks it); -1, or an index past the proposals, runs the backend's own
+  /// choice. A backend without the choice ignores it.
+  int algorithm = -1;
 };
 
 /// The element strides of one batch dim of a batched GEMM's operands (0 where
@@ -401,6 +406,13 @@ class Backend {
   /// Runs `g` in `stream`. Throws smelt::Error for bool, an unknown activation,
   /// or an activation other than relu on an integer dtype.
   virtual void gemm(const Gemm& g, Stream stream) = 0;
+  /// How many algorithms Gemm::algorithm may pick from for `g` (its library's
+  /// proposals, best first), at most `most`; 0 where the backend has no
+  /// choice (the CPU: oneDNN decides alone; CUDA: the problems cuBLASLt runs
+  /// as one call, lt_gemm_of).
+  virtual int gemm_algorithm_count(const Gemm& g, int most) { return 0; }
+  /// False where gemm_algorithm_count is 0 for every GEMM (nothing to tune).
+  virtual bool gemm_algorithms_tunable() const { return false; }
 
   // ---- eager kernels (inputs: any strides; outputs as documented) ----
   /// dst[i] = (dst dtype) src[i] with src broadcast to dst's shape; dst may be
@@ -584,6 +596,10 @@ inline Backend& backend(Device device) { return backend_for(device.type); }
 /// as ATen folds batch dims; when B is shared and A's and C's batches stack
 /// into tall matrices, the whole batch is one (batch * m) x k product.
 void gemm_over_batch(Backend& be, Gemm g, const std::vector<GemmBatchDim>& dims, Stream stream);
+/// The first Backend::gemm call gemm_over_batch(be, g, dims, ...) makes
+/// (every call it makes has that problem's shape and strides); nullopt when
+/// it makes none (an empty batch).
+std::optional<Gemm> first_gemm_over_batch(Gemm g, const std::vector<GemmBatchDim>& dims);
 
 /// Makes `device` the calling thread's current device of its backend for the
 /// guard's lifetime (c10::DeviceGuard): work queued meanwhile (kernel builds,

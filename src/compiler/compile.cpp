@@ -643,7 +643,7 @@ class CompiledState {
     std::shared_ptr<CompiledGraph> backward;
     BuildTotals bt;
     stats.autotune_cache_hits = stats.autotune_tuned = stats.autotune_changed = 0;
-    stats.autotune_candidates = 0;
+    stats.autotune_candidates = stats.autotune_gemms_tuned = stats.autotune_gemms_changed = 0;
     stats.autotune_ms = 0;
     try {
       std::vector<Tensor> inputs = args;  // the graph's inputs: then the .grad values it reads
@@ -788,14 +788,18 @@ class CompiledState {
       stats.autotune_tuned = ar.tuned;
       stats.autotune_changed = ar.changed;
       stats.autotune_candidates = ar.candidates;
+      stats.autotune_gemms_tuned = ar.gemms_tuned;
+      stats.autotune_gemms_changed = ar.gemms_changed;
       stats.autotune_ms = ar.ms;
       if (log_enabled("perf"))
-        log_artifact("perf",
-                     fmt::format("max-autotune: {} kernel(s), {} from the disk cache, {} "
-                                 "benchmarked, {} changed, in {:.1f} ms{}",
-                                 ar.kernels, ar.cache_hits, ar.tuned, ar.changed, ar.ms,
-                                 ar.out_of_budget ? " (time budget spent)" : ""),
-                     ar.log);
+        log_artifact(
+            "perf",
+            fmt::format("max-autotune: {} kernel(s) and {} GEMM(s), {} from the disk "
+                        "cache, {} benchmarked, {} layout(s) and {} GEMM algorithm(s) "
+                        "changed, in {:.1f} ms{}",
+                        ar.kernels, ar.gemms, ar.cache_hits, ar.tuned, ar.changed, ar.gemms_changed,
+                        ar.ms, ar.out_of_budget ? " (time budget spent)" : ""),
+            ar.log);
       if (ar.changed > 0) {  // the kernels again, with the layouts chosen
         units = split_units(s, dialect.preamble(), build_parallelism(), kCudaUnitLines);
         source.resize(source_start);

@@ -246,6 +246,34 @@ TEST_F(CudaModes, MaxAutotuneAgreesWithDefaultAndCachesItsChoices) {
   EXPECT_EQ(warm.generated_code(), cold.generated_code());
 }
 
+// max-autotune times cuBLASLt's proposed algorithms for each GEMM (the
+// seed MLP's three, in bfloat16 and float32) against its own choice, keeps
+// the fastest that agrees, and a second compile takes the choices from the
+// disk cache; the results agree with mode default either way.
+TEST_F(CudaModes, MaxAutotuneTimesGemmAlgorithms) {
+  SMELT_SKIP_WITHOUT_CUDA();
+  smelt_test::ScopedEnv dir("SMELT_CACHE_DIR", smelt_test::fresh_cache_dir("autotune-gemm"));
+  for (DType dt : {DType::BFloat16, DType::Float32}) {
+    manual_seed(5);
+    auto m = nn::Sequential(nn::Linear(256, 512), nn::GELU(), nn::Linear(512, 256), nn::GELU(),
+                            nn::Linear(256, 10));
+    m->to(dt);
+    m->to(kGpu);
+    Tensor x = randn({64, 256}).to(dt).cuda();
+    const Tensor want = compile(m, mode("default"))(x).cpu();
+    auto cold = compile(m, mode("max-autotune-no-cudagraphs"));
+    const double tol = dt == DType::Float32 ? 1e-4 : 2e-2;
+    EXPECT_TRUE(close(cold(x).cpu(), want, tol)) << dtype_name(dt);
+    EXPECT_EQ(cold.stats().autotune_gemms_tuned, 3) << dtype_name(dt);
+    EXPECT_GE(cold.stats().autotune_candidates, 1) << dtype_name(dt);
+    auto warm = compile(m, mode("max-autotune-no-cudagraphs"));
+    EXPECT_TRUE(close(warm(x).cpu(), want, tol)) << dtype_name(dt);
+    EXPECT_EQ(warm.stats().autotune_gemms_tuned, 0) << dtype_name(dt);
+    EXPECT_GE(warm.stats().autotune_cache_hits, 3) << dtype_name(dt);
+    EXPECT_EQ(warm.stats().autotune_gemms_changed, cold.stats().autotune_gemms_changed);
+  }
+}
+
 // Every fusion pattern: max-autotune-no-cudagraphs equals mode default.
 TEST_F(CudaModes, MaxAutotuneEqualsDefaultOnEveryPattern) {
   SMELT_SKIP_WITHOUT_CUDA();

@@ -115,6 +115,8 @@ void gemm(const backend::Gemm& g, int device, cudaStream_t stream) {
   // PyTorch's speed), one with an epilogue through cuBLASLt when it has an
   // algorithm.
   if (const std::optional<CublasGemm> lt = lt_gemm_of(g)) {
+    // An autotuned algorithm (max-autotune): cuBLASLt's proposal of that index.
+    if (g.algorithm >= 0 && lt_matmul_candidate(*lt, device, stream, g.algorithm)) return;
     if (lt->epilogue == CUBLASLT_EPILOGUE_DEFAULT && lt->bias == nullptr) {
       gemm_ex(*lt, device, stream);
       return;

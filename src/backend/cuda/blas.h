@@ -18,7 +18,13 @@
 namespace smelt::cuda::impl {
 
 bool gemm_epilogue_supported(const backend::GemmActivation& act);
-/// Runs `g` on `device` in `stream` (Errors as Backend::gemm).
+/// Runs `g` on `device` in `stream` (Errors as Backend::gemm); a
+/// Gemm::algorithm index picks one of cuBLASLt's proposals for it.
 void gemm(const backend::Gemm& g, int device, cudaStream_t stream);
+/// How many of cuBLASLt's proposals for `g` (at most `most`, best first) a
+/// Gemm::algorithm index may pick (Backend::gemm_algorithm_count); 0 when
+/// cuBLASLt does not run `g` as one call. The proposals are kept with the
+/// problem's descriptors (one heuristic query). Defined in blaslt.cpp.
+int gemm_candidate_count(const backend::Gemm& g, int most);
 
 }  // namespace smelt::cuda::impl

@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 
+#include "backend/cuda/blas.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device.h"
 #include "backend/cuda/scratch.h"
@@ -157,7 +158,16 @@ std::vector<LtAlgorithm> query(const CublasGemm& p, int device, const Descriptor
 struct Problem {
   std::unique_ptr<Descriptors> ds;
   std::optional<LtAlgorithm> best;
+  /// The heuristic's proposals (up to kLtTuneCandidates), queried when an
+  /// autotuned algorithm index first asks for them.
+  std::optional<std::vector<LtAlgorithm>> candidates;
 };
+
+/// `pr`'s proposals, queried on first use. Caller holds g_cache_mu.
+const std::vector<LtAlgorithm>& candidates_of(Problem& pr, const CublasGemm& p, int device) {
+  if (!pr.candidates) pr.candidates = query(p, device, *pr.ds, kLtTuneCandidates);
+  return *pr.candidates;
+}
 
 std::mutex g_cache_mu;
 std::map<LtKey, Problem>& cache() {
@@ -352,6 +362,29 @@ std::vector<LtAlgorithm> lt_algorithms(const CublasGemm& p, int device, int max_
   Descriptors ds;
   describe(p, &ds);
   return query(p, device, ds, max_count);
+}
+
+int gemm_candidate_count(const backend::Gemm& g, int most) {
+  const std::optional<CublasGemm> p = lt_gemm_of(g);
+  if (!p || !lt_supports_dtype(p->dtype) || !lt_batch_strides_ok(*p)) return 0;
+  const int device = g.device.index;
+  DeviceGuard guard(device);
+  std::lock_guard<std::mutex> lock(g_cache_mu);
+  const auto n = static_cast<int>(candidates_of(problem(*p, device), *p, device).size());
+  return std::min(n, most);
+}
+
+bool lt_matmul_candidate(const CublasGemm& p, int device, cudaStream_t stream, int index) {
+  if (index < 0 || !lt_supports_dtype(p.dtype) || !lt_batch_strides_ok(p)) return false;
+  LtAlgorithm algo;
+  {
+    DeviceGuard guard(device);
+    std::lock_guard<std::mutex> lock(g_cache_mu);
+    const std::vector<LtAlgorithm>& c = candidates_of(problem(p, device), p, device);
+    if (static_cast<size_t>(index) >= c.size()) return false;
+    algo = c[static_cast<size_t>(index)];
+  }
+  return lt_matmul(p, device, stream, &algo);
 }
 
 std::vector<LtAlgorithm> gemm_algorithms(const backend::Gemm& g, int max_count) {

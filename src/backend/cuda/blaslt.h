@@ -149,6 +149,13 @@ std::vector<LtAlgorithm> lt_algorithms(const CublasGemm& p, int device, int max_
 /// g.device), best first: empty when lt_gemm_of(g) is nullopt or cuBLASLt
 /// has none. Time each with gemm_with_algorithm and keep the fastest.
 std::vector<LtAlgorithm> gemm_algorithms(const backend::Gemm& g, int max_count);
+/// Runs `p` with proposal `index` of the problem's kept proposals (up to
+/// kLtTuneCandidates): false, queueing nothing, when there is no such
+/// proposal (the caller runs its default).
+bool lt_matmul_candidate(const CublasGemm& p, int device, cudaStream_t stream, int index);
+/// The most proposals max-autotune times per GEMM.
+inline constexpr int kLtTuneCandidates = 8;
+
 /// Runs `g` in `stream` with `algo` (one of gemm_algorithms(g), or of a Gemm
 /// with the same LtKey). smelt::Error when lt_gemm_of(g) is nullopt.
 void gemm_with_algorithm(const backend::Gemm& g, const LtAlgorithm& algo, cudaStream_t stream);

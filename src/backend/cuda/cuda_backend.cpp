@@ -298,6 +298,10 @@ class CudaBackend final : public backend::Backend {
   void gemm(const backend::Gemm& g, Stream stream) override {
     impl::gemm(g, g.device.index, stream_of(stream));
   }
+  int gemm_algorithm_count(const backend::Gemm& g, int most) override {
+    return impl::gemm_candidate_count(g, most);
+  }
+  bool gemm_algorithms_tunable() const override { return true; }
 
   // ---- eager kernels ----
   void copy(const Tensor& dst, const Tensor& src) override {

@@ -45,6 +45,9 @@ struct Step {
   /// -1: into the result's own buffer.
   int out_buffer = -1;
   std::vector<int64_t> out_strides;
+  /// Extern: the GEMM algorithm max-autotune chose (backend::Gemm::algorithm);
+  /// -1: the library's own choice.
+  int gemm_algorithm = -1;
   std::vector<int> reads;   // buffers read (kernel argument order: reads then writes)
   std::vector<int> writes;  // buffers written
   KernelConfig config;      // Kernel: its layout (chosen in fusion/, printed by codegen/)

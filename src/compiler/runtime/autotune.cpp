@@ -73,17 +73,6 @@ std::string disagreement(const std::vector<double>& got, const std::vector<doubl
   return "";
 }
 
-/// The place of GEMM algorithm tuning (not done yet): an Extern step's
-/// cuBLASLt algorithm candidates would be timed here on the walk's buffers
-/// (its operands are the real ones, its output rb.ptr[st.writes[0]]) and the
-/// fastest agreeing one recorded on the step for run_matmul to pass to the
-/// backend's GEMM. The CUDA backend has the pieces
-/// (cuda::impl::gemm_algorithms and gemm_with_algorithm, backend/cuda/blaslt.h);
-/// what is missing is their place in backend::Backend and an algorithm
-/// choice on backend::Gemm.
-void tune_gemm_step(const CompiledGraph& walk, size_t step, const RunBuffers& rb,
-                    backend::Stream stream) {}
-
 /// The progress bar (see autotune.h).
 class Progress {
  public:
@@ -93,7 +82,7 @@ class Progress {
     constexpr int kWidth = 30;
     const int filled = total_ > 0 ? done * kWidth / total_ : kWidth;
     const double eta = done > 0 ? spent_s / done * (total_ - done) : 0;
-    std::fputs(fmt::format("\r[smelt max-autotune] [{}{}] {}/{} kernels, {:.1f} s, ETA {:.1f} s ",
+    std::fputs(fmt::format("\r[smelt max-autotune] [{}{}] {}/{} steps, {:.1f} s, ETA {:.1f} s ",
                            std::string(static_cast<size_t>(filled), '#'),
                            std::string(static_cast<size_t>(kWidth - filled), '-'), done, total_,
                            spent_s, eta)
@@ -104,9 +93,10 @@ class Progress {
   void finish(const AutotuneResult& r) {
     if (!on_) return;
     std::fputs(
-        fmt::format("{}[smelt max-autotune] {} kernel(s) tuned ({} candidates, {} "
-                    "disagreed), {} layout(s) changed, in {:.1f} s{}\n",
-                    tty_ ? "\r" : "", r.tuned, r.candidates, r.rejected, r.changed, r.ms / 1000,
+        fmt::format("{}[smelt max-autotune] {} kernel(s) and {} GEMM(s) tuned ({} candidates, {} "
+                    "disagreed), {} layout(s) and {} GEMM algorithm(s) changed, in {:.1f} s{}\n",
+                    tty_ ? "\r" : "", r.tuned - r.gemms_tuned, r.gemms_tuned, r.candidates,
+                    r.rejected, r.changed, r.gemms_changed, r.ms / 1000,
                     r.out_of_budget ? " (time budget spent: the rest keep their heuristic "
                                       "layouts)"
                                     : "")
@@ -151,6 +141,51 @@ double time_launches(backend::Backend& be, backend::Stream stream, const Launch&
   return ms;
 }
 
+/// The most library algorithms timed per GEMM.
+constexpr int kGemmCandidates = 8;
+
+/// Times GEMM step `step` of the walk with each algorithm its backend offers
+/// (on the walk's buffers: its operands are the real ones) against the
+/// library's own choice, and returns the fastest whose result agrees with it
+/// (-1: the library's own). The step's output holds the library choice's
+/// result again afterwards (later steps read it).
+int tune_gemm_step(const CompiledGraph& walk, size_t step, const RunBuffers& rb,
+                   backend::Stream stream, backend::Backend& be, AutotuneResult& res) {
+  const Step& st = walk.schedule().steps[step];
+  const int count = walk.gemm_algorithm_count(st, rb, kGemmCandidates);
+  if (count == 0) return -1;
+  const Buffer& out = walk.graph().buffers[static_cast<size_t>(st.writes[0])];
+  const int64_t n = std::max<int64_t>(1, out.extent);
+  const Device device = walk.device();
+  const double base_ms = time_launches(be, stream, [&] { walk.run_gemm_step(st, rb, stream); });
+  const std::vector<double> want = host_values(rb.ptr[out.id], n, out.dtype, device);
+  int best = -1;
+  double best_ms = base_ms;
+  std::string line;
+  for (int k = 0; k < count; ++k) {
+    Step c = st;
+    c.gemm_algorithm = k;
+    const double ms = time_launches(be, stream, [&] { walk.run_gemm_step(c, rb, stream); });
+    ++res.candidates;
+    const std::string why =
+        disagreement(host_values(rb.ptr[out.id], n, out.dtype, device), want, out.dtype);
+    if (!why.empty()) {
+      ++res.rejected;
+      line += fmt::format("    rejected algorithm {}: {}\n", k, why);
+      continue;
+    }
+    if (ms < best_ms) {
+      best = k;
+      best_ms = ms;
+    }
+  }
+  walk.run_gemm_step(st, rb, stream);  // the library choice's result, for the steps after
+  res.log += fmt::format(
+      "  {}: library choice {:.4f} ms -> {} {:.4f} ms ({} algorithms)\n{}", st.name, base_ms,
+      best < 0 ? std::string("kept") : fmt::format("algorithm {}", best), best_ms, count, line);
+  return best;
+}
+
 }  // namespace
 
 std::string autotune_key(const Step& st, const std::string& device_name) {
@@ -163,6 +198,21 @@ std::string autotune_key(const Step& st, const std::string& device_name) {
   h = fnv1a(fmt::format("|shape {} rdims {}|", detail::shape_str(st.group.shape),
                         detail::shape_str(st.group.rdims)),
             h);
+  h = fnv1a(device_name, h);
+  h = fnv1a(kAutotuneVersion, h);
+  return fmt::format("{:016x}", h);
+}
+
+std::string gemm_autotune_key(const Graph& g, const Step& st, const std::string& device_name) {
+  const Node& n = g.nodes[static_cast<size_t>(st.node)];
+  std::string desc = fmt::format("gemm {} bias {} act {} residual {} prologue {} out {}", n.op,
+                                 st.bias >= 0, st.activation, st.residual >= 0, st.cast_prologue,
+                                 dtype_name(g.buffers[static_cast<size_t>(st.writes[0])].dtype));
+  for (const Operand& in : n.inputs)
+    if (!in.is_scalar())
+      desc += fmt::format("|{} {} {} {}", dtype_name(in.dtype), detail::shape_str(in.sizes),
+                          detail::shape_str(in.strides), in.offset);
+  uint64_t h = fnv1a(desc);
   h = fnv1a(device_name, h);
   h = fnv1a(kAutotuneVersion, h);
   return fmt::format("{:016x}", h);
@@ -220,9 +270,24 @@ AutotuneResult autotune(const Graph& g, Schedule& s, const Dialect& dialect,
   const std::string model = be.device_name(device);
   // 1. Stored choices; the rest are tuned.
   std::vector<Tuning> todo;
-  std::map<size_t, KernelConfig> chosen;  // step -> layout
+  std::map<size_t, KernelConfig> chosen;    // step -> layout
+  std::map<size_t, std::string> gemm_todo;  // GEMM step -> its key, to tune
+  std::map<size_t, int> chosen_gemm;        // GEMM step -> algorithm
   for (size_t i = 0; i < s.steps.size(); ++i) {
     const Step& st = s.steps[i];
+    if (st.kind == Step::Kind::Extern && be.gemm_algorithms_tunable()) {
+      ++res.gemms;
+      const std::string key = gemm_autotune_key(g, st, model);
+      const std::string stored = load_autotune_choice(key);
+      int k = -1;
+      if (std::sscanf(stored.c_str(), "algorithm=%d", &k) == 1 && k >= -1) {
+        chosen_gemm[i] = k;
+        ++res.cache_hits;
+      } else {
+        gemm_todo[i] = key;
+      }
+      continue;
+    }
     if (st.kind != Step::Kind::Kernel) continue;
     ++res.kernels;
     const std::vector<KernelConfig> cands = candidate_configs(st.group, st.config);
@@ -246,12 +311,12 @@ AutotuneResult autotune(const Graph& g, Schedule& s, const Dialect& dialect,
     }
     todo.push_back(std::move(t));
   }
-  Progress progress(options.progress, static_cast<int>(todo.size()));
+  Progress progress(options.progress, static_cast<int>(todo.size() + gemm_todo.size()));
   auto over_budget = [&] { return options.budget_s > 0 && seconds_since(t0) > options.budget_s; };
   // 2. The walk: the heuristic layouts run every step into memory of the
   // walk's own; each kernel to tune is timed with its candidates right after
   // it ran (what it reads is still there).
-  if (!todo.empty()) {
+  if (!todo.empty() || !gemm_todo.empty()) {
     CompiledGraph walk(Graph(g), Schedule(s), heuristic, false);
     const backend::Stream stream = be.current_stream(device);
     RunBuffers rb = walk.bind(args, params, walk.allocate_arena());
@@ -274,7 +339,14 @@ AutotuneResult autotune(const Graph& g, Schedule& s, const Dialect& dialect,
       auto it = tuning_of.find(i);
       if (it == tuning_of.end()) {
         walk.run_step(i, rb, stream);
-        if (st.kind == Step::Kind::Extern) tune_gemm_step(walk, i, rb, stream);
+        if (auto k = gemm_todo.find(i); k != gemm_todo.end() && !over_budget()) {
+          chosen_gemm[i] = tune_gemm_step(walk, i, rb, stream, be, res);
+          ++res.tuned;
+          ++res.gemms_tuned;
+          store_autotune_choice(k->second, fmt::format("algorithm={}", chosen_gemm[i]));
+          ++done;
+          progress.update(done, seconds_since(t0));
+        }
         continue;
       }
       Tuning& t = *it->second;
@@ -363,6 +435,10 @@ AutotuneResult autotune(const Graph& g, Schedule& s, const Dialect& dialect,
     be.synchronize(stream);  // the walk's memory goes back after its work
   }
   // 3. The choices, into the schedule.
+  for (auto& [i, k] : chosen_gemm) {
+    s.steps[i].gemm_algorithm = k;
+    if (k >= 0) ++res.gemms_changed;
+  }
   for (auto& [i, c] : chosen) {
     Step& st = s.steps[i];
     if (st.config == c) continue;
@@ -370,7 +446,7 @@ AutotuneResult autotune(const Graph& g, Schedule& s, const Dialect& dialect,
     ++res.changed;
   }
   res.ms = seconds_since(t0) * 1000;
-  if (!todo.empty()) progress.finish(res);
+  if (!todo.empty() || !gemm_todo.empty()) progress.finish(res);
   return res;
 }
 

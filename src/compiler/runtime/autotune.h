@@ -57,15 +57,19 @@ struct AutotuneOptions {
 };
 
 struct AutotuneResult {
-  int kernels = 0;     // kernel steps of the schedule
-  int cache_hits = 0;  // choices loaded from the disk cache
-  int tuned = 0;       // kernels benchmarked
-  int changed = 0;     // kernels whose layout is no longer the heuristic's
-  int candidates = 0;  // candidate layouts built and timed
-  int rejected = 0;    // candidates whose results disagreed with the heuristic's
+  int kernels = 0;        // kernel steps of the schedule
+  int cache_hits = 0;     // choices loaded from the disk cache (kernels and GEMMs)
+  int tuned = 0;          // kernels and GEMMs benchmarked
+  int changed = 0;        // kernels whose layout is no longer the heuristic's
+  int candidates = 0;     // candidate layouts (and GEMM algorithms) timed
+  int rejected = 0;       // candidates whose results disagreed with the heuristic's
+  int gemms = 0;          // GEMM steps whose library offers algorithms to choose from
+  int gemms_tuned = 0;    // GEMMs benchmarked (also counted in `tuned`)
+  int gemms_changed = 0;  // GEMMs that run another algorithm than the library's own choice
   bool out_of_budget = false;
   double ms = 0;  // wall time of the stage
-  /// One line per kernel benchmarked: heuristic and chosen layout, times.
+  /// One line per kernel benchmarked (heuristic and chosen layout, times) and
+  /// per GEMM (the library's choice and the chosen algorithm, times).
   std::string log;
 };
 
@@ -73,7 +77,12 @@ struct AutotuneResult {
 /// on the device model `device_name` (Backend::device_name).
 std::string autotune_key(const Step& st, const std::string& device_name);
 
-/// The stored choice for `key` (a KernelConfig::str()), "" when none.
+/// The disk-cache key of GEMM step `st` of `g` (its operands' shapes,
+/// strides and dtypes, its epilogue and prologue) on `device_name`.
+std::string gemm_autotune_key(const Graph& g, const Step& st, const std::string& device_name);
+
+/// The stored choice for `key` (a KernelConfig::str(), or a GEMM's
+/// "algorithm=<k>"), "" when none.
 std::string load_autotune_choice(const std::string& key);
 /// Stores `choice` for `key`; failures (a full disk) are ignored.
 void store_autotune_choice(const std::string& key, const std::string& choice);

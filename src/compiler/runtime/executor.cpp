@@ -311,9 +311,15 @@ Tensor view_over(void* base, const Operand& o, Device device) {
   return blob(p, o.sizes, o.dtype, o.strides, device);
 }
 
-/// C = A @ B (+ epilogue) for a matmul node whose operands are windows of buffers.
-void run_matmul(const Graph& g, const Step& st, const std::vector<void*>& ptr, backend::Backend& be,
-                Device device, backend::Stream stream) {
+/// The GEMM C = A @ B (+ epilogue) of Extern step `st` (a matmul node whose
+/// operands are windows of buffers at `ptr`) at batch index 0, and its batch
+/// dims (backend::gemm_over_batch runs them).
+struct StepGemm {
+  backend::Gemm gemm;
+  std::vector<backend::GemmBatchDim> dims;
+};
+StepGemm gemm_of_step(const Graph& g, const Step& st, const std::vector<void*>& ptr,
+                      Device device) {
   const Node& n = g.nodes[st.node];
   Operand a = n.inputs[0], b = n.inputs[1];
   if (st.cast_prologue) {  // the float16 / bfloat16 values the converts read
@@ -338,6 +344,7 @@ void run_matmul(const Graph& g, const Step& st, const std::vector<void*>& ptr, b
   backend::Gemm gm;
   gm.device = device;
   gm.dtype = dt;
+  gm.algorithm = st.gemm_algorithm;
   if (out.dtype != dt) gm.out_dtype = out.dtype;  // a cast prologue's float32 result
   gm.n = nn;
   gm.k = k;
@@ -372,7 +379,13 @@ void run_matmul(const Graph& g, const Step& st, const std::vector<void*>& ptr, b
     dims[d] = {batch[d], ad >= 0 && abatch[ad] != 1 ? a.strides[ad] : 0,
                bd >= 0 && bbatch[bd] != 1 ? b.strides[bd] : 0, cstr, ep.residual ? cstr : 0};
   }
-  backend::gemm_over_batch(be, gm, dims, stream);
+  return {gm, std::move(dims)};
+}
+
+void run_matmul(const Graph& g, const Step& st, const std::vector<void*>& ptr, backend::Backend& be,
+                Device device, backend::Stream stream) {
+  StepGemm sg = gemm_of_step(g, st, ptr, device);
+  backend::gemm_over_batch(be, std::move(sg.gemm), sg.dims, stream);
 }
 
 /// Runs eagerly, even inside a trace (a fallback step computes real values).
@@ -508,6 +521,19 @@ void CompiledGraph::allocate(RunBuffers& rb, int id) const {
 void CompiledGraph::clear_errors(const RunBuffers& rb, backend::Stream stream) const {
   if (error_flags_ > 0)
     backend::backend(device_).memset(rb.flags, 0, error_flags_ * sizeof(int), stream);
+}
+
+void CompiledGraph::run_gemm_step(const Step& st, const RunBuffers& rb,
+                                  backend::Stream stream) const {
+  SMELT_INTERNAL_ASSERT(st.kind == Step::Kind::Extern, "run_gemm_step: {} is not a GEMM", st.name);
+  run_matmul(g_, st, rb.ptr, backend::backend(device_), device_, stream);
+}
+
+int CompiledGraph::gemm_algorithm_count(const Step& st, const RunBuffers& rb, int most) const {
+  if (st.kind != Step::Kind::Extern) return 0;
+  StepGemm sg = gemm_of_step(g_, st, rb.ptr, device_);
+  const std::optional<backend::Gemm> first = backend::first_gemm_over_batch(sg.gemm, sg.dims);
+  return first ? backend::backend(device_).gemm_algorithm_count(*first, most) : 0;
 }
 
 void CompiledGraph::run_step(size_t i, const RunBuffers& rb, backend::Stream stream) const {

@@ -181,6 +181,13 @@ class CompiledGraph {
   /// eager fallback (which queues its work on the thread's current stream:
   /// the caller makes `stream` current where it is not). Checks no error flag.
   void run_step(size_t i, const RunBuffers& rb, backend::Stream stream) const;
+  /// Runs GEMM step `st` (a step of this schedule, or a copy of one with
+  /// another gemm_algorithm: the autotuner's candidates) on `rb` in `stream`.
+  void run_gemm_step(const Step& st, const RunBuffers& rb, backend::Stream stream) const;
+  /// The GEMM algorithms the backend offers GEMM step `st` on `rb`'s
+  /// buffers (backend::Backend::gemm_algorithm_count), at most `most`; 0 for
+  /// any other step.
+  int gemm_algorithm_count(const Step& st, const RunBuffers& rb, int most) const;
   /// Raises the error of the first kernel (in launch order) that set its flag
   /// (reads the flags: a synchronization).
   void check_errors(const RunBuffers& rb, backend::Stream stream) const;

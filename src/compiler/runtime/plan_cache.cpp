@@ -108,6 +108,7 @@ json step_json(const Step& st) {
           {"cast_prologue", st.cast_prologue},
           {"out_buffer", st.out_buffer},
           {"out_strides", st.out_strides},
+          {"gemm_algorithm", st.gemm_algorithm},
           {"reads", st.reads},
           {"writes", st.writes},
           {"config", config_json(st.config)},
@@ -134,6 +135,7 @@ Step step_of(const json& j) {
   st.cast_prologue = j.at("cast_prologue").get<bool>();
   st.out_buffer = j.at("out_buffer").get<int>();
   st.out_strides = j.at("out_strides").get<std::vector<int64_t>>();
+  st.gemm_algorithm = j.at("gemm_algorithm").get<int>();
   st.reads = j.at("reads").get<std::vector<int>>();
   st.writes = j.at("writes").get<std::vector<int>>();
   st.config = config_of(j.at("config"));
