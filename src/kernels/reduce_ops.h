@@ -565,12 +565,82 @@ inline __attribute__((always_inline)) void vector_step(V& acc, const V& x) {
 #define SMELT_HOST_VECTOR_LANES 0
 #endif
 
+/// Welford accumulators of kGroup blocks side by side: block g is the
+/// `count` * kLanes elements get(at + g * kStride + j), its lane k those with
+/// j % kLanes == k. Each lane's mean and m2 come from two passes over its
+/// elements (the mean as the sum of x / count, then the sum of squared
+/// deviations from it): a multiplication per element where Welford's steps
+/// divide (the lanes of one block all have the same count), and a variance at
+/// least as accurate. lanes[g][k]: block g's lane k.
+template <class Op, int kGroup, int64_t kStride, class Get>
+SMELT_HD void welford_lanes(const Get& get, int64_t at, int64_t count,
+                            typename Op::acc_t (*lanes)[kLanes]) {
+  using A = typename Op::value_t;
+  const A inv = A(1) / static_cast<A>(count > 0 ? count : 1);
+#if SMELT_HOST_VECTOR_LANES
+  if constexpr (std::is_floating_point<A>::value) {
+    // The same arithmetic on GCC vectors of the lanes (GCC leaves the arrays'
+    // reductions below scalar).
+    using V = typename LaneVector<A>::type;
+    V vmean[kGroup], vm2[kGroup];
+    for (int g = 0; g < kGroup; ++g) vmean[g] = vm2[g] = V{};
+    // x = the lanes' elements from j (by reference: a 64-byte vector
+    // returned by value changes the ABI without AVX-512).
+    auto load = [&](int64_t j, V& x) {
+      A e[kLanes];
+      for (int k = 0; k < kLanes; ++k) e[k] = get(j + k);
+      __builtin_memcpy(&x, e, sizeof x);
+    };
+    for (int64_t i = 0; i < count; ++i) {
+      for (int g = 0; g < kGroup; ++g) {
+        V x;
+        load(at + g * kStride + i * kLanes, x);
+        vmean[g] += x * inv;
+      }
+    }
+    for (int64_t i = 0; i < count; ++i) {
+      for (int g = 0; g < kGroup; ++g) {
+        V x;
+        load(at + g * kStride + i * kLanes, x);
+        const V d = x - vmean[g];
+        vm2[g] += d * d;
+      }
+    }
+    for (int g = 0; g < kGroup; ++g)
+      for (int k = 0; k < kLanes; ++k)
+        lanes[g][k] = typename Op::acc_t{vmean[g][k], vm2[g][k], count};
+    return;
+  }
+#endif
+  A mean[kGroup][kLanes], m2[kGroup][kLanes];
+  for (int g = 0; g < kGroup; ++g)
+    for (int k = 0; k < kLanes; ++k) mean[g][k] = m2[g][k] = A(0);
+  for (int64_t i = 0; i < count; ++i) {
+    for (int g = 0; g < kGroup; ++g) {
+      for (int k = 0; k < kLanes; ++k) {
+        const A x = get(at + g * kStride + i * kLanes + k);
+        mean[g][k] += x * inv;
+      }
+    }
+  }
+  for (int64_t i = 0; i < count; ++i) {
+    for (int g = 0; g < kGroup; ++g) {
+      for (int k = 0; k < kLanes; ++k) {
+        const A d = get(at + g * kStride + i * kLanes + k) - mean[g][k];
+        m2[g][k] += d * d;
+      }
+    }
+  }
+  for (int g = 0; g < kGroup; ++g)
+    for (int k = 0; k < kLanes; ++k) lanes[g][k] = typename Op::acc_t{mean[g][k], m2[g][k], count};
+}
+
 /// The lanes of a contiguous run (see InnerOrder): element i into lane
 /// i % kLanes, every lane from init(), for the first n - n % kLanes elements,
 /// into l; returns how many it took. Not inlined: GCC vectorizes the lanes of
-/// this loop alone, not always once it is inlined into a caller. Welford's is
-/// written over arrays (in this loop every lane has the same count), so that
-/// its lanes vectorize too, with step's arithmetic (so step's bits).
+/// this loop alone, not always once it is inlined into a caller. Welford's
+/// lanes (every lane has the same count) come from welford_lanes: over arrays,
+/// so that they vectorize, and without a division per element.
 template <class Op, class Get>
 SMELT_HD SMELT_HOST_NOINLINE int64_t fold_lanes(const Get& get, int64_t n, typename Op::acc_t* l) {
   int64_t i = 0;
@@ -594,20 +664,10 @@ SMELT_HD SMELT_HOST_NOINLINE int64_t fold_lanes(const Get& get, int64_t n, typen
   }
 #endif
   if constexpr (is_welford<Op>::value) {
-    using A = typename Op::value_t;
-    A mean[kLanes], m2[kLanes];
-    for (int k = 0; k < kLanes; ++k) mean[k] = m2[k] = A(0);
-    int64_t count = 0;
-    for (; i + kLanes <= n; i += kLanes) {
-      const A c = static_cast<A>(++count);
-      for (int k = 0; k < kLanes; ++k) {
-        const A x = get(i + k);
-        const A d = x - mean[k];
-        mean[k] += d / c;
-        m2[k] += d * (x - mean[k]);
-      }
-    }
-    for (int k = 0; k < kLanes; ++k) l[k] = typename Op::acc_t{mean[k], m2[k], count};
+    typename Op::acc_t lanes[1][kLanes];
+    welford_lanes<Op, 1, 0>(get, 0, n / kLanes, lanes);
+    for (int k = 0; k < kLanes; ++k) l[k] = lanes[0][k];
+    i = n - n % kLanes;
   } else {
     typename Op::acc_t lanes[kLanes];
     for (int k = 0; k < kLanes; ++k) lanes[k] = Op::init();
@@ -630,33 +690,14 @@ SMELT_HD typename Op::acc_t lanes_tree(typename Op::acc_t* l) {
 
 /// kGroup whole chunks of a Welford row side by side: parts[g] = the partial
 /// InnerOrder folds chunk g (elements get(at + g * kChunk + j)) into, bit for
-/// bit: fold_lanes' arithmetic on each chunk's lanes, then lanes_tree. The
-/// chunks are independent chains of divisions, which the processor overlaps
-/// (one chunk's chain is as long as its latency).
+/// bit: fold_lanes' lanes (welford_lanes) on each chunk, then lanes_tree. The
+/// chunks are independent chains of additions, which the processor overlaps.
 template <class Op, int kGroup, class Get>
 SMELT_HD void welford_chunks(const Get& get, int64_t at, typename Op::acc_t* parts) {
-  using A = typename Op::value_t;
   constexpr int64_t kChunk = chunk_size<Op>();
-  A mean[kGroup][kLanes], m2[kGroup][kLanes];
-  for (int g = 0; g < kGroup; ++g)
-    for (int k = 0; k < kLanes; ++k) mean[g][k] = m2[g][k] = A(0);
-  int64_t count = 0;
-  for (int64_t i = 0; i < kChunk; i += kLanes) {
-    const A c = static_cast<A>(++count);
-    for (int g = 0; g < kGroup; ++g) {
-      for (int k = 0; k < kLanes; ++k) {
-        const A x = get(at + g * kChunk + i + k);
-        const A d = x - mean[g][k];
-        mean[g][k] += d / c;
-        m2[g][k] += d * (x - mean[g][k]);
-      }
-    }
-  }
-  for (int g = 0; g < kGroup; ++g) {
-    typename Op::acc_t l[kLanes];
-    for (int k = 0; k < kLanes; ++k) l[k] = typename Op::acc_t{mean[g][k], m2[g][k], count};
-    parts[g] = Op::combine(Op::init(), lanes_tree<Op>(l));
-  }
+  typename Op::acc_t lanes[kGroup][kLanes];
+  welford_lanes<Op, kGroup, kChunk>(get, at, kChunk / kLanes, lanes);
+  for (int g = 0; g < kGroup; ++g) parts[g] = Op::combine(Op::init(), lanes_tree<Op>(lanes[g]));
 }
 
 /// Folds the n elements get(0), ..., get(n - 1) of one run into `acc` (see
@@ -693,11 +734,40 @@ inline void fold_chunks(const Run& run, typename Op::acc_t* parts) {
   for (int k = 0; k < kLanes; ++k) init[k] = Op::init();
   V acc[kGroup];
   for (int g = 0; g < kGroup; ++g) __builtin_memcpy(&acc[g], init, sizeof(V));
-  for (int64_t j = 0; j < kChunk; j += kLanes) {
-    for (int g = 0; g < kGroup; ++g) {
-      V x;
-      __builtin_memcpy(&x, p + g * kChunk + j, sizeof x);
-      vector_step<Op>(acc[g], x);
+  bool stepped = false;
+  if constexpr (!std::is_same<Op, Sum<A>>::value) {
+    // Max / Min: while no element is NaN, step's select is x > acc ? x : acc
+    // (x < acc ? x : acc), one maxps (minps) instruction. A NaN is only noted
+    // (the elements' sum is NaN; so it is for +inf and -inf too, rarely), and
+    // chunks with one are folded again by step: the same bits either way.
+    V sum[kGroup];
+    for (int g = 0; g < kGroup; ++g) sum[g] = V{};
+    for (int64_t j = 0; j < kChunk; j += kLanes) {
+      for (int g = 0; g < kGroup; ++g) {
+        V x;
+        __builtin_memcpy(&x, p + g * kChunk + j, sizeof x);
+        if constexpr (std::is_same<Op, Max<A>>::value) {
+          acc[g] = x > acc[g] ? x : acc[g];
+        } else {
+          acc[g] = x < acc[g] ? x : acc[g];
+        }
+        sum[g] += x;
+      }
+    }
+    for (int g = 1; g < kGroup; ++g) sum[0] += sum[g];
+    bool any_nan = false;
+    for (int k = 0; k < kLanes; ++k) any_nan |= sum[0][k] != sum[0][k];
+    stepped = !any_nan;
+    if (any_nan)
+      for (int g = 0; g < kGroup; ++g) __builtin_memcpy(&acc[g], init, sizeof(V));
+  }
+  if (!stepped) {
+    for (int64_t j = 0; j < kChunk; j += kLanes) {
+      for (int g = 0; g < kGroup; ++g) {
+        V x;
+        __builtin_memcpy(&x, p + g * kChunk + j, sizeof x);
+        vector_step<Op>(acc[g], x);
+      }
     }
   }
   // lanes_tree on the vectors: step s combines lane k with lane k + s

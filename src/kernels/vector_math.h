@@ -19,23 +19,29 @@
 // Source: SLEEF 3.5 (https://sleef.org), "deterministic" variants (PR #204).
 //
 // float erf and tanh are the exception: SLEEF's deterministic ones cost 5-10
-// times its exp, so host code computes them here, in double arithmetic with
-// IEEE operations only (no libm call, no FMA: -ffp-contract=off), as plain
-// inline code that GCC vectorizes in any vector width with the same bits:
-//  * erf: x * P(x^2) for |x| < 2, 1 - Q((|x| - 2.965) / 0.965) for
-//    2 <= |x| < 3.93 (erfc), +-1 above; P of degree 10, Q of degree 11,
-//    least-squares fits of erf(x)/x (relative error < 7e-10) and erfc (absolute
-//    error < 5e-10) on Chebyshev nodes (mpmath references). Q (at most 0.0047)
-//    is evaluated in float arithmetic, on twice the lanes of double: its
-//    absolute error, about 3e-9, is a twentieth of the result's ulp;
+// times its exp, so host code computes them here, with IEEE operations only
+// (no contraction: -ffp-contract=off; erf's explicit fmaf rounds once), as
+// plain inline code that GCC vectorizes in any vector width with the same bits:
+//  * erf: in float arithmetic with fused multiply-adds (fmaf: one rounding,
+//    so the same bits wherever it runs; an instruction where the code is built
+//    for FMA, as the eager AVX2 / AVX-512 kernels and JIT code on such a
+//    processor are, else libm's fmaf: slower, the same bits). On |x|:
+//    |x| < 1: x * C + x * (t * R(t)), t = x^2 (with its rounding error), x * C
+//    as a float pair (C = 2 / sqrt(pi) as hi + lo; inputs below 2^-80 scaled
+//    by 2^64 first so that the pair stays exact), R of degree 6;
+//    1 <= |x| < 3.93: 1 - Q((|x| - 2.465) / 1.465), Q of degree 15 (erfc);
+//    1 above; the sign of x last. R, Q: least-squares fits on Chebyshev
+//    nodes (mpmath references) with float coefficients fitted one at a time
+//    (absolute errors of t R(t) < 2e-10, of Q < 6e-10);
 //  * tanh: x (1 - x^2/3 + 2x^4/15 - 17x^6/315) for |x| < 0.04 (Taylor),
 //    (1 - e) / (1 + e) with e = exp(-2|x|) (argument clamped at -80) above,
 //    exp by Cody-Waite reduction and a degree-11 Taylor polynomial.
 // Checked over every float32 against glibc's double erf / tanh rounded to
 // float: never more than 1 ulp away (erf differs from that correctly rounded
-// value for 0.15% of inputs, tanh for 2 inputs; with Q in float, erf on
-// 0.5 <= |x| < 4 differs for 0.60% instead of 0.51%); NaN propagates, signed
-// zeros and infinities as C's.
+// value for 0.33% of inputs, most of them subnormal (the scaled pair rounds
+// twice), tanh for 2 inputs); NaN propagates, signed zeros and infinities as
+// C's. (The former erf in double arithmetic took twice the time: 0.77 ->
+// 0.35 ms for 2^19 floats on AVX-512.)
 //
 // Host code calls smelt_vm_<name>f / smelt_vm_<name> (float / double). On
 // GCC for x86-64 they are declared `simd`, so loops calling them vectorize
@@ -124,29 +130,65 @@ inline double exp_nonpositive(double y) {
   return p * from_bits(bits(k + (kShift + 1023.0)) << 52);
 }
 
-inline constexpr double kErfSmall[11] = {
-    1.1283791668315348,      -0.37612636149223139,    0.11283761659637533,
-    -0.026864957264578684,   0.0052214862769342126,   -0.0008518391739247372,
-    0.00011828514273670314,  -1.3798260814985015e-05, 1.2722632982735361e-06,
-    -8.0736191068972007e-08, 2.5614353642706944e-09};
-inline constexpr double kErfcLarge[12] = {
-    2.7511988671909936e-05,  -0.00016557612850236092, 0.00047372349127320046,
-    -0.00085232690236587477, 0.0010726139685096599,   -0.0009887122864408464,
-    0.00067529710480606589,  -0.000335327022418758,   0.00010763621931725133,
-    -3.7636244709664069e-06, -1.7901275083250121e-05, 6.8522577590034214e-06};
+/// erf, |x| < 1: R(t) of x * C + x * t * R(t); C = 2 / sqrt(pi) as hi + lo.
+inline constexpr float kErfC[2] = {1.128379225730896f, -5.8635382771399236e-08f};
+inline constexpr float kErfSmall[7] = {
+    -0.37612637877464294f,   0.11283773183822632f,    -0.0268649160861969f,   0.005219669546931982f,
+    -0.0008465343853458762f, 0.00011136778630316257f, -9.314076123700943e-06f};
+/// erfc on 1 <= x < 3.93, in s = (x - 2.465) * 2 / 2.93.
+inline constexpr float kErfcBig[16] = {
+    0.0004902342334389687f, -0.003796827746555209f,   0.013711221516132355f,
+    -0.030293593183159828f, 0.04488890990614891f,     -0.04533180966973305f,
+    0.028880296275019646f,  -0.00666274968534708f,    -0.007281175348907709f,
+    0.008721635676920414f,  -0.00349102052859962f,    -0.0009557169978506863f,
+    0.0016751644434407353f, -0.00044284851173870265f, -0.0002240134635940194f,
+    0.00011232063843635842f};
+
+/// float c ? a : b through the bits (see pick).
+inline float pickf(bool c, float a, float b) {
+  uint32_t ua, ub;
+  std::memcpy(&ua, &a, sizeof ua);
+  std::memcpy(&ub, &b, sizeof ub);
+  const uint32_t m = uint32_t{0} - static_cast<uint32_t>(c);
+  const uint32_t r = (ua & m) | (ub & ~m);
+  float f;
+  std::memcpy(&f, &r, sizeof f);
+  return f;
+}
+/// |mag| with the sign of s (float).
+inline float with_signf(float mag, float s) {
+  uint32_t um, us;
+  std::memcpy(&um, &mag, sizeof um);
+  std::memcpy(&us, &s, sizeof us);
+  const uint32_t r = (um & 0x7fffffffu) | (us & 0x80000000u);
+  float f;
+  std::memcpy(&f, &r, sizeof f);
+  return f;
+}
 
 inline float erf(float a) {
-  const double x = a, ax = abs(x);
-  const double t = x * x;
-  double p = kErfSmall[10];
-  for (int j = 9; j >= 0; --j) p = p * t + kErfSmall[j];
-  // Q in float (see the file comment).
-  const float s = (__builtin_fabsf(a) - 2.965f) * (1.0f / 0.965f);
-  float qf = static_cast<float>(kErfcLarge[11]);
-  for (int j = 10; j >= 0; --j) qf = qf * s + static_cast<float>(kErfcLarge[j]);
-  const double q = qf;
-  const double big = pick(!(ax >= 3.93), 1.0 - q, 1.0);  // NaN stays NaN
-  return static_cast<float>(pick(ax < 2.0, x * p, with_sign(big, x)));
+  const float ax = __builtin_fabsf(a);
+  // |x| < 1: x C as the pair p + e (exact: fmaf gives the product's rounding
+  // error), plus x (t + tl) R(t) with t + tl = x^2 exactly.
+  const float t = ax * ax;
+  const float tl = __builtin_fmaf(ax, ax, -t);
+  float r = kErfSmall[6];
+#pragma GCC unroll 8
+  for (int j = 5; j >= 0; --j) r = __builtin_fmaf(r, t, kErfSmall[j]);
+  const bool tiny = ax < 0x1p-80f;  // the pair's error term would underflow
+  const float as = ax * pickf(tiny, 0x1p64f, 1.0f);
+  const float p = as * kErfC[0];
+  const float e = __builtin_fmaf(as, kErfC[0], -p);
+  const float u = __builtin_fmaf(t, r, tl * kErfSmall[0]);
+  const float lo = __builtin_fmaf(as, u, __builtin_fmaf(as, kErfC[1], e));
+  const float small = (p + lo) * pickf(tiny, 0x1p-64f, 1.0f);
+  // 1 <= |x| < 3.93: 1 - erfc.
+  const float sb = (ax - 2.465f) * 0.68259385665529f;
+  float q = kErfcBig[15];
+#pragma GCC unroll 16
+  for (int j = 14; j >= 0; --j) q = __builtin_fmaf(q, sb, kErfcBig[j]);
+  const float big = pickf(!(ax >= 3.93f), 1.0f - q, 1.0f);  // NaN stays NaN
+  return with_signf(pickf(ax < 1.0f, small, big), a);
 }
 
 inline float tanh(float a) {

@@ -36,8 +36,9 @@ using namespace smelt::compiler;
 namespace {
 
 /// `fn` traced as smelt::compile traces it (compile.cpp, stage 1).
-Graph trace(const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& fn,
-            const std::vector<Tensor>& inputs, const std::vector<nn::NamedTensor>& params) {
+[[maybe_unused]] Graph trace(
+    const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& fn,
+    const std::vector<Tensor>& inputs, const std::vector<nn::NamedTensor>& params) {
   GraphBuilder gb;
   gb.set_num_args(static_cast<int>(inputs.size()));
   try {
@@ -69,7 +70,7 @@ std::vector<std::string> buffer_names(const Graph& g, const std::vector<int>& id
 
 /// One step of the schedule: a kernel with its launch, or the op an extern
 /// (GEMM) or fallback step runs.
-nlohmann::json step_json(const Graph& g, const Step& st) {
+[[maybe_unused]] nlohmann::json step_json(const Graph& g, const Step& st) {
   nlohmann::json j;
   j["name"] = st.name;
   j["reads"] = buffer_names(g, st.reads);
