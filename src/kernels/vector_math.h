@@ -173,7 +173,9 @@ inline float erf(float a) {
   const float t = ax * ax;
   const float tl = __builtin_fmaf(ax, ax, -t);
   float r = kErfSmall[6];
+#ifndef __CUDACC__  // nvcc's front end (which reads this host code too) has no such pragma
 #pragma GCC unroll 8
+#endif
   for (int j = 5; j >= 0; --j) r = __builtin_fmaf(r, t, kErfSmall[j]);
   const bool tiny = ax < 0x1p-80f;  // the pair's error term would underflow
   const float as = ax * pickf(tiny, 0x1p64f, 1.0f);
@@ -185,7 +187,9 @@ inline float erf(float a) {
   // 1 <= |x| < 3.93: 1 - erfc.
   const float sb = (ax - 2.465f) * 0.68259385665529f;
   float q = kErfcBig[15];
+#ifndef __CUDACC__
 #pragma GCC unroll 16
+#endif
   for (int j = 14; j >= 0; --j) q = __builtin_fmaf(q, sb, kErfcBig[j]);
   const float big = pickf(!(ax >= 3.93f), 1.0f - q, 1.0f);  // NaN stays NaN
   return with_signf(pickf(ax < 1.0f, small, big), a);
