@@ -353,10 +353,12 @@ std::vector<Tensor> sdpa_decomp(const std::vector<Tensor>& in, const Attrs& attr
   const bool half = dt == DType::Float16 || dt == DType::BFloat16;
   const double scale = attrs.as<double>("scale");
   // Eagerly, without dropout: the backend's fused kernel where it has one
-  // (CUDA: FlashAttention-2), the scores never stored.
+  // (CUDA: FlashAttention-2), the scores never stored; q, k and v 4-D (k and
+  // v of another rank broadcast: the decomposition).
   const TraceContext* ctx = trace_context();
   if (half && !any_tracer(in) && !(ctx && ctx->captures(in)) && !grad_needed(in) &&
-      in[0].dim() == 4) {
+      in[0].dim() == 4 && in[1].dim() == 4 && in[2].dim() == 4 &&
+      backend::backend(in[0].device()).has_fused_attention(dt, in[0].size(3))) {
     const Tensor& x = in[0];
     Tensor out = make_empty({x.size(0), x.size(1), x.size(2), in[2].size(3)}, dt, x.device(),
                             "scaled_dot_product_attention");
