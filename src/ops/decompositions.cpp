@@ -59,12 +59,16 @@ std::vector<Tensor> linear_decomp(const std::vector<Tensor>& in, const Attrs& at
   const Tensor& b = in[2];
   // Eagerly, a [out] bias is the GEMM's epilogue (one kernel, one rounding);
   // traced, matmul + add marked as linear's bias, which fusion takes as a
-  // GEMM with its epilogue (rounded once in float16 / bfloat16 too).
+  // GEMM with its epilogue (rounded once in float16 / bfloat16 too; a 1-D
+  // input as one row, since the scheduler folds only into 2-D GEMMs). Any
+  // other bias is matmul, then add, traced or not: two roundings.
+  const bool epilogue = in[1].dim() == 2 && b.dim() == 1 && b.is_contiguous() &&
+                        b.size(0) == in[1].size(0) && b.device() == in[0].device();
+  if (!epilogue) return {add(matmul(in[0], wt), b)};
   const TraceContext* ctx = trace_context();
-  if (!any_tracer(in) && !(ctx && ctx->captures(in)) && !grad_needed(in) && in[1].dim() == 2 &&
-      b.dim() == 1 && b.is_contiguous() && b.size(0) == in[1].size(0) &&
-      b.device() == in[0].device())
+  if (!any_tracer(in) && !(ctx && ctx->captures(in)) && !grad_needed(in))
     return {linear_bias_epilogue(in[0], wt, b)};
+  if (in[0].dim() == 1) return {add_gemm_bias(matmul(in[0].unsqueeze(0), wt), b).squeeze(0)};
   return {add_gemm_bias(matmul(in[0], wt), b)};
 }
 
@@ -349,10 +353,12 @@ std::vector<Tensor> sdpa_decomp(const std::vector<Tensor>& in, const Attrs& attr
   const bool half = dt == DType::Float16 || dt == DType::BFloat16;
   const double scale = attrs.as<double>("scale");
   // Eagerly, without dropout: the backend's fused kernel where it has one
-  // (CUDA: FlashAttention-2), the scores never stored.
+  // (CUDA: FlashAttention-2), the scores never stored; q, k and v 4-D (k and
+  // v of another rank broadcast: the decomposition).
   const TraceContext* ctx = trace_context();
   if (half && !any_tracer(in) && !(ctx && ctx->captures(in)) && !grad_needed(in) &&
-      in[0].dim() == 4) {
+      in[0].dim() == 4 && in[1].dim() == 4 && in[2].dim() == 4 &&
+      backend::backend(in[0].device()).has_fused_attention(dt, in[0].size(3))) {
     const Tensor& x = in[0];
     Tensor out = make_empty({x.size(0), x.size(1), x.size(2), in[2].size(3)}, dt, x.device(),
                             "scaled_dot_product_attention");

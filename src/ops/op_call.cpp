@@ -279,10 +279,12 @@ const std::map<std::string, Entry>& table() {
     SMELT_BINARY(bitwise_xor);
     SMELT_BINARY(matmul);
 #undef SMELT_BINARY
-    // gemm_bias: linear's bias add as traced (detail::add_gemm_bias)
+    // gemm_bias: linear's bias add as traced (detail::add_gemm_bias, alpha 1)
     add("add", 2, 2, {"alpha", "gemm_bias"}, [](const Args& a) -> Outs {
-      if (a.flag("gemm_bias", false)) return {add_gemm_bias(a.at(0), a.at(1))};
-      return {smelt::add(a.at(0), a.at(1), a.scalar("alpha", 1))};
+      const Scalar alpha = a.scalar("alpha", 1);
+      if (a.flag("gemm_bias", false) && alpha.to_double() == 1.0)
+        return {add_gemm_bias(a.at(0), a.at(1))};
+      return {smelt::add(a.at(0), a.at(1), alpha)};
     });
     add("sub", 2, 2, {"alpha"},
         [](const Args& a) -> Outs { return {smelt::sub(a.at(0), a.at(1), a.scalar("alpha", 1))}; });

@@ -9,7 +9,9 @@
 // a message when the toolkit's NVRTC was not found at configure time.
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <map>
+#include <random>
 #include <regex>
 #include <set>
 
@@ -128,6 +130,99 @@ const Step& only_kernel(const Schedule& s) {
     if (st.kind == Step::Kind::Kernel) ++kernels, k = &st;
   EXPECT_EQ(kernels, 1) << smelt_test::step_names(s);
   return *k;
+}
+
+/// The value of an index as printed (IndexExpr::str: integers, names, + - *
+/// / % and parentheses), its names bound by `env`: the text a dialect
+/// prints, evaluated as the device would (non-negative operands).
+class PrintedIndex {
+ public:
+  PrintedIndex(const std::string& text, const std::map<std::string, int64_t>& env)
+      : t_(text), env_(env) {}
+  int64_t value() {
+    const int64_t v = sum();
+    skip();
+    EXPECT_EQ(at_, t_.size()) << "unparsed rest of " << t_;
+    return v;
+  }
+
+ private:
+  void skip() {
+    while (at_ < t_.size() && t_[at_] == ' ') ++at_;
+  }
+  bool eat(char c) {
+    skip();
+    if (at_ < t_.size() && t_[at_] == c) return ++at_, true;
+    return false;
+  }
+  int64_t sum() {
+    int64_t v = product();
+    for (;;) {
+      if (eat('+'))
+        v += product();
+      else if (eat('-'))
+        v -= product();
+      else
+        return v;
+    }
+  }
+  int64_t product() {
+    int64_t v = unary();
+    for (;;) {
+      if (eat('*')) {
+        v *= unary();
+      } else if (eat('/')) {
+        const int64_t d = unary();
+        EXPECT_NE(d, 0) << t_;
+        v = d == 0 ? 0 : v / d;
+      } else if (eat('%')) {
+        const int64_t d = unary();
+        EXPECT_NE(d, 0) << t_;
+        v = d == 0 ? 0 : v % d;
+      } else {
+        return v;
+      }
+    }
+  }
+  int64_t unary() {
+    if (eat('-')) return -unary();
+    if (eat('(')) {
+      const int64_t v = sum();
+      EXPECT_TRUE(eat(')')) << t_;
+      return v;
+    }
+    skip();
+    size_t end = at_;
+    while (end < t_.size() && (std::isalnum(static_cast<unsigned char>(t_[end])) || t_[end] == '_'))
+      ++end;
+    const std::string tok = t_.substr(at_, end - at_);
+    at_ = end;
+    EXPECT_FALSE(tok.empty()) << "at " << at_ << " of " << t_;
+    if (tok.empty()) return 0;
+    if (std::isdigit(static_cast<unsigned char>(tok[0]))) return std::stoll(tok);
+    auto it = env_.find(tok);
+    EXPECT_NE(it, env_.end()) << "unbound " << tok << " in " << t_;
+    return it == env_.end() ? 0 : it->second;
+  }
+
+  const std::string& t_;
+  const std::map<std::string, int64_t>& env_;
+  size_t at_ = 0;
+};
+
+/// Every element index a kernel description loads or stores at.
+void collect_indices(const Expr& e, std::vector<IndexExpr>& out) {
+  if (e.kind == Expr::Kind::Load) out.push_back(e.index);
+  for (const auto& o : e.operands) collect_indices(*o, out);
+  if (e.mask) collect_indices(*e.mask, out);
+}
+void collect_indices(const std::vector<Stmt>& body, std::vector<IndexExpr>& out) {
+  for (const Stmt& s : body) {
+    if (s.kind == Stmt::Kind::Store) out.push_back(s.index);
+    if (s.value) collect_indices(*s.value, out);
+    if (s.mask) collect_indices(*s.mask, out);
+    collect_indices(s.body, out);
+  }
 }
 
 class CudaCodegen : public smelt_test::CompilerTest {};
@@ -368,6 +463,75 @@ TEST_F(CudaCodegen, RowsOfSeveralRunsReadVectors) {
   EXPECT_GE(count(k, "st.global.v4.f32"), 1) << k;
   EXPECT_EQ(count(k, "ld.global.nc.f32") + count(k, "ld.global.f32"), 0) << k;
   EXPECT_EQ(count(k, "st.global.f32"), 0) << k;
+}
+
+// Property: reductions whose rows are several contiguous runs (random
+// shapes, odd and size-1 dims, H*W not a multiple of 4) read vectors
+// (CudaDialect::element_index writes the row position r as a unit's start
+// plus its lane): every index as printed evaluates, for every r of the row
+// and random other loop variables, to the value of the index itself; and
+// the programs compile with NVRTC.
+TEST_F(CudaCodegen, RunReductionIndicesAsPrintedEqualTheIndex) {
+  std::mt19937 rng(20261201);
+  const std::vector<int64_t> sizes{1, 2, 3, 4, 5, 7, 8, 12, 16, 28, 49};
+  auto pick = [&] {
+    return sizes[std::uniform_int_distribution<size_t>(0, sizes.size() - 1)(rng)];
+  };
+  const CudaDialect cuda;
+  std::vector<Program> programs;
+  int vectorized = 0, checked = 0;
+  for (int iter = 0; iter < 40; ++iter) {
+    const Shape shape{pick(), pick(), pick(), pick()};
+    const int form = iter % 4;
+    std::vector<int64_t> dims = form == 0   ? std::vector<int64_t>{0, 2, 3}
+                                : form == 1 ? std::vector<int64_t>{0, 2}
+                                : form == 2 ? std::vector<int64_t>{1, 3}
+                                            : std::vector<int64_t>{0, 1, 3};
+    const DType dt = iter % 3 == 2 ? DType::BFloat16 : DType::Float32;
+    Graph captured =
+        trace_graph([&](const Tensor& x) { return relu(x - mean(x, dims, /*keepdim=*/true)); },
+                    randn(shape).to(dt));
+    const std::string label = fmt::format("[{}] over [{}] {}", fmt::join(shape, ", "),
+                                          fmt::join(dims, ", "), dtype_name(dt));
+    SCOPED_TRACE(label);
+    Graph g;
+    Schedule s = cuda_schedule(captured, &g);
+    for (const Step& st : s.steps) {
+      if (st.kind != Step::Kind::Kernel || !st.config.reduction || st.config.vec <= 1) continue;
+      ++vectorized;
+      const KernelConfig& c = st.config;
+      std::vector<IndexExpr> indices;
+      collect_indices(describe_kernel(g, s, st).body, indices);
+      for (const IndexExpr& index : indices) {
+        const std::optional<int64_t> rn = index.var_extent("r");
+        if (!rn) continue;
+        const std::string printed = cuda.element_index(index, c);
+        SCOPED_TRACE(index.str() + " printed " + printed);
+        for (int sample = 0; sample < 4; ++sample) {
+          std::map<std::string, int64_t> env;
+          for (const std::string& v : index.free_vars())
+            if (v != "r")
+              env[v] = std::uniform_int_distribution<int64_t>(0, *index.var_extent(v) - 1)(rng);
+          for (int64_t r = 0; r < *rn; ++r) {
+            env["r"] = r;
+            const int64_t unit = r / c.vec, lanes = std::max(1, c.threads_per_row);
+            env["r_v"] = r % c.vec;
+            env["r_s"] = unit;
+            env["r_k"] = unit / lanes;
+            env["r_lane"] = unit % lanes;
+            ASSERT_EQ(PrintedIndex(printed, env).value(), index.eval(env)) << "at r=" << r;
+            ++checked;
+          }
+        }
+      }
+    }
+    programs.push_back({label, std::move(captured)});
+  }
+  EXPECT_GT(vectorized, 10);
+  EXPECT_GT(checked, 1000);
+#ifdef SMELT_TEST_NVRTC
+  nvrtc(unit_of(programs).source, /*cubin=*/true);
+#endif
 }
 
 // Every fusion pattern's CUDA program compiles (a CUBIN for sm_90).

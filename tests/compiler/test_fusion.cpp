@@ -194,6 +194,32 @@ TEST_F(Fusion, HalfLinearBiasFoldsAndRoundsOnceAsEager) {
   }
 }
 
+TEST_F(Fusion, HalfLinearRoundsAsEagerForEveryBiasAndInputShape) {
+  // Eager linear rounds once only for a contiguous [out] bias with a 2-D
+  // weight (the GEMM's epilogue); a bias of another shape ([1, out], one
+  // expanded over the rows) is matmul, then add: two roundings, which the
+  // compiled graph must keep. A 1-D input takes the epilogue eagerly: one
+  // rounding compiled too.
+  for (DType dt : {DType::Float16, DType::BFloat16}) {
+    Tensor x = randn({2, 4, 9}).to(dt), w = randn({7, 9}).to(dt), b = randn({7}).to(dt);
+    auto fn = [](const Tensor& x, const Tensor& w, const Tensor& b) { return linear(x, w, b); };
+    for (const Tensor& bias :
+         {b.view({1, 7}), b.view({1, 1, 7}), b.unsqueeze(0).expand({4, 7}), b}) {
+      auto f = compile(fn);
+      EXPECT_TRUE(bitwise_same(f(x, w, bias), fn(x, w, bias)))
+          << dtype_name(dt) << " bias " << bias.sizes().size() << "-D";
+    }
+    Tensor x1 = randn({9}).to(dt);
+    auto f = compile(fn);
+    EXPECT_TRUE(bitwise_same(f(x1, w, b), fn(x1, w, b))) << dtype_name(dt) << " 1-D input";
+    // One output feature: a [1] bias is contiguous whatever its stride (one
+    // rounding eagerly), so it folds whatever its stride.
+    Tensor b1 = b.slice(0, 0, 2, 2), w1 = w.narrow(0, 0, 1);
+    auto g = compile(fn);
+    EXPECT_TRUE(bitwise_same(g(x, w1, b1), fn(x, w1, b1))) << dtype_name(dt) << " [1] bias";
+  }
+}
+
 TEST_F(Fusion, MatmulWithoutBiasIsExtern) {
   Tensor a = randn({8, 12}), b = randn({12, 5});
   auto f = compile([](const Tensor& a, const Tensor& b) { return matmul(a, b); });

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <limits>
+#include <map>
 #include <random>
 #include <sstream>
 
@@ -181,6 +182,39 @@ TEST(IndexExprMod, CommonFactorComesOutAndLanesSplitOff) {
       EXPECT_EQ(floordiv(r, 3136).eval(env), (uu * 4 + vv) / 3136);
       EXPECT_EQ(mod(r, 3136).eval(env), (uu * 4 + vv) % 3136);
     }
+}
+
+// Property: sums whose coefficients share a factor with the divisor (the
+// common-factor rule), some with a lane term beside them (r = u*vec + v),
+// negative coefficients and constants too: floordiv and mod as simplified
+// equal floor division and modulo at every point.
+TEST(IndexExprMod, CommonFactorSumsAgreeWithFloorModuloEverywhere) {
+  std::mt19937 rng(7);
+  auto uni = [&](int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  };
+  auto floor_div = [](int64_t a, int64_t b) { return a / b - (a % b != 0 && (a < 0) != (b < 0)); };
+  int points = 0;
+  for (int iter = 0; iter < 2000; ++iter) {
+    const int64_t g = std::vector<int64_t>{2, 3, 4, 8}[static_cast<size_t>(uni(0, 3))];
+    const int64_t d = g * uni(1, 12) * (uni(0, 3) == 0 ? g : 1);
+    const int64_t ex = uni(1, 9), ey = uni(1, 9), ev = uni(1, 2 * g);
+    const int64_t cx = g * uni(-3, 5), cy = g * uni(-2, 6), c0 = g * uni(-2, 3);
+    const int64_t cv = uni(0, 1);  // a lane term v (coefficient 1) or none
+    const IndexExpr e = V("x", ex) * cx + V("y", ey) * cy + V("v", ev) * cv + c0;
+    const IndexExpr q = floordiv(e, d), m = mod(e, d);
+    SCOPED_TRACE(e.str() + " by " + std::to_string(d) + ": " + q.str() + ", " + m.str());
+    for (int64_t x = 0; x < ex; ++x)
+      for (int64_t y = 0; y < ey; ++y)
+        for (int64_t v = 0; v < ev; ++v) {
+          const std::map<std::string, int64_t> env{{"x", x}, {"y", y}, {"v", v}};
+          const int64_t a = x * cx + y * cy + v * cv + c0;
+          ASSERT_EQ(q.eval(env), floor_div(a, d)) << "x=" << x << " y=" << y << " v=" << v;
+          ASSERT_EQ(m.eval(env), a - floor_div(a, d) * d) << "x=" << x << " y=" << y << " v=" << v;
+          ++points;
+        }
+  }
+  EXPECT_GT(points, 50000);
 }
 
 TEST(IndexExprMod, SmallDividendIsKept) {

@@ -559,6 +559,18 @@ TEST(NNFunctional, ScaledDotProductAttention) {
   expect_close(vals(ys), vals(ys_ref), 1e-12);
 }
 
+TEST(NNFunctional, ScaledDotProductAttentionHalfBroadcastsKeysOverTheBatch) {
+  // q [B, H, L, E] with k, v [H, S, E] (broadcast over B), float16 /
+  // bfloat16 as float32: the result of k and v expanded to 4-D.
+  for (DType dt : {DType::Float16, DType::BFloat16, DType::Float32}) {
+    Tensor q = randn({2, 3, 5, 4}).to(dt), k = randn({3, 7, 4}).to(dt), v = randn({3, 7, 6}).to(dt);
+    Tensor y = scaled_dot_product_attention(q, k, v);
+    Tensor want = scaled_dot_product_attention(q, k.expand({2, 3, 7, 4}), v.expand({2, 3, 7, 6}));
+    EXPECT_EQ(y.sizes(), (Shape{2, 3, 5, 6})) << dtype_name(dt);
+    expect_close(vals(y), vals(want), 0.0);
+  }
+}
+
 TEST(NNFunctional, ScaledDotProductAttentionErrors) {
   Tensor q = zeros({2, 4, 8}, float32), k = zeros({2, 5, 8}, float32),
          v = zeros({2, 5, 3}, float32);

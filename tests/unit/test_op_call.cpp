@@ -40,6 +40,16 @@ TEST(OpCall, AddWithAlphaAndWrappedNumber) {
   EXPECT_EQ(out[0].to_vector<float>(), (std::vector<float>{2, 3, 4}));
 }
 
+TEST(OpCall, AddMarkedAsLinearBiasKeepsAlpha) {
+  // gemm_bias marks linear's traced bias add (alpha 1); an add given both
+  // keeps add's semantics: x + alpha * y.
+  Tensor x = make_exact<float>({1, 2, 3}, {3}), y = make_exact<float>({10, 20, 30}, {3});
+  auto marked = call_op("add", {x, y}, Attrs{{"alpha", 2.0}, {"gemm_bias", true}});
+  EXPECT_EQ(marked[0].to_vector<float>(), (std::vector<float>{21, 42, 63}));
+  auto plain = call_op("add", {x, y}, Attrs{{"gemm_bias", true}});
+  EXPECT_EQ(plain[0].to_vector<float>(), (std::vector<float>{11, 22, 33}));
+}
+
 TEST(OpCall, ReductionDimAsIntOrList) {
   Tensor x = make_exact<double>({1, 2, 3, 4, 5, 6}, {2, 3});
   auto a = call_op("sum", {x}, Attrs{{"dim", int64_t{1}}});

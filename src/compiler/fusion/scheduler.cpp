@@ -93,7 +93,7 @@ class Scheduler {
         bool alpha_one = !a.attrs.has("alpha") || a.attrs.as<Scalar>("alpha").to_double() == 1.0;
         int64_t ncol = ob.sizes.back();
         bool bias_ok = !bo.is_scalar() && bo.dtype == dt && alpha_one && !bo.sizes.empty() &&
-                       bo.sizes.back() == ncol && bo.strides.back() == 1 &&
+                       bo.sizes.back() == ncol && (bo.strides.back() == 1 || ncol == 1) &&
                        is_whole_contiguous(mmo, ob) && g_.buffers[a.outputs[0]].sizes == ob.sizes &&
                        g_.buffers[a.outputs[0]].dtype == dt;
         if (bias_ok && !ready_before(bo.buf, static_cast<int>(i))) bias_ok = false;
