@@ -532,11 +532,13 @@ class Backend {
   virtual bool has_fused_attention(DType dtype, int64_t head_dim) const { return false; }
   /// scaled_dot_product_attention without dropout of float16 / bfloat16
   /// q [B, H, L, E], k [B, H, S, E], v [B, H, S, E] (any strides, E
-  /// contiguous) into out (contiguous [B, H, L, E], q's dtype), with the
+  /// contiguous) into out ([B, H, L, E], q's dtype: contiguous, or any view
+  /// with E contiguous the backend can write), with the
   /// decomposition's numerics: float32 scores, probabilities rounded to the
   /// dtype before the product with v, float32 sums rounded once (summed in
   /// another order). attn_mask: undefined, or broadcastable to [B, H, L, S],
-  /// bool (false: masked) or floating (added to the scaled scores). false
+  /// bool (false: masked) or floating (added to the scaled scores); a row
+  /// whose every key is masked gives zeros (PyTorch's _safe_softmax). false
   /// where the backend has no kernel for the case.
   virtual bool fused_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                const Tensor& attn_mask, bool is_causal, double scale,

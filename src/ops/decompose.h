@@ -21,7 +21,8 @@ using Decomposition =
 const Decomposition* find_decomposition(const std::string& op);
 
 /// Runs composite `op` on real tensors by its backend's single fused kernel,
-/// writing into `outs` (contiguous, of the results' shapes and dtypes), or
+/// writing into `outs` (of the results' shapes and dtypes: contiguous, or a
+/// permuted view of contiguous memory, Step::out_buffer), or
 /// returns false where the backend has no such kernel for the case (the
 /// caller then runs the decomposition). The compiler's fallback steps use it
 /// to write straight into their buffers.

@@ -378,6 +378,11 @@ std::vector<Tensor> sdpa_decomp(const std::vector<Tensor>& in, const Attrs& attr
         mask.dtype() == DType::Bool ? where(mask, scores, Scalar(-inf)) : add(scores, upcast(mask));
   }
   Tensor attn = softmax(scores, -1);
+  // A query row whose every key is masked attends to nothing: zeros, as
+  // PyTorch's math path (_safe_softmax) gives since 2.5, not softmax's NaN.
+  if (attrs.as<bool>("has_attn_mask") || attrs.as<bool>("is_causal"))
+    attn = where(all(eq(scores, wrap_scalar(Scalar(-inf))), {-1}, /*keepdim=*/true), Scalar(0.0),
+                 attn);
   const double p = attrs.as<double>("dropout_p");
   if (p > 0) attn = dropout(attn, p, /*training=*/true);
   if (half) return {matmul(cast(attn, dt), in[2])};  // q, k and v share a dtype

@@ -287,10 +287,10 @@ TEST_F(Fusion, FallbackWritesThroughAPermutedViewInsteadOfACopy) {
       },
       o);
   Tensor z = g(q, k, v);
-  EXPECT_TRUE(close(z, scaled_dot_product_attention(q, k, v, std::nullopt, 0.0, false)
-                           .narrow(2, 1, 3)
-                           .contiguous(),
-                    1e-6));
+  EXPECT_TRUE(close(
+      z,
+      scaled_dot_product_attention(q, k, v, std::nullopt, 0.0, false).narrow(2, 1, 3).contiguous(),
+      1e-6));
   EXPECT_EQ(g.stats().kernels, 2) << names(g);
 }
 

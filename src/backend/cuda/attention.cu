@@ -16,7 +16,8 @@
 // i when j > i), PyTorch's is_causal. An attn_mask (any broadcast, read
 // through its strides) either masks where it is false (bool) or is added to
 // the scaled scores (float16 / bfloat16 / float32), as the decomposition's
-// where / add; a row whose every key is masked gives NaN there as here.
+// where / add; a row whose every key is masked gives zeros there as here
+// (PyTorch's _safe_softmax).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -259,7 +260,8 @@ __global__ void __launch_bounds__(kThreads) flash_attention_kernel(AttentionArgs
     l[half] += __shfl_xor_sync(0xffffffff, l[half], 2);
     const int row = my_row[half];
     if (row >= a.L) continue;
-    const float inv = 1.f / l[half];
+    // l == 0: every key masked (the exponentials all 0): zeros, not 0 / 0.
+    const float inv = l[half] > 0.f ? 1.f / l[half] : 0.f;
     T* orow = out + row * a.o_stride[2];
 #pragma unroll
     for (int j = 0; j < D / 8; ++j)
