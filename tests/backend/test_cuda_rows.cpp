@@ -294,7 +294,7 @@ TEST(CudaRows, FusedAttentionMatchesTheCpu) {
 
 // The fused attention kernel with an attn_mask, against the CPU's
 // decomposition: a bool key-padding mask [B, 1, 1, S] as BERT makes it, an
-// additive float32 [L, S] mask, an additive mask of q's dtype over every
+// additive [L, S] mask, an additive mask over every
 // dim; a row whose every key is masked is zeros, as the decomposition's
 // (PyTorch's _safe_softmax).
 TEST(CudaRows, FusedAttentionWithMasksMatchesTheCpu) {
@@ -307,7 +307,7 @@ TEST(CudaRows, FusedAttentionWithMasksMatchesTheCpu) {
              v = randn({B, H, S, E}).to(dt);
       Tensor lengths = from_vector<int64_t>({45, 70}, {B, 1, 1, 1});
       Tensor padding = lt(arange(S).view({1, 1, 1, S}), lengths);  // [B, 1, 1, S] bool
-      Tensor additive = randn({L, S}) * 2;                         // float32
+      Tensor additive = (randn({L, S}) * 2).to(dt);                // added, q's dtype
       Tensor full = (randn({B, H, L, S}) * 2).to(dt);
       for (const Tensor& mask : {padding, additive, full}) {
         const bool causal = false;  // PyTorch takes a mask or is_causal, not both

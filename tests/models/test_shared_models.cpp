@@ -204,7 +204,7 @@ TEST(SharedModelsCompiled, Gpt2BlockMatchesPyTorch) {
   for (auto& k : compiled.stats().kernel_names) {
     EXPECT_EQ(k.rfind("fallback_", 0), std::string::npos) << k;
     residual_gemms += k.rfind("cpp_tem_fused_addmm_add_", 0) == 0;
-    softmax_kernels += k.rfind("cpp_per_fused_amax_div_exp_mul_sub_sum_", 0) == 0;
+    softmax_kernels += k.rfind("cpp_per_fused_all_amax_div_eq_exp_mul_", 0) == 0;
   }
   EXPECT_EQ(residual_gemms, 2);
   EXPECT_EQ(softmax_kernels, 1);

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <optional>
 
 #include "compiler/codegen/generate.h"
 #include "compiler/runtime/executor.h"
@@ -143,17 +144,21 @@ double time_launches(backend::Backend& be, backend::Stream stream, const Launch&
 
 /// The most library algorithms timed per GEMM.
 constexpr int kGemmCandidates = 8;
+/// The stored choice of a GEMM whose library offers no algorithms to pick.
+constexpr const char* kNoGemmChoice = "algorithm=none";
 
 /// Times GEMM step `step` of the walk with each algorithm its backend offers
 /// (on the walk's buffers: its operands are the real ones) against the
 /// library's own choice, and returns the fastest whose result agrees with it
-/// (-1: the library's own). The step's output holds the library choice's
-/// result again afterwards (later steps read it).
-int tune_gemm_step(const CompiledGraph& walk, size_t step, const RunBuffers& rb,
-                   backend::Stream stream, backend::Backend& be, AutotuneResult& res) {
+/// (-1: the library's own); nullopt when the backend offers none for it (a
+/// GEMM cuBLASLt does not run as one call). The step's output holds the
+/// library choice's result again afterwards (later steps read it).
+std::optional<int> tune_gemm_step(const CompiledGraph& walk, size_t step, const RunBuffers& rb,
+                                  backend::Stream stream, backend::Backend& be,
+                                  AutotuneResult& res) {
   const Step& st = walk.schedule().steps[step];
   const int count = walk.gemm_algorithm_count(st, rb, kGemmCandidates);
-  if (count == 0) return -1;
+  if (count == 0) return std::nullopt;
   const Buffer& out = walk.graph().buffers[static_cast<size_t>(st.writes[0])];
   const int64_t n = std::max<int64_t>(1, out.extent);
   const Device device = walk.device();
@@ -280,6 +285,7 @@ AutotuneResult autotune(const Graph& g, Schedule& s, const Dialect& dialect,
       const std::string key = gemm_autotune_key(g, st, model);
       const std::string stored = load_autotune_choice(key);
       int k = -1;
+      if (stored == kNoGemmChoice) continue;  // nothing to choose from: the library's own
       if (std::sscanf(stored.c_str(), "algorithm=%d", &k) == 1 && k >= -1) {
         chosen_gemm[i] = k;
         ++res.cache_hits;
@@ -333,17 +339,22 @@ AutotuneResult autotune(const Graph& g, Schedule& s, const Dialect& dialect,
     for (auto& t : todo) tuning_of[t.step] = &t;
     size_t next_batch = 0;  // the first kernel of todo whose candidates are not built
     int done = 0;
-    for (size_t i = 0; i < s.steps.size() && done < static_cast<int>(todo.size()); ++i) {
+    const int total = static_cast<int>(todo.size() + gemm_todo.size());
+    for (size_t i = 0; i < s.steps.size() && done < total; ++i) {
       const Step& st = walk.schedule().steps[i];
       for (int b : st.writes) walk.allocate(rb, b);
       auto it = tuning_of.find(i);
       if (it == tuning_of.end()) {
         walk.run_step(i, rb, stream);
         if (auto k = gemm_todo.find(i); k != gemm_todo.end() && !over_budget()) {
-          chosen_gemm[i] = tune_gemm_step(walk, i, rb, stream, be, res);
-          ++res.tuned;
-          ++res.gemms_tuned;
-          store_autotune_choice(k->second, fmt::format("algorithm={}", chosen_gemm[i]));
+          if (const std::optional<int> algo = tune_gemm_step(walk, i, rb, stream, be, res)) {
+            chosen_gemm[i] = *algo;
+            ++res.tuned;
+            ++res.gemms_tuned;
+            store_autotune_choice(k->second, fmt::format("algorithm={}", *algo));
+          } else {
+            store_autotune_choice(k->second, kNoGemmChoice);
+          }
           ++done;
           progress.update(done, seconds_since(t0));
         }
