@@ -327,14 +327,21 @@ std::vector<Tensor> mse_loss_decomp(const std::vector<Tensor>& in, const Attrs& 
   return {mean(sq)};
 }
 
-/// sdpa by the backend's fused kernel into out[0] ([B, H, L, Ev], q's
-/// dtype): float16 / bfloat16 real tensors without dropout; false where the
-/// backend declines (no kernel for the device, head dim, mask or layout).
-bool sdpa_into(const std::vector<Tensor>& in, const Attrs& attrs, const std::vector<Tensor>& out) {
+/// True when the backend of q may run sdpa as one fused kernel: float16 /
+/// bfloat16 q, k and v, all 4-D, no dropout, a kernel for q's dtype and head
+/// dim (Backend::has_fused_attention; it may still decline a call for its
+/// layout or mask).
+bool fused_sdpa_case(const std::vector<Tensor>& in, const Attrs& attrs) {
   const DType dt = in[0].dtype();
-  if ((dt != DType::Float16 && dt != DType::BFloat16) || attrs.as<double>("dropout_p") != 0 ||
-      in[0].dim() != 4)
-    return false;
+  return (dt == DType::Float16 || dt == DType::BFloat16) && attrs.as<double>("dropout_p") == 0 &&
+         in[0].dim() == 4 && in[1].dim() == 4 && in[2].dim() == 4 &&
+         backend::backend(in[0].device()).has_fused_attention(dt, in[0].size(3));
+}
+
+/// sdpa by the backend's fused kernel into out[0] ([B, H, L, Ev], q's
+/// dtype) where fused_sdpa_case holds; false where the backend declines.
+bool sdpa_into(const std::vector<Tensor>& in, const Attrs& attrs, const std::vector<Tensor>& out) {
+  if (!fused_sdpa_case(in, attrs)) return false;
   const Tensor mask = attrs.as<bool>("has_attn_mask") ? in[3] : Tensor();
   return backend::backend(in[0].device())
       .fused_attention(in[0], in[1], in[2], mask, attrs.as<bool>("is_causal"),
@@ -352,13 +359,12 @@ std::vector<Tensor> sdpa_decomp(const std::vector<Tensor>& in, const Attrs& attr
   const DType dt = in[0].dtype();
   const bool half = dt == DType::Float16 || dt == DType::BFloat16;
   const double scale = attrs.as<double>("scale");
-  // Eagerly, without dropout: the backend's fused kernel where it has one
-  // (CUDA: FlashAttention-2), the scores never stored; q, k and v 4-D (k and
-  // v of another rank broadcast: the decomposition).
+  // Eagerly: the backend's fused kernel where it has one (CUDA:
+  // FlashAttention-2), the scores never stored; k and v of another rank than
+  // q broadcast through the decomposition.
   const TraceContext* ctx = trace_context();
-  if (half && !any_tracer(in) && !(ctx && ctx->captures(in)) && !grad_needed(in) &&
-      in[0].dim() == 4 && in[1].dim() == 4 && in[2].dim() == 4 &&
-      backend::backend(in[0].device()).has_fused_attention(dt, in[0].size(3))) {
+  if (!any_tracer(in) && !(ctx && ctx->captures(in)) && !grad_needed(in) &&
+      fused_sdpa_case(in, attrs)) {
     const Tensor& x = in[0];
     Tensor out = make_empty({x.size(0), x.size(1), x.size(2), in[2].size(3)}, dt, x.device(),
                             "scaled_dot_product_attention");
