@@ -530,10 +530,11 @@ class Backend {
   /// (it may still decline a call for its layout or mask). Pure: the
   /// compiler asks it while planning, with no tensor at hand.
   virtual bool has_fused_attention(DType dtype, int64_t head_dim) const { return false; }
-  /// scaled_dot_product_attention without dropout of float16 / bfloat16
-  /// q [B, H, L, E], k [B, H, S, E], v [B, H, S, E] (any strides, E
-  /// contiguous) into out ([B, H, L, E], q's dtype: contiguous, or any view
-  /// with E contiguous the backend can write), with the
+  /// scaled_dot_product_attention without dropout of q [B, H, L, E],
+  /// k [B, H, S, E], v [B, H, S, Ev] of a dtype has_fused_attention takes
+  /// (CUDA: float16 / bfloat16, E = Ev; CPU: float32) (any strides, the last
+  /// dim contiguous) into out ([B, H, L, Ev], q's dtype: contiguous, or any
+  /// view with its last dim contiguous the backend can write), with the
   /// decomposition's numerics: float32 scores, probabilities rounded to the
   /// dtype before the product with v, float32 sums rounded once (summed in
   /// another order). attn_mask: undefined, or broadcastable to [B, H, L, S],

@@ -879,6 +879,17 @@ struct InnerOrder {
   }
 };
 
+/// One row of n elements get(0), ..., get(n - 1), contiguous in memory,
+/// folded as eager's reduce kernels fold a contiguous row: one run, InnerOrder
+/// from index 0 (fused eager kernels use it to reduce exactly as the ops they
+/// fuse).
+template <class Op, class Get>
+SMELT_HD typename Op::acc_t fold_contiguous_row(int64_t n, const Get& get) {
+  InnerOrder<Op> order(0);
+  order.template run<true>(0, n, get);
+  return order.result();
+}
+
 /// ColumnOrder over one row: step() each element in sequence, then result().
 template <class Op>
 struct ColumnOrder {

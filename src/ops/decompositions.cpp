@@ -327,15 +327,14 @@ std::vector<Tensor> mse_loss_decomp(const std::vector<Tensor>& in, const Attrs& 
   return {mean(sq)};
 }
 
-/// True when the backend of q may run sdpa as one fused kernel: float16 /
-/// bfloat16 q, k and v, all 4-D, no dropout, a kernel for q's dtype and head
-/// dim (Backend::has_fused_attention; it may still decline a call for its
-/// layout or mask).
+/// True when the backend of q may run sdpa as one fused kernel: q, k and v
+/// all 4-D, no dropout, a kernel for q's dtype and head dim
+/// (Backend::has_fused_attention: CUDA float16 / bfloat16, CPU float32; it
+/// may still decline a call for its layout or mask).
 bool fused_sdpa_case(const std::vector<Tensor>& in, const Attrs& attrs) {
-  const DType dt = in[0].dtype();
-  return (dt == DType::Float16 || dt == DType::BFloat16) && attrs.as<double>("dropout_p") == 0 &&
-         in[0].dim() == 4 && in[1].dim() == 4 && in[2].dim() == 4 &&
-         backend::backend(in[0].device()).has_fused_attention(dt, in[0].size(3));
+  return attrs.as<double>("dropout_p") == 0 && in[0].dim() == 4 && in[1].dim() == 4 &&
+         in[2].dim() == 4 &&
+         backend::backend(in[0].device()).has_fused_attention(in[0].dtype(), in[0].size(3));
 }
 
 /// sdpa by the backend's fused kernel into out[0] ([B, H, L, Ev], q's
@@ -346,6 +345,18 @@ bool sdpa_into(const std::vector<Tensor>& in, const Attrs& attrs, const std::vec
   return backend::backend(in[0].device())
       .fused_attention(in[0], in[1], in[2], mask, attrs.as<bool>("is_causal"),
                        attrs.as<double>("scale"), out[0]);
+}
+
+/// k or v of rank 2 or 3 whose batch dims broadcast against 4-D q's [B, H]
+/// (aligned from the right), as a [B, H, S, D] view; unchanged otherwise.
+Tensor heads_like_q(const Tensor& t, const Tensor& q) {
+  if (q.dim() != 4 || t.dim() < 2 || t.dim() >= 4) return t;
+  const Shape want{q.size(0), q.size(1), t.size(-2), t.size(-1)};
+  for (int64_t d = 0; d + 2 < t.dim(); ++d) {
+    const int64_t n = t.size(d), target = want[static_cast<size_t>(4 - t.dim() + d)];
+    if (n != 1 && n != target) return t;
+  }
+  return t.expand(want);
 }
 
 std::vector<Tensor> sdpa_decomp(const std::vector<Tensor>& in, const Attrs& attrs) {
@@ -360,15 +371,19 @@ std::vector<Tensor> sdpa_decomp(const std::vector<Tensor>& in, const Attrs& attr
   const bool half = dt == DType::Float16 || dt == DType::BFloat16;
   const double scale = attrs.as<double>("scale");
   // Eagerly: the backend's fused kernel where it has one (CUDA:
-  // FlashAttention-2), the scores never stored; k and v of another rank than
-  // q broadcast through the decomposition.
+  // FlashAttention-2 in half precision; CPU: attention.h in float32), the
+  // scores never stored; k and v of a lower rank than q as broadcast views.
   const TraceContext* ctx = trace_context();
-  if (!any_tracer(in) && !(ctx && ctx->captures(in)) && !grad_needed(in) &&
-      fused_sdpa_case(in, attrs)) {
-    const Tensor& x = in[0];
-    Tensor out = make_empty({x.size(0), x.size(1), x.size(2), in[2].size(3)}, dt, x.device(),
-                            "scaled_dot_product_attention");
-    if (sdpa_into(in, attrs, {out})) return {out};
+  if (!any_tracer(in) && !(ctx && ctx->captures(in)) && !grad_needed(in)) {
+    std::vector<Tensor> args = in;
+    args[1] = heads_like_q(in[1], in[0]);
+    args[2] = heads_like_q(in[2], in[0]);
+    if (fused_sdpa_case(args, attrs)) {
+      const Tensor& x = in[0];
+      Tensor out = make_empty({x.size(0), x.size(1), x.size(2), in[2].size(-1)}, dt, x.device(),
+                              "scaled_dot_product_attention");
+      if (sdpa_into(args, attrs, {out})) return {out};
+    }
   }
   Tensor q = upcast(in[0]), k = upcast(in[1]);
   const double inf = std::numeric_limits<double>::infinity();
@@ -386,9 +401,16 @@ std::vector<Tensor> sdpa_decomp(const std::vector<Tensor>& in, const Attrs& attr
   Tensor attn = softmax(scores, -1);
   // A query row whose every key is masked attends to nothing: zeros, as
   // PyTorch's math path (_safe_softmax) gives since 2.5, not softmax's NaN.
-  if (attrs.as<bool>("has_attn_mask") || attrs.as<bool>("is_causal"))
-    attn = where(all(eq(scores, wrap_scalar(Scalar(-inf))), {-1}, /*keepdim=*/true), Scalar(0.0),
-                 attn);
+  // Such a row's max is -inf (a NaN max, as a NaN score's all(eq) test, keeps
+  // softmax's NaN): the max softmax's decomposition takes (merged with it by
+  // CSE), not another pass over the scores.
+  if (attrs.as<bool>("has_attn_mask") || attrs.as<bool>("is_causal")) {
+    Tensor ninf = wrap_scalar(Scalar(-inf));
+    const int64_t last = scores.dim() - 1;
+    Tensor none_kept = scores.size(last) > 0 ? eq(amax(scores, {last}, /*keepdim=*/true), ninf)
+                                             : all(eq(scores, ninf), {last}, /*keepdim=*/true);
+    attn = where(none_kept, Scalar(0.0), attn);
+  }
   const double p = attrs.as<double>("dropout_p");
   if (p > 0) attn = dropout(attn, p, /*training=*/true);
   if (half) return {matmul(cast(attn, dt), in[2])};  // q, k and v share a dtype

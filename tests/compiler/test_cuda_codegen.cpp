@@ -37,7 +37,9 @@ namespace {
 
 /// Passes, fusion for CUDA, and code generation in the CUDA dialect.
 Schedule cuda_schedule(const Graph& captured, Graph* after = nullptr) {
-  Graph g = run_passes(captured, PassOptions{});
+  PassOptions passes;
+  passes.planned_for = DeviceType::CUDA;  // graphs traced on the CPU
+  Graph g = run_passes(captured, passes);
   Schedule s = schedule(g, FusionOptions{}, Target::Cuda);
   generate_kernels(g, s, CudaDialect());
   if (after) *after = std::move(g);

@@ -25,7 +25,9 @@ class Modes : public smelt_test::CompilerTest {};
 
 /// Passes, fusion for CUDA, and code generation in the CUDA dialect.
 Schedule cuda_schedule(const Graph& captured, Graph* after) {
-  *after = run_passes(captured, PassOptions{});
+  PassOptions passes;
+  passes.planned_for = DeviceType::CUDA;  // graphs traced on the CPU
+  *after = run_passes(captured, passes);
   Schedule s = schedule(*after, FusionOptions{}, Target::Cuda);
   generate_kernels(*after, s, CudaDialect());
   return s;

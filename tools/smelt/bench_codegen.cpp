@@ -114,8 +114,9 @@ nlohmann::json cuda_codegen(
   const clock::time_point t0 = clock::now();
   Graph captured = trace(fn, inputs, params);
   if (log_enabled("graph")) log_artifact("graph", "captured graph", captured.str());
-  Graph g = run_passes(std::move(captured),
-                       PassOptions{opts.dce, opts.cse, opts.decompose, opts.fold_constants});
+  PassOptions passes{opts.dce, opts.cse, opts.decompose, opts.fold_constants};
+  passes.planned_for = DeviceType::CUDA;  // the placeholders live on the CPU
+  Graph g = run_passes(std::move(captured), passes);
   const CudaDialect dialect;
   Schedule s = schedule(g, FusionOptions{opts.fuse, opts.gemm_epilogue, opts.round_intermediates},
                         dialect.target());

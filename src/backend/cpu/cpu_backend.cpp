@@ -10,8 +10,10 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "backend/attention.h"
 #include "backend/backend.h"
 #include "backend/cpu/allocator.h"
+#include "backend/cpu/attention.h"
 #include "backend/cpu/blas.h"
 #include "backend/cpu/copy.h"
 #include "backend/cpu/fill.h"
@@ -166,6 +168,46 @@ class CpuBackend final : public backend::Backend {
         !row_param_ok(bias, n, x.dtype()))
       return false;
     layer_norm_rows_stub(x, n, weight, bias, eps, out);
+    return true;
+  }
+
+  /// attention.h's kernel: float32, head dims up to kMaxAttentionHeadDim.
+  static constexpr int64_t kMaxAttentionHeadDim = 512;
+  bool has_fused_attention(DType dtype, int64_t head_dim) const override {
+    return dtype == DType::Float32 && head_dim >= 1 && head_dim <= kMaxAttentionHeadDim;
+  }
+  bool fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask,
+                       bool is_causal, double scale, const Tensor& out) override {
+    if (q.dim() != 4 || k.dim() != 4 || v.dim() != 4 || out.dim() != 4) return false;
+    const int64_t B = q.size(0), H = q.size(1), L = q.size(2), E = q.size(3), S = k.size(2),
+                  Ev = v.size(3);
+    if (!has_fused_attention(q.dtype(), E) || B == 0 || H == 0 || L == 0 || S == 0 || Ev == 0)
+      return false;
+    const Tensor* ts[4] = {&q, &k, &v, &out};
+    const Shape want[4] = {{B, H, L, E}, {B, H, S, E}, {B, H, S, Ev}, {B, H, L, Ev}};
+    for (int t = 0; t < 4; ++t)  // no broadcasting; the last dim contiguous
+      if (ts[t]->dtype() != DType::Float32 || ts[t]->sizes() != want[t] || ts[t]->stride(3) != 1)
+        return false;
+    AttentionCall c;
+    if (attn_mask.defined() && (!backend::attention_mask_view(attn_mask, q, S, c.mask) ||
+                                (c.mask.dtype != DType::Bool && c.mask.dtype != DType::Float32)))
+      return false;
+    int64_t* strides[4] = {c.q_stride, c.k_stride, c.v_stride, c.o_stride};
+    for (int t = 0; t < 4; ++t)
+      for (int d = 0; d < 3; ++d) strides[t][d] = ts[t]->stride(d);
+    c.q = static_cast<const float*>(q.data_ptr());
+    c.k = static_cast<const float*>(k.data_ptr());
+    c.v = static_cast<const float*>(v.data_ptr());
+    c.out = static_cast<float*>(out.data_ptr());
+    c.batch = B;
+    c.heads = H;
+    c.L = L;
+    c.S = S;
+    c.E = E;
+    c.Ev = Ev;
+    c.scale = static_cast<float>(scale);
+    c.causal = is_causal;
+    attention_stub(c);
     return true;
   }
 

@@ -18,15 +18,6 @@ namespace r = ::smelt::reduce;
 /// This copy's tag for reduce::ContiguousRun (an instantiation of its own).
 struct RunTag {};
 
-/// The row reduction of eager's reduce kernels for one contiguous row of n
-/// elements get(0 .. n-1) (reduce.cpp: one run, InnerOrder from index 0).
-template <class Op, class Get>
-typename Op::acc_t reduce_row(int64_t n, const Get& get) {
-  r::InnerOrder<Op> order(0);
-  order.template run<true>(0, n, get);
-  return order.result();
-}
-
 template <class T>
 void softmax_typed(const Tensor& x, bool log, const Tensor& out) {
   const int64_t n = x.sizes().back();
@@ -44,18 +35,18 @@ void softmax_typed(const Tensor& x, bool log, const Tensor& out) {
       const T* __restrict xr = xp + row * n;
       T* __restrict yr = yp + row * n;
       // amax(x, dim, keepdim)
-      const T m = reduce_row<r::Max<T>>(n, r::ContiguousRun<T, RunTag>{xr});
+      const T m = r::fold_contiguous_row<r::Max<T>>(n, r::ContiguousRun<T, RunTag>{xr});
       if (log) {
         // shifted - log(sum(exp(shifted))), shifted = x - max
         T* __restrict er = e.data();
         for (int64_t k = 0; k < n; ++k) er[k] = scalar::exp<T>(scalar::sub<T>(xr[k], m));
-        const T s = reduce_row<r::Sum<SumA>>(n, r::ContiguousRun<T, RunTag>{er});
+        const T s = r::fold_contiguous_row<r::Sum<SumA>>(n, r::ContiguousRun<T, RunTag>{er});
         const T ls = scalar::log<T>(s);
         for (int64_t k = 0; k < n; ++k) yr[k] = scalar::sub<T>(scalar::sub<T>(xr[k], m), ls);
       } else {
         // e / sum(e), e = exp(x - max)
         for (int64_t k = 0; k < n; ++k) yr[k] = scalar::exp<T>(scalar::sub<T>(xr[k], m));
-        const T s = reduce_row<r::Sum<T>>(n, r::ContiguousRun<T, RunTag>{yr});
+        const T s = r::fold_contiguous_row<r::Sum<T>>(n, r::ContiguousRun<T, RunTag>{yr});
         for (int64_t k = 0; k < n; ++k) yr[k] = scalar::div<T>(yr[k], s);
       }
     }
@@ -87,7 +78,7 @@ void layer_norm_typed(const Tensor& x, int64_t n, const Tensor& weight, const Te
       T* __restrict yr = yp + row * n;
       // var_mean(x, dims, correction=0, keepdim), each rounded to T as stored
       const typename W::acc_t acc =
-          reduce_row<W>(n, [xr](int64_t k) { return r::to_acc<A>(xr[k]); });
+          r::fold_contiguous_row<W>(n, [xr](int64_t k) { return r::to_acc<A>(xr[k]); });
       const T mean = static_cast<T>(W::mean(acc));
       const T rstd = scalar::rsqrt<T>(scalar::add<T>(static_cast<T>(W::var(acc, 0.0)), eps_t));
       // (x - mean) * rstd [* weight] [+ bias]

@@ -19,6 +19,7 @@
 
 #include <cstring>
 
+#include "backend/attention.h"
 #include "backend/backend.h"
 #include "backend/cuda/allocator.h"
 #include "backend/cuda/blas.h"
@@ -90,8 +91,9 @@ Tensor int64_index(const Tensor& index) {
 /// keys): broadcast dims read with stride 0. false for a mask that does not
 /// broadcast there, lives elsewhere, or has a dtype the kernel does not read.
 bool attention_mask_args(const Tensor& mask, const Tensor& q, int64_t S, AttentionArgs& a) {
-  if (mask.dim() > 4 || mask.device() != q.device()) return false;
-  switch (mask.dtype()) {
+  backend::AttentionMaskView view;
+  if (!backend::attention_mask_view(mask, q, S, view)) return false;
+  switch (view.dtype) {
     case DType::Bool:
       a.mask_kind = AttentionMask::Bool;
       break;
@@ -107,20 +109,9 @@ bool attention_mask_args(const Tensor& mask, const Tensor& q, int64_t S, Attenti
     default:
       return false;
   }
-  const int64_t want[4] = {q.size(0), q.size(1), q.size(2), S};
-  const int64_t lead = 4 - mask.dim();
-  for (int64_t d = 0; d < 4; ++d) {
-    const int64_t md = d - lead;
-    if (md < 0 || mask.size(md) == 1) {
-      a.mask_stride[d] = 0;
-    } else if (mask.size(md) == want[d]) {
-      a.mask_stride[d] = mask.stride(md);
-    } else {
-      return false;
-    }
-  }
-  a.mask = mask.data_ptr();
-  a.mask_itemsize = static_cast<int64_t>(itemsize(mask.dtype()));
+  for (int d = 0; d < 4; ++d) a.mask_stride[d] = view.stride[d];
+  a.mask = view.data;
+  a.mask_itemsize = static_cast<int64_t>(itemsize(view.dtype));
   return true;
 }
 

@@ -96,16 +96,17 @@ bool foldable(const std::string& op) {
 /// scaled_dot_product_attention without dropout where the graph's backend
 /// has a fused kernel for q's dtype and head dim (Backend::
 /// has_fused_attention; CUDA: FlashAttention-2 for float16 / bfloat16, head
-/// dims 32 and 64), with at most a bool or floating attn_mask of rank 4 or
+/// dims 32 and 64; CPU: float32), with at most a bool or floating attn_mask of rank 4 or
 /// less (where the kernel declines a call at run time, the op decomposes
 /// eagerly).
-const detail::Decomposition* decomposition_of(const Graph& g, const Node& n) {
+const detail::Decomposition* decomposition_of(const Graph& g, const Node& n,
+                                              std::optional<DeviceType> planned_for = {}) {
   const detail::Decomposition* d = detail::find_decomposition(n.op);
   if (!d || n.op != "scaled_dot_product_attention") return d;
   const Operand& q = n.inputs[0];
-  const Device dev = g.buffers[q.buf].device;
+  const DeviceType dev = planned_for ? *planned_for : g.buffers[q.buf].device.type;
   bool whole = q.sizes.size() == 4 && n.attrs.as<double>("dropout_p") == 0 &&
-               backend::backend(dev).has_fused_attention(q.dtype, q.sizes[3]);
+               backend::backend_for(dev).has_fused_attention(q.dtype, q.sizes[3]);
   if (whole && n.attrs.as<bool>("has_attn_mask")) {
     const Operand& m = n.inputs[3];
     whole = !m.is_scalar() && m.sizes.size() <= 4 &&
@@ -263,7 +264,8 @@ class Replayer {
       bind_outputs(n, detail::call_op(n.op, inputs, attrs));
       return;
     }
-    const detail::Decomposition* d = opts_.decompose ? decomposition_of(src_, n) : nullptr;
+    const detail::Decomposition* d =
+        opts_.decompose ? decomposition_of(src_, n, opts_.planned_for) : nullptr;
     if (d) {
       ++stats_.decomposed;
       bind_outputs(n, (*d)(inputs, n.attrs));
@@ -317,7 +319,7 @@ bool replay_changes(const Graph& g, const PassOptions& opts) {
   seen.reserve(g.nodes.size());
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
-    if (opts.decompose && decomposition_of(g, n)) return true;
+    if (opts.decompose && decomposition_of(g, n, opts.planned_for)) return true;
     bool all_const = true;
     for (auto& in : n.inputs) {
       const bool tracer = !in.is_scalar() && g.buffers[in.buf].kind != BufferKind::Constant;

@@ -4,6 +4,7 @@
 // GraphBuilder (decompositions are ordinary tensor code that records the
 // primitives it calls), so every pass keeps the graph's invariants for free.
 #pragma once
+#include <optional>
 #include <string>
 
 #include "compiler/graph/graph.h"
@@ -19,6 +20,10 @@ struct PassOptions {
   /// or repeated, no write-backs), return it as it is instead of replaying it
   /// into an identical copy. false: always replay (tests compare the two).
   bool keep_unchanged = true;
+  /// The device type whose backend decides which composite ops stay whole
+  /// (Backend::has_fused_attention); unset: the graph's own device.
+  /// `smelt bench --codegen-only` plans CPU placeholders for CUDA.
+  std::optional<DeviceType> planned_for = std::nullopt;
 };
 
 /// Statistics of one run_passes call, for the `graph` log.

@@ -1,0 +1,186 @@
+// The CPU's fused float32 attention (backend/cpu/attention.h) against the
+// float64 decomposition: odd sizes around its tiles (4 query rows, 32 keys, 32
+// value dims), q, k and v as head views of packed tensors, bool and float
+// masks of every broadcast, the causal triangle, fully masked rows (zeros),
+// NaN scores, one and two threads; the cases the kernel declines; and
+// smelt::compile keeping float32 attention whole on the CPU.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cmath>
+#include <vector>
+
+#include "backend/backend.h"
+#include "smelt/compile.h"
+#include "smelt/ops.h"
+#include "test_util.h"
+
+using namespace smelt;
+using smelt_test::expect_close;
+using smelt_test::kNaN;
+using smelt_test::vals;
+
+namespace {
+
+struct Sizes {
+  int64_t B, H, L, S, E, Ev;
+};
+
+/// q [B, H, L, E], k [B, H, S, E], v [B, H, S, Ev] as head views of packed
+/// [B, T, H * D] float32 tensors (GPT-2's and BERT's layout: strided heads).
+struct Heads {
+  Tensor q, k, v;
+};
+Heads heads(const Sizes& s, uint64_t seed) {
+  manual_seed(seed);
+  auto view = [&](int64_t T, int64_t D) {
+    return randn({s.B, T, s.H * D}).view({s.B, T, s.H, D}).transpose(1, 2);
+  };
+  Heads h;
+  h.q = view(s.L, s.E);
+  h.k = view(s.S, s.E);
+  h.v = view(s.S, s.Ev);
+  return h;
+}
+
+/// The fused kernel's result, called directly (it must take the case).
+Tensor fused(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, bool causal) {
+  Tensor out = empty({q.size(0), q.size(1), q.size(2), v.size(3)});
+  const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(3)));
+  EXPECT_TRUE(backend::backend(Device()).fused_attention(q, k, v, mask, causal, scale, out));
+  return out;
+}
+
+/// The float64 decomposition of the same attention (float masks in
+/// float64). The op refuses a mask with is_causal, so the kernel's order
+/// (the triangle, then the mask) is folded into one mask there.
+Tensor reference(const Heads& h, const Tensor& mask, bool causal) {
+  std::optional<Tensor> m;
+  if (mask.defined()) {
+    m = mask.dtype() == DType::Bool ? mask : mask.to(DType::Float64);
+    if (causal) {
+      Tensor tri = tril(ones({h.q.size(2), h.k.size(2)}, TensorOptions(DType::Bool)));
+      m = mask.dtype() == DType::Bool
+              ? logical_and(*m, tri)
+              : where(tri, *m, Scalar(-std::numeric_limits<double>::infinity()));
+      causal = false;
+    }
+  }
+  return scaled_dot_product_attention(h.q.to(DType::Float64), h.k.to(DType::Float64),
+                                      h.v.to(DType::Float64), m, 0.0, causal);
+}
+
+}  // namespace
+
+TEST(CpuAttention, MatchesTheFloat64DecompositionAroundTheTiles) {
+  const Sizes cases[] = {{2, 3, 7, 37, 20, 45},
+                         {1, 2, 130, 3, 64, 64},
+                         {2, 1, 1, 1, 1, 1},
+                         {1, 1, 5, 200, 32, 32},
+                         {3, 2, 33, 64, 16, 8}};
+  uint64_t seed = 1;
+  for (const Sizes& s : cases) {
+    const Heads h = heads(s, seed++);
+    // Masks: none; BERT's key padding [B, 1, 1, S]; a full random bool mask;
+    // a transposed (strided) [L, S] bool mask; an additive float mask with
+    // -inf entries over [1, H, L, S].
+    Tensor lengths = from_vector<int64_t>(std::vector<int64_t>(s.B, (s.S + 1) / 2), {s.B, 1, 1, 1});
+    Tensor padding = lt(arange(s.S).view({1, 1, 1, s.S}), lengths);
+    Tensor full = rand({s.B, s.H, s.L, s.S}) > Scalar(0.3);
+    Tensor strided = (rand({s.S, s.L}) > Scalar(0.2)).t();
+    Tensor additive = where(
+        rand({1, s.H, s.L, s.S}) > Scalar(0.25), randn({1, s.H, s.L, s.S}),
+        full_like(zeros({1, s.H, s.L, s.S}), Scalar(-std::numeric_limits<double>::infinity())));
+    for (const Tensor& mask : {Tensor(), padding, full, strided, additive}) {
+      for (bool causal : {false, true}) {
+        SCOPED_TRACE(::testing::Message()
+                     << "B" << s.B << " H" << s.H << " L" << s.L << " S" << s.S << " E" << s.E
+                     << " Ev" << s.Ev << " mask " << (mask.defined() ? mask.sizes().size() : 0)
+                     << " causal " << causal);
+        Tensor got = fused(h.q, h.k, h.v, mask, causal);
+        expect_close(vals(got), vals(reference(h, mask, causal)), 2e-5);
+        // The op itself takes the same kernel eagerly: the same bits.
+        std::optional<Tensor> m;
+        if (mask.defined()) m = mask;
+        if (!(mask.defined() && causal)) {
+          EXPECT_EQ(vals(scaled_dot_product_attention(h.q, h.k, h.v, m, 0.0, causal)), vals(got));
+        }
+      }
+    }
+  }
+}
+
+TEST(CpuAttention, FullyMaskedRowsGiveZerosAndNaNScoresNaN) {
+  const Sizes s{1, 2, 6, 9, 8, 8};
+  Heads h = heads(s, 11);
+  // Row 2 of every head sees no key.
+  Tensor keep = ones({s.L, s.S}, TensorOptions(DType::Bool));
+  keep.select(0, 2).fill_(Scalar(false));
+  std::vector<double> got = vals(fused(h.q, h.k, h.v, keep, false));
+  for (int64_t hh = 0; hh < s.H; ++hh)
+    for (int64_t e = 0; e < s.Ev; ++e) EXPECT_EQ(got[(hh * s.L + 2) * s.Ev + e], 0.0);
+  expect_close(got, vals(reference(h, keep, false)), 2e-5);
+  // A NaN key: NaN for every query that sees it; masked away, no effect
+  // (where(false, NaN, -inf) is -inf), as in the decomposition.
+  Tensor k = h.k.contiguous();
+  k.select(1, 0).select(1, 4).fill_(Scalar(kNaN));
+  Heads hn{h.q, k, h.v};
+  std::vector<double> want = vals(reference(hn, Tensor(), false));
+  std::vector<double> nan_got = vals(fused(hn.q, hn.k, hn.v, Tensor(), false));
+  for (int64_t e = 0; e < s.Ev; ++e) EXPECT_TRUE(std::isnan(nan_got[e]));
+  expect_close(nan_got, want, 2e-5);
+  Tensor hide = ones({s.S}, TensorOptions(DType::Bool));
+  hide.select(0, 4).fill_(Scalar(false));
+  expect_close(vals(fused(hn.q, hn.k, hn.v, hide, false)), vals(reference(hn, hide, false)), 2e-5);
+}
+
+TEST(CpuAttention, ThreadsAndRowBlocksDoNotChangeTheBits) {
+  // One (batch, head) pair: with two threads its rows are split into blocks.
+  const Sizes s{1, 1, 45, 70, 24, 40};
+  const Heads h = heads(s, 21);
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  std::vector<double> one = vals(fused(h.q, h.k, h.v, Tensor(), true));
+  omp_set_num_threads(2);
+  std::vector<double> two = vals(fused(h.q, h.k, h.v, Tensor(), true));
+  omp_set_num_threads(threads);
+  EXPECT_EQ(one, two);
+}
+
+TEST(CpuAttention, DeclinesWhatItDoesNotRun) {
+  backend::Backend& cpu = backend::backend(Device());
+  EXPECT_TRUE(cpu.has_fused_attention(DType::Float32, 64));
+  EXPECT_FALSE(cpu.has_fused_attention(DType::Float64, 64));
+  EXPECT_FALSE(cpu.has_fused_attention(DType::BFloat16, 64));
+  const Heads h = heads({2, 2, 4, 5, 8, 8}, 31);
+  Tensor out = empty({2, 2, 4, 8});
+  // float64, an int mask, a mask of a wrong size, k broadcast over the batch, no keys.
+  EXPECT_FALSE(cpu.fused_attention(h.q.to(DType::Float64), h.k.to(DType::Float64),
+                                   h.v.to(DType::Float64), Tensor(), false, 1.0,
+                                   out.to(DType::Float64)));
+  EXPECT_FALSE(
+      cpu.fused_attention(h.q, h.k, h.v, ones({5}, TensorOptions(DType::Int64)), false, 1.0, out));
+  EXPECT_FALSE(
+      cpu.fused_attention(h.q, h.k, h.v, ones({3}, TensorOptions(DType::Bool)), false, 1.0, out));
+  EXPECT_FALSE(cpu.fused_attention(h.q, h.k.narrow(0, 0, 1), h.v.narrow(0, 0, 1), Tensor(), false,
+                                   1.0, out));
+  EXPECT_FALSE(cpu.fused_attention(h.q, h.k.narrow(2, 0, 0), h.v.narrow(2, 0, 0), Tensor(), false,
+                                   1.0, out));
+}
+
+TEST(CpuAttention, CompiledFloat32AttentionStaysOneKernel) {
+  // BERT's attention under a key-padding mask: one fallback step running
+  // the fused kernel, bit-identical to eager.
+  const Sizes s{2, 4, 40, 40, 32, 32};
+  const Heads h = heads(s, 41);
+  Tensor keep =
+      lt(arange(s.S).view({1, 1, 1, s.S}), from_vector<int64_t>({40, 23}, {s.B, 1, 1, 1}));
+  auto fn = [](const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& m) {
+    return scaled_dot_product_attention(q, k, v, m, 0.0, false);
+  };
+  auto f = compile(fn);
+  Tensor y = f(h.q, h.k, h.v, keep);
+  EXPECT_EQ(vals(y), vals(fn(h.q, h.k, h.v, keep)));
+  ASSERT_EQ(f.stats().kernels, 1);
+  EXPECT_EQ(f.stats().kernel_names.at(0), "fallback_scaled_dot_product_attention");
+}
