@@ -73,38 +73,62 @@ uint64_t random_blocks(RandomFill::Kind kind, DType dtype, int64_t numel) {
 
 namespace {
 
+/// How gemm_over_batch splits a batch: the dims of size other than 1
+/// (outermost first), the first of the innermost run of them whose strides
+/// combine (each dim's stride the next one's times its size, for every
+/// operand), the product of that run's sizes (one batched call) and of the
+/// dims outside it (a loop of calls); `stacked`: B shared and A's and C's (and
+/// the residual's) batches stacked under their rows, so that the whole batch
+/// is one (batch * m) x k product.
+struct BatchSplit {
+  std::vector<GemmBatchDim> d;
+  size_t first = 0;
+  int64_t inner = 1, outer = 1;
+  bool empty = false, stacked = false;
+};
+BatchSplit split_batch(const Gemm& g, const std::vector<GemmBatchDim>& dims) {
+  BatchSplit sp;
+  for (const GemmBatchDim& x : dims) {
+    if (x.size == 0) sp.empty = true;
+    if (x.size != 1) sp.d.push_back(x);
+  }
+  if (sp.empty || sp.d.empty()) return sp;
+  const std::vector<GemmBatchDim>& d = sp.d;
+  sp.first = d.size() - 1;
+  while (sp.first > 0) {
+    const GemmBatchDim &o = d[sp.first - 1], &i = d[sp.first];
+    if (o.a != i.a * i.size || o.b != i.b * i.size || o.c != i.c * i.size ||
+        o.residual != i.residual * i.size)
+      break;
+    --sp.first;
+  }
+  for (size_t j = sp.first; j < d.size(); ++j) sp.inner *= d[j].size;
+  for (size_t j = 0; j < sp.first; ++j) sp.outer *= d[j].size;
+  const GemmBatchDim& in = d.back();
+  const bool residual = g.epilogue.residual != nullptr;
+  sp.stacked = sp.first == 0 && in.b == 0 && in.a == g.m * g.a.row_stride &&
+               in.c == g.m * g.c_row_stride &&
+               (!residual || in.residual == g.m * g.epilogue.residual_row_stride);
+  return sp;
+}
+
 /// Calls `call(gemm)` for each Backend::gemm call gemm_over_batch makes, in
 /// order, until it returns false.
 template <class Call>
 void for_each_gemm_call(Gemm g, const std::vector<GemmBatchDim>& dims, const Call& call) {
-  // Dims of size 1 carry no index; the rest, outermost first.
-  std::vector<GemmBatchDim> d;
-  for (const GemmBatchDim& x : dims)
-    if (x.size != 1) d.push_back(x);
-  if (d.empty()) {
+  const BatchSplit sp = split_batch(g, dims);
+  if (sp.empty) return;
+  if (sp.d.empty()) {
     g.batch = 1;
     call(g);
     return;
   }
-  for (const GemmBatchDim& x : d)
-    if (x.size == 0) return;
-  // The innermost run of dims [first, end) whose strides combine: each dim's
-  // stride is the next one's times its size, for every operand.
-  size_t first = d.size() - 1;
-  while (first > 0) {
-    const GemmBatchDim &o = d[first - 1], &i = d[first];
-    if (o.a != i.a * i.size || o.b != i.b * i.size || o.c != i.c * i.size ||
-        o.residual != i.residual * i.size)
-      break;
-    --first;
-  }
-  int64_t inner = 1;
-  for (size_t j = first; j < d.size(); ++j) inner *= d[j].size;
+  const std::vector<GemmBatchDim>& d = sp.d;
+  const size_t first = sp.first;
+  const int64_t inner = sp.inner;
   const GemmBatchDim& in = d.back();
   const bool residual = g.epilogue.residual != nullptr;
-  // B shared, A's and C's (and the residual's) batches stacked under their rows.
-  if (first == 0 && in.b == 0 && in.a == g.m * g.a.row_stride && in.c == g.m * g.c_row_stride &&
-      (!residual || in.residual == g.m * g.epilogue.residual_row_stride)) {
+  if (sp.stacked) {
     g.m *= inner;
     g.batch = 1;
     call(g);
@@ -121,9 +145,7 @@ void for_each_gemm_call(Gemm g, const std::vector<GemmBatchDim>& dims, const Cal
   const char* b0 = static_cast<const char*>(g.b.data);
   char* c0 = static_cast<char*>(g.c);
   const char* r0 = static_cast<const char*>(g.epilogue.residual);
-  int64_t outer = 1;
-  for (size_t j = 0; j < first; ++j) outer *= d[j].size;
-  for (int64_t o = 0; o < outer; ++o) {
+  for (int64_t o = 0; o < sp.outer; ++o) {
     int64_t rest = o, ao = 0, bo = 0, co = 0, ro = 0;
     for (size_t j = first; j-- > 0;) {
       const int64_t idx = rest % d[j].size;
@@ -158,6 +180,12 @@ std::optional<Gemm> first_gemm_over_batch(Gemm g, const std::vector<GemmBatchDim
     return false;
   });
   return first;
+}
+
+int64_t gemm_calls_over_batch(const Gemm& g, const std::vector<GemmBatchDim>& dims) {
+  const BatchSplit sp = split_batch(g, dims);
+  if (sp.empty) return 0;
+  return sp.d.empty() || sp.stacked ? 1 : sp.outer;
 }
 
 int uniform_bits(DType dtype) {

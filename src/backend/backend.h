@@ -603,6 +603,9 @@ void gemm_over_batch(Backend& be, Gemm g, const std::vector<GemmBatchDim>& dims,
 /// (every call it makes has that problem's shape and strides); nullopt when
 /// it makes none (an empty batch).
 std::optional<Gemm> first_gemm_over_batch(Gemm g, const std::vector<GemmBatchDim>& dims);
+/// How many Backend::gemm calls gemm_over_batch(be, g, dims, ...) makes
+/// (computed from the shapes and strides alone: g's pointers may be null).
+int64_t gemm_calls_over_batch(const Gemm& g, const std::vector<GemmBatchDim>& dims);
 
 /// Makes `device` the calling thread's current device of its backend for the
 /// guard's lifetime (c10::DeviceGuard): work queued meanwhile (kernel builds,

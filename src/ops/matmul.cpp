@@ -1,5 +1,6 @@
 // matmul with torch.matmul semantics: one "matmul" node (an Extern op) whose
 // eager kernel is one strided batched GEMM of the device's backend.
+#include <utility>
 #include <vector>
 
 #include "backend/backend.h"
@@ -89,40 +90,79 @@ MatmulShape matmul_shape(const Tensor& a, const Tensor& b) {
   return s;
 }
 
-/// c (contiguous, s.out) = a @ b through the backend's strided batched GEMM,
-/// with `epilogue` (a bias at most) applied by the GEMM before its one rounding.
-void run_gemm(const Tensor& a, const Tensor& b, const Tensor& c, const MatmulShape& s,
-              const backend::GemmEpilogue& epilogue) {
-  const int64_t nb = detail::shape_numel(s.batch);
-  if (nb == 0 || s.m == 0 || s.n == 0) return;
+/// The product a @ b at batch index 0 and its batch dims, as the backend's
+/// strided batched GEMM takes them; no pointers (a and b may be tracers).
+struct BatchedGemm {
+  backend::Gemm gemm;
+  std::vector<backend::GemmBatchDim> dims;
+};
+BatchedGemm batched_gemm(const Tensor& a, const Tensor& b, const MatmulShape& s) {
   const int64_t da = a.dim(), db = b.dim();
   const Shape a_bstr(a.strides().begin(), a.strides().end() - std::min<int64_t>(da, 2));
   const Shape b_bstr(b.strides().begin(), b.strides().end() - std::min<int64_t>(db, 2));
   const Shape as = batch_strides(s.batch, s.a_batch, a_bstr);
   const Shape bs = batch_strides(s.batch, s.b_batch, b_bstr);
   const Shape cs = detail::contiguous_strides(s.batch);
-  std::vector<backend::GemmBatchDim> dims(s.batch.size());
+  BatchedGemm r;
+  r.dims.resize(s.batch.size());
   for (size_t d = 0; d < s.batch.size(); ++d)
-    dims[d] = {s.batch[d], as[d], bs[d], cs[d] * s.m * s.n, 0};
-  backend::Backend& be = backend::backend(a.device());
-  backend::Gemm g;
+    r.dims[d] = {s.batch[d], as[d], bs[d], cs[d] * s.m * s.n, 0};
+  backend::Gemm& g = r.gemm;
   g.device = a.device();
   g.dtype = a.dtype();
   g.m = s.m;
   g.n = s.n;
   g.k = s.k;
-  g.a = {a.data_ptr(), 0, da == 1 ? s.k : a.stride(-2), a.stride(-1)};
-  g.b = {b.data_ptr(), 0, db == 1 ? b.stride(0) : b.stride(-2), db == 1 ? 1 : b.stride(-1)};
-  g.c = c.data_ptr();
+  g.a = {nullptr, 0, da == 1 ? s.k : a.stride(-2), a.stride(-1)};
+  g.b = {nullptr, 0, db == 1 ? b.stride(0) : b.stride(-2), db == 1 ? 1 : b.stride(-1)};
   g.c_row_stride = s.n;
-  g.epilogue = epilogue;
-  backend::gemm_over_batch(be, g, dims, be.current_stream(a.device()));
+  return r;
+}
+
+/// Backend::gemm calls of a @ b above which an operand whose batch dims do
+/// not combine into one stride is copied first.
+constexpr int64_t kMaxGemmCalls = 4;
+
+/// a and b as matmul multiplies them: where their batch dims would cost more
+/// than kMaxGemmCalls GEMM calls (attention's per-head views [B, H, T, D] of a
+/// [B, T, H * D] projection: B calls of H products each), the operands copied
+/// contiguous when that makes the product one strided batched call, as
+/// PyTorch's matmul copies to fold the batch dims (reshape to [B * H, T, D]).
+/// The copies are ops like any other: traced, they are nodes of the graph.
+std::pair<Tensor, Tensor> batchable(const Tensor& a, const Tensor& b, const MatmulShape& s) {
+  auto calls = [&](const Tensor& x, const Tensor& y) {
+    const BatchedGemm bg = batched_gemm(x, y, s);
+    return backend::gemm_calls_over_batch(bg.gemm, bg.dims);
+  };
+  if (s.batch.size() < 2 || calls(a, b) <= kMaxGemmCalls) return {a, b};
+  for (int which = 1; which <= 3; ++which) {  // a, then b, then both
+    Tensor x = which & 1 ? a.contiguous() : a, y = which & 2 ? b.contiguous() : b;
+    if (calls(x, y) == 1) return {x, y};
+  }
+  return {a, b};
+}
+
+/// c (contiguous, s.out) = a @ b through the backend's strided batched GEMM,
+/// with `epilogue` (a bias at most) applied by the GEMM before its one rounding.
+void run_gemm(const Tensor& a, const Tensor& b, const Tensor& c, const MatmulShape& s,
+              const backend::GemmEpilogue& epilogue) {
+  const int64_t nb = detail::shape_numel(s.batch);
+  if (nb == 0 || s.m == 0 || s.n == 0) return;
+  BatchedGemm bg = batched_gemm(a, b, s);
+  bg.gemm.a.data = a.data_ptr();
+  bg.gemm.b.data = b.data_ptr();
+  bg.gemm.c = c.data_ptr();
+  bg.gemm.epilogue = epilogue;
+  backend::Backend& be = backend::backend(a.device());
+  backend::gemm_over_batch(be, bg.gemm, bg.dims, be.current_stream(a.device()));
 }
 
 }  // namespace
 
-Tensor matmul(const Tensor& a, const Tensor& b) {
-  const MatmulShape s = matmul_shape(a, b);
+Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
+  const MatmulShape s = matmul_shape(a_in, b_in);
+  const std::pair<Tensor, Tensor> ab = batchable(a_in, b_in, s);
+  const Tensor &a = ab.first, &b = ab.second;
   return detail::run_op1("matmul", {a, b}, {}, {s.out, a.dtype(), a.device()},
                          [&](const std::vector<Tensor>& outs) { run_gemm(a, b, outs[0], s, {}); });
 }

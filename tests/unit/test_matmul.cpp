@@ -5,6 +5,7 @@
 #include <cmath>
 #include <vector>
 
+#include "backend/backend.h"
 #include "backend/cpu/blas.h"
 #include "smelt/ops.h"
 #include "test_util.h"
@@ -130,6 +131,46 @@ TEST(Matmul, NonContiguousOperands) {
           double s = 0;
           for (int64_t p = 0; p < 4; ++p) s += x[((j * 2 + i) * 4 + r) * 7 + 2 * p] * y[q * 4 + p];
           EXPECT_NEAR(zg[((i * 3 + j) * 4 + r) * 3 + q], s, 1e-12);
+        }
+}
+
+TEST(Matmul, HeadViewsBecomeOneBatchedCall) {
+  // Attention's q and k: per-head views [B, H, T, D] of [B, T, H * D]
+  // projections, whose B and H strides do not combine: B calls of H
+  // products each, unless matmul copies them (as PyTorch's matmul does).
+  const int64_t B = 6, T = 5, H = 3, D = 4;
+  auto qv = seq(B * T * H * D, 0.11), kv = seq(B * T * H * D, 0.23, 1.0);
+  Tensor q = make(qv, {B, T, H * D}).view({B, T, H, D}).transpose(1, 2);
+  Tensor k = make(kv, {B, T, H * D}).view({B, T, H, D}).transpose(1, 2);
+  Tensor kt = k.transpose(-2, -1);
+  backend::Gemm g;
+  g.m = T;
+  g.n = T;
+  g.k = D;
+  g.a = {nullptr, 0, H * D, 1};
+  g.b = {nullptr, 0, 1, H * D};
+  g.c_row_stride = T;
+  const std::vector<backend::GemmBatchDim> views = {{B, T * H * D, T * H * D, H * T * T, 0},
+                                                    {H, D, D, T * T, 0}};
+  EXPECT_EQ(backend::gemm_calls_over_batch(g, views), B);
+  g.a = {nullptr, 0, D, 1};
+  g.b = {nullptr, 0, 1, D};
+  const std::vector<backend::GemmBatchDim> packed = {{B, H * T * D, H * T * D, H * T * T, 0},
+                                                     {H, T * D, T * D, T * T, 0}};
+  EXPECT_EQ(backend::gemm_calls_over_batch(g, packed), 1);
+  // The values: those of the contiguous operands, exactly.
+  Tensor c = matmul(q, kt);
+  ASSERT_EQ(c.sizes(), (Shape{B, H, T, T}));
+  EXPECT_EQ(c.to_vector<double>(), matmul(q.contiguous(), kt.contiguous()).to_vector<double>());
+  std::vector<double> got = c.to_vector<double>();
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t i = 0; i < T; ++i)
+        for (int64_t j = 0; j < T; ++j) {
+          double s = 0;
+          for (int64_t d = 0; d < D; ++d)
+            s += qv[((b * T + i) * H + h) * D + d] * kv[((b * T + j) * H + h) * D + d];
+          EXPECT_NEAR(got[((b * H + h) * T + i) * T + j], s, 1e-12);
         }
 }
 
