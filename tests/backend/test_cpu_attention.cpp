@@ -166,6 +166,11 @@ TEST(CpuAttention, DeclinesWhatItDoesNotRun) {
                                    1.0, out));
   EXPECT_FALSE(cpu.fused_attention(h.q, h.k.narrow(2, 0, 0), h.v.narrow(2, 0, 0), Tensor(), false,
                                    1.0, out));
+  // Keys whose packed k^T and v would take more than 64 MiB per thread (the
+  // decomposition's scores are smaller there: one query).
+  Tensor q1 = zeros({1, 1, 1, 512}), k1 = zeros({1, 1, 20000, 512}), v1 = zeros({1, 1, 20000, 512});
+  EXPECT_FALSE(cpu.fused_attention(q1, k1, v1, Tensor(), false, 1.0, empty({1, 1, 1, 512})));
+  EXPECT_EQ(scaled_dot_product_attention(q1, k1, v1).sizes(), (Shape{1, 1, 1, 512}));
 }
 
 TEST(CpuAttention, CompiledFloat32AttentionStaysOneKernel) {

@@ -171,8 +171,10 @@ class CpuBackend final : public backend::Backend {
     return true;
   }
 
-  /// attention.h's kernel: float32, head dims up to kMaxAttentionHeadDim.
+  /// attention.h's kernel: float32, head dims up to kMaxAttentionHeadDim,
+  /// keys times (E + Ev) up to kMaxAttentionPack (64 MiB per thread).
   static constexpr int64_t kMaxAttentionHeadDim = 512;
+  static constexpr int64_t kMaxAttentionPack = int64_t{16} << 20;
   bool has_fused_attention(DType dtype, int64_t head_dim) const override {
     return dtype == DType::Float32 && head_dim >= 1 && head_dim <= kMaxAttentionHeadDim;
   }
@@ -183,6 +185,8 @@ class CpuBackend final : public backend::Backend {
                   Ev = v.size(3);
     if (!has_fused_attention(q.dtype(), E) || B == 0 || H == 0 || L == 0 || S == 0 || Ev == 0)
       return false;
+    // Each thread packs one head's k^T and v: at most kMaxAttentionPack floats.
+    if ((E + Ev) * S > kMaxAttentionPack) return false;
     const Tensor* ts[4] = {&q, &k, &v, &out};
     const Shape want[4] = {{B, H, L, E}, {B, H, S, E}, {B, H, S, Ev}, {B, H, L, Ev}};
     for (int t = 0; t < 4; ++t)  // no broadcasting; the last dim contiguous
