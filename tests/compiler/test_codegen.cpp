@@ -113,8 +113,21 @@ TEST_F(Codegen, ConsumerOfNonAdjacentReducedDimsWalksContiguousRuns) {
   EXPECT_TRUE(has(src, "for (int64_t r_o = 0; r_o < 8; ++r_o)")) << src;
   EXPECT_TRUE(has(src, "for (int64_t r_i = 0; r_i < 3136; ++r_i)")) << src;
   EXPECT_FALSE(has(src, "r_i /")) << src;
+  // The reduction itself folds one stretch per run, indexed within the run.
+  EXPECT_TRUE(has(src, "const int64_t r_i = r - (r_o*3136);")) << src;
+  EXPECT_FALSE(has(src, "r / 3136")) << src;
   auto cf = compile(f);
   EXPECT_TRUE(smelt_test::same(cf(x), f(x)));
+  // Welford (batch_norm's statistics), sums and maxima over the same runs:
+  // eager's bits (the same elements folded in the same sequence).
+  auto g = [](const Tensor& x) {
+    auto vm = var_mean(x, {0, 2, 3}, 0.0, true);
+    return std::vector<Tensor>{std::get<0>(vm), std::get<1>(vm), sum(x, {0, 2}), amax(x, {0, 3})};
+  };
+  auto cg = compile(g);
+  std::vector<Tensor> got = cg(x), want = g(x);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(smelt_test::same(got[i], want[i])) << i;
   // Adjacent reduced dims (the last two): one loop over the row, as before.
   Schedule t = schedule_of(trace_graph(
       [](const Tensor& x) {

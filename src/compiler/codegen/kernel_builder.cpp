@@ -640,6 +640,40 @@ class Builder {
     Index full = domain_index(s, grp_.rdims, o, r);
     // CUDA: rows over blocks, each row's elements over its threads.
     const bool cuda = cfg_.target == Target::Cuda;
+    // On the CPU, a row over reduced dims that are not adjacent (batch_norm's
+    // N and H, W) is walked as runs of its trailing adjacent dims (H * W),
+    // the leading reduced dims from r_o and the trailing ones from r_i, each
+    // unflattened on its own: no index divides r_i by a multiple of the run,
+    // so the contiguous runs vectorize. (red_dims: the reduced dims in index order.)
+    std::vector<int64_t> red_dims(grp_.rdims.begin(), grp_.rdims.end());
+    std::sort(red_dims.begin(), red_dims.end());
+    size_t first_tail = red_dims.size();  // red_dims[first_tail..] are adjacent, up to the last
+    while (first_tail > 0 &&
+           (first_tail == red_dims.size() || red_dims[first_tail - 1] + 1 == red_dims[first_tail]))
+      --first_tail;
+    Shape lead, tail;
+    for (size_t k = 0; k < red_dims.size(); ++k)
+      (k < first_tail ? lead : tail).push_back(s[static_cast<size_t>(red_dims[k])]);
+    const int64_t run = detail::shape_numel(tail);
+    const bool runs = !cuda && !cfg_.split && !lead.empty() && run > 1;
+    const IndexExpr r_o = IndexExpr::var("r_o", runs ? rnumel_ / run : 1);
+    const IndexExpr r_i = IndexExpr::var("r_i", std::max<int64_t>(1, run));
+    auto run_index = [&] {
+      Index split = domain_index(s, grp_.rdims, o, r_o * run + r_i);
+      const Index lv = unflatten(lead, r_o), tv = unflatten(tail, r_i);
+      for (size_t k = 0; k < red_dims.size(); ++k)
+        split.vars[static_cast<size_t>(red_dims[k])] =
+            k < first_tail ? lv.vars[k] : tv.vars[k - first_tail];
+      split.flat = std::nullopt;
+      return split;
+    };
+    // The reduced dims other than size 1, in the given order.
+    auto sized = [&](const std::vector<int64_t>& dims) {
+      std::vector<int64_t> out;
+      for (int64_t d : dims)
+        if (s[static_cast<size_t>(d)] != 1) out.push_back(d);
+      return out;
+    };
     open(loop("o", outer,
               cuda ? RangeTag::Block : (cfg_.parallel ? RangeTag::Parallel : RangeTag::Serial)));
     int acc_id = 0;
@@ -767,6 +801,27 @@ class Builder {
         close();
         stretch(target, IndexExpr::constant(0), IndexExpr::constant(rnumel_),
                 [&](const Index&) { return row_load(rb.name, n.inputs[0].dtype); });
+      } else if (runs && order == AccOrder::Inner && info.order.run == run &&
+                 sized(info.order.dims) == sized(red_dims)) {
+        // A row of several runs visited in index order (batch_norm's N runs
+        // of H * W): one stretch per run, in order (the same elements folded
+        // in the same sequence as one stretch over the row), its elements
+        // indexed by run_index.
+        const Index in_run = run_index();
+        open(loop("r_o", rnumel_ / run, RangeTag::Serial));
+        Stmt rs;
+        rs.kind = Stmt::Kind::AccRun;
+        rs.name = target;
+        rs.acc_dtype = info.acc_dtype;
+        rs.contiguous = info.order.contiguous;
+        rs.extent = run;
+        rs.index = r_o * run;
+        rs.range = Range{"r", r_o * run + run, RangeTag::Serial};
+        rs.run_var = "r_i";
+        Stmt& opened = open(rs);
+        opened.value = element(input(in_run));
+        close();
+        close();
       } else {
         stretch(target, IndexExpr::constant(0), IndexExpr::constant(rnumel_), input);
       }
@@ -788,33 +843,10 @@ class Builder {
       store(n.outputs[0], node_value(node, unflatten(g_.buffers[n.outputs[0]].sizes, o)), o);
     }
     if (!full_stores.empty()) {
-      // On the CPU, a row over reduced dims that are not adjacent (batch_norm's
-      // N and H, W) is walked as rows of its trailing adjacent dims (H * W): an
-      // inner loop over contiguous elements that vectorizes, instead of one
-      // over r whose every index divides r by the run. Pointwise stores: the
-      // order does not change a value.
-      std::vector<int64_t> red(grp_.rdims.begin(), grp_.rdims.end());
-      std::sort(red.begin(), red.end());
-      size_t first_tail = red.size();  // red[first_tail..] are adjacent, up to the last
-      while (first_tail > 0 &&
-             (first_tail == red.size() || red[first_tail - 1] + 1 == red[first_tail]))
-        --first_tail;
-      Shape lead, tail;
-      for (size_t k = 0; k < red.size(); ++k)
-        (k < first_tail ? lead : tail).push_back(s[static_cast<size_t>(red[k])]);
-      const int64_t run = detail::shape_numel(tail);
-      if (!cuda && !cfg_.split && !cfg_.persistent && !lead.empty() && run > 1) {
-        const IndexExpr r_o = IndexExpr::var("r_o", rnumel_ / run);
-        const IndexExpr r_i = IndexExpr::var("r_i", run);
-        // Kept dims from o; the leading reduced dims from r_o and the trailing
-        // ones from r_i, each unflattened on its own: no index divides r_i by
-        // a multiple of the run.
-        Index split = domain_index(s, grp_.rdims, o, r_o * run + r_i);
-        const Index lv = unflatten(lead, r_o), tv = unflatten(tail, r_i);
-        for (size_t k = 0; k < red.size(); ++k)
-          split.vars[static_cast<size_t>(red[k])] =
-              k < first_tail ? lv.vars[k] : tv.vars[k - first_tail];
-        split.flat = std::nullopt;
+      // Pointwise stores over the whole row again: on the CPU as runs
+      // (run_index; the order does not change a value).
+      if (runs && !cfg_.persistent) {
+        const Index split = run_index();
         open(loop("r_o", rnumel_ / run, RangeTag::Serial));
         open(loop("r_i", run, RangeTag::Vector));
         for (int node : full_stores)

@@ -143,6 +143,9 @@ struct Stmt {
   int code = 0;                      // CheckZero, CheckIndex: the op table's RuntimeCheck
   bool lane = false;  // AccStep, AccFinish: the accumulator is lane `index` of an array
   bool raw = false;   // RowBuffer: holds storage bits (see Expr::raw)
+  /// AccRun: where set, body and value index the element by its place in
+  /// the stretch, this variable (range.var - index), not by range.var.
+  std::string run_var;
 };
 
 struct KernelDesc {

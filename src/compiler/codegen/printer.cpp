@@ -242,7 +242,7 @@ class Printer {
   /// `r` is read from memory at base + r (a load or a row buffer, already of
   /// the accumulate type, in runs contiguous in memory); "" otherwise.
   std::string contiguous_run(const Stmt& s) const {
-    if (!s.contiguous || !s.value) return "";
+    if (!s.contiguous || !s.value || !s.run_var.empty()) return "";
     // The element (through conversions to its own dtype, which print as
     // nothing): the value itself, or the one temp the body defines it as.
     const Expr* v = s.value.get();
@@ -377,6 +377,9 @@ class Printer {
                               s.extent, d_.index_type(k_.config.index_bits), s.range.var,
                               d_.value_type(s.acc_dtype)));
         out_.indent();
+        if (!s.run_var.empty())
+          out_.line(fmt::format("const {} {} = {} - ({});", d_.index_type(k_.config.index_bits),
+                                s.run_var, s.range.var, s.index.str()));
         body(s.body);
         out_.line(fmt::format("return {};", expr(*s.value)));
         out_.dedent();
