@@ -441,27 +441,14 @@ SMELT_HD T fmod(T a, T b) {
     return static_cast<T>(a % b);
   }
 }
-/// `v`, hidden from the host compiler's constant folding. GCC rewrites pow with
-/// a constant exponent: in vectorized loops (libm calls are vectorizable under
-/// -fno-math-errno) pow(x, 0.5) becomes sqrt(x), which is -0.0 at -0.0 and NaN
-/// at -inf where pow gives +0.0 and +inf; and pow(x, -1), pow(x, 2) become 1/x
-/// and x*x, which round differently from libm's pow. Eager kernels see the
-/// exponent as a run-time value; through opaque() generated code does too.
-template <class T>
-SMELT_HD T opaque(T v) {
-#if defined(__GNUC__) && !defined(__CUDACC__) && !defined(__CUDACC_RTC__)
-  __asm__("" : "+g"(v));
-#endif
-  return v;
-}
-
-/// Floating: std::pow (IEEE: pow(-0.0, 0.5) = +0.0, pow(-inf, 0.5) = +inf).
-/// Integers: exact power by squaring (wrapping); a negative exponent gives 1 for
-/// base 1, ±1 for base -1 (by the exponent's parity), else 0.
+/// Floating: vmath::pow (SLEEF's, within 1 ulp, vectorized; C99's special
+/// cases: pow(-0.0, 0.5) = +0.0, pow(-inf, 0.5) = +inf). Integers: exact power
+/// by squaring (wrapping); a negative exponent gives 1 for base 1, ±1 for base
+/// -1 (by the exponent's parity), else 0.
 template <class T>
 SMELT_HD T pow(T a, T b) {
   if constexpr (std::is_floating_point_v<T>) {
-    return std::pow(a, opaque(b));
+    return vmath::pow(a, b);
   } else if constexpr (is_bool_v<T>) {
     return a || !b;  // refused by the op
   } else {

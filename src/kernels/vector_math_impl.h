@@ -49,16 +49,18 @@ static inline bool smelt_vm_fma() {
   }
   return s != 0;
 }
-#define SMELT_VM_PICK(cinz, finz, a) (smelt_vm_fma() ? finz(a) : cinz(a))
+#define SMELT_VM_PICK(cinz, finz, ...) (smelt_vm_fma() ? finz(__VA_ARGS__) : cinz(__VA_ARGS__))
 #else
-#define SMELT_VM_PICK(cinz, finz, a) cinz(a)
+#define SMELT_VM_PICK(cinz, finz, ...) cinz(__VA_ARGS__)
 #endif
 
 // The scalar function: SLEEF's pure C ones (with the FMA instruction: purecfma).
 #if defined(__x86_64__)
 #define SMELT_VM_DECLARE_FMA(T, finz) extern "C" __attribute__((target("fma"))) T finz(T);
+#define SMELT_VM_DECLARE_FMA2(T, finz) extern "C" __attribute__((target("fma"))) T finz(T, T);
 #else
 #define SMELT_VM_DECLARE_FMA(T, finz)
+#define SMELT_VM_DECLARE_FMA2(T, finz)
 #endif
 #define SMELT_VM_SCALAR(name, T, cinz, finz)                                               \
   extern "C" T cinz(T);                                                                    \
@@ -66,6 +68,14 @@ static inline bool smelt_vm_fma() {
   extern "C" T smelt_vm_def_##name(T) __asm__("smelt_vm_" #name);                          \
   extern "C" __attribute__((visibility(SMELT_VM_VISIBILITY))) T smelt_vm_def_##name(T a) { \
     return SMELT_VM_PICK(cinz, finz, a);                                                   \
+  }
+// The same for a function of two arguments (pow).
+#define SMELT_VM_SCALAR2(name, T, cinz, finz)                                                   \
+  extern "C" T cinz(T, T);                                                                      \
+  SMELT_VM_DECLARE_FMA2(T, finz)                                                                \
+  extern "C" T smelt_vm_def_##name(T, T) __asm__("smelt_vm_" #name);                            \
+  extern "C" __attribute__((visibility(SMELT_VM_VISIBILITY))) T smelt_vm_def_##name(T a, T b) { \
+    return SMELT_VM_PICK(cinz, finz, a, b);                                                     \
   }
 
 #if defined(__x86_64__)
@@ -79,6 +89,14 @@ static inline bool smelt_vm_fma() {
   extern "C" __attribute__((visibility(SMELT_VM_VISIBILITY), target(tgt)))                         \
   V smelt_vm_def_##name##_##isa(V a) {                                                             \
     return SMELT_VM_PICK(cinz, finz, a);                                                           \
+  }
+#define SMELT_VM_SLEEF2(V, tgt, sleef) extern "C" __attribute__((target(tgt))) V sleef(V, V);
+#define SMELT_VM_VECTOR2(name, isa, lanes, V, tgt, cinz, finz)             \
+  extern "C" V smelt_vm_def_##name##_##isa(                                \
+      V, V) __asm__("_ZGV" #isa "N" #lanes "vv_smelt_vm_" #name);          \
+  extern "C" __attribute__((visibility(SMELT_VM_VISIBILITY), target(tgt))) \
+  V smelt_vm_def_##name##_##isa(V a, V b) {                                \
+    return SMELT_VM_PICK(cinz, finz, a, b);                                \
   }
 // The SLEEF functions of one type (f: float, d: double) of `name`, each width.
 #define SMELT_VM_SLEEF_ALL(name, t, V4, V8, V16, n4, n8, n16)                 \
@@ -111,7 +129,38 @@ static inline bool smelt_vm_fma() {
   SMELT_VM_SLEEF_ALL(name, f, smelt_vm_f4, smelt_vm_f8, smelt_vm_f16, 4, 8, 16)        \
   SMELT_VM_VECTORS(name##f, name, f, smelt_vm_f4, smelt_vm_f8, smelt_vm_f16, 4, 8, 16) \
   SMELT_VM_DEFINE_D(name)
+// The same for a function of two arguments (pow): float and double, scalar
+// and every vector width.
+#define SMELT_VM_SLEEF2_ALL(name, t, V4, V8, V16, n4, n8, n16)                 \
+  SMELT_VM_SLEEF2(V4, "sse2", Sleef_cinz_##name##t##n4##_u10sse2)              \
+  SMELT_VM_SLEEF2(V8, "avx", Sleef_cinz_##name##t##n8##_u10avx)                \
+  SMELT_VM_SLEEF2(V16, "avx512f", Sleef_cinz_##name##t##n16##_u10avx512fnofma) \
+  SMELT_VM_SLEEF2(V4, "avx2,fma", Sleef_finz_##name##t##n4##_u10avx2128)       \
+  SMELT_VM_SLEEF2(V8, "avx2,fma", Sleef_finz_##name##t##n8##_u10avx2)          \
+  SMELT_VM_SLEEF2(V16, "avx512f,fma", Sleef_finz_##name##t##n16##_u10avx512f)
+#define SMELT_VM_VECTORS2(fn, name, t, V4, V8, V16, n4, n8, n16)                            \
+  SMELT_VM_VECTOR2(fn, b, n4, V4, "sse2", Sleef_cinz_##name##t##n4##_u10sse2,               \
+                   Sleef_finz_##name##t##n4##_u10avx2128)                                   \
+  SMELT_VM_VECTOR2(fn, c, n8, V8, "avx", Sleef_cinz_##name##t##n8##_u10avx,                 \
+                   Sleef_finz_##name##t##n8##_u10avx2)                                      \
+  SMELT_VM_VECTOR2(fn, d, n8, V8, "avx2", Sleef_cinz_##name##t##n8##_u10avx,                \
+                   Sleef_finz_##name##t##n8##_u10avx2)                                      \
+  SMELT_VM_VECTOR2(fn, e, n16, V16, "avx512f", Sleef_cinz_##name##t##n16##_u10avx512fnofma, \
+                   Sleef_finz_##name##t##n16##_u10avx512f)
+#define SMELT_VM_DEFINE2(name)                                                          \
+  SMELT_VM_SCALAR2(name##f, float, Sleef_cinz_##name##f1_u10purec,                      \
+                   Sleef_finz_##name##f1_u10purecfma)                                   \
+  SMELT_VM_SLEEF2_ALL(name, f, smelt_vm_f4, smelt_vm_f8, smelt_vm_f16, 4, 8, 16)        \
+  SMELT_VM_VECTORS2(name##f, name, f, smelt_vm_f4, smelt_vm_f8, smelt_vm_f16, 4, 8, 16) \
+  SMELT_VM_SCALAR2(name, double, Sleef_cinz_##name##d1_u10purec,                        \
+                   Sleef_finz_##name##d1_u10purecfma)                                   \
+  SMELT_VM_SLEEF2_ALL(name, d, smelt_vm_d2, smelt_vm_d4, smelt_vm_d8, 2, 4, 8)          \
+  SMELT_VM_VECTORS2(name, name, d, smelt_vm_d2, smelt_vm_d4, smelt_vm_d8, 2, 4, 8)
 #else
+#define SMELT_VM_DEFINE2(name)                                     \
+  SMELT_VM_SCALAR2(name##f, float, Sleef_cinz_##name##f1_u10purec, \
+                   Sleef_finz_##name##f1_u10purecfma)              \
+  SMELT_VM_SCALAR2(name, double, Sleef_cinz_##name##d1_u10purec, Sleef_finz_##name##d1_u10purecfma)
 #define SMELT_VM_DEFINE_D(name) \
   SMELT_VM_SCALAR(name, double, Sleef_cinz_##name##d1_u10purec, Sleef_finz_##name##d1_u10purecfma)
 #define SMELT_VM_DEFINE(name)                                     \
@@ -131,7 +180,15 @@ SMELT_VM_DEFINE(cos)
 SMELT_VM_DEFINE(tan)
 SMELT_VM_DEFINE_D(tanh)
 SMELT_VM_DEFINE_D(erf)
+SMELT_VM_DEFINE2(pow)
 
+#undef SMELT_VM_DEFINE2
+#undef SMELT_VM_VECTORS2
+#undef SMELT_VM_SLEEF2_ALL
+#undef SMELT_VM_VECTOR2
+#undef SMELT_VM_SLEEF2
+#undef SMELT_VM_SCALAR2
+#undef SMELT_VM_DECLARE_FMA2
 #undef SMELT_VM_DEFINE
 #undef SMELT_VM_DEFINE_D
 #undef SMELT_VM_VECTORS

@@ -1,7 +1,8 @@
-// float32 erf and tanh of src/kernels/vector_math.h (erf in float with fused
-// multiply-adds, tanh in double; vectorized by the compiler): within one ulp of the correctly
-// rounded value (glibc's double erf / tanh rounded to float) over a sweep of float32 bit patterns,
-// the special values as C's, and eager ops computing the same.
+// float32 erf and tanh of src/kernels/vector_math.h (in float with fused multiply-adds;
+// vectorized by the compiler): within one ulp of the correctly rounded value (glibc's double
+// erf / tanh rounded to float) over a sweep of float32 bit patterns, the special values as C's,
+// and eager ops computing the same; pow (SLEEF's) within one ulp, C99's special cases, and eager
+// pow (vectorized) giving the scalar function's bits.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -93,4 +94,46 @@ TEST(FloatMath, EagerOpsComputeTheSameFunctions) {
     EXPECT_EQ(float_bits(t[i]), float_bits(smelt::vmath::tanh(v[i]))) << v[i];
   }
   EXPECT_TRUE(std::isnan(e.back()) && std::isnan(t.back()));
+}
+
+TEST(FloatMath, PowWithinOneUlpAndEagerGivesTheScalarBits) {
+  // Bases in (0, 8), exponents in (-6, 6): glibc's double pow rounded to float is the reference.
+  std::vector<float> a, b;
+  for (int i = 1; i <= 20000; ++i) {
+    a.push_back(static_cast<float>(i) * 0.0004f);
+    b.push_back(static_cast<float>(i % 1200 - 600) * 0.01f + 0.003f);
+  }
+  const int64_t n = static_cast<int64_t>(a.size());
+  const std::vector<float> e =
+      smelt::pow(smelt::from_vector(a, {n}), smelt::from_vector(b, {n})).to_vector<float>();
+  for (int64_t i = 0; i < n; ++i) {
+    const float got = smelt::vmath::pow(a[i], b[i]);
+    EXPECT_EQ(float_bits(e[i]), float_bits(got)) << a[i] << "^" << b[i];
+    const double want = std::pow(static_cast<double>(a[i]), static_cast<double>(b[i]));
+    const float w = static_cast<float>(want);
+    if (!std::isfinite(w) || w == 0.0f) continue;
+    ASSERT_LE(std::abs(static_cast<int64_t>(float_bits(got)) - float_bits(w)), 1)
+        << a[i] << "^" << b[i] << " = " << got << ", correctly rounded " << w;
+  }
+  // The special cases (results 0, 1, inf or NaN, and sign of zeros) as C's; 0.5 ^ ±0.5 and
+  // 2 ^ ±0.5 (the only inexact ones) within one ulp.
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::nanf("");
+  const float bases[] = {0.0f, -0.0f, 1.0f, -1.0f, 2.0f, -2.0f, 0.5f, inf, -inf, nan};
+  const float exps[] = {0.0f, -0.0f, 0.5f, -0.5f, 1.0f, 2.0f, 3.0f, -1.0f, -3.0f, inf, -inf, nan};
+  for (float x : bases)
+    for (float y : exps) {
+      const double wd = std::pow(static_cast<double>(x), static_cast<double>(y));
+      const double gd = smelt::vmath::pow(static_cast<double>(x), static_cast<double>(y));
+      const float want = std::pow(x, y), got = smelt::vmath::pow(x, y);
+      if (std::isnan(wd)) {
+        EXPECT_TRUE(std::isnan(got) && std::isnan(gd)) << x << "^" << y;
+      } else if (std::abs(y) == 0.5f && std::isfinite(wd) && wd != 0.0) {
+        EXPECT_LE(std::abs(float_bits(got) - float_bits(want)), 1) << x << "^" << y;
+        EXPECT_NEAR(gd, wd, 2.3e-16 * wd) << x << "^" << y << " (double)";
+      } else {
+        EXPECT_EQ(float_bits(got), float_bits(want)) << x << "^" << y;
+        EXPECT_EQ(gd, wd) << x << "^" << y << " (double)";
+        EXPECT_EQ(std::signbit(gd), std::signbit(wd)) << x << "^" << y << " (double)";
+      }
+    }
 }

@@ -134,10 +134,9 @@ std::string compiler() {
 /// -fno-math-errno: libm calls have no side effect (exp, log, sin, tanh, erf...
 ///   are SLEEF's through kernels/vector_math.h, vectorized and bitwise eager's
 ///   on every path; the JIT links SMELT_SLEEF_LIBRARY, the library smelt was
-///   built with). It also lets GCC's vectorizer rewrite pow with a constant exponent
-///   (pow(x, 0.5) -> sqrt(x), wrong at -0.0 and -inf; pow(x, 2) -> x*x):
-///   scalar::pow hides its exponent from constant folding (scalar::opaque), and
-///   scalar::fmax/fmin avoid std::fmax, whose sign of a zero result is unspecified.
+///   built with; pow too, so GCC never rewrites it with a constant exponent
+///   into sqrt or x*x). scalar::fmax/fmin avoid std::fmax, whose sign of a zero
+///   result is unspecified.
 /// -fno-trapping-math: floating-point operations may be assumed not to trap,
 ///   so a select (where, masked_fill, relu, a causal or padding mask before
 ///   softmax) computes both sides and vectorizes; with trapping math GCC kept
