@@ -1,8 +1,8 @@
 // Eager CPU normal fill (see random_kernels.h). Built once per CPU capability.
 //
 // Chunks of kChunk blocks: the ten Philox rounds run on lanes of the
-// chunk's counters (32 x 32 -> 64-bit products, eight blocks to an AVX2
-// register), then the radius, angle, cos and sin of every block of the chunk
+// chunk's counters (32 x 32 -> 64-bit products, sixteen blocks to an AVX-512
+// register, eight to an AVX2 one), then the radius, angle, cos and sin of every block of the chunk
 // through the shared helpers of kernels/random_ops.h (SLEEF's deterministic
 // log / sin / cos, whose vector variants give the scalar functions' bits), so
 // each element equals random::normal_element's. Chunks are split across
@@ -27,22 +27,87 @@ namespace {
 /// Blocks (pairs of elements) per chunk.
 constexpr int64_t kChunk = 256;
 
+/// Philox4x32-10's multipliers and key increments (random::philox4x32).
+constexpr uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u;
+constexpr uint32_t kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
+
 #if defined(__AVX2__)
-/// The high and low 32-bit halves of the 32 x 32 -> 64-bit products a * m of
-/// 8 lanes (m in every lane).
-inline void mul_hi_lo(__m256i a, __m256i m, __m256i& hi, __m256i& lo) {
-  const __m256i even = _mm256_mul_epu32(a, m);
-  const __m256i odd = _mm256_mul_epu32(_mm256_srli_epi64(a, 32), m);
-  lo = _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xAA);
-  hi = _mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xAA);
-}
+/// Eight 32-bit lanes of AVX2.
+struct Lanes8 {
+  using V = __m256i;
+  static constexpr int64_t kWidth = 8;
+  static V load(const uint32_t* p) { return _mm256_loadu_si256(reinterpret_cast<const V*>(p)); }
+  static void store(uint32_t* p, V v) { _mm256_storeu_si256(reinterpret_cast<V*>(p), v); }
+  static V splat(uint32_t u) { return _mm256_set1_epi32(static_cast<int>(u)); }
+  static V zero() { return _mm256_setzero_si256(); }
+  static V xor3(V a, V b, V c) { return _mm256_xor_si256(_mm256_xor_si256(a, b), c); }
+  /// The high and low 32-bit halves of the 32 x 32 -> 64-bit products a * m.
+  static void mul_hi_lo(V a, V m, V& hi, V& lo) {
+    const V even = _mm256_mul_epu32(a, m);
+    const V odd = _mm256_mul_epu32(_mm256_srli_epi64(a, 32), m);
+    lo = _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xAA);
+    hi = _mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xAA);
+  }
+};
+#endif
+#if defined(__AVX512F__)
+/// Sixteen 32-bit lanes of AVX-512. (The zero-masking forms with every lane
+/// on: GCC 12 warns of the unmasked ones' undefined pass-through operand, its
+/// bug 105593.)
+struct Lanes16 {
+  using V = __m512i;
+  static constexpr int64_t kWidth = 16;
+  static constexpr __mmask8 kAll = 0xFF;
+  static V load(const uint32_t* p) { return _mm512_loadu_si512(p); }
+  static void store(uint32_t* p, V v) { _mm512_storeu_si512(p, v); }
+  static V splat(uint32_t u) { return _mm512_set1_epi32(static_cast<int>(u)); }
+  static V zero() { return _mm512_setzero_si512(); }
+  static V xor3(V a, V b, V c) { return _mm512_xor_si512(_mm512_xor_si512(a, b), c); }
+  static void mul_hi_lo(V a, V m, V& hi, V& lo) {
+    const V even = _mm512_maskz_mul_epu32(kAll, a, m);
+    const V odd = _mm512_maskz_mul_epu32(kAll, _mm512_maskz_srli_epi64(kAll, a, 32), m);
+    lo = _mm512_mask_blend_epi32(0xAAAA, even, _mm512_maskz_slli_epi64(kAll, odd, 32));
+    hi = _mm512_mask_blend_epi32(0xAAAA, _mm512_maskz_srli_epi64(kAll, even, 32), odd);
+  }
+};
 #endif
 
+/// The ten rounds on L::kWidth blocks at a time of c0..c3 (counters in, words
+/// out), the state in registers, from block k while a whole vector remains:
+/// returns the first block not done.
+template <class L>
+int64_t philox_vectors(uint32_t key0, uint32_t key1, int64_t k, int64_t n, uint32_t* c0,
+                       uint32_t* c1, uint32_t* c2, uint32_t* c3) {
+  using V = typename L::V;
+  const V m0 = L::splat(kM0), m1 = L::splat(kM1);
+  for (; k + L::kWidth <= n; k += L::kWidth) {
+    V x0 = L::load(c0 + k), x1 = L::load(c1 + k), x2 = L::zero(), x3 = L::zero();
+    uint32_t k0 = key0, k1 = key1;
+    for (int r = 0; r < 10; ++r) {
+      if (r > 0) {
+        k0 += kW0;
+        k1 += kW1;
+      }
+      V hi0, lo0, hi1, lo1;
+      L::mul_hi_lo(x0, m0, hi0, lo0);
+      L::mul_hi_lo(x2, m1, hi1, lo1);
+      x0 = L::xor3(hi1, x1, L::splat(k0));
+      x1 = lo1;
+      x2 = L::xor3(hi0, x3, L::splat(k1));
+      x3 = lo0;
+    }
+    L::store(c0 + k, x0);
+    L::store(c1 + k, x1);
+    L::store(c2 + k, x2);
+    L::store(c3 + k, x3);
+  }
+  return k;
+}
+
 /// w[j][k] = word j of Philox block first + k of `seed` (k < n <= kChunk):
-/// random::philox4x32 over lanes (8 blocks to a register with AVX2).
+/// random::philox4x32 over lanes (16 blocks to a register with AVX-512, 8
+/// with AVX2).
 void philox_lanes(uint64_t seed, uint64_t first, int64_t n, uint32_t (*w)[kChunk]) {
-  constexpr uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u;
-  constexpr uint32_t kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
   uint32_t* __restrict c0 = w[0];
   uint32_t* __restrict c1 = w[1];
   uint32_t* __restrict c2 = w[2];
@@ -56,33 +121,11 @@ void philox_lanes(uint64_t seed, uint64_t first, int64_t n, uint32_t (*w)[kChunk
   }
   const uint32_t key0 = static_cast<uint32_t>(seed), key1 = static_cast<uint32_t>(seed >> 32);
   int64_t k = 0;
+#if defined(__AVX512F__)
+  k = philox_vectors<Lanes16>(key0, key1, k, n, c0, c1, c2, c3);
+#endif
 #if defined(__AVX2__)
-  // Eight blocks at a time, the state in registers for the ten rounds.
-  const __m256i m0 = _mm256_set1_epi32(static_cast<int>(kM0));
-  const __m256i m1 = _mm256_set1_epi32(static_cast<int>(kM1));
-  for (; k + 8 <= n; k += 8) {
-    __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c0 + k));
-    __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c1 + k));
-    __m256i x2 = _mm256_setzero_si256(), x3 = _mm256_setzero_si256();
-    uint32_t k0 = key0, k1 = key1;
-    for (int r = 0; r < 10; ++r) {
-      if (r > 0) {
-        k0 += kW0;
-        k1 += kW1;
-      }
-      __m256i hi0, lo0, hi1, lo1;
-      mul_hi_lo(x0, m0, hi0, lo0);
-      mul_hi_lo(x2, m1, hi1, lo1);
-      x0 = _mm256_xor_si256(_mm256_xor_si256(hi1, x1), _mm256_set1_epi32(static_cast<int>(k0)));
-      x1 = lo1;
-      x2 = _mm256_xor_si256(_mm256_xor_si256(hi0, x3), _mm256_set1_epi32(static_cast<int>(k1)));
-      x3 = lo0;
-    }
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(c0 + k), x0);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(c1 + k), x1);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(c2 + k), x2);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(c3 + k), x3);
-  }
+  k = philox_vectors<Lanes8>(key0, key1, k, n, c0, c1, c2, c3);
 #endif
   if (k == n) return;
   uint32_t k0 = key0, k1 = key1;
