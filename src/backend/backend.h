@@ -479,7 +479,9 @@ class Backend {
   virtual void index_select(const Tensor& out, const Tensor& x, int64_t dim,
                             const Tensor& index) = 0;
   /// out (contiguous, index's shape) [.., i_dim, ..] = x[.., index[..], ..]
-  /// (index int64 or int32, values in range).
+  /// (index int64 or int32). Raises smelt::Error for an index value outside
+  /// [0, x's size along dim) (the CPU names the first in element order; CUDA
+  /// at the next synchronization).
   virtual void gather(const Tensor& out, const Tensor& x, int64_t dim, const Tensor& index) = 0;
   /// out (contiguous) [.., index[..], ..] += src[.., i_dim, ..] for every element of
   /// index (dim `dim`; src read through its strides, of out's dtype; index int64 or
