@@ -18,10 +18,11 @@
 // and 67 million double inputs of each function.)
 // Source: SLEEF 3.5 (https://sleef.org), "deterministic" variants (PR #204).
 //
-// float erf and tanh are the exception: SLEEF's deterministic ones cost 5-10
-// times its exp, so host code computes them here, with IEEE operations only
-// (no contraction: -ffp-contract=off; the explicit fmaf of both rounds once), as
-// plain inline code that GCC vectorizes in any vector width with the same bits:
+// float erf, tanh and log are the exception: SLEEF's deterministic erf and
+// tanh cost 5-10 times its exp (and its log 1.13 times the one below), so host
+// code computes them here, with IEEE operations only (no contraction:
+// -ffp-contract=off; each explicit fmaf rounds once), as plain inline code
+// that GCC vectorizes in any vector width with the same bits:
 //  * erf: in float arithmetic with fused multiply-adds (fmaf: one rounding,
 //    so the same bits wherever it runs; an instruction where the code is built
 //    for FMA, as the eager AVX2 / AVX-512 kernels and JIT code on such a
@@ -39,10 +40,16 @@
 //    quotient and difference carried as float pairs where they round (see
 //    f32::tanh). (The former one, (1 - e) / (1 + e) in double arithmetic,
 //    took 2.6 times as long: 0.97 -> 0.37 ms for 2^19 floats on AVX-512.)
-// Checked over every float32 against glibc's double erf / tanh rounded to
+//  * log: fdlibm's logf (Sun Microsystems 1993, as FreeBSD's e_logf.c):
+//    x = 2^k m, m in [sqrt(2)/2, sqrt(2)), f = m - 1, s = f / (2 + f),
+//    log x = k ln2_hi + (f - (f^2/2 - (s (f^2/2 + R(s^2)) + k ln2_lo))),
+//    R of degree 4, with fused multiply-adds where they round once (0.34 ->
+//    0.30 ms for 2^19 floats against SLEEF's u10 log on AVX-512).
+// Checked over every float32 against glibc's double erf / tanh / log rounded to
 // float: never more than 1 ulp away (erf differs from that correctly rounded
 // value for 0.33% of inputs, most of them subnormal (the scaled pair rounds
-// twice); tanh for 0.07%, at most 0.73 ulp from the exact value); NaN
+// twice); tanh for 0.07%, at most 0.73 ulp from the exact value; log for
+// 0.6%, at most 0.83 ulp); NaN
 // propagates, signed zeros and infinities as C's. (The former erf in double arithmetic took twice
 // the time: 0.77 -> 0.35 ms for 2^19 floats on AVX-512.)
 //
@@ -75,7 +82,7 @@ extern "C" {
 SMELT_VM_DECLARE(exp)
 SMELT_VM_DECLARE(exp2)
 SMELT_VM_DECLARE(expm1)
-SMELT_VM_DECLARE(log)
+SMELT_VM_DECLARE_D(log)
 SMELT_VM_DECLARE(log2)
 SMELT_VM_DECLARE(log1p)
 SMELT_VM_DECLARE(sin)
@@ -208,6 +215,31 @@ inline float tanh(float a) {
   return with_signf(pickf(ax < 0.55f, small, big), a);
 }
 
+/// log's R(s^2) = Lg1 z + Lg2 z^2 + Lg3 z^3 + Lg4 z^4 (z = s^2), fdlibm's
+/// float coefficients (|error of log(1+s) - log(1-s)| / s < 2^-34.24).
+inline constexpr float kLogLg[4] = {0x1.555554p-1f, 0x1.999c26p-2f, 0x1.23d3dcp-2f, 0x1.f13c4cp-3f};
+
+inline float log(float a) {
+  // Subnormals scaled by 2^25 (zero and negatives are replaced at the end).
+  const bool sub = a < 0x1p-126f;
+  const uint32_t ix = half_detail::float_bits(a * pickf(sub, 0x1p25f, 1.0f));
+  // x = 2^k m, m in [sqrt(2)/2, sqrt(2)): k from the bits above sqrt(2)/2's.
+  const int32_t k = static_cast<int32_t>(ix - 0x3f3504f3u) >> 23;
+  const float f = half_detail::bits_float(ix - (static_cast<uint32_t>(k) << 23)) - 1.0f;
+  const float dk = static_cast<float>(k) - pickf(sub, 25.0f, 0.0f);
+  const float s = f / (2.0f + f);
+  const float z = s * s, w = z * z;
+  const float r =
+      z * __builtin_fmaf(w, kLogLg[2], kLogLg[0]) + w * __builtin_fmaf(w, kLogLg[3], kLogLg[1]);
+  const float hfsq = 0.5f * f * f;
+  // k ln2_hi + (f - (hfsq - (s (hfsq + R) + k ln2_lo))), ln2 = hi + lo.
+  float y = __builtin_fmaf(dk, 0x1.62e3p-1f,
+                           -((hfsq - __builtin_fmaf(s, hfsq + r, dk * 0x1.2fefa2p-17f)) - f));
+  y = pickf(a == 0.0f, -__builtin_inff(), y);
+  y = pickf(a < 0.0f, __builtin_nanf(""), y);
+  return pickf(!(a < __builtin_inff()), a + a, y);  // +inf and NaN
+}
+
 }  // namespace f32
 }  // namespace vmath
 }  // namespace smelt
@@ -228,16 +260,18 @@ namespace vmath {
 SMELT_VM_FUNCTION(exp)
 SMELT_VM_FUNCTION(exp2)
 SMELT_VM_FUNCTION(expm1)
-SMELT_VM_FUNCTION(log)
 SMELT_VM_FUNCTION(log2)
 SMELT_VM_FUNCTION(log1p)
 SMELT_VM_FUNCTION(sin)
 SMELT_VM_FUNCTION(cos)
 SMELT_VM_FUNCTION(tan)
 #if defined(__CUDA_ARCH__)
+SMELT_VM_FUNCTION(log)
 SMELT_VM_FUNCTION(tanh)
 SMELT_VM_FUNCTION(erf)
 #else
+SMELT_HD float log(float a) { return f32::log(a); }
+SMELT_HD double log(double a) { return ::smelt_vm_log(a); }
 SMELT_HD float tanh(float a) { return f32::tanh(a); }
 SMELT_HD double tanh(double a) { return ::smelt_vm_tanh(a); }
 SMELT_HD float erf(float a) { return f32::erf(a); }

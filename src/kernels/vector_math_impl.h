@@ -172,7 +172,7 @@ static inline bool smelt_vm_fma() {
 SMELT_VM_DEFINE(exp)
 SMELT_VM_DEFINE(exp2)
 SMELT_VM_DEFINE(expm1)
-SMELT_VM_DEFINE(log)
+SMELT_VM_DEFINE_D(log)
 SMELT_VM_DEFINE(log2)
 SMELT_VM_DEFINE(log1p)
 SMELT_VM_DEFINE(sin)

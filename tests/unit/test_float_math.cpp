@@ -1,8 +1,8 @@
-// float32 erf and tanh of src/kernels/vector_math.h (in float with fused multiply-adds;
+// float32 erf, tanh and log of src/kernels/vector_math.h (in float with fused multiply-adds;
 // vectorized by the compiler): within one ulp of the correctly rounded value (glibc's double
-// erf / tanh rounded to float) over a sweep of float32 bit patterns, the special values as C's,
-// and eager ops computing the same; pow (SLEEF's) within one ulp, C99's special cases, and eager
-// pow (vectorized) giving the scalar function's bits.
+// erf / tanh / log rounded to float) over a sweep of float32 bit patterns, the special values as
+// C's, and eager ops computing the same; pow (SLEEF's) within one ulp, C99's special cases, and
+// eager pow (vectorized) giving the scalar function's bits.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -62,6 +62,35 @@ TEST(FloatMath, ErfWithinOneUlp) {
 TEST(FloatMath, TanhWithinOneUlp) {
   expect_within_one_ulp(
       "tanh", [](float x) { return smelt::vmath::tanh(x); }, [](double x) { return std::tanh(x); });
+}
+
+TEST(FloatMath, LogWithinOneUlp) {
+  // Positive inputs (every exponent, subnormals included); the rest below.
+  std::vector<float> pos;
+  for (float x : sweep())
+    if (x > 0.0f && x < std::numeric_limits<float>::infinity()) pos.push_back(x);
+  int64_t differ = 0;
+  for (float x : pos) {
+    const float got = smelt::vmath::log(x);
+    const float want = static_cast<float>(std::log(static_cast<double>(x)));
+    if (float_bits(got) == float_bits(want)) continue;
+    ++differ;
+    ASSERT_LE(std::abs(static_cast<int64_t>(float_bits(got)) - float_bits(want)), 1)
+        << "log(" << x << ") = " << got << ", correctly rounded " << want;
+  }
+  EXPECT_LT(differ, 20000);
+  const float inf = std::numeric_limits<float>::infinity();
+  EXPECT_EQ(smelt::vmath::log(0.0f), -inf);
+  EXPECT_EQ(smelt::vmath::log(-0.0f), -inf);
+  EXPECT_EQ(smelt::vmath::log(inf), inf);
+  EXPECT_EQ(float_bits(smelt::vmath::log(1.0f)), float_bits(0.0f));
+  for (float x : {-1.0f, -1e-40f, -inf, std::numeric_limits<float>::quiet_NaN()})
+    EXPECT_TRUE(std::isnan(smelt::vmath::log(x))) << x;
+  // Eager log (vectorized) gives the scalar function's bits.
+  const int64_t n = static_cast<int64_t>(pos.size());
+  const std::vector<float> e = smelt::log(smelt::from_vector(pos, {n})).to_vector<float>();
+  for (int64_t i = 0; i < n; ++i)
+    ASSERT_EQ(float_bits(e[i]), float_bits(smelt::vmath::log(pos[i]))) << pos[i];
 }
 
 TEST(FloatMath, SpecialValues) {
