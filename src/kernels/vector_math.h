@@ -49,9 +49,9 @@
 // float: never more than 1 ulp away (erf differs from that correctly rounded
 // value for 0.33% of inputs, most of them subnormal (the scaled pair rounds
 // twice); tanh for 0.07%, at most 0.73 ulp from the exact value; log for
-// 0.6%, at most 0.83 ulp); NaN
-// propagates, signed zeros and infinities as C's. (The former erf in double arithmetic took twice
-// the time: 0.77 -> 0.35 ms for 2^19 floats on AVX-512.)
+// 0.6%, at most 0.83 ulp); NaN propagates, signed zeros and infinities as
+// C's. (The former erf in double arithmetic took twice the time: 0.77 ->
+// 0.35 ms for 2^19 floats on AVX-512.)
 //
 // Host code calls smelt_vm_<name>f / smelt_vm_<name> (float / double). On
 // GCC for x86-64 they are declared `simd`, so loops calling them vectorize
