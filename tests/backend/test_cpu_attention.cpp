@@ -129,6 +129,18 @@ TEST(CpuAttention, FullyMaskedRowsGiveZerosAndNaNScoresNaN) {
   std::vector<double> nan_got = vals(fused(hn.q, hn.k, hn.v, Tensor(), false));
   for (int64_t e = 0; e < s.Ev; ++e) EXPECT_TRUE(std::isnan(nan_got[e]));
   expect_close(nan_got, want, 2e-5);
+  // Every score -inf without a mask (a -inf query against positive keys):
+  // softmax's NaN, as the decomposition gives; under a mask, zeros.
+  Tensor qi = h.q.contiguous(), kp = abs(h.k) + Scalar(0.5);
+  qi.select(2, 1).select(2, 0).fill_(Scalar(-std::numeric_limits<double>::infinity()));
+  Heads hi{qi, kp, h.v};
+  std::vector<double> no_mask = vals(fused(hi.q, hi.k, hi.v, Tensor(), false));
+  for (int64_t e = 0; e < s.Ev; ++e) EXPECT_TRUE(std::isnan(no_mask[s.Ev + e])) << e;
+  expect_close(no_mask, vals(reference(hi, Tensor(), false)), 2e-5);
+  Tensor all_keys = ones({s.S}, TensorOptions(DType::Bool));
+  std::vector<double> masked = vals(fused(hi.q, hi.k, hi.v, all_keys, false));
+  for (int64_t e = 0; e < s.Ev; ++e) EXPECT_EQ(masked[s.Ev + e], 0.0) << e;
+  expect_close(masked, vals(reference(hi, all_keys, false)), 2e-5);
   Tensor hide = ones({s.S}, TensorOptions(DType::Bool));
   hide.select(0, 4).fill_(Scalar(false));
   expect_close(vals(fused(hn.q, hn.k, hn.v, hide, false)), vals(reference(hn, hide, false)), 2e-5);

@@ -92,8 +92,9 @@ struct MaskRow {
 /// Scaled scores s[0 .. S) of query i into exp(s - max) in place, after the
 /// causal triangle and then the mask as the decomposition applies them;
 /// returns the sum the row's outputs are divided by: the sum of the exps (NaN
-/// where a score is NaN, as softmax gives), or 0 where every score is -inf
-/// (the caller then writes zeros: PyTorch's _safe_softmax).
+/// where a score is NaN, as softmax gives), or, where every score is -inf, 0
+/// under a mask or the causal triangle (the caller then writes zeros:
+/// PyTorch's _safe_softmax) and NaN without (softmax's NaN).
 float softmax_row(int64_t S, bool causal, int64_t i, const MaskRow& mask, float* s) {
   const float ninf = -std::numeric_limits<float>::infinity();
   if (causal)
@@ -135,9 +136,13 @@ float softmax_row(int64_t S, bool causal, int64_t i, const MaskRow& mask, float*
   float mx = ninf;
   for (int l = 0; l < kLanes; ++l) mx = lanes[l] > mx ? lanes[l] : mx;
   for (; j < S; ++j) mx = s[j] > mx ? s[j] : mx;
-  if (mx == ninf) {  // every score -inf or NaN: zeros (_safe_softmax), or NaN as softmax gives
+  if (mx == ninf) {
+    // Every score -inf or NaN: softmax's NaN where a score is NaN or where
+    // nothing masked the row (exp(-inf - -inf)); zeros where a mask or the
+    // causal triangle did (_safe_softmax, as the decomposition applies it).
     for (j = 0; j < S; ++j)
       if (s[j] != s[j]) return s[j];
+    if (!causal && !mask.keep && !mask.add) return std::numeric_limits<float>::quiet_NaN();
     std::fill(s, s + S, 0.f);
     return 0.f;
   }

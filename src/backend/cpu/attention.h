@@ -9,7 +9,9 @@
 // lanes; those times v summed in float32 and divided by the sum at the end
 // (as FlashAttention normalizes: Ev divisions per row instead of S, each
 // result within an ulp or two of dividing first); a row whose every score is
-// -inf gives zeros (PyTorch's _safe_softmax). Built once per CPU capability.
+// -inf gives zeros under a mask or the causal triangle (PyTorch's
+// _safe_softmax, as the decomposition applies it) and NaN without one
+// (softmax's). Built once per CPU capability.
 #pragma once
 #include <cstdint>
 
