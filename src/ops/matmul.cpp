@@ -91,15 +91,18 @@ MatmulShape matmul_shape(const Tensor& a, const Tensor& b) {
 }
 
 /// The product a @ b at batch index 0 and its batch dims, as the backend's
-/// strided batched GEMM takes them; no pointers (a and b may be tracers).
+/// strided batched GEMM takes them, for operands of strides `as_full` and
+/// `bs_full` (a's and b's own, or those of their contiguous copies); no
+/// pointers, device or dtype (run_gemm sets them).
 struct BatchedGemm {
   backend::Gemm gemm;
   std::vector<backend::GemmBatchDim> dims;
 };
-BatchedGemm batched_gemm(const Tensor& a, const Tensor& b, const MatmulShape& s) {
-  const int64_t da = a.dim(), db = b.dim();
-  const Shape a_bstr(a.strides().begin(), a.strides().end() - std::min<int64_t>(da, 2));
-  const Shape b_bstr(b.strides().begin(), b.strides().end() - std::min<int64_t>(db, 2));
+BatchedGemm batched_gemm(const Shape& as_full, const Shape& bs_full, const MatmulShape& s) {
+  const int64_t da = static_cast<int64_t>(as_full.size()),
+                db = static_cast<int64_t>(bs_full.size());
+  const Shape a_bstr(as_full.begin(), as_full.end() - std::min<int64_t>(da, 2));
+  const Shape b_bstr(bs_full.begin(), bs_full.end() - std::min<int64_t>(db, 2));
   const Shape as = batch_strides(s.batch, s.a_batch, a_bstr);
   const Shape bs = batch_strides(s.batch, s.b_batch, b_bstr);
   const Shape cs = detail::contiguous_strides(s.batch);
@@ -108,13 +111,11 @@ BatchedGemm batched_gemm(const Tensor& a, const Tensor& b, const MatmulShape& s)
   for (size_t d = 0; d < s.batch.size(); ++d)
     r.dims[d] = {s.batch[d], as[d], bs[d], cs[d] * s.m * s.n, 0};
   backend::Gemm& g = r.gemm;
-  g.device = a.device();
-  g.dtype = a.dtype();
   g.m = s.m;
   g.n = s.n;
   g.k = s.k;
-  g.a = {nullptr, 0, da == 1 ? s.k : a.stride(-2), a.stride(-1)};
-  g.b = {nullptr, 0, db == 1 ? b.stride(0) : b.stride(-2), db == 1 ? 1 : b.stride(-1)};
+  g.a = {nullptr, 0, da == 1 ? s.k : as_full[da - 2], as_full[da - 1]};
+  g.b = {nullptr, 0, db == 1 ? bs_full[0] : bs_full[db - 2], db == 1 ? 1 : bs_full[db - 1]};
   g.c_row_stride = s.n;
   return r;
 }
@@ -130,14 +131,21 @@ constexpr int64_t kMaxGemmCalls = 4;
 /// PyTorch's matmul copies to fold the batch dims (reshape to [B * H, T, D]).
 /// The copies are ops like any other: traced, they are nodes of the graph.
 std::pair<Tensor, Tensor> batchable(const Tensor& a, const Tensor& b, const MatmulShape& s) {
-  auto calls = [&](const Tensor& x, const Tensor& y) {
-    const BatchedGemm bg = batched_gemm(x, y, s);
+  if (s.batch.size() < 2) return {a, b};
+  // The calls with each operand as it is or as a contiguous copy, counted
+  // from strides alone (nothing is copied until one is chosen).
+  const Shape a_str = a.strides(), b_str = b.strides();
+  const Shape a_dense = detail::contiguous_strides(a.sizes()),
+              b_dense = detail::contiguous_strides(b.sizes());
+  auto calls = [&](bool copy_a, bool copy_b) {
+    const BatchedGemm bg = batched_gemm(copy_a ? a_dense : a_str, copy_b ? b_dense : b_str, s);
     return backend::gemm_calls_over_batch(bg.gemm, bg.dims);
   };
-  if (s.batch.size() < 2 || calls(a, b) <= kMaxGemmCalls) return {a, b};
+  if (calls(false, false) <= kMaxGemmCalls) return {a, b};
   for (int which = 1; which <= 3; ++which) {  // a, then b, then both
-    Tensor x = which & 1 ? a.contiguous() : a, y = which & 2 ? b.contiguous() : b;
-    if (calls(x, y) == 1) return {x, y};
+    const bool copy_a = which & 1, copy_b = which & 2;
+    if (calls(copy_a, copy_b) == 1)
+      return {copy_a ? a.contiguous() : a, copy_b ? b.contiguous() : b};
   }
   return {a, b};
 }
@@ -148,7 +156,9 @@ void run_gemm(const Tensor& a, const Tensor& b, const Tensor& c, const MatmulSha
               const backend::GemmEpilogue& epilogue) {
   const int64_t nb = detail::shape_numel(s.batch);
   if (nb == 0 || s.m == 0 || s.n == 0) return;
-  BatchedGemm bg = batched_gemm(a, b, s);
+  BatchedGemm bg = batched_gemm(a.strides(), b.strides(), s);
+  bg.gemm.device = a.device();
+  bg.gemm.dtype = a.dtype();
   bg.gemm.a.data = a.data_ptr();
   bg.gemm.b.data = b.data_ptr();
   bg.gemm.c = c.data_ptr();

@@ -51,21 +51,20 @@ inline void score_tile(const float* const* q, const float* kt, int64_t ld, int64
 }
 
 /// o[r][d] = sum over j < S of p[r * ldp + j] * v[j * vs + d] for the kRows
-/// probability rows and the W value dims from v (W <= kCols; the fixed width
-/// keeps the sums in registers): fused multiply-adds in the order of j.
-template <int W>
+/// probability rows and kCols value dims from v (the fixed width keeps the
+/// sums in registers): fused multiply-adds in the order of j.
 inline void value_tile(const float* p, int64_t ldp, const float* v, int64_t vs, int64_t S,
                        float (*o)[kCols]) {
-  float acc[kRows][W] = {};
+  float acc[kRows][kCols] = {};
   for (int64_t j = 0; j < S; ++j) {
     const float* vr = v + j * vs;
     for (int r = 0; r < kRows; ++r) {
       const float x = p[r * ldp + j];
-      for (int d = 0; d < W; ++d) acc[r][d] = __builtin_fmaf(x, vr[d], acc[r][d]);
+      for (int d = 0; d < kCols; ++d) acc[r][d] = __builtin_fmaf(x, vr[d], acc[r][d]);
     }
   }
   for (int r = 0; r < kRows; ++r)
-    for (int d = 0; d < W; ++d) o[r][d] = acc[r][d];
+    for (int d = 0; d < kCols; ++d) o[r][d] = acc[r][d];
 }
 
 /// value_tile for the last `width` (< kCols) value dims.
@@ -177,7 +176,8 @@ void attention(const AttentionCall& a) {
     // Per thread: k^T and v of the current pair packed (the keys padded to
     // whole tiles), a tile's scores, and the last mask row converted.
     std::vector<float> kt(static_cast<size_t>(E * Sp)), vp(static_cast<size_t>(S * Ev)),
-        p(static_cast<size_t>(kRows * Sp)), mask_row(a.mask.data ? static_cast<size_t>(S) : 0);
+        p(static_cast<size_t>(kRows * Sp)),
+        mask_row(a.mask.data && !bool_mask ? static_cast<size_t>(S) : 0);
     std::vector<int32_t> keep_row(bool_mask ? static_cast<size_t>(S) : 0);
     const void* converted = nullptr;
     float o[kRows][kCols];
@@ -251,7 +251,7 @@ void attention(const AttentionCall& a) {
         for (int64_t d0 = 0; d0 < Ev; d0 += kCols) {
           const int width = static_cast<int>(std::min<int64_t>(kCols, Ev - d0));
           if (width == kCols) {
-            value_tile<kCols>(p.data(), Sp, vp.data() + d0, Ev, S, o);
+            value_tile(p.data(), Sp, vp.data() + d0, Ev, S, o);
           } else {
             value_tail(p.data(), Sp, vp.data() + d0, Ev, S, width, o);
           }
