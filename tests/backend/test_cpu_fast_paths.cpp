@@ -7,10 +7,14 @@
 // strided and broadcast inputs, with NaN and -0.0.
 #include <gtest/gtest.h>
 #include <omp.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <mutex>
+#include <set>
 #include <vector>
 
 #include "backend/cpu/capability.h"
@@ -89,6 +93,31 @@ TEST(CpuFastPaths, ParallelForCoversTheRangeOnceAndStaysSerialBelowTheGrain) {
   EXPECT_EQ(cpu::grain_for(1), cpu::kParallelGrain);
   EXPECT_EQ(cpu::grain_for(1024), 32);
   EXPECT_EQ(cpu::grain_for(1 << 20), 1);
+}
+
+TEST(CpuFastPaths, ParallelForKeepsTheThreadPoolBetweenNarrowAndFullRegions) {
+  // A region of fewer threads than the last one must not make libgomp end the
+  // surplus threads (and a full-width region, as oneDNN's, create them again):
+  // alternating the two sees the same few thread ids, not new ones each time.
+  ThreadsGuard guard;
+  omp_set_num_threads(4);
+  std::mutex mu;
+  std::set<pid_t> tids;
+  auto note = [&] {
+    std::lock_guard<std::mutex> lock(mu);
+    tids.insert(static_cast<pid_t>(syscall(SYS_gettid)));
+  };
+  for (int i = 0; i < 40; ++i) {
+    std::atomic<int> calls{0};
+    cpu::parallel_for(0, 2 * cpu::kParallelGrain, cpu::kParallelGrain, [&](int64_t, int64_t) {
+      ++calls;
+      note();
+    });
+    EXPECT_EQ(calls.load(), 2);
+#pragma omp parallel
+    note();
+  }
+  EXPECT_LE(tids.size(), 4u);
 }
 
 TEST(CpuFastPaths, NormalFillEqualsTheScalarFormula) {

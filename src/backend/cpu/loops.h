@@ -31,10 +31,18 @@ inline int64_t grain_for(int64_t work) {
 }
 
 /// Calls f(b, e) on disjoint ranges [b, e) covering [begin, end), as
-/// at::parallel_for: one contiguous range per thread on min(threads,
-/// ceil((end - begin) / grain)) threads; on this thread alone, without
-/// entering OpenMP (no team, no wake-ups), when that is one thread or this is
-/// already inside a parallel region.
+/// at::parallel_for: min(threads, ceil((end - begin) / grain)) contiguous
+/// ranges, one per thread; on this thread alone, without entering OpenMP (no
+/// team, no wake-ups), when that is one range or this is already inside a
+/// parallel region.
+///
+/// The region always asks for the whole team and leaves the threads past the
+/// last range idle. A `num_threads` clause below the previous region's team
+/// makes libgomp end the pool's surplus threads, and the next full-width
+/// region (oneDNN's GEMMs, generated kernels) creates them again: one
+/// pthread_create per thread at every alternation, which made eager MLP steps
+/// 9x slower at 16 threads than at 2. ATen's OpenMP parallel_for avoids the
+/// clause for the same reason.
 template <class F>
 void parallel_for(int64_t begin, int64_t end, int64_t grain, const F& f) {
   const int64_t n = end - begin;
@@ -47,12 +55,14 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain, const F& f) {
     f(begin, end);
     return;
   }
-#pragma omp parallel num_threads(nt)
+  const int64_t chunk = (n + nt - 1) / nt;
+#pragma omp parallel
   {
-    const int64_t t = omp_get_thread_num(), team = omp_get_num_threads();
-    const int64_t chunk = (n + team - 1) / team;
-    const int64_t b = begin + t * chunk, e = std::min(end, b + chunk);
-    if (b < e) f(b, e);
+    const int64_t team = omp_get_num_threads();
+    for (int64_t c = omp_get_thread_num(); c < nt; c += team) {
+      const int64_t b = begin + c * chunk, e = std::min(end, b + chunk);
+      if (b < e) f(b, e);
+    }
   }
 }
 

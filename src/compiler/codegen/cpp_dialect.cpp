@@ -76,7 +76,9 @@ void CppDialect::split_reduce(const Stmt& s, const std::string& acc_type, const 
   out.line(fmt::format("const int64_t {0}_eager = {1};", n, eager));
   out.line(fmt::format("const int64_t {0}_splits = {0}_eager > 1 ? {0}_eager : {0}_threads;", n));
   out.line(fmt::format("std::vector<decltype({0})> {0}_part({0}_splits, {0});", n));
-  out.line(fmt::format("#pragma omp parallel for schedule(static) num_threads({}_splits)", n));
+  // The whole team, as every region (loops.h's parallel_for says why); the
+  // threads past the last stretch stay idle.
+  out.line("#pragma omp parallel for schedule(static)");
   out.line(fmt::format("for (int64_t {0}_c = 0; {0}_c < {0}_splits; ++{0}_c) {{", n));
   out.indent();
   out.line(fmt::format(
