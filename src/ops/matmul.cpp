@@ -120,6 +120,35 @@ BatchedGemm batched_gemm(const Shape& as_full, const Shape& bs_full, const Matmu
   return r;
 }
 
+/// Whether a batch copy of `t` keeps its matrices column-major: a transposed
+/// view (k^T of attention's scores q @ k^T), whose rows are t's columns and
+/// whose column stride is 1. Its copy then moves runs of the original rows
+/// (coalesced, vectorizable) instead of transposing them, and the GEMM reads
+/// the matrices transposed, as it reads the view.
+bool column_major_copy(const Tensor& t) {
+  const int64_t d = t.dim();
+  return d >= 2 && t.size(d - 1) > 1 && t.size(d - 2) > 1 && t.stride(d - 2) == 1 &&
+         t.stride(d - 1) != 1;
+}
+
+/// The strides of dense_batch_copy(t).
+Shape dense_batch_strides(const Tensor& t) {
+  if (!column_major_copy(t)) return detail::contiguous_strides(t.sizes());
+  const int64_t d = t.dim();
+  Shape sizes = t.sizes();
+  std::swap(sizes[d - 1], sizes[d - 2]);
+  Shape st = detail::contiguous_strides(sizes);
+  std::swap(st[d - 1], st[d - 2]);
+  return st;
+}
+
+/// A copy of t whose batch dims combine into one stride: contiguous, or, for
+/// a transposed view, contiguous in the transposed order (column_major_copy).
+Tensor dense_batch_copy(const Tensor& t) {
+  if (!column_major_copy(t)) return t.contiguous();
+  return t.transpose(-1, -2).contiguous().transpose(-1, -2);
+}
+
 /// Backend::gemm calls of a @ b above which an operand whose batch dims do
 /// not combine into one stride is copied first.
 constexpr int64_t kMaxGemmCalls = 4;
@@ -132,11 +161,10 @@ constexpr int64_t kMaxGemmCalls = 4;
 /// The copies are ops like any other: traced, they are nodes of the graph.
 std::pair<Tensor, Tensor> batchable(const Tensor& a, const Tensor& b, const MatmulShape& s) {
   if (s.batch.size() < 2) return {a, b};
-  // The calls with each operand as it is or as a contiguous copy, counted
-  // from strides alone (nothing is copied until one is chosen).
+  // The calls with each operand as it is or as a dense copy, counted from
+  // strides alone (nothing is copied until one is chosen).
   const Shape a_str = a.strides(), b_str = b.strides();
-  const Shape a_dense = detail::contiguous_strides(a.sizes()),
-              b_dense = detail::contiguous_strides(b.sizes());
+  const Shape a_dense = dense_batch_strides(a), b_dense = dense_batch_strides(b);
   auto calls = [&](bool copy_a, bool copy_b) {
     const BatchedGemm bg = batched_gemm(copy_a ? a_dense : a_str, copy_b ? b_dense : b_str, s);
     return backend::gemm_calls_over_batch(bg.gemm, bg.dims);
@@ -145,7 +173,7 @@ std::pair<Tensor, Tensor> batchable(const Tensor& a, const Tensor& b, const Matm
   for (int which = 1; which <= 3; ++which) {  // a, then b, then both
     const bool copy_a = which & 1, copy_b = which & 2;
     if (calls(copy_a, copy_b) == 1)
-      return {copy_a ? a.contiguous() : a, copy_b ? b.contiguous() : b};
+      return {copy_a ? dense_batch_copy(a) : a, copy_b ? dense_batch_copy(b) : b};
   }
   return {a, b};
 }

@@ -1,5 +1,5 @@
 // The CPU's fused float32 attention (backend/cpu/attention.h) against the
-// float64 decomposition: odd sizes around its tiles (4 query rows, 32 keys, 32
+// float64 decomposition: odd sizes around its tiles (8 query rows, 32 keys, 32
 // value dims), q, k and v as head views of packed tensors, bool and float
 // masks of every broadcast, the causal triangle, fully masked rows (zeros),
 // NaN scores, one and two threads; the cases the kernel declines; and

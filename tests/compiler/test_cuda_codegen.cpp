@@ -253,9 +253,36 @@ TEST_F(CudaCodegen, PointwiseKernelPrintsThroughTheSamePath) {
   EXPECT_TRUE(has(st.source, "blockIdx.x")) << st.source;
   EXPECT_TRUE(has(st.source, "int32_t i =")) << st.source;
   EXPECT_TRUE(has(st.source, "smelt::scalar::sigmoid<float>")) << st.source;
-  // w broadcasts along rows: read at the column i % 100; x and b dense at i.
-  EXPECT_TRUE(has(st.source, "[i % 100]")) << st.source;
+  // w broadcasts along rows: read at the column i % 100, written as the
+  // vector's run offset plus its lane (100 is a whole number of vectors: one
+  // 16-byte load); x and b dense at i.
+  EXPECT_TRUE(has(st.source, "[i_v + (i_w % 25)*4]")) << st.source;
+  EXPECT_TRUE(has(st.source, "[i]")) << st.source;
   EXPECT_FALSE(has(st.source, "#pragma omp")) << st.source;
+}
+
+// Attention's scores over head views of [B, T, H * E] projections: matmul
+// copies the operands so that the batched GEMM is one call, k^T in k's own
+// row order (runs of E floats) rather than transposed, the GEMM reading that
+// copy transposed. q's and k's copies are one kernel whose reads are each a
+// 16-byte vector: the vector's run offset plus its lane, not four strided
+// floats.
+TEST_F(CudaCodegen, AttentionHeadCopiesMoveRunsAsVectors) {
+  const int64_t B = 6, T = 16, H = 3, E = 32;  // B calls of H products each without the copies
+  auto scores = [&](const Tensor& a, const Tensor& b) {
+    auto heads = [&](const Tensor& x) { return x.view({B, T, H, E}).transpose(1, 2); };
+    return matmul(heads(a), heads(b).transpose(-2, -1));
+  };
+  Schedule s = cuda_schedule(trace_graph(scores, randn({B, T, H * E}), randn({B, T, H * E})));
+  int kernels = 0;
+  for (const Step& st : s.steps) {
+    if (st.kind != Step::Kind::Kernel) continue;
+    ++kernels;
+    EXPECT_EQ(st.config.vec, 4);
+    EXPECT_EQ(count(st.source, "[i_v + "), 2) << st.source;
+    EXPECT_FALSE(has(st.source, "i_v*")) << st.source;  // no transposing read
+  }
+  EXPECT_EQ(kernels, 1);
 }
 
 // A GEMM of bfloat16 values converted to float32 reads the bfloat16 values

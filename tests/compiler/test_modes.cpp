@@ -243,10 +243,11 @@ TEST_F(Modes, SeveralVectorsPerThreadPrintAsPasses) {
   ASSERT_NE(two, nullptr);
   apply_config(g, s, st, *two, CudaDialect());
   EXPECT_NE(st.source.find("for (int i_u = 0; i_u < 2; ++i_u) {"), std::string::npos) << st.source;
-  EXPECT_NE(st.source.find("((static_cast<int32_t>(blockIdx.x) * 2 + i_u) * 256 + "
-                           "static_cast<int32_t>(threadIdx.x)) * 4"),
+  EXPECT_NE(st.source.find("i_w = ((static_cast<int32_t>(blockIdx.x) * 2 + i_u) * 256 + "
+                           "static_cast<int32_t>(threadIdx.x));"),
             std::string::npos)
       << st.source;
+  EXPECT_NE(st.source.find("i_base = i_w * 4;"), std::string::npos) << st.source;
   EXPECT_EQ(two->grid, 512);
 }
 

@@ -17,7 +17,7 @@ namespace smelt::cpu::SMELT_CPU_CAP {
 namespace {
 
 /// Query rows a tile computes together: each load of k or v serves all of them.
-constexpr int kRows = 4;
+constexpr int kRows = 8;
 /// Keys per score tile and value dims per output tile (two 512-bit vectors).
 constexpr int kCols = 32;
 /// Independent lanes of a row's max and sum (one 512-bit vector).

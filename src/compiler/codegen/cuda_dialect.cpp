@@ -213,7 +213,8 @@ void CudaDialect::range_begin(const Range& r, const KernelConfig& c, CodeBuffer&
         out.line(fmt::format("if ({} < {}) {{", v, n));
         return;
       }
-      out.line(fmt::format("const {} {}_base = {} * {};", t, v, base, c.vec));
+      out.line(fmt::format("const {} {}_w = {};", t, v, base));  // the vector's number
+      out.line(fmt::format("const {0} {1}_base = {1}_w * {2};", t, v, c.vec));
       out.line(fmt::format("if ({}_base < {}) {{", v, n));
       out.line("#pragma unroll");
       out.line(fmt::format("for (int {0}_v = 0; {0}_v < {1}; ++{0}_v) {{", v, c.vec));
@@ -301,9 +302,22 @@ std::string CudaDialect::element_index(const IndexExpr& index, const KernelConfi
   // unit's run offset plus r_v, so the vector's accesses are visibly
   // adjacent and NVVM merges them into one 16-byte access, as it does for a
   // contiguous row (whose index is already linear in r: printed as it is).
+  if (!c.reduction) {
+    // Likewise a pointwise thread's vector of `vec` elements i = i_w * vec +
+    // i_v (range_begin's loops), where i is read through a permutation whose
+    // contiguous runs are whole vectors (a transpose of heads: runs of 32):
+    // the run offset of i_w plus i_v, one 16-byte access instead of `vec`
+    // scalar ones, each with its own divisions.
+    const std::optional<int64_t> n = index.var_extent("i");
+    if (c.vec <= 1 || !c.parallel || !n || *n % c.vec != 0 || index.coefficient("i"))
+      return index.str();
+    return index
+        .substitute({{"i", IndexExpr::var("i_w", std::max<int64_t>(2, *n / c.vec)) * c.vec +
+                               IndexExpr::var("i_v", c.vec)}})
+        .str();
+  }
   const std::optional<int64_t> extent = index.var_extent("r");
-  if (!c.reduction || c.vec <= 1 || c.outer || !extent || index.coefficient("r"))
-    return index.str();
+  if (c.vec <= 1 || c.outer || !extent || index.coefficient("r")) return index.str();
   const int64_t units = std::max<int64_t>(2, (*extent + c.vec - 1) / c.vec);
   const int lanes = std::max(1, c.threads_per_row);
   const IndexExpr unit = c.row_iters > 0 ? IndexExpr::var("r_k", std::max(2, c.row_iters)) * lanes +
