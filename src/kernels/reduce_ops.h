@@ -785,6 +785,16 @@ inline void fold_chunks(const Run& run, typename Op::acc_t* parts) {
 }
 #endif
 
+/// Whether InnerOrder folds the last two or three whole chunks of a Welford
+/// run two at a time (independent chains the processor overlaps: the same
+/// partials, the same cascade, the same bits as one at a time), besides four
+/// at a time. Eager kernels do; JIT code does not (CppDialect's preamble sets
+/// 0): each reduction element of a generated kernel is a lambda of its own,
+/// and the pair's instantiation for it cost g++ about 0.1 s per reduction.
+#ifndef SMELT_REDUCE_CHUNK_PAIRS
+#define SMELT_REDUCE_CHUNK_PAIRS 1
+#endif
+
 /// InnerOrder over one row (or a stretch of it): feed the runs in sequence
 /// with run(), then take result().
 template <class Op>
@@ -823,13 +833,15 @@ struct InnerOrder {
 #if !defined(__CUDACC__) && !defined(__CUDACC_RTC__)
       if constexpr (kContiguous && is_welford<Op>::value) {
         // Whole chunks four (then two) at a time (the same partials, the same cascade).
-        while (in_part == 0 && n - i >= 2 * kChunk) {
+        while (in_part == 0 && n - i >= (SMELT_REDUCE_CHUNK_PAIRS ? 2 : 4) * kChunk) {
           acc_t parts[4];
           const int group = n - i >= 4 * kChunk ? 4 : 2;
           if (group == 4) {
             welford_chunks<Op, 4>(get, first + i, parts);
           } else {
+#if SMELT_REDUCE_CHUNK_PAIRS
             welford_chunks<Op, 2>(get, first + i, parts);
+#endif
           }
           for (int g = 0; g < group; ++g) cas.add(parts[g]);
           cascaded = true;

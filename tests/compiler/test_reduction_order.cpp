@@ -103,7 +103,9 @@ TEST_F(ReductionOrder, ShortProductThenTanIsBitwiseEager) {
 }
 
 // Every reduction, row lengths around the order's chunk boundaries (lanes from
-// 16 elements, 128-element chunks, the cascade), contiguous rows.
+// 16 elements, 128-element chunks, the cascade), contiguous rows. (At 4500,
+// eager folds the last whole Welford chunks as a pair, JIT code one at a
+// time: reduce_ops.h's SMELT_REDUCE_CHUNK_PAIRS.)
 TEST_F(ReductionOrder, EveryReductionOverContiguousRows) {
   for (int64_t n : {1, 33, 129, 4500}) {
     for (DType dt : {DType::Float32, DType::Float64, DType::BFloat16}) {

@@ -19,7 +19,9 @@ std::string CppDialect::preamble() const {
   // toolchain links them, compiled once (backend/cpu/toolchain.cpp).
   static const std::string prelude =
       "// smelt JIT translation unit\n#include <cmath>\n#include <cstdint>\n#include "
-      "<limits>\n#include <type_traits>\n#include <vector>\n#include <omp.h>\n" +
+      "<limits>\n#include <type_traits>\n#include <vector>\n#include <omp.h>\n"
+      "// No pairs of Welford chunks (reduce_ops.h: the same bits, less to compile).\n"
+      "#define SMELT_REDUCE_CHUNK_PAIRS 0\n" +
       kernels::embedded_source({"half.h", "vector_math.h", "scalar_ops.h", "reduce_ops.h"}, true) +
       "// The unit's own tag of reduce::ContiguousRun (instantiations of its own).\n"
       "namespace {\nstruct smelt_run_tag {};\n}  // namespace\n" +
