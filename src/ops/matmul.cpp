@@ -124,11 +124,16 @@ BatchedGemm batched_gemm(const Shape& as_full, const Shape& bs_full, const Matmu
 /// view (k^T of attention's scores q @ k^T), whose rows are t's columns and
 /// whose column stride is 1. Its copy then moves runs of the original rows
 /// (coalesced, vectorizable) instead of transposing them, and the GEMM reads
-/// the matrices transposed, as it reads the view.
+/// the matrices transposed, as it reads the view. Not for float64: the CPU's
+/// float64 GEMM (cblas_dgemm, one call per matrix) rounds a transposed
+/// operand's products differently (odd sizes: 282 of 756 batched products
+/// measured differed from those of the contiguous operands), and the
+/// contiguous copy keeps matmul's float64 values those of the contiguous
+/// operands.
 bool column_major_copy(const Tensor& t) {
   const int64_t d = t.dim();
-  return d >= 2 && t.size(d - 1) > 1 && t.size(d - 2) > 1 && t.stride(d - 2) == 1 &&
-         t.stride(d - 1) != 1;
+  return d >= 2 && t.dtype() != DType::Float64 && t.size(d - 1) > 1 && t.size(d - 2) > 1 &&
+         t.stride(d - 2) == 1 && t.stride(d - 1) != 1;
 }
 
 /// The strides of dense_batch_copy(t).

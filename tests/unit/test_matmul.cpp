@@ -2,6 +2,7 @@
 // gemm_fused), against float64 references computed here with plain loops.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <vector>
 
@@ -172,6 +173,82 @@ TEST(Matmul, HeadViewsBecomeOneBatchedCall) {
             s += qv[((b * T + i) * H + h) * D + d] * kv[((b * T + j) * H + h) * D + d];
           EXPECT_NEAR(got[((b * H + h) * T + i) * T + j], s, 1e-12);
         }
+}
+
+// matmul's batch copy of a transposed view (k^T of attention) is
+// column-major: the product equals that of the contiguous operands, exactly,
+// for every dtype, with the view as either operand or both, size-1 and
+// size-0 matrix dims, a batch dim broadcast by expand (stride 0), a last dim
+// of stride 0, a 1-D operand; bool still raises; gradients through the views
+// equal those through contiguous copies.
+TEST(Matmul, ColumnMajorBatchCopiesEqualContiguousOperands) {
+  manual_seed(3);
+  // [B, H, T, D] per-head view of a [B, T, H * D] projection: B calls of H
+  // products each, so matmul copies it (B > 4).
+  auto heads = [](int64_t B, int64_t T, int64_t H, int64_t D, DType dt) {
+    return (randn({B, T, H * D}) * 4).to(dt).view({B, T, H, D}).transpose(1, 2);
+  };
+  for (DType dt : {DType::Float64, DType::Float32, DType::Float16, DType::BFloat16, DType::Int32,
+                   DType::Int64}) {
+    for (auto [B, T, H, D] : std::vector<std::array<int64_t, 4>>{
+             {6, 5, 3, 4}, {5, 1, 3, 4}, {5, 7, 2, 1}, {6, 70, 2, 33}, {5, 3, 3, 0}}) {
+      SCOPED_TRACE(::testing::Message()
+                   << dtype_name(dt) << " B" << B << " T" << T << " H" << H << " D" << D);
+      Tensor q = heads(B, T, H, D, dt), kt = heads(B, T, H, D, dt).transpose(-2, -1),
+             v = heads(B, T, H, D, dt);
+      // float64 and integers exactly; the others to a few units of their
+      // last place (the GEMM may round a transposed read differently).
+      const double tol = dt == DType::Float32 ? 1e-5 : dt == DType::Float16 ? 4e-3 : 3e-2;
+      auto same = [&](const Tensor& a, const Tensor& b) {
+        const std::vector<double> got = matmul(a, b).to_vector<double>(),
+                                  want = matmul(a.contiguous(), b.contiguous()).to_vector<double>();
+        if (dt == DType::Float64 || !is_floating(dt)) {
+          EXPECT_EQ(got, want);
+        } else {
+          expect_close(got, want, tol);
+        }
+      };
+      same(q, kt);  // the view on the right
+      same(kt, v);  // on the left
+      same(kt, q.transpose(-2, -1).transpose(-2, -1));
+      same(kt.transpose(-2, -1), kt);  // both copied
+    }
+  }
+  const int64_t B = 6, T = 5, H = 3, D = 4;
+  Tensor q = heads(B, T, H, D, DType::Float64);
+  auto same = [](const Tensor& a, const Tensor& b) {
+    EXPECT_EQ(matmul(a, b).to_vector<double>(),
+              matmul(a.contiguous(), b.contiguous()).to_vector<double>());
+  };
+  // A batch dim broadcast by expand; a last dim of stride 0; a 1-D operand.
+  Tensor kt1 = heads(1, T, H, D, DType::Float64).transpose(-2, -1);
+  same(q, kt1.expand({B, H, D, T}));
+  same(q.permute({1, 0, 2, 3}),
+       randn({B, H, D, 1}).to(DType::Float64).expand({B, H, D, T}).permute({1, 0, 2, 3}));
+  Tensor kt = heads(B, T, H, D, DType::Float64).transpose(-2, -1);
+  same(kt, randn({T}).to(DType::Float64));
+  same(randn({D}).to(DType::Float64), kt);
+  expect_error_mentions([&] { matmul(q.gt(0.0), kt.gt(0.0)); }, "matmul");
+  // Gradients through the views and through contiguous copies.
+  Tensor qb = randn({B, T, H * D}).to(DType::Float64), kb = randn({B, T, H * D}).to(DType::Float64);
+  Tensor w = randn({B, H, T, T}).to(DType::Float64);
+  std::vector<std::vector<double>> grads;
+  for (bool copy : {false, true}) {
+    Tensor qv = qb.detach(), kv = kb.detach();
+    qv.requires_grad_(true);
+    kv.requires_grad_(true);
+    Tensor qh = qv.view({B, T, H, D}).transpose(1, 2);
+    Tensor kh = kv.view({B, T, H, D}).transpose(1, 2).transpose(-2, -1);
+    if (copy) {
+      qh = qh.contiguous();
+      kh = kh.contiguous();
+    }
+    (matmul(qh, kh) * w).sum().backward();
+    grads.push_back(qv.grad().to_vector<double>());
+    grads.push_back(kv.grad().to_vector<double>());
+  }
+  EXPECT_EQ(grads[0], grads[2]);
+  EXPECT_EQ(grads[1], grads[3]);
 }
 
 TEST(Matmul, IntegerAndWraparound) {
