@@ -8,6 +8,9 @@
 #include <omp.h>
 
 #include <cmath>
+#include <limits>
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include "backend/backend.h"
@@ -200,4 +203,41 @@ TEST(CpuAttention, CompiledFloat32AttentionStaysOneKernel) {
   EXPECT_EQ(vals(y), vals(fn(h.q, h.k, h.v, keep)));
   ASSERT_EQ(f.stats().kernels, 1);
   EXPECT_EQ(f.stats().kernel_names.at(0), "fallback_scaled_dot_product_attention");
+}
+
+// Every tile remainder of the 8 query rows (L 1..17) against key counts around
+// the 32-key tiles and odd head dims, with and without masks and the causal
+// triangle, on one and three threads: the float64 decomposition, and the op's
+// eager result the same bits.
+TEST(CpuAttention, EveryRowRemainderAroundTheTiles) {
+  const int threads = omp_get_max_threads();
+  for (int t : {1, 3}) {
+    omp_set_num_threads(t);
+    for (int64_t L = 1; L <= 17; ++L)
+      for (int64_t S : {1, 7, 16, 31, 33, 64, 70})
+        for (auto [E, Ev] : {std::pair<int64_t, int64_t>{3, 5}, {17, 33}}) {
+          const Sizes s{2, 2, L, S, E, Ev};
+          const Heads h = heads(s, static_cast<uint64_t>(L * 1000 + S * 10 + E));
+          Tensor full = rand({s.B, s.H, L, S}) > Scalar(0.3);
+          Tensor strided = (rand({S, L}) > Scalar(0.2)).t();
+          Tensor additive = where(
+              rand({1, s.H, L, S}) > Scalar(0.25), randn({1, s.H, L, S}),
+              full_like(zeros({1, s.H, L, S}), Scalar(-std::numeric_limits<double>::infinity())));
+          for (const Tensor& mask : {Tensor(), full, strided, additive}) {
+            for (bool causal : {false, true}) {
+              SCOPED_TRACE(::testing::Message() << "L" << L << " S" << S << " E" << E << " Ev" << Ev
+                                                << " causal " << causal << " threads " << t);
+              Tensor got = fused(h.q, h.k, h.v, mask, causal);
+              expect_close(vals(got), vals(reference(h, mask, causal)), 3e-5);
+              std::optional<Tensor> m;
+              if (mask.defined()) m = mask;
+              if (!(mask.defined() && causal)) {
+                EXPECT_EQ(vals(scaled_dot_product_attention(h.q, h.k, h.v, m, 0.0, causal)),
+                          vals(got));
+              }
+            }
+          }
+        }
+  }
+  omp_set_num_threads(threads);
 }

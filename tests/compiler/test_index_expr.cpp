@@ -6,12 +6,14 @@
 // trees at every point of small ranges.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <limits>
 #include <map>
 #include <random>
 #include <sstream>
 
 #include "compiler/lower/index_expr.h"
+#include "compiler/lower/loop_ir.h"
 #include "smelt/error.h"
 
 using smelt::compiler::Bounds;
@@ -628,4 +630,133 @@ TEST(IndexExprFloorDiv, OffsetWithinACommonStrideDropsOut) {
   for (int64_t ov : {0, 15, 16, 17, 255})
     for (int64_t rv : {0, 63, 64})
       EXPECT_EQ(floordiv(o * 64 + r2, 1024).eval({{"o", ov}, {"r", rv}}), (ov * 64 + rv) / 1024);
+}
+
+// ---- CUDA pointwise vectors (CudaDialect::element_index): a read index that
+// is not linear in the flat position i is printed with i = i_w * vec + i_v.
+
+namespace {
+
+/// `e` at `env` as the printed C computes it (truncating / and %), checking
+/// that every division and modulo it prints has a non-negative dividend.
+int64_t eval_as_c(const IndexExpr& e, const std::map<std::string, int64_t>& env) {
+  const auto& ops = e.operands();
+  switch (e.kind()) {
+    case Kind::Const:
+      return e.value();
+    case Kind::Var:
+    case Kind::Sym:
+      return env.count(e.name()) ? env.at(e.name()) : e.extent();
+    case Kind::Add: {
+      int64_t s = 0;
+      for (const auto& o : ops) s += eval_as_c(o, env);
+      return s;
+    }
+    case Kind::Mul: {
+      int64_t p = 1;
+      for (const auto& o : ops) p *= eval_as_c(o, env);
+      return p;
+    }
+    case Kind::FloorDiv:
+    case Kind::Mod: {
+      const int64_t a = eval_as_c(ops[0], env), b = eval_as_c(ops[1], env);
+      EXPECT_GE(a, 0) << "printed " << (e.kind() == Kind::Mod ? "%" : "/")
+                      << " of a negative dividend: " << e.str();
+      EXPECT_GT(b, 0) << e.str();
+      if (b <= 0) return 0;
+      return e.kind() == Kind::Mod ? a % b : a / b;
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+TEST(IndexExprProperty, VectorLanesOfPermutedReadsAgreeEverywhere) {
+  using smelt::Shape;
+  std::mt19937 rng(20261202);
+  auto uniform = [&](int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  };
+  const int64_t sizes[] = {1, 2, 3, 4, 5, 6, 8, 12, 16, 32};
+  // The contiguous strides of `s`.
+  auto dense = [](const Shape& s) {
+    Shape st(s.size(), 1);
+    for (int64_t k = static_cast<int64_t>(s.size()) - 2; k >= 0; --k) st[k] = st[k + 1] * s[k + 1];
+    return st;
+  };
+  // A read of an operand of logical shape `out` through a random
+  // permutation of a dense buffer, with broadcast (stride 0) and strided
+  // (sliced) dims and an offset, at flat position `flat`, as the code
+  // generator builds it (unflatten, then the operand's strides).
+  auto permuted_read = [&](const Shape& out, const IndexExpr& flat) {
+    const size_t r = out.size();
+    std::vector<size_t> perm(r);
+    for (size_t k = 0; k < r; ++k) perm[k] = k;
+    std::shuffle(perm.begin(), perm.end(), rng);
+    Shape buf(r);
+    for (size_t k = 0; k < r; ++k) buf[k] = out[perm[k]];
+    const Shape bst = dense(buf);
+    Shape st(r);
+    for (size_t k = 0; k < r; ++k) st[perm[k]] = bst[k];
+    const int64_t slice = uniform(0, 3) == 0 ? uniform(2, 3) : 1;
+    for (size_t k = 0; k < r; ++k) {
+      st[k] *= slice;
+      if (uniform(0, 4) == 0) st[k] = 0;  // broadcast
+    }
+    IndexExpr e = IndexExpr::constant(uniform(0, 2) == 0 ? uniform(0, 40) : 0);
+    const auto it = smelt::compiler::unflatten(out, flat);
+    for (size_t k = 0; k < r; ++k)
+      if (out[k] != 1 && st[k] != 0) e = e + it.vars[k] * st[k];
+    return e;
+  };
+  int64_t checked = 0, rewritten = 0;
+  for (int iter = 0; iter < 1500; ++iter) {
+    const int64_t rank = uniform(1, 4);
+    Shape out(rank);
+    for (auto& s : out) s = sizes[uniform(0, 9)];
+    int64_t n = 1;
+    for (auto s : out) n *= s;
+    if (n < 2 || n > 4096) continue;
+    const IndexExpr i = IndexExpr::var("i", n);
+    IndexExpr index = permuted_read(out, i);
+    if (uniform(0, 2) == 0) {
+      // Read again through a reshape (a view of a permuted producer): the
+      // producer's flat offset unflattened over another shape of its numel.
+      Shape p(out.rbegin(), out.rend());
+      if (uniform(0, 1) == 0) {
+        p.clear();
+        int64_t left = n;
+        for (int64_t d : {2, 3, 4, 8})
+          while (left % d == 0 && uniform(0, 1) == 0) {
+            p.push_back(d);
+            left /= d;
+          }
+        p.push_back(left);
+        std::shuffle(p.begin(), p.end(), rng);
+      }
+      if (index.bounds().hi < n && index.bounds().lo >= 0) index = permuted_read(p, index);
+    }
+    if (uniform(0, 4) == 0) index = mod(index, uniform(2, 12));
+    if (uniform(0, 4) == 0) index = floordiv(index, uniform(2, 12));
+    if (index.coefficient("i")) continue;  // linear: printed as it is
+    for (int64_t vec : {2, 4, 8, 16}) {
+      if (n % vec != 0) continue;
+      const IndexExpr lanes =
+          index.substitute({{"i", IndexExpr::var("i_w", std::max<int64_t>(2, n / vec)) * vec +
+                                      IndexExpr::var("i_v", vec)}});
+      SCOPED_TRACE(index.str() + " with vec " + std::to_string(vec) + " -> " + lanes.str());
+      ++rewritten;
+      for (int64_t x = 0; x < n; ++x) {
+        const int64_t want = index.eval({{"i", x}});
+        const std::map<std::string, int64_t> env{{"i_w", x / vec}, {"i_v", x % vec}};
+        ASSERT_EQ(lanes.eval(env), want) << "at i=" << x;
+        ASSERT_EQ(eval_as_c(lanes, env), want) << "at i=" << x;
+        ASSERT_EQ(eval_as_c(index, {{"i", x}}), want) << "at i=" << x;
+        ++checked;
+      }
+    }
+  }
+  EXPECT_GT(rewritten, 300);
+  EXPECT_GT(checked, 30000);
 }

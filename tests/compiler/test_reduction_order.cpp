@@ -6,10 +6,12 @@
 // Inputs stay below the eager kernels' parallel grain, where eager may split a
 // row across threads.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -116,6 +118,77 @@ TEST_F(ReductionOrder, EveryReductionOverContiguousRows) {
                      std::string(dtype_name(dt)) + " [3, " + std::to_string(n) + "]");
     }
   }
+}
+
+// Welford rows (var_mean, std, layer_norm, batch_norm) whose last whole
+// 128-element chunks after the groups of four are two or three, which eager
+// folds as a pair and JIT code one at a time (SMELT_REDUCE_CHUNK_PAIRS), after
+// a partial chunk or none: contiguous rows and rows in runs (reduced dims
+// around a kept one).
+TEST_F(ReductionOrder, WelfordChunksLeftAfterGroupsOfFourAreBitwiseEager) {
+  std::vector<int64_t> ns;
+  for (int64_t k : {2, 3, 6, 7, 11})
+    for (int64_t r : {0, 5, 127}) ns.push_back(128 * k + r);
+  const int64_t most = 128 * 11 + 127;
+  for (DType dt : {DType::Float32, DType::Float64}) {
+    Tensor x = (randn({3, most}) * 3 + 1).to(dt), y = (randn({2, 3, most}) * 3 - 1).to(dt);
+    auto f = [ns](const Tensor& x, const Tensor& y) {
+      std::vector<Tensor> outs;
+      for (int64_t n : ns) {
+        Tensor xs = x.slice(1, 0, n), ys = y.slice(2, 0, n);
+        auto [v, m] = var_mean(xs, {1}, 1.0, false);
+        auto [rv, rm] = var_mean(ys, {0, 2}, 1.0, true);
+        for (const Tensor& t :
+             {v, m, smelt::std(xs, {1}, 0.0), layer_norm(xs, {n}), rv, rm,
+              batch_norm(ys, std::nullopt, std::nullopt, std::nullopt, std::nullopt, true)})
+          outs.push_back(t);
+      }
+      return outs;
+    };
+    expect_bitwise(compile(f)(x, y), f(x, y), std::string(dtype_name(dt)));
+  }
+}
+
+// Rows longer than the parallel grain on 1 to 8 threads (fewer or more than
+// the cores), with OpenMP's dynamic teams, and called inside a parallel
+// region: reductions of an input split as eager splits them. (A reduction of
+// a computed element splits each row across the threads also where eager,
+// reducing the materialized element, does not: not compared here.)
+TEST_F(ReductionOrder, SplitRowsAreBitwiseEagerOnAnyTeam) {
+  const int threads = omp_get_max_threads();
+  Tensor x = randn({2, 100003}) * 3 + 0.5, y = randn({70001, 3}) * 2;
+  auto f = [](const Tensor& x, const Tensor& y) {
+    auto [v, m] = var_mean(x, {1}, 1.0, false);
+    return std::vector<Tensor>{sum(x, {1}),
+                               v,
+                               m,
+                               amax(x, {1}),
+                               argmax(x, 1),
+                               sum(y, {0}),
+                               var(y, {0}, 1.0),
+                               layer_norm(x, {100003}),
+                               sum(x),
+                               var(y)};
+  };
+  auto compiled = compile(f);
+  for (int dynamic : {0, 1}) {
+    omp_set_dynamic(dynamic);
+    for (int t : {1, 2, 3, 4, 8}) {
+      omp_set_num_threads(t);
+      const std::string what = std::to_string(t) + " threads" + (dynamic ? ", dynamic" : "");
+      const std::vector<Tensor> want = f(x, y);
+      expect_bitwise(compiled(x, y), want, what);
+      std::vector<Tensor> nested;
+#pragma omp parallel num_threads(2)
+      {
+#pragma omp single
+        nested = compiled(x, y);
+      }
+      expect_bitwise(nested, want, what + ", inside a parallel region");
+    }
+  }
+  omp_set_dynamic(0);
+  omp_set_num_threads(threads);
 }
 
 // Layouts: a kept dim innermost in memory (ColumnOrder), a transposed input
