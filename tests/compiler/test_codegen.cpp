@@ -141,8 +141,10 @@ TEST_F(Codegen, ConsumerOfNonAdjacentReducedDimsWalksContiguousRuns) {
 // A row folded straight from memory (the input, or a row buffer of computed
 // elements) is a reduce::ContiguousRun, whose lanes the host folds in whole
 // vectors as eager's reduce kernels do (a lambda per element kept max / min
-// scalar); elements that need a conversion or are strided keep the lambda.
-// The values are eager's, NaN and infinities included.
+// scalar), through reduce_jit.h's jit_stretch: out of line, in the
+// toolchain's math object, for the common accumulators (the unit does not
+// compile the fold again); elements that need a conversion or are strided
+// keep the lambda. The values are eager's, NaN and infinities included.
 TEST_F(Codegen, RowsReadFromMemoryFoldAsContiguousRuns) {
   Tensor x = randn({64, 1024});
   x[3][5].fill_(std::numeric_limits<float>::quiet_NaN());
@@ -156,10 +158,12 @@ TEST_F(Codegen, RowsReadFromMemoryFoldAsContiguousRuns) {
   ASSERT_EQ(s.steps.size(), 1u) << step_names(s);
   const std::string& src = s.steps[0].source;
   EXPECT_TRUE(has(src,
-                  "stretch<true>(0, 1024, 1024, smelt::reduce::ContiguousRun<float, "
-                  "smelt_run_tag>{in_arg0 + (o*1024)});"))
+                  "smelt::reduce::jit_stretch(acc0_order, 0, 1024, INT64_C(1024), "
+                  "in_arg0 + (o*1024));"))
       << src;
-  EXPECT_TRUE(has(src, "smelt::reduce::ContiguousRun<float, smelt_run_tag>{rowin")) << src;
+  EXPECT_TRUE(has(src, "smelt::reduce::jit_stretch(acc1_order, 0, 1024, INT64_C(1024), rowin"))
+      << src;
+  EXPECT_FALSE(has(src, "[&](int64_t r)")) << src;
   // exp(x - max), stored for the sum, is read back from that row by the
   // division: no second copy of the row.
   EXPECT_FALSE(has(src, "rowcache")) << src;
@@ -172,10 +176,20 @@ TEST_F(Codegen, RowsReadFromMemoryFoldAsContiguousRuns) {
   for (const Tensor& in : {x.t(), x.to(DType::Float16)}) {
     Schedule t = schedule_of(trace_graph(g, in));
     ASSERT_EQ(t.steps.size(), 1u) << step_names(t);
-    EXPECT_FALSE(has(t.steps[0].source, "ContiguousRun")) << t.steps[0].source;
+    EXPECT_FALSE(has(t.steps[0].source, "jit_stretch")) << t.steps[0].source;
     EXPECT_TRUE(has(t.steps[0].source, "[&](int64_t r)")) << t.steps[0].source;
     EXPECT_TRUE(smelt_test::bitwise_same(compile(g)(in), g(in)));
   }
+  // Welford in float64 folds a float32 row as it is (each element widened
+  // exactly): layer_norm's and var's rows take jit_stretch too.
+  auto ln = [](const Tensor& x) { return layer_norm(x, {1024}); };
+  Schedule l = schedule_of(trace_graph(ln, x));
+  ASSERT_EQ(l.steps.size(), 1u) << step_names(l);
+  EXPECT_TRUE(has(l.steps[0].source,
+                  "smelt::reduce::jit_stretch(acc0_order, 0, 1024, INT64_C(1024), "
+                  "in_arg0 + (o*1024));"))
+      << l.steps[0].source;
+  EXPECT_TRUE(smelt_test::bitwise_same(compile(ln)(x), ln(x)));
 }
 
 TEST_F(Codegen, FuseOffGivesOneKernelPerNode) {

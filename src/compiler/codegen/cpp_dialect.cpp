@@ -22,9 +22,8 @@ std::string CppDialect::preamble() const {
       "<limits>\n#include <type_traits>\n#include <vector>\n#include <omp.h>\n"
       "// No pairs of Welford chunks (reduce_ops.h: the same bits, less to compile).\n"
       "#define SMELT_REDUCE_CHUNK_PAIRS 0\n" +
-      kernels::embedded_source({"half.h", "vector_math.h", "scalar_ops.h", "reduce_ops.h"}, true) +
-      "// The unit's own tag of reduce::ContiguousRun (instantiations of its own).\n"
-      "namespace {\nstruct smelt_run_tag {};\n}  // namespace\n" +
+      kernels::embedded_source(
+          {"half.h", "vector_math.h", "scalar_ops.h", "reduce_ops.h", "reduce_jit.h"}, true) +
       backend::kPreambleEnd;
   return prelude;
 }
@@ -101,8 +100,13 @@ void CppDialect::split_reduce(const Stmt& s, const std::string& acc_type, const 
                   n, acc_type));
 }
 
-std::string CppDialect::contiguous_run(const std::string& type, const std::string& pointer) const {
-  return fmt::format("smelt::reduce::ContiguousRun<{}, smelt_run_tag>{{{}}}", type, pointer);
+std::string CppDialect::contiguous_stretch(const std::string& order, const std::string& r0,
+                                           const std::string& r1, int64_t run,
+                                           const std::string& pointer) const {
+  // reduce_jit.h: out of line (in the toolchain's math object) for the common
+  // accumulators, so that the unit does not compile the fold again.
+  return fmt::format("smelt::reduce::jit_stretch({}, {}, {}, INT64_C({}), {});", order, r0, r1, run,
+                     pointer);
 }
 
 std::string CppDialect::set_error_flag(int code) const {

@@ -708,6 +708,7 @@ class Builder {
         Stmt rs;
         rs.kind = Stmt::Kind::AccRun;
         rs.name = name;
+        rs.accumulator = info.accumulator;
         rs.acc_dtype = info.acc_dtype;
         rs.contiguous = info.order.contiguous;
         rs.extent = std::max<int64_t>(1, info.order.run);
@@ -812,6 +813,7 @@ class Builder {
         Stmt rs;
         rs.kind = Stmt::Kind::AccRun;
         rs.name = target;
+        rs.accumulator = info.accumulator;
         rs.acc_dtype = info.acc_dtype;
         rs.contiguous = info.order.contiguous;
         rs.extent = run;

@@ -112,9 +112,10 @@ struct Stmt {
                   // with `lane`: the accumulator name[index]; Column (with `lane`):
                   // ColumnLanes `name` steps lane `index`
     AccNext,      // ColumnLanes `name` ends one element of every lane (next())
-    AccRun,       // order struct `name` folds the row's elements [index, range.extent)
-                  // (runs of `extent` elements): name.stretch<contiguous>(...,
-                  // get), get(range.var) being `body` then `value`
+    AccRun,       // order struct `name` (of reduce struct `accumulator`) folds the
+                  // row's elements [index, range.extent) (runs of `extent`
+                  // elements): name.stretch<contiguous>(..., get), get(range.var)
+                  // being `body` then `value`
     AccFinish,    // name = the result of order struct `partial` (Inner / Column;
                   // with `lane`: of lane `index` of ColumnLanes `partial`)
     SplitReduce,  // the row of `extent` elements cut into stretches, one thread

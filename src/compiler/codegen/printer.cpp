@@ -238,14 +238,20 @@ class Printer {
     return "";
   }
 
-  /// The dialect's contiguous-run getter of AccRun `s` when its element at
-  /// `r` is read from memory at base + r (a load or a row buffer, already of
-  /// the accumulate type, in runs contiguous in memory); "" otherwise.
-  std::string contiguous_run(const Stmt& s) const {
+  /// The pointer `base` of AccRun `s` when its element at `r` is read from
+  /// memory at base[r] (a load or a row buffer, of the accumulate type or,
+  /// for Welford in float64, float32 widened, in runs contiguous in memory);
+  /// "" otherwise.
+  std::string contiguous_pointer(const Stmt& s) const {
     if (!s.contiguous || !s.value || !s.run_var.empty()) return "";
     // The element (through conversions to its own dtype, which print as
     // nothing): the value itself, or the one temp the body defines it as.
     const Expr* v = s.value.get();
+    while (v->kind == Expr::Kind::Convert && v->from == v->dtype) v = v->operands[0].get();
+    // Welford<double> folds float elements too (kernels/reduce_jit.h).
+    const bool widened = v->kind == Expr::Kind::Convert && s.accumulator == "Welford" &&
+                         v->from == DType::Float32 && v->dtype == DType::Float64;
+    if (widened) v = v->operands[0].get();
     while (v->kind == Expr::Kind::Convert && v->from == v->dtype) v = v->operands[0].get();
     if (v->kind == Expr::Kind::Temp && s.body.size() == 1 && s.body[0].kind == Stmt::Kind::Let &&
         s.body[0].name == v->name && s.body[0].dtype == v->dtype && s.body[0].value)
@@ -254,7 +260,8 @@ class Printer {
       return "";
     const Expr& e = *v;
     const bool load = e.kind == Expr::Kind::Load && !e.mask;
-    if ((!load && e.kind != Expr::Kind::RowLoad) || e.dtype != s.acc_dtype || is_half(e.dtype))
+    if ((!load && e.kind != Expr::Kind::RowLoad) || is_half(e.dtype) ||
+        e.dtype != (widened ? DType::Float32 : s.acc_dtype))
       return "";
     const std::string& r = s.range.var;
     if (e.index.coefficient(r) != std::optional<int64_t>(1)) return "";
@@ -263,7 +270,7 @@ class Printer {
     // holds the row) must be r too.
     if (!load && d_.row_slot(e.index, k_.config) != e.index.str()) return "";
     const std::string at = base.is_const() && base.value() == 0 ? "" : " + (" + base.str() + ")";
-    return d_.contiguous_run(d_.value_type(e.dtype), e.name + at);
+    return e.name + at;
   }
 
   void body(const std::vector<Stmt>& b) {
@@ -365,10 +372,13 @@ class Printer {
         return;
       }
       case Stmt::Kind::AccRun:
-        if (const std::string run = contiguous_run(s); !run.empty()) {
-          out_.line(fmt::format("{}.stretch<true>({}, {}, {}, {});", s.name, s.index.str(),
-                                s.range.extent.str(), s.extent, run));
-          return;
+        if (const std::string p = contiguous_pointer(s); !p.empty()) {
+          const std::string fold =
+              d_.contiguous_stretch(s.name, s.index.str(), s.range.extent.str(), s.extent, p);
+          if (!fold.empty()) {
+            out_.line(fold);
+            return;
+          }
         }
         // The element at index `r` is computed by a lambda the order struct
         // calls (inlined: contiguous runs vectorize).

@@ -74,11 +74,14 @@ class Dialect {
   virtual std::string load(const std::string& ptr, const std::string& index) const;
   virtual std::string store(const std::string& ptr, const std::string& index,
                             const std::string& value) const;
-  /// A getter (for an order struct's stretch) of the contiguous run of
-  /// values of C type `type` at `pointer` (element r at pointer[r]) that the
-  /// host folds in whole vectors, as eager's reduce kernels fold theirs; ""
-  /// where the dialect has none (the element is then computed by a lambda).
-  virtual std::string contiguous_run(const std::string& type, const std::string& pointer) const {
+  /// The statement folding the elements [r0, r1) of a row (in runs of `run`)
+  /// into order struct `order`, element r read at pointer[r] (a run
+  /// contiguous in memory, of the accumulate type), that the host folds in
+  /// whole vectors as eager's reduce kernels fold theirs; "" where the dialect
+  /// has none (the element is then computed by a lambda).
+  virtual std::string contiguous_stretch(const std::string& order, const std::string& r0,
+                                         const std::string& r1, int64_t run,
+                                         const std::string& pointer) const {
     return "";
   }
   /// Integer type of index arithmetic of `bits` width.
@@ -109,7 +112,9 @@ class CppDialect : public Dialect {
   void split_reduce(const Stmt& s, const std::string& acc_type, const std::string& loop,
                     const KernelConfig& c, CodeBuffer& out) const override;
   std::string set_error_flag(int code) const override;
-  std::string contiguous_run(const std::string& type, const std::string& pointer) const override;
+  std::string contiguous_stretch(const std::string& order, const std::string& r0,
+                                 const std::string& r1, int64_t run,
+                                 const std::string& pointer) const override;
 };
 
 /// The printed source of one kernel.

@@ -1,0 +1,75 @@
+// smelt/kernels/reduce_jit.h — out-of-line folds of contiguous rows for
+// JIT-generated C++ (embedded, never compiled into the library itself).
+//
+// A generated reduction whose element is read straight from memory (a load,
+// or a row buffer that a persistent kernel filled) folds its row with
+// InnerOrder<Op>::stretch over a reduce::ContiguousRun: the code that every
+// kernel instantiated again, and most of the g++ time of a reduction kernel
+// (softmax's unit: 0.33 s, 0.14 s without the two folds). The toolchain's
+// math object (backend/cpu/toolchain.cpp) defines them once per kernel cache,
+// with the kernels' own flags, for the accumulators listed below; a kernel
+// calls jit_stretch, the declaration here, and links them. The folds are the
+// same code with the same flags, so the bits are those of the inline
+// instantiation (and of eager's reductions, as reduce_ops.h explains).
+// Other accumulators take the inline template at the end.
+//
+// Defined where SMELT_REDUCE_JIT_DEFINE is set (the math object), declared
+// elsewhere (the kernels' preamble). Hidden: each kernel library links its
+// own copy, which nothing outside it can interpose.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/reduce_ops.h"
+
+namespace smelt::reduce {
+
+/// (accumulator, its type, element type) with an out-of-line fold: the
+/// elements are the accumulator's own type, but for Welford<double>, which
+/// also folds float elements (each widened exactly, as the element lambda
+/// static_cast<double>(x) of layer_norm's and var's kernels does).
+#define SMELT_REDUCE_JIT_FOLDS(X) \
+  X(Sum, float, float)            \
+  X(Max, float, float)            \
+  X(Min, float, float)            \
+  X(Sum, double, double)          \
+  X(Max, double, double)          \
+  X(Min, double, double)          \
+  X(Welford, double, double)      \
+  X(Welford, double, float)
+
+#ifdef SMELT_REDUCE_JIT_DEFINE
+namespace {
+/// The math object's own ContiguousRun tag (see ContiguousRun).
+struct JitRunTag {};
+}  // namespace
+#define SMELT_REDUCE_JIT_FOLD(OP, A, T)                                                         \
+  __attribute__((visibility("hidden"))) void jit_stretch(InnerOrder<OP<A>>& order, int64_t r0,  \
+                                                         int64_t r1, int64_t run, const T* p) { \
+    order.template stretch<true>(r0, r1, run, ContiguousRun<T, JitRunTag>{p});                  \
+  }
+#else
+#define SMELT_REDUCE_JIT_FOLD(OP, A, T)                                                        \
+  __attribute__((visibility("hidden"))) void jit_stretch(InnerOrder<OP<A>>& order, int64_t r0, \
+                                                         int64_t r1, int64_t run, const T* p);
+#endif
+/// order.stretch<true>(r0, r1, run, the contiguous run at p) (InnerOrder's
+/// stretch: the elements [r0, r1) of a row in runs of `run`, element r at p[r]).
+SMELT_REDUCE_JIT_FOLDS(SMELT_REDUCE_JIT_FOLD)
+#undef SMELT_REDUCE_JIT_FOLD
+
+#ifndef SMELT_REDUCE_JIT_DEFINE
+namespace {
+/// The unit's own ContiguousRun tag (an instantiation of its own, see
+/// ContiguousRun): this header is embedded into each generated unit.
+struct JitUnitTag {};
+}  // namespace
+/// The same for any other order and element type, inline (an exact
+/// out-of-line overload above is preferred to this template).
+template <class Order, class T>
+inline void jit_stretch(Order& order, int64_t r0, int64_t r1, int64_t run, const T* p) {
+  order.template stretch<true>(r0, r1, run, ContiguousRun<T, JitUnitTag>{p});
+}
+#endif
+
+}  // namespace smelt::reduce
