@@ -9,8 +9,9 @@
 // math object (backend/cpu/toolchain.cpp) defines them once per kernel cache,
 // with the kernels' own flags, for the accumulators listed below; a kernel
 // calls jit_stretch, the declaration here, and links them. The folds are the
-// same code with the same flags, so the bits are those of the inline
-// instantiation (and of eager's reductions, as reduce_ops.h explains).
+// same code with the same flags (their chunk grouping, which changes no bit,
+// aside), so the bits are those of the inline instantiation (and of eager's
+// reductions, as reduce_ops.h explains).
 // Other accumulators take the inline template at the end.
 //
 // Defined where SMELT_REDUCE_JIT_DEFINE is set (the math object), declared

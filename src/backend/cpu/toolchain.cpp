@@ -266,12 +266,12 @@ class ObjectFile final : public backend::Module {
 /// the vectorizer calls), built once per toolchain and kept in the kernel
 /// cache like a kernel: defining them in every kernel's translation unit cost
 /// each compile about 0.1 s (0.6 s with <immintrin.h>). It also holds the
-/// out-of-line folds of contiguous rows (kernels/reduce_jit.h), built as the
-/// kernels would build them (SMELT_REDUCE_CHUNK_PAIRS as their preamble sets it).
+/// out-of-line folds of contiguous rows (kernels/reduce_jit.h; compiled once,
+/// they keep reduce_ops.h's chunk pairs, which change no bit).
 const std::string& math_source() {
   static const std::string source =
       "// smelt JIT math support\n#define SMELT_VM_VISIBILITY \"hidden\"\n"
-      "#define SMELT_REDUCE_CHUNK_PAIRS 0\n#define SMELT_REDUCE_JIT_DEFINE 1\n" +
+      "#define SMELT_REDUCE_JIT_DEFINE 1\n" +
       kernels::embedded_source({"half.h", "vector_math.h", "vector_math_impl.h", "scalar_ops.h",
                                 "reduce_ops.h", "reduce_jit.h"},
                                true);

@@ -701,20 +701,29 @@ class Builder {
       auto element = [&](ExprPtr x) { return reduction_element(n, info, std::move(x)); };
       // The reduced dims walked in eager's visiting order (index order when plain).
       const Index visit = plain ? full : domain_index(s, grp_.rdims, o, r, info.order.dims);
-      // The elements [r0, r1) of the row folded into order struct `name`; the
-      // element at `r` is `elem(visit)`.
-      auto stretch = [&](const std::string& name, IndexExpr r0, IndexExpr r1,
-                         const std::function<ExprPtr(const Index&)>& elem) {
+      // Opens the AccRun folding the row's elements [r0, r1), in runs of
+      // `extent`, into order struct `name` (elements indexed by `run_var`
+      // within their run where it is set); the caller sets its value.
+      auto open_run = [&](const std::string& name, IndexExpr r0, IndexExpr r1, int64_t extent,
+                          const std::string& run_var) -> Stmt& {
         Stmt rs;
         rs.kind = Stmt::Kind::AccRun;
         rs.name = name;
         rs.accumulator = info.accumulator;
         rs.acc_dtype = info.acc_dtype;
         rs.contiguous = info.order.contiguous;
-        rs.extent = std::max<int64_t>(1, info.order.run);
+        rs.extent = extent;
         rs.index = std::move(r0);
         rs.range = Range{"r", std::move(r1), RangeTag::Serial};
-        Stmt& opened = open(rs);
+        rs.run_var = run_var;
+        return open(rs);
+      };
+      // The elements [r0, r1) of the row folded into order struct `name`; the
+      // element at `r` is `elem(visit)`.
+      auto stretch = [&](const std::string& name, IndexExpr r0, IndexExpr r1,
+                         const std::function<ExprPtr(const Index&)>& elem) {
+        Stmt& opened =
+            open_run(name, std::move(r0), std::move(r1), std::max<int64_t>(1, info.order.run), "");
         opened.value = element(elem(visit));
         close();
       };
@@ -810,17 +819,7 @@ class Builder {
         // indexed by run_index.
         const Index in_run = run_index();
         open(loop("r_o", rnumel_ / run, RangeTag::Serial));
-        Stmt rs;
-        rs.kind = Stmt::Kind::AccRun;
-        rs.name = target;
-        rs.accumulator = info.accumulator;
-        rs.acc_dtype = info.acc_dtype;
-        rs.contiguous = info.order.contiguous;
-        rs.extent = run;
-        rs.index = r_o * run;
-        rs.range = Range{"r", r_o * run + run, RangeTag::Serial};
-        rs.run_var = "r_i";
-        Stmt& opened = open(rs);
+        Stmt& opened = open_run(target, r_o * run, r_o * run + run, run, "r_i");
         opened.value = element(input(in_run));
         close();
         close();

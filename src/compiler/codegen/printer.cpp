@@ -246,13 +246,15 @@ class Printer {
     if (!s.contiguous || !s.value || !s.run_var.empty()) return "";
     // The element (through conversions to its own dtype, which print as
     // nothing): the value itself, or the one temp the body defines it as.
-    const Expr* v = s.value.get();
-    while (v->kind == Expr::Kind::Convert && v->from == v->dtype) v = v->operands[0].get();
+    auto own_dtype = [](const Expr* v) {
+      while (v->kind == Expr::Kind::Convert && v->from == v->dtype) v = v->operands[0].get();
+      return v;
+    };
+    const Expr* v = own_dtype(s.value.get());
     // Welford<double> folds float elements too (kernels/reduce_jit.h).
     const bool widened = v->kind == Expr::Kind::Convert && s.accumulator == "Welford" &&
                          v->from == DType::Float32 && v->dtype == DType::Float64;
-    if (widened) v = v->operands[0].get();
-    while (v->kind == Expr::Kind::Convert && v->from == v->dtype) v = v->operands[0].get();
+    if (widened) v = own_dtype(v->operands[0].get());
     if (v->kind == Expr::Kind::Temp && s.body.size() == 1 && s.body[0].kind == Stmt::Kind::Let &&
         s.body[0].name == v->name && s.body[0].dtype == v->dtype && s.body[0].value)
       v = s.body[0].value.get();
