@@ -153,13 +153,19 @@ TEST_F(ReductionOrder, WelfordChunksLeftAfterGroupsOfFourAreBitwiseEager) {
 // the cores), with OpenMP's dynamic teams, and called inside a parallel
 // region: reductions of an input split as eager splits them. (A reduction of
 // a computed element splits each row across the threads also where eager,
-// reducing the materialized element, does not: not compared here.)
+// reducing the materialized element, does not: not compared here.) z's
+// columns are too short to split, so eager gives its threads narrower blocks
+// of columns (reduce.cpp), which must not change a value.
 TEST_F(ReductionOrder, SplitRowsAreBitwiseEagerOnAnyTeam) {
   const int threads = omp_get_max_threads();
   Tensor x = randn({2, 100003}) * 3 + 0.5, y = randn({70001, 3}) * 2;
-  auto f = [](const Tensor& x, const Tensor& y) {
+  Tensor z = randn({3, 100, 1000});
+  auto f = [z](const Tensor& x, const Tensor& y) {
     auto [v, m] = var_mean(x, {1}, 1.0, false);
-    return std::vector<Tensor>{sum(x, {1}),
+    return std::vector<Tensor>{sum(z, {1}),
+                               amax(z, {0}),
+                               var(z, {0, 1}, 1.0),
+                               sum(x, {1}),
                                v,
                                m,
                                amax(x, {1}),

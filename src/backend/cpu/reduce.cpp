@@ -98,11 +98,58 @@ typename Op::acc_t accumulate_range(const T* base, const ReduceGeom& g, int64_t 
   return row.result();
 }
 
+/// The Cascades (reduce_ops.h) of `jn` neighbouring columns, stored level by
+/// level (level l of column j at lv[l * jn + j]). Every column of a block
+/// takes its partials at the same rows, so the fan-out counts are shared and
+/// each step is one loop across the columns (vectorized); column j's values
+/// are those of its own Cascade, bit for bit. The levels are allocated at the
+/// first add() (a stretch of at most kColumnChunk rows never needs them).
+template <class Op>
+class CascadeColumns {
+ public:
+  using Acc = typename Op::acc_t;
+  explicit CascadeColumns(int64_t jn) : jn_(jn) {}
+  /// Cascade::add of part[j] for every column; part[j] is reset to init().
+  void add(Acc* __restrict part) {
+    if (!lv_) {
+      lv_.reset(new Acc[static_cast<size_t>(r::kCascadeLevels * jn_)]);
+      for (int64_t i = 0; i < r::kCascadeLevels * jn_; ++i) lv_[i] = Op::init();
+    }
+    Acc* __restrict l0 = lv_.get();
+    for (int64_t j = 0; j < jn_; ++j) {
+      l0[j] = Op::combine(l0[j], part[j]);
+      part[j] = Op::init();
+    }
+    for (int l = 0; l + 1 < r::kCascadeLevels && ++cnt_[l] == r::kCascadeFanout; ++l) {
+      Acc* __restrict lo = lv_.get() + l * jn_;
+      Acc* __restrict hi = lo + jn_;
+      for (int64_t j = 0; j < jn_; ++j) {
+        hi[j] = Op::combine(hi[j], lo[j]);
+        lo[j] = Op::init();
+      }
+      cnt_[l] = 0;
+    }
+  }
+  /// Cascade::result_after(part[j]) for every column, into res.
+  void result_after(const Acc* part, Acc* __restrict res) const {
+    for (int64_t j = 0; j < jn_; ++j) res[j] = part[j];
+    for (int l = 0; l < r::kCascadeLevels; ++l) {
+      const Acc* lv = lv_ ? lv_.get() + l * jn_ : nullptr;
+      for (int64_t j = 0; j < jn_; ++j) res[j] = Op::combine(res[j], lv ? lv[j] : Op::init());
+    }
+  }
+
+ private:
+  int64_t jn_;
+  std::unique_ptr<Acc[]> lv_;
+  int cnt_[r::kCascadeLevels] = {};
+};
+
 /// Outer schedule: outputs j0 .. j0 + jn along kept dim v (input stride sv)
 /// accumulated side by side over reduced elements [r0, r1); results in `res`.
 /// Each column is combined in ColumnOrder (reduce_ops.h): the partials are
 /// arrays over the columns (the stepping loop vectorizes across them), every
-/// kColumnChunk rows each goes into its column's cascade.
+/// kColumnChunk rows they go into the columns' cascades.
 template <class Op, class T>
 void accumulate_block(const T* base, const ReduceGeom& g, int64_t sv, int64_t jn, int64_t r0,
                       int64_t r1, typename Op::acc_t* res) {
@@ -111,7 +158,7 @@ void accumulate_block(const T* base, const ReduceGeom& g, int64_t sv, int64_t jn
   AccBuf<Acc> buf(jn);
   for (int64_t j = 0; j < jn; ++j) buf[j] = Op::init();
   Acc* __restrict part = buf.data();
-  AccBuf<r::Cascade<Op>> cas(jn);
+  CascadeColumns<Op> cas(jn);
   const int64_t nd = static_cast<int64_t>(g.red_sizes.size());
   Counter c(g.red_sizes, g.red_strides, nd, r0);
   int64_t rows = 0;
@@ -128,14 +175,11 @@ void accumulate_block(const T* base, const ReduceGeom& g, int64_t sv, int64_t jn
     }
     c.next();
     if (++rows == r::kColumnChunk) {
-      for (int64_t j = 0; j < jn; ++j) {
-        cas[j].add(part[j]);
-        part[j] = Op::init();
-      }
+      cas.add(part);
       rows = 0;
     }
   }
-  for (int64_t j = 0; j < jn; ++j) res[j] = cas[j].result_after(part[j]);
+  cas.result_after(part, res);
 }
 
 /// Input offset of output `o` (row-major over the kept dims).
@@ -190,18 +234,28 @@ void reduce_loop(const Tensor& x, const std::vector<int64_t>& dims, const Emit& 
         out_off += i * ros[d];
       }
     };
-    // splits of the reduced range
+    // splits of the reduced range (these decide the values: compiled code
+    // asks column_splits the same question)
     const int64_t P = r::column_splits(g.n_out, g.n_red, tasks, nthreads);
     AccBuf<Acc> partial(P > 1 ? g.n_out * P : 0);
-    // Each task covers about n_out * n_red / (tasks * P) elements.
-    const int64_t per_task = std::max<int64_t>(1, g.n_out * g.n_red / (tasks * P));
-    parallel_for(0, tasks * P, grain_for(per_task), [&](int64_t t0, int64_t t1) {
+    // Blocks narrower than kBlock when rows x blocks x splits would leave
+    // threads idle (512 x 1024 over dim 0: one block, 8 splits, 16 threads).
+    // A column's value does not depend on the block that holds it.
+    int64_t bw = kBlock;
+    if (tasks * P < nthreads && g.n_out * g.n_red >= r::kReduceParallelGrain) {
+      const int64_t per_row = (nthreads + n_rows * P - 1) / (n_rows * P);
+      bw = std::max<int64_t>(16, ((V + per_row - 1) / per_row + 15) / 16 * 16);
+    }
+    const int64_t nb = (V + bw - 1) / bw, ntasks = n_rows * nb;
+    // Each task covers about n_out * n_red / (ntasks * P) elements.
+    const int64_t per_task = std::max<int64_t>(1, g.n_out * g.n_red / (ntasks * P));
+    parallel_for(0, ntasks * P, grain_for(per_task), [&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t) {
         const int64_t task = t / P, cidx = t % P;
-        const int64_t row = task / nblk, blk = task % nblk;
+        const int64_t row = task / nb, blk = task % nb;
         int64_t in_off, out_off;
         row_offsets(row, in_off, out_off);
-        const int64_t j0 = blk * kBlock, jn = std::min(kBlock, V - j0);
+        const int64_t j0 = blk * bw, jn = std::min(bw, V - j0);
         AccBuf<Acc> res(jn);
         const int64_t r0 = r::stretch_begin(cidx, P, g.n_red),
                       r1 = r::stretch_begin(cidx + 1, P, g.n_red);
