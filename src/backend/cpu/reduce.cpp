@@ -237,6 +237,8 @@ void reduce_loop(const Tensor& x, const std::vector<int64_t>& dims, const Emit& 
     // splits of the reduced range (these decide the values: compiled code
     // asks column_splits the same question)
     const int64_t P = r::column_splits(g.n_out, g.n_red, tasks, nthreads);
+    // split c's partials of every output side by side (not each output's
+    // splits side by side: threads would write to the same cache lines)
     AccBuf<Acc> partial(P > 1 ? g.n_out * P : 0);
     // Blocks narrower than kBlock when rows x blocks x splits would leave
     // threads idle (512 x 1024 over dim 0: one block, 8 splits, 16 threads).
@@ -265,15 +267,15 @@ void reduce_loop(const Tensor& x, const std::vector<int64_t>& dims, const Emit& 
           if (P == 1) {
             emit(o, res[j]);
           } else {
-            partial[o * P + cidx] = res[j];
+            partial[cidx * g.n_out + o] = res[j];
           }
         }
       }
     });
     if (P > 1) {
       for (int64_t o = 0; o < g.n_out; ++o) {
-        Acc acc = partial[o * P];
-        for (int64_t c = 1; c < P; ++c) acc = Op::combine(acc, partial[o * P + c]);
+        Acc acc = partial[o];
+        for (int64_t c = 1; c < P; ++c) acc = Op::combine(acc, partial[c * g.n_out + o]);
         emit(o, acc);
       }
     }
