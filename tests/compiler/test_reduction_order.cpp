@@ -426,3 +426,51 @@ TEST(ReductionAccumulation, ChunksGroupWithinRunsWithTheSameBits) {
   EXPECT_EQ(w0.count, w1.count);
   EXPECT_EQ(w0.count, n);
 }
+
+// Eager column reductions on any team (threads idle under rows x blocks x
+// splits narrow the blocks; each split's partials lie side by side) equal
+// ColumnOrder over reduce::column_splits' stretches, combined in order, bit
+// for bit: columns not a multiple of 16, rows past the cascade's second
+// level, too few rows for a split per thread (narrow blocks), NaNs,
+// infinities and signed zeros among them.
+TEST_F(ReductionOrder, EagerColumnsFollowColumnOrderOnAnyTeam) {
+  namespace r = smelt::reduce;
+  const int threads = omp_get_max_threads();
+  const int64_t c = 45;
+  for (int64_t n : {600, 2100}) {
+    Tensor x = randn({n, c}) * 2;
+    float* p = x.data_ptr<float>();
+    for (int64_t i = 0; i < n; ++i) {
+      p[i * c] = -0.0f;
+      p[i * c + 1] = i % 2 ? 0.0f : -0.0f;
+      if (i == 130 || i == 2049) p[i * c + 2] = std::numeric_limits<float>::quiet_NaN();
+      if (i == 2047) p[i * c + 3] = std::numeric_limits<float>::infinity();
+      p[i * c + 4] = -std::numeric_limits<float>::infinity();
+    }
+    auto reference = [&, n](auto op, int64_t nthreads) {
+      using Op = decltype(op);
+      const int64_t splits = r::column_splits(c, n, 1, nthreads);
+      std::vector<float> out(c);
+      for (int64_t j = 0; j < c; ++j) {
+        float acc = Op::init();
+        for (int64_t s = 0; s < splits; ++s) {
+          const int64_t r0 = r::stretch_begin(s, splits, n),
+                        r1 = r::stretch_begin(s + 1, splits, n);
+          r::ColumnOrder<Op> order(r0);
+          for (int64_t i = r0; i < r1; ++i) order.step(p[i * c + j]);
+          acc = s == 0 ? order.result() : Op::combine(acc, order.result());
+        }
+        out[static_cast<size_t>(j)] = acc;
+      }
+      return make(std::vector<double>(out.begin(), out.end()), {c}).to(DType::Float32);
+    };
+    for (int t : {1, 2, 3, 5, 8, 16}) {
+      omp_set_num_threads(t);
+      EXPECT_TRUE(bitwise_same(sum(x, {0}), reference(r::Sum<float>{}, t)))
+          << n << " rows, " << t << " threads";
+      EXPECT_TRUE(bitwise_same(amax(x, {0}), reference(r::Max<float>{}, t)))
+          << n << " rows, " << t << " threads";
+    }
+  }
+  omp_set_num_threads(threads);
+}
