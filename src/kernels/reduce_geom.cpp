@@ -83,10 +83,4 @@ ReduceGeom make_reduce_geom(const Shape& sizes, const Shape& strides,
   return g;
 }
 
-int64_t ReduceGeom::column_tasks() const {
-  if (column < 0 || n_out == 0) return 0;
-  const int64_t v = out_sizes[static_cast<size_t>(column)];
-  return n_out / v * ((v + kColumnBlock - 1) / kColumnBlock);
-}
-
 }  // namespace smelt::reduce

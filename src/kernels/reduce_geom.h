@@ -35,9 +35,6 @@ struct ReduceGeom {
   int64_t run() const { return red_sizes.empty() ? 1 : red_sizes.back(); }
   /// A run is contiguous in memory (InnerOrder uses lanes only then).
   bool run_contiguous() const { return !red_strides.empty() && red_strides.back() == 1; }
-  /// ColumnOrder: eager's tasks, blocks of up to kColumnBlock neighbouring
-  /// outputs along the column dim (column_splits() takes them); 0 for InnerOrder.
-  int64_t column_tasks() const;
 };
 
 /// The geometry of reducing `dims` (sorted, non-negative) of a tensor of

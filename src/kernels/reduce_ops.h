@@ -362,24 +362,24 @@ inline constexpr int64_t kReduceParallelGrain = 32768;
 /// ColumnOrder: neighbouring outputs eager accumulates side by side (one task).
 inline constexpr int64_t kColumnBlock = 1024;
 
-/// Into how many stretches eager cuts each row (one thread each; the
-/// stretches' results combined in order): when a reduction in InnerOrder is
-/// large enough for threads and has fewer outputs than threads, every row is
-/// cut into up to nthreads / n_out stretches of at least 1024 elements.
-SMELT_HD int64_t inner_splits(int64_t n_out, int64_t n_red, int64_t nthreads) {
-  const int64_t work = n_out * (n_red > 1 ? n_red : 1);
-  if (nthreads <= 1 || work < kReduceParallelGrain || n_out >= nthreads) return 1;
-  const int64_t by_threads = (nthreads + n_out - 1) / n_out, by_length = n_red / 1024;
-  const int64_t p = by_threads < by_length ? by_threads : by_length;
-  return p > 1 ? p : 1;
+/// Rows are cut across threads only in reductions of fewer outputs than this
+/// (with more, threads take whole outputs or blocks of them).
+inline constexpr int64_t kSplitRowsBelow = 8;
+/// Whether a reduction of n_out outputs of n_red elements each cuts its rows
+/// into stretches across threads: fewer than kSplitRowsBelow outputs of at
+/// least kReduceParallelGrain elements. Eager's schedule and the compiler's
+/// (KernelConfig::split) both ask this, so that they cut the same rows.
+SMELT_HD bool splits_rows(int64_t n_out, int64_t n_red) {
+  return n_out < kSplitRowsBelow && n_red >= kReduceParallelGrain;
 }
-/// The same for ColumnOrder, whose `tasks` are blocks of kColumnBlock
-/// neighbouring outputs: stretches of at least 64 elements.
-SMELT_HD int64_t column_splits(int64_t n_out, int64_t n_red, int64_t tasks, int64_t nthreads) {
-  const int64_t work = n_out * (n_red > 1 ? n_red : 1);
-  if (nthreads <= 1 || work < kReduceParallelGrain || tasks >= nthreads) return 1;
-  const int64_t by_threads = (nthreads + tasks - 1) / tasks, by_length = n_red / 64;
-  const int64_t p = by_threads < by_length ? by_threads : by_length;
+/// Into how many stretches eager and compiled reductions cut each row (one
+/// thread each; the stretches' results combined in order, InnerOrder or
+/// ColumnOrder alike): min(nthreads, n_red / 1024) where splits_rows(), else
+/// 1. The stretches decide the bits, so both sides take them from here.
+SMELT_HD int64_t row_splits(int64_t n_out, int64_t n_red, int64_t nthreads) {
+  if (nthreads <= 1 || !splits_rows(n_out, n_red)) return 1;
+  const int64_t by_length = n_red / 1024;
+  const int64_t p = nthreads < by_length ? nthreads : by_length;
   return p > 1 ? p : 1;
 }
 /// The first element of stretch c of `splits` equal stretches over n_red

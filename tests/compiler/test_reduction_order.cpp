@@ -151,9 +151,7 @@ TEST_F(ReductionOrder, WelfordChunksLeftAfterGroupsOfFourAreBitwiseEager) {
 
 // Rows longer than the parallel grain on 1 to 8 threads (fewer or more than
 // the cores), with OpenMP's dynamic teams, and called inside a parallel
-// region: reductions of an input split as eager splits them. (A reduction of
-// a computed element splits each row across the threads also where eager,
-// reducing the materialized element, does not: not compared here.) z's
+// region: reductions of an input split as eager splits them. z's
 // columns are too short to split, so eager gives its threads narrower blocks
 // of columns (reduce.cpp), which must not change a value.
 TEST_F(ReductionOrder, SplitRowsAreBitwiseEagerOnAnyTeam) {
@@ -429,7 +427,7 @@ TEST(ReductionAccumulation, ChunksGroupWithinRunsWithTheSameBits) {
 
 // Eager column reductions on any team (threads idle under rows x blocks x
 // splits narrow the blocks; each split's partials lie side by side) equal
-// ColumnOrder over reduce::column_splits' stretches, combined in order, bit
+// ColumnOrder over reduce::row_splits' stretches, combined in order, bit
 // for bit: columns not a multiple of 16, rows past the cascade's second
 // level, too few rows for a split per thread (narrow blocks), NaNs,
 // infinities and signed zeros among them.
@@ -449,7 +447,7 @@ TEST_F(ReductionOrder, EagerColumnsFollowColumnOrderOnAnyTeam) {
     }
     auto reference = [&, n](auto op, int64_t nthreads) {
       using Op = decltype(op);
-      const int64_t splits = r::column_splits(c, n, 1, nthreads);
+      const int64_t splits = r::row_splits(c, n, nthreads);
       std::vector<float> out(c);
       for (int64_t j = 0; j < c; ++j) {
         float acc = Op::init();
@@ -470,6 +468,38 @@ TEST_F(ReductionOrder, EagerColumnsFollowColumnOrderOnAnyTeam) {
           << n << " rows, " << t << " threads";
       EXPECT_TRUE(bitwise_same(amax(x, {0}), reference(r::Max<float>{}, t)))
           << n << " rows, " << t << " threads";
+    }
+  }
+  omp_set_num_threads(threads);
+}
+
+// Eager and compiled code cut the same rows across threads
+// (reduce::row_splits: fewer than 8 outputs of at least 32768 elements) and
+// no others, so that they agree bit for bit on any team: many short columns
+// (eager used to split their rows, compiled code never did), a few rows too
+// short to split (likewise), a few long rows on fewer threads than rows
+// (compiled code used to split them anyway), inner and column orders, an
+// input and a computed element.
+TEST_F(ReductionOrder, RowsAreCutWhereEagerCutsThemOnAnyTeam) {
+  const int threads = omp_get_max_threads();
+  struct Case {
+    std::vector<int64_t> shape;
+    int64_t dim;
+  };
+  for (const Case& c : {Case{{128, 1000}, 0}, Case{{5000, 7}, 0}, Case{{40000, 3}, 0},
+                        Case{{4, 20000}, 1}, Case{{3, 40000}, 1}, Case{{2, 33000, 3}, 1}}) {
+    Tensor x = randn(c.shape) * 2;
+    const int64_t d = c.dim;
+    auto f = [d](const Tensor& x) {
+      return std::vector<Tensor>{sum(x, {d}), amax(x, {d}), var(x, {d}, 1.0),
+                                 sum(x * 2.0 + 1.0, {d})};
+    };
+    auto compiled = compile(f);
+    for (int t : {1, 2, 3, 8}) {
+      omp_set_num_threads(t);
+      expect_bitwise(compiled(x), f(x),
+                     std::to_string(x.size(0)) + "x" + std::to_string(x.size(1)) + " over dim " +
+                         std::to_string(d) + " on " + std::to_string(t) + " threads");
     }
   }
   omp_set_num_threads(threads);

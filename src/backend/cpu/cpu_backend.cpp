@@ -34,14 +34,14 @@ namespace {
 /// True when the fused row kernels (norm_kernels.h) give the decomposition's
 /// values for rows of n elements of x: float32 / float64, contiguous, and
 /// rows the decomposition's reductions combine in one stretch each
-/// (reduce::inner_splits, which cuts the rows of few-row reductions across
+/// (reduce::row_splits, which cuts the rows of few-row reductions across
 /// threads).
 bool fused_rows_ok(const Tensor& x, int64_t n, const Tensor& out) {
   const DType t = x.dtype();
   if ((t != DType::Float32 && t != DType::Float64) || n <= 0 || x.numel() == 0) return false;
   if (!x.is_contiguous() || !out.is_contiguous() || out.dtype() != t || out.sizes() != x.sizes())
     return false;
-  return reduce::inner_splits(x.numel() / n, n, omp_get_max_threads()) == 1;
+  return reduce::row_splits(x.numel() / n, n, omp_get_max_threads()) == 1;
 }
 
 /// weight / bias of fused_layer_norm: absent, or contiguous [n] of dtype t.

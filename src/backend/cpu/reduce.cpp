@@ -215,7 +215,7 @@ void reduce_loop(const Tensor& x, const std::vector<int64_t>& dims, const Emit& 
     const int64_t V = g.out_sizes[v], sv = g.out_in_strides[v], ov = g.out_out_strides[v];
     const int64_t nblk = (V + kBlock - 1) / kBlock;
     const int64_t n_rows = g.n_out / V;
-    const int64_t tasks = n_rows * nblk;  // g.column_tasks()
+    const int64_t tasks = n_rows * nblk;
     // Row r of the kept dims other than v: input / output offsets.
     Shape rs, ris, ros;
     for (size_t d = 0; d < g.out_sizes.size(); ++d) {
@@ -235,8 +235,8 @@ void reduce_loop(const Tensor& x, const std::vector<int64_t>& dims, const Emit& 
       }
     };
     // splits of the reduced range (these decide the values: compiled code
-    // asks column_splits the same question)
-    const int64_t P = r::column_splits(g.n_out, g.n_red, tasks, nthreads);
+    // asks row_splits the same question)
+    const int64_t P = r::row_splits(g.n_out, g.n_red, nthreads);
     // split c's partials of every output side by side (not each output's
     // splits side by side: threads would write to the same cache lines)
     AccBuf<Acc> partial(P > 1 ? g.n_out * P : 0);
@@ -283,7 +283,7 @@ void reduce_loop(const Tensor& x, const std::vector<int64_t>& dims, const Emit& 
   }
 
   // Inner schedule.
-  if (const int64_t P = r::inner_splits(g.n_out, g.n_red, nthreads); P > 1) {
+  if (const int64_t P = r::row_splits(g.n_out, g.n_red, nthreads); P > 1) {
     // Few outputs, long reductions: per-thread partials merged with combine().
     AccBuf<Acc> partial(g.n_out * P);
     parallel_for(0, g.n_out * P, 1, [&](int64_t t0, int64_t t1) {

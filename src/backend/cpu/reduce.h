@@ -15,9 +15,10 @@
 //  * "outer" schedule (a kept dim is innermost in memory, e.g. sum over dim 0 of
 //    a row-major matrix): blocks of neighbouring outputs are accumulated
 //    together, reading rows of memory in order, each in ColumnOrder;
-//  * OpenMP over outputs when the work is large; when there are fewer outputs
-//    than threads, the reduced range of each output is split into per-thread
-//    partials merged with combine() in order.
+//  * OpenMP over outputs (or blocks of columns) when the work is large; a
+//    reduction of fewer than 8 long rows (reduce::row_splits) cuts each row
+//    into per-thread stretches merged with combine() in order, as compiled
+//    code cuts them.
 // Generated code combines a row reduced by one thread through the same order
 // structs, so compiled reductions equal these bit for bit.
 #pragma once

@@ -63,19 +63,14 @@ void CppDialect::range_begin(const Range& r, const KernelConfig& c, CodeBuffer& 
 
 void CppDialect::split_reduce(const Stmt& s, const std::string& acc_type, const std::string& loop,
                               const KernelConfig&, CodeBuffer& out) const {
-  // Eager's stretches where eager splits the row (reduce::inner_splits /
-  // column_splits of the same geometry and thread count: bitwise eager), else
-  // one per thread; each folded in the row's order, combined in order.
+  // Eager's stretches (reduce::row_splits of the same geometry and thread
+  // count: bitwise eager), each folded in the row's order, combined in order.
   const bool column = s.order == AccOrder::Column;
   const std::string n = s.name, rn = fmt::format("INT64_C({})", s.extent);
-  const std::string eager =
-      column
-          ? fmt::format("smelt::reduce::column_splits(INT64_C({}), {}, INT64_C({}), {}_threads)",
-                        s.rows, rn, s.tasks, n)
-          : fmt::format("smelt::reduce::inner_splits(INT64_C({}), {}, {}_threads)", s.rows, rn, n);
-  out.line(fmt::format("const int64_t {}_threads = omp_get_max_threads();", n));
-  out.line(fmt::format("const int64_t {0}_eager = {1};", n, eager));
-  out.line(fmt::format("const int64_t {0}_splits = {0}_eager > 1 ? {0}_eager : {0}_threads;", n));
+  out.line(
+      fmt::format("const int64_t {0}_splits = smelt::reduce::row_splits(INT64_C({1}), {2}, "
+                  "omp_get_max_threads());",
+                  n, s.rows, rn));
   out.line(fmt::format("std::vector<decltype({0})> {0}_part({0}_splits, {0});", n));
   // The whole team, as every region (loops.h's parallel_for says why); the
   // threads past the last stretch stay idle.

@@ -782,11 +782,10 @@ class Builder {
         close();
         close();
       } else if (cfg_.split) {
-        // One long row split across threads: eager's stretches (or one per
-        // thread where eager does not split), combined in order.
+        // One long row split across threads: eager's stretches
+        // (reduce::row_splits), combined in order.
         Stmt sr = split_row();
         sr.order = order;
-        sr.tasks = info.order.tasks;
         open(sr);
         const int64_t bound = std::max<int64_t>(1, rnumel_ + 1);
         stretch(sr.partial, IndexExpr::var("r_begin", bound), IndexExpr::var("r_end", bound),

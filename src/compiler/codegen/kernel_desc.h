@@ -119,8 +119,7 @@ struct Stmt {
     AccFinish,    // name = the result of order struct `partial` (Inner / Column;
                   // with `lane`: of lane `index` of ColumnLanes `partial`)
     SplitReduce,  // the row of `extent` elements cut into stretches, one thread
-                  // each (eager's, reduce::inner_splits / column_splits of `rows`
-                  // outputs and `tasks`; else one per thread): `body` (an AccRun
+                  // each (eager's, reduce::row_splits of `rows` outputs): `body` (an AccRun
                   // over [r_begin, r_end)) folds a stretch into order struct
                   // `partial`; the stretches' results combined in order into `name`
   };
@@ -139,7 +138,6 @@ struct Stmt {
   AccOrder order = AccOrder::Plain;  // AccInit, AccStep, SplitReduce
   bool contiguous = false;           // AccRun: runs are contiguous in eager's layout
   int64_t rows = 0;                  // SplitReduce: the reduction's outputs
-  int64_t tasks = 0;                 // SplitReduce, Column: eager's column tasks
   ExprPtr mask;                      // CheckZero, CheckIndex: checked only where this holds
   int code = 0;                      // CheckZero, CheckIndex: the op table's RuntimeCheck
   bool lane = false;  // AccStep, AccFinish: the accumulator is lane `index` of an array

@@ -12,6 +12,7 @@
 #include "compiler/fusion/schedule.h"
 #include "compiler/lower/loop_ir.h"
 #include "core/tensor_impl.h"
+#include "kernels/reduce_ops.h"
 
 namespace smelt::compiler {
 
@@ -273,7 +274,7 @@ KernelConfig choose_config(const Graph& g, const KernelGroup& group, const Group
     c.parallel = outer / c.column_lanes > 1 && outer * rn >= kJitParallelGrain;
     return c;
   }
-  c.split = outer < kSplitRowsBelow && rn >= kJitParallelGrain;
+  c.split = reduce::splits_rows(outer, rn);
   c.parallel = !c.split && outer > 1 && outer * rn >= kJitParallelGrain;
   c.persistent = rn <= kPersistentRow;
   if (c.persistent && !c.split)

@@ -39,8 +39,6 @@ inline constexpr int kCudaRowThreads = 512;
 /// CUDA: most steps of `vec` elements one thread holds of a persistent row
 /// (longer rows are looped: 512 threads x 8 x 4 float32 = 16384 elements).
 inline constexpr int kCudaRowIters = 8;
-/// With fewer rows than this, each long row is split across threads instead.
-inline constexpr int64_t kSplitRowsBelow = 8;
 /// Most ops one kernel computes. The C++ compiler's time grows faster than
 /// linearly with the length of a function (g++ -O3: ~0.04 ms per statement up
 /// to a few hundred, ~0.2 ms each at 4,000 and more beyond), so a longer

@@ -83,7 +83,6 @@ ReductionInfo reduction_info(const Graph& g, const Node& n) {
   r.order.dims.insert(r.order.dims.end(), geom.red_dims.begin(), geom.red_dims.end());
   r.order.run = geom.run();
   r.order.contiguous = geom.run_contiguous();
-  r.order.tasks = geom.column_tasks();
   return r;
 }
 

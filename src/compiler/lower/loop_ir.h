@@ -34,9 +34,6 @@ struct ReductionOrder {
   int64_t run = 1;
   /// InnerOrder: runs are contiguous in memory (lane ops use their lanes).
   bool contiguous = false;
-  /// ColumnOrder: eager's tasks (ReduceGeom::column_tasks), which decide how it
-  /// splits rows across threads.
-  int64_t tasks = 0;
 };
 
 /// A reduction or scan node as the code generator sees it. A scan's `dims` is
