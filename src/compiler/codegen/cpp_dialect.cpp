@@ -85,7 +85,7 @@ void CppDialect::split_reduce(const Stmt& s, const std::string& acc_type, const 
                        acc_type, s.partial));
   std::istringstream in(loop);
   for (std::string l; std::getline(in, l);) out.line(l);
-  out.line(fmt::format("{0}_part[{0}_c] = {1}.result();", n, s.partial));
+  out.line(fmt::format("{0}_part[{0}_c] = {1};", n, order_result(s.partial, "")));
   out.dedent();
   out.line("}");
   out.line(fmt::format("{0} = {0}_part[0];", n));
@@ -102,6 +102,13 @@ std::string CppDialect::contiguous_stretch(const std::string& order, const std::
   // accumulators, so that the unit does not compile the fold again.
   return fmt::format("smelt::reduce::jit_stretch({}, {}, {}, INT64_C({}), {});", order, r0, r1, run,
                      pointer);
+}
+
+std::string CppDialect::order_result(const std::string& partial, const std::string& lane) const {
+  // reduce_jit.h: InnerOrder's result() out of line for the common
+  // accumulators (its cascade is most of a small reduction kernel's g++ time).
+  if (lane.empty()) return fmt::format("smelt::reduce::jit_result({})", partial);
+  return Dialect::order_result(partial, lane);
 }
 
 std::string CppDialect::set_error_flag(int code) const {

@@ -116,6 +116,10 @@ std::string Dialect::element_index(const IndexExpr& index, const KernelConfig&) 
   return index.str();
 }
 
+std::string Dialect::order_result(const std::string& partial, const std::string& lane) const {
+  return fmt::format("{}.result({})", partial, lane);
+}
+
 std::string Dialect::index_type(int bits) const { return bits == 32 ? "int32_t" : "int64_t"; }
 
 void CodeBuffer::line(const std::string& s) {
@@ -401,8 +405,8 @@ class Printer {
         out_.line(fmt::format("{}.next();", s.name));
         return;
       case Stmt::Kind::AccFinish:
-        out_.line(fmt::format("const auto {} = {}.result({});", s.name, s.partial,
-                              s.lane ? s.index.str() : ""));
+        out_.line(fmt::format("const auto {} = {};", s.name,
+                              d_.order_result(s.partial, s.lane ? s.index.str() : "")));
         return;
       case Stmt::Kind::SplitReduce: {
         Printer p(k_, d_);

@@ -84,6 +84,9 @@ class Dialect {
                                          const std::string& pointer) const {
     return "";
   }
+  /// The result of order struct `partial` (reduce_ops.h), or of its lane
+  /// `lane` where `lane` is not empty (ColumnLanes).
+  virtual std::string order_result(const std::string& partial, const std::string& lane) const;
   /// Integer type of index arithmetic of `bits` width.
   virtual std::string index_type(int bits) const;
   /// C type holding an element of `t` in memory.
@@ -115,6 +118,7 @@ class CppDialect : public Dialect {
   std::string contiguous_stretch(const std::string& order, const std::string& r0,
                                  const std::string& r1, int64_t run,
                                  const std::string& pointer) const override;
+  std::string order_result(const std::string& partial, const std::string& lane) const override;
 };
 
 /// The printed source of one kernel.
