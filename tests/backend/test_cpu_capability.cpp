@@ -195,6 +195,55 @@ TEST(CpuCapability, FusedRowKernelsEqualTheirDecompositions) {
   omp_set_num_threads(saved_threads);
 }
 
+// batch_norm's normalization (Backend::fused_batch_norm_apply) in training
+// and evaluation mode, with and without weight and bias, over 3-D and 4-D
+// inputs, equals the decomposition op by op on every capability and team.
+TEST(CpuCapability, FusedBatchNormApplyEqualsItsDecomposition) {
+  CapabilityGuard guard;
+  const int saved_threads = omp_get_max_threads();
+  for (int threads : {1, 2}) {
+    omp_set_num_threads(threads);
+    for (int c = 0; c <= static_cast<int>(cpu::hardware_cpu_capability()); ++c) {
+      cpu::set_cpu_capability(static_cast<CpuCapability>(c));
+      for (DType dt : {float32, float64}) {
+        for (Shape shape : {Shape{2, 3, 5}, Shape{4, 6, 7, 9}, Shape{3, 16, 33, 40}}) {
+          int64_t n = 1;
+          for (int64_t d : shape) n *= d;
+          const int64_t ch = shape[1];
+          Tensor x = smelt_test::make(special_then_seq(n), shape, dt) * 3.0 + 0.25;
+          Tensor w = smelt_test::make(smelt_test::seq(ch, 0.5, 0.7), {ch}, dt);
+          Tensor b = smelt_test::make(smelt_test::seq(ch, 0.9, 0.1), {ch}, dt);
+          Tensor rm = smelt_test::make(smelt_test::seq(ch, 0.1, 0.3), {ch}, dt);
+          Tensor rv = smelt_test::make(smelt_test::seq(ch, 0.5, 0.2), {ch}, dt);
+          Shape bshape(shape.size(), 1);
+          bshape[1] = ch;
+          std::vector<int64_t> dims{0};
+          for (int64_t d = 2; d < static_cast<int64_t>(shape.size()); ++d) dims.push_back(d);
+          auto [bv, bm] = var_mean(x, dims, 0, false);
+          const std::string what = fmt::format("{} {} threads {} cap {}", dtype_name(dt),
+                                               detail::shape_str(shape), threads, c);
+          for (bool training : {true, false}) {
+            const Tensor& m = training ? bm : rm;
+            const Tensor& v = training ? bv : rv;
+            // (x - mean) * rsqrt(var + eps) [* weight] [+ bias], op by op.
+            Tensor norm = (x - m.reshape(bshape)) * rsqrt(v.reshape(bshape) + 1e-5);
+            Tensor wr = w.reshape(bshape), br = b.reshape(bshape);
+            // running stats the call may update: fresh copies each time
+            auto call = [&](const std::optional<Tensor>& wt, const std::optional<Tensor>& bt) {
+              return batch_norm(x, rm.clone(), rv.clone(), wt, bt, training, 0.1, 1e-5);
+            };
+            EXPECT_TRUE(same_bits(call(w, b), norm * wr + br)) << what << " training " << training;
+            EXPECT_TRUE(same_bits(call(w, std::nullopt), norm * wr)) << what;
+            EXPECT_TRUE(same_bits(call(std::nullopt, b), norm + br)) << what;
+            EXPECT_TRUE(same_bits(call(std::nullopt, std::nullopt), norm)) << what;
+          }
+        }
+      }
+    }
+  }
+  omp_set_num_threads(saved_threads);
+}
+
 TEST(CpuCapability, FusedLayerNormTakesLowerPrecisionWeights) {
   // float16 / bfloat16 inputs and weights: computed in float32, as the
   // decomposition does, and rounded once.

@@ -44,7 +44,8 @@ bool fused_rows_ok(const Tensor& x, int64_t n, const Tensor& out) {
   return reduce::row_splits(x.numel() / n, n, omp_get_max_threads()) == 1;
 }
 
-/// weight / bias of fused_layer_norm: absent, or contiguous [n] of dtype t.
+/// weight / bias of fused_layer_norm (per-channel parameters of
+/// fused_batch_norm_apply): absent, or contiguous [n] of dtype t.
 bool row_param_ok(const Tensor& p, int64_t n, DType t) {
   return !p.defined() || (p.dtype() == t && p.is_contiguous() && p.numel() == n);
 }
@@ -168,6 +169,20 @@ class CpuBackend final : public backend::Backend {
         !row_param_ok(bias, n, x.dtype()))
       return false;
     layer_norm_rows_stub(x, n, weight, bias, eps, out);
+    return true;
+  }
+  bool fused_batch_norm_apply(const Tensor& x, const Tensor& mean, const Tensor& var,
+                              const Tensor& weight, const Tensor& bias, double eps,
+                              const Tensor& out) override {
+    const DType t = x.dtype();
+    if ((t != DType::Float32 && t != DType::Float64) || x.dim() < 3 || !x.is_contiguous() ||
+        !out.is_contiguous() || out.dtype() != t || out.sizes() != x.sizes())
+      return false;
+    const int64_t channels = x.size(1);
+    if (!row_param_ok(mean, channels, t) || !row_param_ok(var, channels, t) || !mean.defined() ||
+        !var.defined() || !row_param_ok(weight, channels, t) || !row_param_ok(bias, channels, t))
+      return false;
+    batch_norm_apply_stub(x, mean, var, weight, bias, eps, out);
     return true;
   }
 

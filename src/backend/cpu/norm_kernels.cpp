@@ -108,9 +108,60 @@ void layer_norm_rows(const Tensor& x, int64_t n, const Tensor& weight, const Ten
   }
 }
 
+template <class T>
+void batch_norm_apply_typed(const Tensor& x, const Tensor& mean, const Tensor& var,
+                            const Tensor& weight, const Tensor& bias, double eps,
+                            const Tensor& out) {
+  const int64_t channels = x.size(1), planes = x.size(0) * channels;
+  const int64_t hw = planes > 0 ? x.numel() / planes : 0;
+  const T* xp = static_cast<const T*>(x.data_ptr());
+  T* yp = static_cast<T*>(out.data_ptr());
+  const T* m = static_cast<const T*>(mean.data_ptr());
+  const T* v = static_cast<const T*>(var.data_ptr());
+  const T* w = weight.defined() ? static_cast<const T*>(weight.data_ptr()) : nullptr;
+  const T* b = bias.defined() ? static_cast<const T*>(bias.data_ptr()) : nullptr;
+  const T eps_t = scalar_to<T>(Scalar(eps));  // the wrapped number, converted as add() does
+  parallel_for(0, planes, grain_for(hw), [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      const int64_t c = p % channels;
+      const T mc = m[c];
+      const T rstd = scalar::rsqrt<T>(scalar::add<T>(v[c], eps_t));
+      const T* __restrict__ xr = xp + p * hw;
+      T* __restrict__ yr = yp + p * hw;
+      // (x - mean) * rstd [* weight] [+ bias]
+      if (w && b) {
+        const T wc = w[c], bc = b[c];
+        for (int64_t k = 0; k < hw; ++k)
+          yr[k] = scalar::add<T>(
+              scalar::mul<T>(scalar::mul<T>(scalar::sub<T>(xr[k], mc), rstd), wc), bc);
+      } else if (w) {
+        const T wc = w[c];
+        for (int64_t k = 0; k < hw; ++k)
+          yr[k] = scalar::mul<T>(scalar::mul<T>(scalar::sub<T>(xr[k], mc), rstd), wc);
+      } else if (b) {
+        const T bc = b[c];
+        for (int64_t k = 0; k < hw; ++k)
+          yr[k] = scalar::add<T>(scalar::mul<T>(scalar::sub<T>(xr[k], mc), rstd), bc);
+      } else {
+        for (int64_t k = 0; k < hw; ++k) yr[k] = scalar::mul<T>(scalar::sub<T>(xr[k], mc), rstd);
+      }
+    }
+  });
+}
+
+void batch_norm_apply(const Tensor& x, const Tensor& mean, const Tensor& var, const Tensor& weight,
+                      const Tensor& bias, double eps, const Tensor& out) {
+  if (x.dtype() == DType::Float64) {
+    batch_norm_apply_typed<double>(x, mean, var, weight, bias, eps, out);
+  } else {
+    batch_norm_apply_typed<float>(x, mean, var, weight, bias, eps, out);
+  }
+}
+
 }  // namespace
 
 }  // namespace smelt::cpu::SMELT_CPU_CAP
 
 SMELT_REGISTER_DISPATCH(softmax_rows_stub, &::smelt::cpu::SMELT_CPU_CAP::softmax_rows);
 SMELT_REGISTER_DISPATCH(layer_norm_rows_stub, &::smelt::cpu::SMELT_CPU_CAP::layer_norm_rows);
+SMELT_REGISTER_DISPATCH(batch_norm_apply_stub, &::smelt::cpu::SMELT_CPU_CAP::batch_norm_apply);
