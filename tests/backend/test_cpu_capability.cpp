@@ -244,6 +244,68 @@ TEST(CpuCapability, FusedBatchNormApplyEqualsItsDecomposition) {
   omp_set_num_threads(saved_threads);
 }
 
+// batch_norm eagerly equals itself through the decomposition (the fused
+// normalization refused: x requires grad) bit for bit, output and running
+// stats alike, on inputs the fused kernel must take or leave: channels-last
+// and strided x, weight / bias / running stats of other dtypes, float16 /
+// bfloat16, C = 1, an empty dim, special values, eps that overflows float32 or
+// lies just past half an ulp of 1 (added in x's dtype, as add() does), momentum
+// 0 and 1, on 1 and 3 threads.
+TEST(CpuCapability, EagerBatchNormEqualsItsAutogradPathOnEveryInput) {
+  const int saved_threads = omp_get_max_threads();
+  const double past_half_ulp = std::ldexp(1.0 + std::ldexp(1.0, -30), -24);
+  for (int threads : {1, 3}) {
+    omp_set_num_threads(threads);
+    for (DType dt : {float32, float64, float16, bfloat16}) {
+      for (Shape shape : {Shape{2, 5, 3, 4}, Shape{3, 1, 7}, Shape{4, 3, 0, 2}}) {
+        const int64_t ch = shape[1], n = detail::shape_numel(shape);
+        Tensor x = smelt_test::make(special_then_seq(n), shape, dt);
+        std::vector<Tensor> xs{x, x * 0.5 + 0.25};
+        if (shape.size() == 4) {  // channels-last, and every other channel
+          Shape nhwc{shape[0], shape[2], shape[3], shape[1]};
+          xs.push_back(smelt_test::make(special_then_seq(n), nhwc, dt).permute({0, 3, 1, 2}));
+          Shape wide{shape[0], 2 * ch, shape[2], shape[3]};
+          xs.push_back(smelt_test::make(special_then_seq(2 * n), wide, dt).slice(1, 0, 2 * ch, 2));
+        }
+        for (DType pt : {dt, float64}) {
+          Tensor w = smelt_test::make(smelt_test::seq(ch, 0.5, 0.7), {ch}, pt);
+          Tensor b = smelt_test::make(smelt_test::seq(ch, 0.9, 0.1), {ch}, pt);
+          Tensor rm = smelt_test::make(smelt_test::seq(ch, 0.1, 0.3), {ch}, pt);
+          Tensor rv =
+              pt == dt ? ones({ch}, pt) : smelt_test::make(smelt_test::seq(ch, 0.5, 0.2), {ch}, pt);
+          for (size_t k = 0; k < xs.size(); ++k) {
+            for (double eps : {1e-5, 1e39, past_half_ulp}) {
+              for (bool training : {true, false}) {
+                for (double momentum : {0.0, 1.0}) {
+                  const std::string what = fmt::format(
+                      "{} {} input {} params {} eps {} training {} momentum {} threads {}",
+                      dtype_name(dt), detail::shape_str(shape), k, dtype_name(pt), eps, training,
+                      momentum, threads);
+                  Tensor fused_m = rm.clone(), fused_v = rv.clone(), ref_m = rm.clone(),
+                         ref_v = rv.clone();
+                  Tensor xg = xs[k].detach();
+                  xg.requires_grad_();
+                  Tensor got = batch_norm(xs[k], fused_m, fused_v, w, b, training, momentum, eps);
+                  Tensor want =
+                      batch_norm(xg, ref_m, ref_v, w, b, training, momentum, eps).detach();
+                  EXPECT_TRUE(same_bits(got, want)) << what;
+                  EXPECT_TRUE(same_bits(fused_m, ref_m)) << what;
+                  EXPECT_TRUE(same_bits(fused_v, ref_v)) << what;
+                  EXPECT_TRUE(
+                      same_bits(batch_norm(xs[k], rm, rv, std::nullopt, b, false, 0.1, eps),
+                                batch_norm(xg, rm, rv, std::nullopt, b, false, 0.1, eps).detach()))
+                      << what << " without weight";
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  omp_set_num_threads(saved_threads);
+}
+
 TEST(CpuCapability, FusedLayerNormTakesLowerPrecisionWeights) {
   // float16 / bfloat16 inputs and weights: computed in float32, as the
   // decomposition does, and rounded once.

@@ -195,6 +195,56 @@ TEST_F(ReductionOrder, SplitRowsAreBitwiseEagerOnAnyTeam) {
   omp_set_num_threads(threads);
 }
 
+// Shapes on either side of reduce::row_splits' thresholds (7 and 8 outputs,
+// 32767 and 32768 elements), rows reduced as columns ([40000, 7] over dim 0,
+// [2, 40000, 3] over dim 1) and a transposed input, float32 / float16 /
+// int64, accumulators with and without an out-of-line result (reduce_jit.h:
+// Sum, Max, Welford<double>; Prod, ArgMin, Sum<int64_t>, any): compiled ==
+// eager bit for bit on teams of 1, 3, 5 and 16 threads and inside a parallel
+// region.
+TEST_F(ReductionOrder, SplitThresholdsAreBitwiseEagerOnAnyTeam) {
+  const int threads = omp_get_max_threads();
+  Tensor a = randn({7, 33000}) * 2 + 0.5, b = randn({8, 32768}), c = randn({3, 32767}) * 3;
+  Tensor d = randn({40000, 7}), e = (randn({2, 40000, 3}) * 2).to(DType::Float16);
+  Tensor t = randn({32768, 3}).t(), k = (randn({3, 40000}) * 4).to(DType::Int64);
+  auto f = [](const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& d, const Tensor& e,
+              const Tensor& t, const Tensor& k) {
+    auto [v, m] = var_mean(e, {1}, 1.0, false);
+    return std::vector<Tensor>{sum(a, {1}),
+                               amax(exp(a), {1}),
+                               argmin(a, 1),
+                               logsumexp(b, {1}),
+                               sum(b * 2.0 + 1.0, {1}),
+                               prod(c * 0.0 + 1.0, 1),
+                               var(c, {1}, 1.0),
+                               sum(d, {0}),
+                               mean(d, {0}),
+                               amin(d, {0}),
+                               v,
+                               m,
+                               sum(e, {1}),
+                               softmax(t, 1),
+                               sum(k, {1}),
+                               any(k > 7, {1}),
+                               amax(k, {1})};
+  };
+  auto compiled = compile(f);
+  for (int n : {1, 3, 5, 16}) {
+    omp_set_num_threads(n);
+    const std::string what = std::to_string(n) + " threads";
+    const std::vector<Tensor> want = f(a, b, c, d, e, t, k);
+    expect_bitwise(compiled(a, b, c, d, e, t, k), want, what);
+    std::vector<Tensor> nested;
+#pragma omp parallel num_threads(2)
+    {
+#pragma omp single
+      nested = compiled(a, b, c, d, e, t, k);
+    }
+    expect_bitwise(nested, want, what + ", inside a parallel region");
+  }
+  omp_set_num_threads(threads);
+}
+
 // Layouts: a kept dim innermost in memory (ColumnOrder), a transposed input
 // reduced over all dims (visited by decreasing stride), several reduced dims,
 // strided runs (no lanes), a row longer than a persistent kernel keeps.
