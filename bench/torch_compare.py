@@ -404,14 +404,21 @@ def run_ops(args, torch, thread_counts):
         sys.exit("torch_compare: --workload ops runs on the CPU only")
     cases = [c for c in op_cases(torch) if args.filter in c[0]]
     rows = {name: {"op": name, "shape": shape} for name, shape, _ in cases}
+    # --rounds alternating rounds of both sides, the fastest median of each
+    # kept: a machine whose speed drifts (frequency, neighbours) between the
+    # two sides' runs otherwise tilts every ratio of the table the same way.
+    def keep_min(row, key, ms):
+        row[key] = min(row.get(key, ms), ms)
+
     with torch.inference_mode():
         for t in thread_counts:
             torch.set_num_threads(t)
-            for name, _, fn in cases:
-                rows[name][f"torch_ms_{t}"] = op_time_ms(fn, args.iters)
-            for name, ms in smelt_ops(args, t).items():
-                if name in rows:
-                    rows[name][f"smelt_ms_{t}"] = ms
+            for _ in range(max(1, args.rounds)):
+                for name, _, fn in cases:
+                    keep_min(rows[name], f"torch_ms_{t}", op_time_ms(fn, args.iters))
+                for name, ms in smelt_ops(args, t).items():
+                    if name in rows:
+                        keep_min(rows[name], f"smelt_ms_{t}", ms)
     for r in rows.values():
         for t in thread_counts:
             if f"smelt_ms_{t}" in r:
@@ -420,7 +427,8 @@ def run_ops(args, torch, thread_counts):
         for r in rows.values():
             print(json.dumps(dict(r, framework=f"torch {torch.__version__}")))
         return
-    print(f"ops: eager ms, PyTorch {torch.__version__} vs smelt ({args.smelt}); "
+    print(f"ops: eager ms (fastest median of {max(1, args.rounds)} alternating rounds), "
+          f"PyTorch {torch.__version__} vs smelt ({args.smelt}); "
           f"ratio = smelt / torch (above 1: smelt is slower)")
     head = f"{'op':<17} {'shape (float32)':<22}"
     for t in thread_counts:
@@ -1069,6 +1077,9 @@ def main():
     p.add_argument("--smelt", default=os.path.join(HERE, "..", "build", "smelt"),
                    help="ops, compiled-cuda: the smelt binary")
     p.add_argument("--filter", default="", help="ops: only the ops whose name contains this")
+    p.add_argument("--rounds", type=int, default=3,
+                   help="ops: alternating rounds of PyTorch and smelt; each op's fastest median "
+                        "of the rounds is kept")
     p.add_argument("--modes", default="",
                    help="compiled-cuda: comma list of implementations (" + ", ".join(ALL_MODES)
                    + "); default: all but torch-max-autotune and the no-cudagraphs variants")
