@@ -155,93 +155,94 @@ TEST(CpuCapability, EveryCapabilityGivesTheSameBits) {
   }
 }
 
-TEST(CpuCapability, FusedRowKernelsEqualTheirDecompositions) {
+/// Calls f(threads, capability) on teams of 1 and 2 threads with every
+/// capability this processor has (restoring both afterwards).
+template <class F>
+void on_every_team_and_capability(const F& f) {
   CapabilityGuard guard;
   const int saved_threads = omp_get_max_threads();
   for (int threads : {1, 2}) {
     omp_set_num_threads(threads);
     for (int c = 0; c <= static_cast<int>(cpu::hardware_cpu_capability()); ++c) {
       cpu::set_cpu_capability(static_cast<CpuCapability>(c));
-      for (DType dt : {float32, float64}) {
-        for (Shape shape : {Shape{3, 1}, Shape{5, 7}, Shape{4, 16}, Shape{9, 129}, Shape{40, 1000},
-                            Shape{2, 3, 300}, Shape{64, 2050}}) {
-          int64_t n = 1;
-          for (int64_t d : shape) n *= d;
-          Tensor x = smelt_test::make(special_then_seq(n), shape, dt);
-          Tensor big = smelt_test::make(smelt_test::seq(n, 0.113, 0.2), shape, dt) * 40.0;
-          const int64_t c_last = shape.back();
-          Tensor w = smelt_test::make(smelt_test::seq(c_last, 0.5, 0.7), {c_last}, dt);
-          Tensor b = smelt_test::make(smelt_test::seq(c_last, 0.9, 0.1), {c_last}, dt);
-          for (const Tensor& in : {x, big}) {
-            // The decompositions of src/ops/decompositions.cpp, op by op.
-            Tensor shifted = in - amax(in, {-1}, true);
-            Tensor e = exp(shifted);
-            const std::string what = fmt::format("{} {} threads {} cap {}", dtype_name(dt),
-                                                 detail::shape_str(shape), threads, c);
-            EXPECT_TRUE(same_bits(softmax(in, -1), e / sum(e, {-1}, true))) << what;
-            EXPECT_TRUE(same_bits(log_softmax(in, -1), shifted - log(sum(e, {-1}, true)))) << what;
-            auto [v, m] = var_mean(in, {-1}, 0, true);
-            Tensor norm = (in - m) * rsqrt(v + 1e-5);
-            EXPECT_TRUE(same_bits(layer_norm(in, {c_last}, w, b, 1e-5), norm * w + b)) << what;
-            EXPECT_TRUE(same_bits(layer_norm(in, {c_last}, w, std::nullopt, 1e-5), norm * w))
-                << what;
-            EXPECT_TRUE(same_bits(layer_norm(in, {c_last}, std::nullopt, std::nullopt, 1e-5), norm))
-                << what;
-          }
-        }
-      }
+      f(threads, c);
     }
   }
   omp_set_num_threads(saved_threads);
+}
+
+TEST(CpuCapability, FusedRowKernelsEqualTheirDecompositions) {
+  on_every_team_and_capability([](int threads, int c) {
+    for (DType dt : {float32, float64}) {
+      for (Shape shape : {Shape{3, 1}, Shape{5, 7}, Shape{4, 16}, Shape{9, 129}, Shape{40, 1000},
+                          Shape{2, 3, 300}, Shape{64, 2050}}) {
+        int64_t n = 1;
+        for (int64_t d : shape) n *= d;
+        Tensor x = smelt_test::make(special_then_seq(n), shape, dt);
+        Tensor big = smelt_test::make(smelt_test::seq(n, 0.113, 0.2), shape, dt) * 40.0;
+        const int64_t c_last = shape.back();
+        Tensor w = smelt_test::make(smelt_test::seq(c_last, 0.5, 0.7), {c_last}, dt);
+        Tensor b = smelt_test::make(smelt_test::seq(c_last, 0.9, 0.1), {c_last}, dt);
+        for (const Tensor& in : {x, big}) {
+          // The decompositions of src/ops/decompositions.cpp, op by op.
+          Tensor shifted = in - amax(in, {-1}, true);
+          Tensor e = exp(shifted);
+          const std::string what = fmt::format("{} {} threads {} cap {}", dtype_name(dt),
+                                               detail::shape_str(shape), threads, c);
+          EXPECT_TRUE(same_bits(softmax(in, -1), e / sum(e, {-1}, true))) << what;
+          EXPECT_TRUE(same_bits(log_softmax(in, -1), shifted - log(sum(e, {-1}, true)))) << what;
+          auto [v, m] = var_mean(in, {-1}, 0, true);
+          Tensor norm = (in - m) * rsqrt(v + 1e-5);
+          EXPECT_TRUE(same_bits(layer_norm(in, {c_last}, w, b, 1e-5), norm * w + b)) << what;
+          EXPECT_TRUE(same_bits(layer_norm(in, {c_last}, w, std::nullopt, 1e-5), norm * w)) << what;
+          EXPECT_TRUE(same_bits(layer_norm(in, {c_last}, std::nullopt, std::nullopt, 1e-5), norm))
+              << what;
+        }
+      }
+    }
+  });
 }
 
 // batch_norm's normalization (Backend::fused_batch_norm_apply) in training
 // and evaluation mode, with and without weight and bias, over 3-D and 4-D
 // inputs, equals the decomposition op by op on every capability and team.
 TEST(CpuCapability, FusedBatchNormApplyEqualsItsDecomposition) {
-  CapabilityGuard guard;
-  const int saved_threads = omp_get_max_threads();
-  for (int threads : {1, 2}) {
-    omp_set_num_threads(threads);
-    for (int c = 0; c <= static_cast<int>(cpu::hardware_cpu_capability()); ++c) {
-      cpu::set_cpu_capability(static_cast<CpuCapability>(c));
-      for (DType dt : {float32, float64}) {
-        for (Shape shape : {Shape{2, 3, 5}, Shape{4, 6, 7, 9}, Shape{3, 16, 33, 40}}) {
-          int64_t n = 1;
-          for (int64_t d : shape) n *= d;
-          const int64_t ch = shape[1];
-          Tensor x = smelt_test::make(special_then_seq(n), shape, dt) * 3.0 + 0.25;
-          Tensor w = smelt_test::make(smelt_test::seq(ch, 0.5, 0.7), {ch}, dt);
-          Tensor b = smelt_test::make(smelt_test::seq(ch, 0.9, 0.1), {ch}, dt);
-          Tensor rm = smelt_test::make(smelt_test::seq(ch, 0.1, 0.3), {ch}, dt);
-          Tensor rv = smelt_test::make(smelt_test::seq(ch, 0.5, 0.2), {ch}, dt);
-          Shape bshape(shape.size(), 1);
-          bshape[1] = ch;
-          std::vector<int64_t> dims{0};
-          for (int64_t d = 2; d < static_cast<int64_t>(shape.size()); ++d) dims.push_back(d);
-          auto [bv, bm] = var_mean(x, dims, 0, false);
-          const std::string what = fmt::format("{} {} threads {} cap {}", dtype_name(dt),
-                                               detail::shape_str(shape), threads, c);
-          for (bool training : {true, false}) {
-            const Tensor& m = training ? bm : rm;
-            const Tensor& v = training ? bv : rv;
-            // (x - mean) * rsqrt(var + eps) [* weight] [+ bias], op by op.
-            Tensor norm = (x - m.reshape(bshape)) * rsqrt(v.reshape(bshape) + 1e-5);
-            Tensor wr = w.reshape(bshape), br = b.reshape(bshape);
-            // running stats the call may update: fresh copies each time
-            auto call = [&](const std::optional<Tensor>& wt, const std::optional<Tensor>& bt) {
-              return batch_norm(x, rm.clone(), rv.clone(), wt, bt, training, 0.1, 1e-5);
-            };
-            EXPECT_TRUE(same_bits(call(w, b), norm * wr + br)) << what << " training " << training;
-            EXPECT_TRUE(same_bits(call(w, std::nullopt), norm * wr)) << what;
-            EXPECT_TRUE(same_bits(call(std::nullopt, b), norm + br)) << what;
-            EXPECT_TRUE(same_bits(call(std::nullopt, std::nullopt), norm)) << what;
-          }
+  on_every_team_and_capability([](int threads, int c) {
+    for (DType dt : {float32, float64}) {
+      for (Shape shape : {Shape{2, 3, 5}, Shape{4, 6, 7, 9}, Shape{3, 16, 33, 40}}) {
+        int64_t n = 1;
+        for (int64_t d : shape) n *= d;
+        const int64_t ch = shape[1];
+        Tensor x = smelt_test::make(special_then_seq(n), shape, dt) * 3.0 + 0.25;
+        Tensor w = smelt_test::make(smelt_test::seq(ch, 0.5, 0.7), {ch}, dt);
+        Tensor b = smelt_test::make(smelt_test::seq(ch, 0.9, 0.1), {ch}, dt);
+        Tensor rm = smelt_test::make(smelt_test::seq(ch, 0.1, 0.3), {ch}, dt);
+        Tensor rv = smelt_test::make(smelt_test::seq(ch, 0.5, 0.2), {ch}, dt);
+        Shape bshape(shape.size(), 1);
+        bshape[1] = ch;
+        std::vector<int64_t> dims{0};
+        for (int64_t d = 2; d < static_cast<int64_t>(shape.size()); ++d) dims.push_back(d);
+        auto [bv, bm] = var_mean(x, dims, 0, false);
+        const std::string what = fmt::format("{} {} threads {} cap {}", dtype_name(dt),
+                                             detail::shape_str(shape), threads, c);
+        for (bool training : {true, false}) {
+          const Tensor& m = training ? bm : rm;
+          const Tensor& v = training ? bv : rv;
+          // (x - mean) * rsqrt(var + eps) [* weight] [+ bias], op by op.
+          Tensor norm = (x - m.reshape(bshape)) * rsqrt(v.reshape(bshape) + 1e-5);
+          Tensor wr = w.reshape(bshape), br = b.reshape(bshape);
+          // running stats the call may update: fresh copies each time
+          auto call = [&](const std::optional<Tensor>& wt, const std::optional<Tensor>& bt) {
+            return batch_norm(x, rm.clone(), rv.clone(), wt, bt, training, 0.1, 1e-5);
+          };
+          EXPECT_TRUE(same_bits(call(w, b), norm * wr + br)) << what << " training " << training;
+          EXPECT_TRUE(same_bits(call(w, std::nullopt), norm * wr)) << what;
+          EXPECT_TRUE(same_bits(call(std::nullopt, b), norm + br)) << what;
+          EXPECT_TRUE(same_bits(call(std::nullopt, std::nullopt), norm)) << what;
         }
       }
     }
-  }
-  omp_set_num_threads(saved_threads);
+  });
 }
 
 // batch_norm eagerly equals itself through the decomposition (the fused
