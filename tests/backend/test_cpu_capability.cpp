@@ -10,6 +10,7 @@
 #include <functional>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/cpu/capability.h"
@@ -49,10 +50,10 @@ namespace {
 /// an irregular sequence: n values in `shape`'s row-major order.
 std::vector<double> special_then_seq(int64_t n) {
   const double inf = std::numeric_limits<double>::infinity();
-  std::vector<double> v = {0.0,    -0.0,  1.0,   -1.0,  inf,     -inf,   NAN,    1e-40,
-                           -1e-40, 3e38,  -3e38, 1e-30, 88.7,    -103.5, 0.5,    1e10,
-                           -7.25,  20.0,  -20.0, 1e-8,  0.70710, 2.5,    -0.125, 65504.0,
-                           70000., 1e-45, 9.0,   -9.0,  1e300,   -1e300, 1e-310, 3.0};
+  std::vector<double> v = {0.0,   -0.0,  1.0,     -1.0,   inf,    -inf,    NAN,    1e-40, -1e-40,
+                           3e38,  -3e38, 1e-30,   88.7,   -103.5, 0.5,     1e10,   -7.25, 20.0,
+                           -20.0, 1e-8,  0.70710, 2.5,    -0.125, 65504.0, 70000., 1e-45, 9.0,
+                           -9.0,  1e300, -1e300,  1e-310, 3.0,    -NAN};
   std::vector<double> s = smelt_test::seq(n, 0.731, 0.3);
   for (int64_t i = static_cast<int64_t>(v.size()); i < n; ++i) v.push_back(s[i] * 3.0);
   v.resize(static_cast<size_t>(n));
@@ -127,6 +128,40 @@ TEST(CpuCapability, NamesAndLimits) {
   EXPECT_EQ(cpu::set_cpu_capability(CpuCapability::AVX512), cpu::hardware_cpu_capability());
   EXPECT_EQ(cpu::set_cpu_capability(CpuCapability::Default), CpuCapability::Default);
   EXPECT_EQ(cpu::cpu_capability(), CpuCapability::Default);
+}
+
+// float32 -> float16 of NaNs (quiet, signalling, either sign) in the 16-wide
+// (AVX-512), 8-wide (F16C) and scalar parts of a contiguous conversion: the
+// canonical sign | 0x7e00 on every capability, as Half's own conversion.
+TEST(CpuCapability, Float16OfNaNIsCanonicalOnEveryPath) {
+  CapabilityGuard guard;
+  const int64_t n = 16 + 8 + 5;
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = 0.37f * static_cast<float>(i) - 3.0f;
+  auto from_bits = [](uint32_t b) {
+    float f;
+    std::memcpy(&f, &b, sizeof f);
+    return f;
+  };
+  const std::vector<std::pair<int, uint32_t>> nans = {
+      {1, 0x7fc00000u},  {5, 0xffc00000u},  {10, 0x7f800001u}, {17, 0xff800123u},
+      {22, 0x7fffffffu}, {26, 0xffc00001u}, {28, 0x7f812345u}};
+  for (auto [i, b] : nans) v[static_cast<size_t>(i)] = from_bits(b);
+  Tensor x = from_vector(v, {n});
+  for (int c = 0; c <= static_cast<int>(cpu::hardware_cpu_capability()); ++c) {
+    cpu::set_cpu_capability(static_cast<CpuCapability>(c));
+    Tensor h = to_dtype(x, float16);
+    const Half* p = h.data_ptr<Half>();
+    for (int64_t i = 0; i < n; ++i) {
+      const float f = v[static_cast<size_t>(i)];
+      uint32_t fb;
+      std::memcpy(&fb, &f, sizeof fb);
+      const uint16_t want =
+          std::isnan(f) ? static_cast<uint16_t>(((fb >> 16) & 0x8000u) | 0x7e00u) : Half(f).x;
+      EXPECT_EQ(p[i].x, want) << "element " << i << " on "
+                              << cpu::cpu_capability_name(static_cast<CpuCapability>(c));
+    }
+  }
 }
 
 TEST(CpuCapability, EveryCapabilityGivesTheSameBits) {

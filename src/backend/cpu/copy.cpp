@@ -62,12 +62,32 @@ inline __m256 half8_to_float(__m128i h) {
 }
 #endif
 
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+/// 16 floats -> float16, as float_to_half8 (a NaN becomes sign | 0x7e00).
+inline __m256i float_to_half16(__m512 f) {
+  // The zero-masked form: GCC 12 warns that _mm512_cvtps_ph's undefined
+  // pass-through may be used uninitialized (all 16 lanes are written).
+  const __m256i h =
+      _mm512_maskz_cvtps_ph(__mmask16(0xffff), f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __mmask16 nan = _mm512_cmp_ps_mask(f, f, _CMP_UNORD_Q);
+  const __m256i canon =
+      _mm256_or_si256(_mm256_and_si256(h, _mm256_set1_epi16(static_cast<short>(0x8000))),
+                      _mm256_set1_epi16(0x7e00));
+  return _mm256_mask_blend_epi16(nan, h, canon);
+}
+#endif
+
 /// d[i] = cast<D>(x[i]) over n contiguous elements.
 template <class D, class S>
 void convert_contiguous(D* __restrict d, const S* __restrict x, int64_t n) {
   int64_t i = 0;
 #if defined(__AVX2__) && defined(__F16C__)
   if constexpr (std::is_same_v<D, Half> && std::is_same_v<S, float>) {
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+    for (; i + 16 <= n; i += 16)
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + i),
+                          float_to_half16(_mm512_loadu_ps(x + i)));
+#endif
     for (; i + 8 <= n; i += 8)
       _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i), float_to_half8(_mm256_loadu_ps(x + i)));
   } else if constexpr (std::is_same_v<D, float> && std::is_same_v<S, Half>) {
