@@ -264,9 +264,6 @@ void reduce_loop(const Tensor& x, const std::vector<int64_t>& dims, const Emit& 
     // splits of the reduced range (these decide the values: compiled code
     // asks row_splits the same question)
     const int64_t P = r::row_splits(g.n_out, g.n_red, nthreads);
-    // split c's partials of every output side by side (not each output's
-    // splits side by side: threads would write to the same cache lines)
-    AccBuf<Acc> partial(P > 1 ? g.n_out * P : 0);
     const int64_t n_chunks = (g.n_red + r::kColumnChunk - 1) / r::kColumnChunk;
     if (P == 1 && tasks < nthreads && n_chunks >= 2 &&
         g.n_out * g.n_red >= r::kReduceParallelGrain) {
@@ -310,9 +307,13 @@ void reduce_loop(const Tensor& x, const std::vector<int64_t>& dims, const Emit& 
       });
       return;
     }
+    // split c's partials of every output side by side (not each output's
+    // splits side by side: threads would write to the same cache lines)
+    AccBuf<Acc> partial(P > 1 ? g.n_out * P : 0);
     // Blocks narrower than kBlock when rows x blocks x splits would leave
-    // threads idle (512 x 1024 over dim 0: one block, 8 splits, 16 threads).
-    // A column's value does not depend on the block that holds it.
+    // threads idle ([100, 1000] over dim 0 on 4 threads: one block of one
+    // chunk; [60000, 3] over dim 0 on 64 threads: one block, 58 splits). A
+    // column's value does not depend on the block that holds it.
     int64_t bw = kBlock;
     if (tasks * P < nthreads && g.n_out * g.n_red >= r::kReduceParallelGrain) {
       const int64_t per_row = (nthreads + n_rows * P - 1) / (n_rows * P);
