@@ -61,6 +61,29 @@ void softmax_rows(const Tensor& x, bool log, const Tensor& out) {
   }
 }
 
+/// y[k] = (x[k] - mean) * rstd [* w] [+ b] over a run of n elements, each op
+/// rounded in T in the decompositions' order: the normalization of
+/// layer_norm (kPerElement: weight and bias w[k], b[k]) and of batch_norm
+/// (one channel's w[0], b[0]). w, b may be null.
+template <bool kPerElement, class T>
+void normalize_run(const T* __restrict xr, T* __restrict yr, int64_t n, T mean, T rstd, const T* w,
+                   const T* b) {
+  auto at = [](const T* p, int64_t k) { return kPerElement ? p[k] : p[0]; };
+  if (w && b) {
+    for (int64_t k = 0; k < n; ++k)
+      yr[k] = scalar::add<T>(
+          scalar::mul<T>(scalar::mul<T>(scalar::sub<T>(xr[k], mean), rstd), at(w, k)), at(b, k));
+  } else if (w) {
+    for (int64_t k = 0; k < n; ++k)
+      yr[k] = scalar::mul<T>(scalar::mul<T>(scalar::sub<T>(xr[k], mean), rstd), at(w, k));
+  } else if (b) {
+    for (int64_t k = 0; k < n; ++k)
+      yr[k] = scalar::add<T>(scalar::mul<T>(scalar::sub<T>(xr[k], mean), rstd), at(b, k));
+  } else {
+    for (int64_t k = 0; k < n; ++k) yr[k] = scalar::mul<T>(scalar::sub<T>(xr[k], mean), rstd);
+  }
+}
+
 template <class T>
 void layer_norm_typed(const Tensor& x, int64_t n, const Tensor& weight, const Tensor& bias,
                       double eps, const Tensor& out) {
@@ -81,20 +104,7 @@ void layer_norm_typed(const Tensor& x, int64_t n, const Tensor& weight, const Te
           r::fold_contiguous_row<W>(n, [xr](int64_t k) { return r::to_acc<A>(xr[k]); });
       const T mean = static_cast<T>(W::mean(acc));
       const T rstd = scalar::rsqrt<T>(scalar::add<T>(static_cast<T>(W::var(acc, 0.0)), eps_t));
-      // (x - mean) * rstd [* weight] [+ bias]
-      if (w && b) {
-        for (int64_t k = 0; k < n; ++k)
-          yr[k] = scalar::add<T>(
-              scalar::mul<T>(scalar::mul<T>(scalar::sub<T>(xr[k], mean), rstd), w[k]), b[k]);
-      } else if (w) {
-        for (int64_t k = 0; k < n; ++k)
-          yr[k] = scalar::mul<T>(scalar::mul<T>(scalar::sub<T>(xr[k], mean), rstd), w[k]);
-      } else if (b) {
-        for (int64_t k = 0; k < n; ++k)
-          yr[k] = scalar::add<T>(scalar::mul<T>(scalar::sub<T>(xr[k], mean), rstd), b[k]);
-      } else {
-        for (int64_t k = 0; k < n; ++k) yr[k] = scalar::mul<T>(scalar::sub<T>(xr[k], mean), rstd);
-      }
+      normalize_run<true>(xr, yr, n, mean, rstd, w, b);
     }
   });
 }
@@ -124,27 +134,9 @@ void batch_norm_apply_typed(const Tensor& x, const Tensor& mean, const Tensor& v
   parallel_for(0, planes, grain_for(hw), [&](int64_t p0, int64_t p1) {
     for (int64_t p = p0; p < p1; ++p) {
       const int64_t c = p % channels;
-      const T mc = m[c];
       const T rstd = scalar::rsqrt<T>(scalar::add<T>(v[c], eps_t));
-      const T* __restrict__ xr = xp + p * hw;
-      T* __restrict__ yr = yp + p * hw;
-      // (x - mean) * rstd [* weight] [+ bias]
-      if (w && b) {
-        const T wc = w[c], bc = b[c];
-        for (int64_t k = 0; k < hw; ++k)
-          yr[k] = scalar::add<T>(
-              scalar::mul<T>(scalar::mul<T>(scalar::sub<T>(xr[k], mc), rstd), wc), bc);
-      } else if (w) {
-        const T wc = w[c];
-        for (int64_t k = 0; k < hw; ++k)
-          yr[k] = scalar::mul<T>(scalar::mul<T>(scalar::sub<T>(xr[k], mc), rstd), wc);
-      } else if (b) {
-        const T bc = b[c];
-        for (int64_t k = 0; k < hw; ++k)
-          yr[k] = scalar::add<T>(scalar::mul<T>(scalar::sub<T>(xr[k], mc), rstd), bc);
-      } else {
-        for (int64_t k = 0; k < hw; ++k) yr[k] = scalar::mul<T>(scalar::sub<T>(xr[k], mc), rstd);
-      }
+      normalize_run<false>(xp + p * hw, yp + p * hw, hw, m[c], rstd, w ? w + c : nullptr,
+                           b ? b + c : nullptr);
     }
   });
 }
