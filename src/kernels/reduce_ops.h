@@ -282,7 +282,9 @@ struct Welford {
 /// algorithm, Chan, Golub & LeVeque 1983, "Algorithms for computing the sample
 /// variance: analysis and recommendations", The American Statistician 37(3)),
 /// turned into a WelfordAcc once (welford()) and combined with Welford's
-/// combine across threads. Steps in any order; no combine of its own.
+/// combine across threads, or, in generated CUDA kernels, moved to one shift
+/// per row (rebase()) and added (smelt::device::row_reduce). Steps in any
+/// order; no combine of its own.
 template <class A>
 struct ShiftedSums {
   A shift;
@@ -303,6 +305,18 @@ struct ShiftedWelford {
     acc.s2 += d * d;
     acc.count += 1;
     return acc;
+  }
+  /// The same elements' sums around the shift c0, carried in B (a GPU row's
+  /// threads move theirs to the row's first thread's shift and then only add
+  /// them): d = c - c0, s1 + n d and s2 + d (2 s1 + n d). c0 and every shift
+  /// are finite, so a thread with no elements stays (c0, 0, 0, 0).
+  template <class B>
+  static SMELT_HD ShiftedSums<B> rebase(acc_t acc, B c0) {
+    const B n = static_cast<B>(acc.count);
+    const B d = static_cast<B>(acc.shift) - c0;
+    const B s1 = static_cast<B>(acc.s1);
+    return ShiftedSums<B>{c0, s1 + n * d, static_cast<B>(acc.s2) + d * (B(2) * s1 + n * d),
+                          acc.count};
   }
   /// The Welford accumulator of the same elements: mean = c + s1 / n,
   /// m2 = s2 - s1^2 / n (at least 0).

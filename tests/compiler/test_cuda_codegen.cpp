@@ -381,7 +381,8 @@ TEST_F(CudaCodegen, ReductionLayouts) {
     EXPECT_TRUE(has(st.source, "[r_k * 4 + r_v]")) << st.source;
   }
   {  // layer_norm over 4096 bfloat16: Welford as shifted sums per thread, 8 values a step,
-     // the thread's 32 elements summed in float, the partials combined in double
+     // the thread's 32 elements summed in float, the partials moved to one shift and
+     // added in double over the row's 4096 elements; a row of 4 warps has its own block
     Tensor x = randn({16, 4096}).to(DType::BFloat16), w = randn({4096}).to(DType::BFloat16);
     Schedule s = cuda_schedule(trace_graph(
         [](const Tensor& x, const Tensor& w) { return layer_norm(x, {4096}, w, w, 1e-5); }, x, w));
@@ -389,11 +390,12 @@ TEST_F(CudaCodegen, ReductionLayouts) {
     EXPECT_TRUE(st.config.persistent);
     EXPECT_EQ(st.config.vec, 8);
     EXPECT_EQ(st.config.threads_per_row, 128);
-    EXPECT_EQ(st.config.rows_per_block, 2);
+    EXPECT_EQ(st.config.rows_per_block, 1);
+    EXPECT_EQ(st.config.block_size, 128);
     EXPECT_TRUE(has(st.source, "smelt::reduce::ShiftedWelford<float>::step")) << st.source;
     EXPECT_TRUE(has(st.source,
-                    "row_reduce<smelt::reduce::Welford<double>, 128, 2, false>(smelt::device::"
-                    "partial_value<smelt::reduce::Welford<double>>(acc0_local)"))
+                    "row_reduce<smelt::reduce::Welford<double>, 128, 1, false>(acc0_local, "
+                    "r_lane, 4096)"))
         << st.source;
   }
   {  // a row of 2^20 over at most 1024 threads (looped): each thread's partial stays in double

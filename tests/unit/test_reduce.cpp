@@ -735,6 +735,38 @@ TEST(Reduce, AccumulatorCombine) {
   EXPECT_TRUE(std::isnan(m));
 }
 
+TEST(Reduce, ShiftedSumsRebasedToOneShiftAddUp) {
+  // A GPU row's threads keep float shifted sums around their own first element,
+  // move them to the first thread's shift (rebase) and add them: the mean and
+  // variance of the whole row, also far from zero (shifts 1e4 apart) and with a
+  // thread that saw nothing.
+  namespace r = smelt::reduce;
+  std::vector<float> v;
+  for (int k = 0; k < 96; ++k) v.push_back(1e4f + static_cast<float>((k * 37) % 11) * 0.25f);
+  for (int k = 0; k < 32; ++k) v.push_back(2e4f - static_cast<float>(k) * 0.5f);
+  const std::vector<double> vd(v.begin(), v.end());
+  const size_t cuts[] = {0, 40, 96, 96, 128};  // threads: [0,40) [40,96) [] [96,128)
+  std::vector<r::ShiftedSums<float>> parts;
+  for (size_t t = 0; t + 1 < std::size(cuts); ++t) {
+    auto p = r::ShiftedWelford<float>::init();
+    for (size_t k = cuts[t]; k < cuts[t + 1]; ++k) p = r::ShiftedWelford<float>::step(p, v[k]);
+    parts.push_back(p);
+  }
+  EXPECT_EQ(parts[2].count, 0);
+  const double c0 = parts[0].shift;
+  double s1 = 0, s2 = 0;
+  for (const auto& p : parts) {
+    const r::ShiftedSums<double> q = r::ShiftedWelford<float>::rebase(p, c0);
+    EXPECT_EQ(q.shift, c0);
+    EXPECT_EQ(q.count, p.count);
+    s1 += q.s1;
+    s2 += q.s2;
+  }
+  const auto w = r::ShiftedWelford<double>::welford(r::ShiftedSums<double>{c0, s1, s2, 128});
+  EXPECT_NEAR(r::Welford<double>::mean(w), rmean(vd), 1e-9);
+  EXPECT_NEAR(r::Welford<double>::var(w, 0), rvar(0)(vd), 1e-6 * rvar(0)(vd));
+}
+
 TEST(Reduce, Logsumexp) {
   const Shape shape = {5, 7, 3};
   auto v = randv(105, 17, -30, 30);

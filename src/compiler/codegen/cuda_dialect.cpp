@@ -338,11 +338,11 @@ void CudaDialect::split_reduce(const Stmt& s, const std::string& acc_type, const
   out.indent();
   std::istringstream in(loop);
   for (std::string l; std::getline(in, l);) out.line(l);
-  out.line(fmt::format(
-      "{} = smelt::device::row_reduce<{}, {}, {}, {}>(smelt::device::partial_value<{}>({}), "
-      "r_lane);",
-      s.name, acc_type, std::max(1, c.threads_per_row), std::max(1, c.rows_per_block),
-      c.outer ? "true" : "false", acc_type, s.partial));
+  // Welford's partials are shifted sums over the row's s.extent elements.
+  out.line(fmt::format("{} = smelt::device::row_reduce<{}, {}, {}, {}>({}, r_lane{});", s.name,
+                       acc_type, std::max(1, c.threads_per_row), std::max(1, c.rows_per_block),
+                       c.outer ? "true" : "false", s.partial,
+                       s.accumulator == "Welford" ? fmt::format(", {}", s.extent) : ""));
   out.dedent();
   out.line("}");
 }
