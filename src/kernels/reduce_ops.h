@@ -237,20 +237,30 @@ struct WelfordAcc {
 ///   m2 = m2_a + m2_b + d^2 * na * nb / n.
 /// var = m2 / max(0, n - correction) (0/0 = NaN for an empty or too small
 /// reduction, as PyTorch); mean of nothing is NaN.
+/// Welford's step and combine are always inlined on the host: GCC 13 left an
+/// out-of-line combine in the AVX copies of the eager kernels (their calls
+/// only), a definition the baseline library would share with them
+/// (tools/check_cpu_isa.py).
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+#define SMELT_HD_INLINE SMELT_HD
+#else
+#define SMELT_HD_INLINE inline __attribute__((always_inline))
+#endif
+
 template <class A>
 struct Welford {
   using acc_t = WelfordAcc<A>;
   using value_t = A;
   static constexpr bool kIndexed = false;
   static SMELT_HD acc_t init() { return acc_t{A(0), A(0), 0}; }
-  static SMELT_HD acc_t step(acc_t acc, A x) {
+  static SMELT_HD_INLINE acc_t step(acc_t acc, A x) {
     acc.count += 1;
     A d = x - acc.mean;
     acc.mean += d / static_cast<A>(acc.count);
     acc.m2 += d * (x - acc.mean);
     return acc;
   }
-  static SMELT_HD acc_t combine(acc_t a, acc_t b) {
+  static SMELT_HD_INLINE acc_t combine(acc_t a, acc_t b) {
     if (a.count == 0) return b;
     if (b.count == 0) return a;
     int64_t n = a.count + b.count;
