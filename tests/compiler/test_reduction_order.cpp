@@ -484,8 +484,9 @@ TEST(ReductionAccumulation, ChunksGroupWithinRunsWithTheSameBits) {
 TEST_F(ReductionOrder, EagerColumnsFollowColumnOrderOnAnyTeam) {
   namespace r = smelt::reduce;
   const int threads = omp_get_max_threads();
-  const int64_t c = 45;
-  for (int64_t n : {600, 2100}) {
+  // 200 columns of 600 rows: 5 chunk groups, so blocks narrower than the
+  // columns (ragged last block) on 8 and 16 threads.
+  for (auto [c, n] : {std::pair<int64_t, int64_t>{45, 600}, {45, 2100}, {200, 600}}) {
     Tensor x = randn({n, c}) * 2;
     float* p = x.data_ptr<float>();
     for (int64_t i = 0; i < n; ++i) {
@@ -495,7 +496,7 @@ TEST_F(ReductionOrder, EagerColumnsFollowColumnOrderOnAnyTeam) {
       if (i == 2047) p[i * c + 3] = std::numeric_limits<float>::infinity();
       p[i * c + 4] = -std::numeric_limits<float>::infinity();
     }
-    auto reference = [&, n](auto op, int64_t nthreads) {
+    auto reference = [&, c = c, n = n](auto op, int64_t nthreads) {
       using Op = decltype(op);
       const int64_t splits = r::row_splits(c, n, nthreads);
       std::vector<float> out(c);
