@@ -155,6 +155,17 @@ struct Min {
   static SMELT_HD A finalize(A acc) { return acc; }
 };
 
+/// Step and combine of the accumulators that compilers leave out of line
+/// (ArgMax / ArgMin, Welford) are always inlined on the host: GCC 13 left an
+/// out-of-line Welford combine, GCC 12 an ArgMax / ArgMin combine, in the AVX
+/// copies of the eager kernels (their calls only), a definition the baseline
+/// library would share with them (tools/check_cpu_isa.py).
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+#define SMELT_HD_INLINE SMELT_HD
+#else
+#define SMELT_HD_INLINE inline __attribute__((always_inline))
+#endif
+
 /// Value and linear index of an arg reduction; index -1 means "no element yet".
 template <class A>
 struct ArgAcc {
@@ -171,13 +182,13 @@ struct ArgMax {
   using value_t = A;
   static constexpr bool kIndexed = true;
   static SMELT_HD acc_t init() { return acc_t{lowest<A>(), -1}; }
-  static SMELT_HD acc_t step(acc_t acc, A x, int64_t i) {
+  static SMELT_HD_INLINE acc_t step(acc_t acc, A x, int64_t i) {
     if (acc.index < 0) return acc_t{x, i};
     if (is_nan(acc.value)) return acc;
     if (is_nan(x) || x > acc.value) return acc_t{x, i};
     return acc;
   }
-  static SMELT_HD acc_t combine(acc_t a, acc_t b) {
+  static SMELT_HD_INLINE acc_t combine(acc_t a, acc_t b) {
     if (a.index < 0) return b;
     if (b.index < 0) return a;
     bool an = is_nan(a.value), bn = is_nan(b.value);
@@ -199,13 +210,13 @@ struct ArgMin {
   using value_t = A;
   static constexpr bool kIndexed = true;
   static SMELT_HD acc_t init() { return acc_t{highest<A>(), -1}; }
-  static SMELT_HD acc_t step(acc_t acc, A x, int64_t i) {
+  static SMELT_HD_INLINE acc_t step(acc_t acc, A x, int64_t i) {
     if (acc.index < 0) return acc_t{x, i};
     if (is_nan(acc.value)) return acc;
     if (is_nan(x) || x < acc.value) return acc_t{x, i};
     return acc;
   }
-  static SMELT_HD acc_t combine(acc_t a, acc_t b) {
+  static SMELT_HD_INLINE acc_t combine(acc_t a, acc_t b) {
     if (a.index < 0) return b;
     if (b.index < 0) return a;
     bool an = is_nan(a.value), bn = is_nan(b.value);
@@ -237,16 +248,6 @@ struct WelfordAcc {
 ///   m2 = m2_a + m2_b + d^2 * na * nb / n.
 /// var = m2 / max(0, n - correction) (0/0 = NaN for an empty or too small
 /// reduction, as PyTorch); mean of nothing is NaN.
-/// Welford's step and combine are always inlined on the host: GCC 13 left an
-/// out-of-line combine in the AVX copies of the eager kernels (their calls
-/// only), a definition the baseline library would share with them
-/// (tools/check_cpu_isa.py).
-#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
-#define SMELT_HD_INLINE SMELT_HD
-#else
-#define SMELT_HD_INLINE inline __attribute__((always_inline))
-#endif
-
 template <class A>
 struct Welford {
   using acc_t = WelfordAcc<A>;

@@ -10,8 +10,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <optional>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -551,6 +553,101 @@ TEST_F(ReductionOrder, RowsAreCutWhereEagerCutsThemOnAnyTeam) {
       expect_bitwise(compiled(x), f(x),
                      std::to_string(x.size(0)) + "x" + std::to_string(x.size(1)) + " over dim " +
                          std::to_string(d) + " on " + std::to_string(t) + " threads");
+    }
+  }
+  omp_set_num_threads(threads);
+}
+
+// Randomized eager column reductions (both column schedules, blocks narrowed
+// for the team, ragged last blocks; [K, N, V] over N, [N, K, V] over N,
+// [K + 1, N, V] over two dims, a column of stride 2; float32 / float64 /
+// float16 / int32 / int64; sum, amax, argmax, mean, var, prod, any): on any
+// team they equal eager on one thread where no row is split (ColumnOrder does
+// not depend on the team), contiguous float32 sums equal a direct ColumnOrder
+// reference, and compiled code equals eager on every team. FUZZ_SEED and
+// FUZZ_ITERS widen a local run.
+TEST_F(ReductionOrder, RandomColumnReductionsFollowColumnOrderOnAnyTeam) {
+  namespace r = smelt::reduce;
+  const int threads = omp_get_max_threads();
+  const char* seed = std::getenv("FUZZ_SEED");
+  const char* iters = std::getenv("FUZZ_ITERS");
+  std::mt19937 rng(seed ? static_cast<unsigned>(std::atoi(seed)) : 77u);
+  auto pick = [&](std::initializer_list<int64_t> v) {
+    return *(v.begin() + static_cast<int64_t>(rng() % v.size()));
+  };
+  const DType dtypes[] = {DType::Float32, DType::Float64, DType::Float16, DType::Int32,
+                          DType::Int64};
+  int failures = 0;
+  for (int it = 0; it < (iters ? std::atoi(iters) : 12) && failures < 5; ++it) {
+    const int64_t V = pick({1, 2, 3, 5, 15, 16, 17, 33, 48, 100, 200, 257, 1000, 1024, 1025, 2100});
+    const int64_t K = pick({1, 1, 2, 3, 5});
+    int64_t N = pick({129, 200, 256, 300, 600, 1000, 2100, 4000, 9000});
+    if (V <= 3 && rng() % 2) N = pick({33000, 40000});  // rows split across threads
+    const DType dtype = dtypes[rng() % 5];
+    const int layout = static_cast<int>(rng() % 4);
+    const double scale = is_floating(dtype) ? 2.0 : 20.0;
+    Tensor x;
+    std::vector<int64_t> dims = {1};
+    int64_t d = 1;
+    if (layout == 0) {
+      x = (randn({K, N, V}) * scale).to(dtype);
+    } else if (layout == 1) {
+      x = (randn({N, K, V}) * scale).to(dtype);
+      dims = {0};
+      d = 0;
+    } else if (layout == 2) {
+      x = (randn({K + 1, N, V}) * scale).to(dtype);
+      dims = {0, 1};
+    } else {
+      x = slice((randn({K, N, 2 * V}) * scale).to(dtype), 2, 0, std::nullopt, 2);
+    }
+    const std::string what = fmt::format("case {}: layout {}, K {}, N {}, V {}, {}", it, layout, K,
+                                         N, V, dtype_name(dtype));
+    auto f = [dims, d](const Tensor& x) {
+      std::vector<Tensor> out = {sum(x, dims), amax(x, dims), argmax(x, d)};
+      if (is_floating(x.dtype())) {
+        out.push_back(mean(x, dims));
+        out.push_back(var(x, dims, 1.0));
+        out.push_back(prod(x * 0.001 + 1.0, d));
+        out.push_back(sum(x * x - 1.0, dims));
+      } else {
+        out.push_back(any(x, dims));
+        out.push_back(prod(x, d));
+      }
+      return out;
+    };
+    omp_set_num_threads(1);
+    const std::vector<Tensor> one = f(x);
+    if (layout == 0 && dtype == DType::Float32 && V > 1) {  // V == 1: an inner reduction
+      const float* p = x.data_ptr<float>();
+      std::vector<double> ref;
+      for (int64_t k = 0; k < K; ++k)
+        for (int64_t j = 0; j < V; ++j) {
+          r::ColumnOrder<r::Sum<float>> order(0);
+          for (int64_t i = 0; i < N; ++i) order.step(p[(k * N + i) * V + j]);
+          ref.push_back(order.result());
+        }
+      if (!bitwise_same(one[0], make(ref, {K, V}).to(DType::Float32))) {
+        ADD_FAILURE() << what << ": eager != the ColumnOrder reference";
+        ++failures;
+      }
+    }
+    auto compiled = compile(f);
+    const int64_t n_out = layout == 2 ? V : K * V, n_red = layout == 2 ? (K + 1) * N : N;
+    for (int t : {1, 2, 3, 5, 8, 11, 16}) {
+      omp_set_num_threads(t);
+      const std::vector<Tensor> e = f(x), c = compiled(x);
+      const bool split = r::row_splits(n_out, n_red, t) > 1;
+      for (size_t k = 0; k < e.size(); ++k) {
+        if (!split && !bitwise_same(e[k], one[k])) {
+          ADD_FAILURE() << what << ": eager on " << t << " threads != on 1, output " << k;
+          ++failures;
+        }
+        if (!bitwise_same(c[k], e[k])) {
+          ADD_FAILURE() << what << ": compiled != eager on " << t << " threads, output " << k;
+          ++failures;
+        }
+      }
     }
   }
   omp_set_num_threads(threads);
