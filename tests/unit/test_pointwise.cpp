@@ -10,6 +10,7 @@
 
 #include "backend/cpu/loops.h"
 #include "core/tensor_impl.h"
+#include "kernels/scalar_ops.h"
 #include "ops/pointwise.h"
 #include "smelt/ops.h"
 #include "test_util.h"
@@ -661,4 +662,61 @@ TEST(Pointwise, PointwiseCallMapping) {
   EXPECT_EQ(w.dim(), 0);
   EXPECT_EQ(detail::wrap_scalar(3).dtype(), int64);
   EXPECT_EQ(detail::wrap_scalar(true).dtype(), kBool);
+}
+
+// scalar::clamp (eager, JIT and CUDA kernels) is minimum(maximum(x, lo), hi)
+// bit for bit: which NaN wins (x's, then lo's, then hi's payload), signed
+// zeros, infinities, lo > hi; and through the eager kernel with tensor bounds.
+TEST(Pointwise, ClampIsMinimumOfMaximumBitForBit) {
+  auto bits = [](float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, sizeof u);
+    return u;
+  };
+  auto nan_with = [](uint32_t u) {
+    float f;
+    std::memcpy(&f, &u, sizeof f);
+    return f;
+  };
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> special = {0.f,
+                                      -0.f,
+                                      1.f,
+                                      -1.f,
+                                      0.5f,
+                                      inf,
+                                      -inf,
+                                      1e-40f,
+                                      3e38f,
+                                      nan_with(0x7fc00000u),
+                                      nan_with(0x7fc12345u),
+                                      nan_with(0xffc00001u)};
+  std::vector<float> xs, los, his, want;
+  for (float x : special)
+    for (float lo : special)
+      for (float hi : special) {
+        const float w = scalar::minimum<float>(scalar::maximum<float>(x, lo), hi);
+        EXPECT_EQ(bits(scalar::clamp<float>(x, lo, hi)), bits(w)) << x << " " << lo << " " << hi;
+        const double cd = scalar::clamp<double>(x, lo, hi),
+                     wd = scalar::minimum<double>(scalar::maximum<double>(x, lo), hi);
+        EXPECT_EQ(std::memcmp(&cd, &wd, sizeof cd), 0) << x << " " << lo << " " << hi;
+        xs.push_back(x);
+        los.push_back(lo);
+        his.push_back(hi);
+        want.push_back(w);
+      }
+  for (int x = -3; x <= 3; ++x)
+    for (int lo = -3; lo <= 3; ++lo)
+      for (int hi = -3; hi <= 3; ++hi)
+        EXPECT_EQ(scalar::clamp<int64_t>(x, lo, hi),
+                  scalar::minimum<int64_t>(scalar::maximum<int64_t>(x, lo), hi));
+  // The eager kernel over the same triples (vectorized loops and their tails).
+  const int64_t n = static_cast<int64_t>(xs.size());
+  auto t = [n](const std::vector<float>& v) {
+    return from_blob(const_cast<float*>(v.data()), {n}, DType::Float32).clone();
+  };
+  const Tensor got = clamp(t(xs), std::optional<Tensor>(t(los)), std::optional<Tensor>(t(his)));
+  const float* g = got.data_ptr<float>();
+  for (int64_t i = 0; i < n; ++i)
+    EXPECT_EQ(bits(g[i]), bits(want[static_cast<size_t>(i)])) << "element " << i;
 }
