@@ -288,14 +288,13 @@ struct Welford {
 };
 
 /// One thread's share of a Welford reduction on the GPU (generated kernels and
-/// the eager CUDA reductions), without a division per element: the count n, a shift c (the first
-/// finite element) and the shifted sums s1 = sum(x - c), s2 = sum((x - c)^2) ("shifted data"
-/// algorithm, Chan, Golub & LeVeque 1983, "Algorithms for computing the sample
-/// variance: analysis and recommendations", The American Statistician 37(3)),
-/// turned into a WelfordAcc once (welford()) and combined with Welford's
-/// combine across threads, or, in generated CUDA kernels, moved to one shift
-/// per row (rebase()) and added (smelt::device::row_reduce). Steps in any
-/// order; no combine of its own.
+/// the eager CUDA reductions), without a division per element: the count n, a shift c (the
+/// first element when it is finite, else 0) and the shifted sums s1 = sum(x - c), s2 = sum((x -
+/// c)^2) ("shifted data" algorithm, Chan, Golub & LeVeque 1983, "Algorithms for computing the
+/// sample variance: analysis and recommendations", The American Statistician 37(3)), turned into a
+/// WelfordAcc once (welford()) and combined with Welford's combine across threads, or, in generated
+/// CUDA kernels, moved to one shift per row (rebase()) and added (smelt::device::row_reduce). Steps
+/// in any order; no combine of its own.
 template <class A>
 struct ShiftedSums {
   A shift;
