@@ -288,8 +288,9 @@ void reduce_loop(const Tensor& x, const std::vector<int64_t>& dims, const Emit& 
       const int64_t per_group = (n_chunks + groups - 1) / groups;
       // Blocks narrower than kBlock where the chunk groups alone leave
       // threads idle (512 x 1024 over dim 0 on 16 threads: 4 groups of one
-      // chunk, so 4 blocks of 256 columns; 2.4x slower than PyTorch with one
-      // block). A column's value does not depend on the block that holds it.
+      // chunk, so 4 blocks of 256 columns, 16 tasks instead of 4: 0.042 ->
+      // 0.023-0.031 ms on the GPU host's 16 cores). A column's value does not
+      // depend on the block that holds it.
       const int64_t bw = column_block_width(V, n_rows * groups, nthreads);
       const int64_t nb = (V + bw - 1) / bw, ntasks = n_rows * nb;
       AccBuf<Acc> parts(n_rows * n_chunks * V);
