@@ -203,6 +203,26 @@ TEST(Cli, BenchBatchNormReluUpdatesRunningStatsAsEager) {
   EXPECT_FALSE(j.contains("tflops_compiled")) << "batch_norm counts bytes, not FLOPs";
 }
 
+// --matmul-precision: the run's float32 GEMM precision, recorded in the JSON
+// row (bench/torch_compare.py sets PyTorch's to the same); float32 GEMMs on the
+// CPU stay exact, so the MLP still agrees with eager as tightly; an unknown
+// value is refused before anything runs.
+TEST(Cli, BenchMatmulPrecisionIsRecordedAndChecked) {
+  CliRun r = run_cli({"bench", "mlp", "--json", "--iters", "1", "--matmul-precision", "high"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const nlohmann::json j = last_json(r.out);
+  EXPECT_EQ(j["matmul_precision"], "high") << j;
+  EXPECT_LT(j["max_abs_err"].get<double>(), 1e-4) << j;
+  CliRun d = run_cli({"bench", "mlp", "--json", "--iters", "1"});
+  ASSERT_EQ(d.rc, 0) << d.err;
+  EXPECT_EQ(last_json(d.out)["matmul_precision"], "highest");
+  CliRun bad = run_cli({"bench", "mlp", "--matmul-precision", "tf32"});
+  EXPECT_NE(bad.rc, 0);
+  EXPECT_NE(bad.err.find("--matmul-precision: tf32 not in {highest,high,medium}"),
+            std::string::npos)
+      << bad.err;
+}
+
 // A GPT-2 block (C 768, 12 heads) over 1 x 128 tokens on the CPU: compiled
 // agrees with eager, the FLOPs are counted (24 B T C^2 + 4 B T^2 C), and the
 // shared PyTorch block compiled here matches PyTorch's output.

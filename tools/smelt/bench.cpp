@@ -27,6 +27,7 @@
 #include "nn/models.h"
 #include "smelt/autograd.h"
 #include "smelt/compile.h"
+#include "smelt/cuda.h"
 #include "smelt/io.h"
 #include "smelt/memory.h"
 #include "smelt/nn.h"
@@ -753,6 +754,7 @@ nlohmann::json bench_one(const std::string& name, const BenchOptions& opts) {
     j["device"] = opts.device;
     j["dtype"] = dtype;
     j["mode"] = opts.mode;
+    j["matmul_precision"] = opts.matmul_precision;
     j["eager_ms"] = eager_ms;
     j["compiled_ms"] = comp_ms;
     j["speedup"] = eager_ms / comp_ms;
@@ -1009,6 +1011,7 @@ int cmd_bench(const BenchOptions& opts) {
               "smelt bench: --codegen-only generates the CUDA program; add --device cuda");
   if (device.is_cuda() && !opts.codegen_only)
     (void)zeros({1}, TensorOptions().device(device));  // Error without a GPU
+  set_float32_matmul_precision(opts.matmul_precision);
   SMELT_CHECK(opts.dtype.empty() || is_floating(dtype_from_name(opts.dtype)),
               "smelt bench: --dtype must be a floating dtype, got {}", opts.dtype);
   if (opts.workload == "ops") {

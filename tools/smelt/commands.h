@@ -43,8 +43,11 @@ struct BenchOptions {
   bool json = false;
   int iters = 0;                    // 0 = automatic
   bool round_intermediates = true;  // CompileOptions::round_intermediates
-  std::string model;                // minilm: sentence-transformers folder ("" = fetched)
-  int64_t nodes = 40000;            // chain: number of adds
+  /// set_float32_matmul_precision for the run: "highest" (exact float32
+  /// products), "high" or "medium" (TF32 tensor cores on a GPU).
+  std::string matmul_precision = "highest";
+  std::string model;      // minilm: sentence-transformers folder ("" = fetched)
+  int64_t nodes = 40000;  // chain: number of adds
   /// The kernel cache to compile into, kept afterwards ("" = a fresh private
   /// one, removed after the row): a second run with the same folder measures
   /// a warm compile in a fresh process.

@@ -85,6 +85,10 @@ int main(int argc, char** argv) {
                 "peak TFLOP/s for the share column (0: on cuda the H200's bfloat16/float16 dense, "
                 "780)")
       ->check(CLI::NonNegativeNumber);
+  b->add_option("--matmul-precision", bench.matmul_precision,
+                "float32 GEMMs on a GPU: highest (exact float32), high or medium (TF32 tensor "
+                "cores allowed), as torch.set_float32_matmul_precision")
+      ->check(CLI::IsMember({"highest", "high", "medium"}));
   bool no_round = false;
   b->add_flag("--no-round-intermediates", no_round,
               "keep float16/bfloat16 intermediates in float32 inside kernels (faster, may drift "
