@@ -592,10 +592,10 @@ inline __attribute__((always_inline)) void vector_step(V& acc, const V& x) {
 /// Welford accumulators of kGroup blocks side by side: block g is the
 /// `count` * kLanes elements get(at + g * kStride + j), its lane k those with
 /// j % kLanes == k. Each lane's mean and m2 come from two passes over its
-/// elements (the mean as the sum of x / count, then the sum of squared
-/// deviations from it): a multiplication per element where Welford's steps
-/// divide (the lanes of one block all have the same count), and a variance at
-/// least as accurate. lanes[g][k]: block g's lane k.
+/// elements (the mean as the lane's sum times 1 / count, then the sum of
+/// squared deviations from it): one multiplication per lane where Welford's
+/// steps divide per element (the lanes of one block all have the same count),
+/// and a variance at least as accurate. lanes[g][k]: block g's lane k.
 template <class Op, int kGroup, int64_t kStride, class Get>
 SMELT_HD void welford_lanes(const Get& get, int64_t at, int64_t count,
                             typename Op::acc_t (*lanes)[kLanes]) {
@@ -619,9 +619,10 @@ SMELT_HD void welford_lanes(const Get& get, int64_t at, int64_t count,
       for (int g = 0; g < kGroup; ++g) {
         V x;
         load(at + g * kStride + i * kLanes, x);
-        vmean[g] += x * inv;
+        vmean[g] += x;
       }
     }
+    for (int g = 0; g < kGroup; ++g) vmean[g] *= inv;
     for (int64_t i = 0; i < count; ++i) {
       for (int g = 0; g < kGroup; ++g) {
         V x;
@@ -641,12 +642,11 @@ SMELT_HD void welford_lanes(const Get& get, int64_t at, int64_t count,
     for (int k = 0; k < kLanes; ++k) mean[g][k] = m2[g][k] = A(0);
   for (int64_t i = 0; i < count; ++i) {
     for (int g = 0; g < kGroup; ++g) {
-      for (int k = 0; k < kLanes; ++k) {
-        const A x = get(at + g * kStride + i * kLanes + k);
-        mean[g][k] += x * inv;
-      }
+      for (int k = 0; k < kLanes; ++k) mean[g][k] += get(at + g * kStride + i * kLanes + k);
     }
   }
+  for (int g = 0; g < kGroup; ++g)
+    for (int k = 0; k < kLanes; ++k) mean[g][k] *= inv;
   for (int64_t i = 0; i < count; ++i) {
     for (int g = 0; g < kGroup; ++g) {
       for (int k = 0; k < kLanes; ++k) {
