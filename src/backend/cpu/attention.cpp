@@ -69,8 +69,6 @@ void transpose_keys(const float* k, int64_t ks, int64_t S, int64_t E, float* kt,
   int64_t j0 = 0;
 #if defined(__AVX512F__)
   for (; j0 + 16 <= S; j0 += 16) {
-    for (int64_t j = j0 + 16; j < std::min(S, j0 + 32); ++j)
-      for (int64_t e = 0; e < E; e += 16) __builtin_prefetch(k + j * ks + e);
     int64_t e0 = 0;
     for (; e0 + 16 <= E; e0 += 16) {
       // (The zero-masked forms with every lane set: GCC 12 warns that the
@@ -117,37 +115,59 @@ struct MaskRow {
   const float* add = nullptr;
 };
 
-/// Masked scores s[0 .. S) of a row whose max is mx into exp(s - max) in
-/// place; returns the sum the row's outputs are divided by: the sum of the
-/// exps (NaN where a score is NaN, as softmax gives), or, where every score
-/// is -inf (mx -inf), 0 under a mask or the causal triangle (the caller then
-/// writes zeros: PyTorch's _safe_softmax) and NaN without (softmax's NaN).
-float softmax_exp(int64_t S, bool masked, float mx, float* s) {
+/// The masked scores of a tile's `rows` rows (row r at p + r * ldp, S
+/// scores, max mx[r]) into exp(s - max) in place; sum[r]: what row r's
+/// outputs are divided by: the sum of its exps (NaN where a score is NaN, as
+/// softmax gives), or, where every score is -inf (mx[r] -inf), 0 under a
+/// mask or the causal triangle (the caller then writes zeros: PyTorch's
+/// _safe_softmax) and NaN without (softmax's NaN). The rows' sums run in
+/// kLanes lanes each (exp j into lane j % kLanes, in order of j; the last S %
+/// kLanes into lane 0), the rows interleaved, the lanes combined pairwise.
+void softmax_tile(int64_t S, bool masked, const float* mx, int rows, float* p, int64_t ldp,
+                  float* sum) {
+  const float ninf = -std::numeric_limits<float>::infinity();
+  bool decided[kRows] = {};
+  for (int r = 0; r < rows; ++r) {
+    float* s = p + r * ldp;
+    if (mx[r] == ninf) {
+      // Every score -inf or NaN: softmax's NaN where a score is NaN or where
+      // nothing masked the row (exp(-inf - -inf)); zeros where a mask or the
+      // causal triangle did (_safe_softmax, as the decomposition applies it).
+      decided[r] = true;
+      sum[r] = masked ? 0.f : std::numeric_limits<float>::quiet_NaN();
+      for (int64_t j = 0; j < S; ++j)
+        if (s[j] != s[j]) {
+          sum[r] = s[j];
+          break;
+        }
+      if (sum[r] == 0.f) std::fill(s, s + S, 0.f);
+      continue;
+    }
+    const float m = mx[r];
+    for (int64_t j = 0; j < S; ++j) s[j] = scalar::exp<float>(scalar::sub<float>(s[j], m));
+  }
+  Vec vsum[kRows];
+#pragma GCC unroll 8
+  for (int r = 0; r < kRows; ++r) vsum[r] = Vec{};
   int64_t j = 0;
-  if (mx == -std::numeric_limits<float>::infinity()) {
-    // Every score -inf or NaN: softmax's NaN where a score is NaN or where
-    // nothing masked the row (exp(-inf - -inf)); zeros where a mask or the
-    // causal triangle did (_safe_softmax, as the decomposition applies it).
-    for (j = 0; j < S; ++j)
-      if (s[j] != s[j]) return s[j];
-    if (!masked) return std::numeric_limits<float>::quiet_NaN();
-    std::fill(s, s + S, 0.f);
-    return 0.f;
+  for (; j + kLanes <= S; j += kLanes) {
+#pragma GCC unroll 8
+    for (int r = 0; r < kRows; ++r) {  // (rows past `rows`: ignored)
+      Vec x;
+      load(p + r * ldp + j, x);
+      vsum[r] += x;
+    }
   }
-  for (j = 0; j < S; ++j) s[j] = scalar::exp<float>(scalar::sub<float>(s[j], mx));
-  // The sum of the exps (each in [0, 1]) in kLanes lanes, combined pairwise.
-  Vec vsum = Vec{};
-  for (j = 0; j + kLanes <= S; j += kLanes) {
-    Vec x;
-    load(s + j, x);
-    vsum += x;
+  for (int r = 0; r < rows; ++r) {
+    if (decided[r]) continue;
+    Vec v = vsum[r];
+    if (j < S) {
+      float tail = v[0];
+      for (int64_t t = j; t < S; ++t) tail += p[r * ldp + t];
+      v[0] = tail;
+    }
+    sum[r] = fold(v, [](auto& x, const auto& y) { x += y; });
   }
-  if (j < S) {  // the last S % kLanes exps into lane 0, in order
-    float tail = vsum[0];
-    for (; j < S; ++j) tail += s[j];
-    vsum[0] = tail;
-  }
-  return fold(vsum, [](auto& x, const auto& y) { x += y; });
 }
 
 #if defined(__AVX512F__)
@@ -296,7 +316,7 @@ float mask_and_max(int64_t S, bool causal, int64_t i, const MaskRow& mask, float
   if (causal)
     for (int64_t j = i + 1; j < S; ++j) s[j] = ninf;
   // The max: order-free, so in kLanes lanes that skip NaN (a NaN score makes
-  // its exp, hence the sum and the outputs, NaN in softmax_exp).
+  // its exp, hence the sum and the outputs, NaN in softmax_tile).
   Vec vmax = Vec{} + ninf;
   int64_t j = 0;
   if (mask.keep) {
@@ -366,11 +386,7 @@ void attention(const AttentionCall& a) {
         // (kt's columns past S stay the zeros it was made with.)
         transpose_keys(k, a.k_stride[2], S, E, kt.data(), Sp);
         // v's rows in order, a few rows ahead prefetched.
-        constexpr int64_t kAhead = 8;
         for (int64_t j = 0; j < S; ++j) {
-          if (j + kAhead < S)
-            for (int64_t e = 0; e < Ev; e += 16)
-              __builtin_prefetch(v + (j + kAhead) * a.v_stride[2] + e);
           const float* vr = v + j * a.v_stride[2];
           float* dst = vp.data() + j * Ev;
           for (int64_t e = 0; e < Ev; ++e) dst[e] = vr[e];
@@ -451,20 +467,20 @@ void attention(const AttentionCall& a) {
         for (int64_t j0 = 0; j0 < Sp; j0 += kCols)
           score_tile(qr, kt.data() + j0, Sp, E, a.scale, p.data() + j0, Sp, j0, S, i0, a.causal, m,
                      mx);
+        float row_max[kRows];
         for (int r = 0; r < rows; ++r) {
           Vec lanes;
           __builtin_memcpy(&lanes, &mx[r], sizeof lanes);
-          const float row_max = fold(lanes, [](auto& x, const auto& y) { x = x > y ? x : y; });
-          sum[r] = softmax_exp(S, masked, row_max, p.data() + r * Sp);
+          row_max[r] = fold(lanes, [](auto& x, const auto& y) { x = x > y ? x : y; });
         }
 #else
         for (int64_t j0 = 0; j0 < Sp; j0 += kCols)
           score_tile(qr, kt.data() + j0, Sp, E, a.scale, p.data() + j0, Sp);
-        for (int r = 0; r < rows; ++r) {
-          float* row = p.data() + r * Sp;
-          sum[r] = softmax_exp(S, masked, mask_and_max(S, a.causal, i0 + r, m[r], row), row);
-        }
+        float row_max[kRows];
+        for (int r = 0; r < rows; ++r)
+          row_max[r] = mask_and_max(S, a.causal, i0 + r, m[r], p.data() + r * Sp);
 #endif
+        softmax_tile(S, masked, row_max, rows, p.data(), Sp, sum);
         for (int r = rows; r < kRows; ++r) std::fill(p.data() + r * Sp, p.data() + r * Sp + S, 0.f);
         // Normalized at the end: Ev divisions a row instead of S.
         for (int64_t d0 = 0; d0 < Ev; d0 += kCols) {
