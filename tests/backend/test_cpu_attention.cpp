@@ -75,6 +75,22 @@ Tensor reference(const Heads& h, const Tensor& mask, bool causal) {
                                       h.v.to(DType::Float64), m, 0.0, causal);
 }
 
+/// Masks for `s`: none; BERT's key padding [B, 1, 1, S]; a full random bool
+/// mask; a transposed (strided) [L, S] bool mask; an additive float mask with
+/// -inf entries over [1, H, L, S], contiguous and with its last two dims'
+/// strides swapped (converted row by row).
+std::vector<Tensor> masks(const Sizes& s) {
+  Tensor lengths = from_vector<int64_t>(std::vector<int64_t>(s.B, (s.S + 1) / 2), {s.B, 1, 1, 1});
+  Tensor padding = lt(arange(s.S).view({1, 1, 1, s.S}), lengths);
+  Tensor full = rand({s.B, s.H, s.L, s.S}) > Scalar(0.3);
+  Tensor strided = (rand({s.S, s.L}) > Scalar(0.2)).t();
+  Tensor additive =
+      where(rand({1, s.H, s.L, s.S}) > Scalar(0.25), randn({1, s.H, s.L, s.S}),
+            full_like(zeros({1, s.H, s.L, s.S}), Scalar(-std::numeric_limits<double>::infinity())));
+  Tensor additive_strided = additive.transpose(2, 3).contiguous().transpose(2, 3);
+  return {Tensor(), padding, full, strided, additive, additive_strided};
+}
+
 }  // namespace
 
 TEST(CpuAttention, MatchesTheFloat64DecompositionAroundTheTiles) {
@@ -86,17 +102,7 @@ TEST(CpuAttention, MatchesTheFloat64DecompositionAroundTheTiles) {
   uint64_t seed = 1;
   for (const Sizes& s : cases) {
     const Heads h = heads(s, seed++);
-    // Masks: none; BERT's key padding [B, 1, 1, S]; a full random bool mask;
-    // a transposed (strided) [L, S] bool mask; an additive float mask with
-    // -inf entries over [1, H, L, S].
-    Tensor lengths = from_vector<int64_t>(std::vector<int64_t>(s.B, (s.S + 1) / 2), {s.B, 1, 1, 1});
-    Tensor padding = lt(arange(s.S).view({1, 1, 1, s.S}), lengths);
-    Tensor full = rand({s.B, s.H, s.L, s.S}) > Scalar(0.3);
-    Tensor strided = (rand({s.S, s.L}) > Scalar(0.2)).t();
-    Tensor additive = where(
-        rand({1, s.H, s.L, s.S}) > Scalar(0.25), randn({1, s.H, s.L, s.S}),
-        full_like(zeros({1, s.H, s.L, s.S}), Scalar(-std::numeric_limits<double>::infinity())));
-    for (const Tensor& mask : {Tensor(), padding, full, strided, additive}) {
+    for (const Tensor& mask : masks(s)) {
       for (bool causal : {false, true}) {
         SCOPED_TRACE(::testing::Message()
                      << "B" << s.B << " H" << s.H << " L" << s.L << " S" << s.S << " E" << s.E
@@ -176,14 +182,7 @@ TEST(CpuAttention, EveryCapabilityGivesTheSameBits) {
   uint64_t seed = 51;
   for (const Sizes& s : cases) {
     const Heads h = heads(s, seed++);
-    Tensor lengths = from_vector<int64_t>(std::vector<int64_t>(s.B, (s.S + 1) / 2), {s.B, 1, 1, 1});
-    Tensor padding = lt(arange(s.S).view({1, 1, 1, s.S}), lengths);
-    Tensor full = rand({s.B, s.H, s.L, s.S}) > Scalar(0.3);
-    Tensor strided = (rand({s.S, s.L}) > Scalar(0.2)).t();
-    Tensor additive = where(
-        rand({1, s.H, s.L, s.S}) > Scalar(0.25), randn({1, s.H, s.L, s.S}),
-        full_like(zeros({1, s.H, s.L, s.S}), Scalar(-std::numeric_limits<double>::infinity())));
-    for (const Tensor& mask : {Tensor(), padding, full, strided, additive.contiguous()}) {
+    for (const Tensor& mask : masks(s)) {
       for (bool causal : {false, true}) {
         cpu::set_cpu_capability(CpuCapability::Default);
         const std::vector<double> want = vals(fused(h.q, h.k, h.v, mask, causal));

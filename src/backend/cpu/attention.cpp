@@ -11,7 +11,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
-#include <type_traits>
 #include <vector>
 
 #include "backend/cpu/loops.h"
