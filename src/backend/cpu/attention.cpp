@@ -61,9 +61,7 @@ SMELT_VEC_INLINE float fold(const Vec& v, Op op) {
 
 /// kt[e * ld + j] = k[j * ks + e] for j < S and e < E (k^T): 16 x 16
 /// blocks transposed in registers where the capability has 512-bit vectors,
-/// the rest (and everything elsewhere) element by element; the next block's
-/// rows prefetched (each row of a head is usually on its own page, out of
-/// the hardware prefetcher's reach).
+/// the rest (and everything elsewhere) element by element.
 void transpose_keys(const float* k, int64_t ks, int64_t S, int64_t E, float* kt, int64_t ld) {
   int64_t j0 = 0;
 #if defined(__AVX512F__)
@@ -384,7 +382,7 @@ void attention(const AttentionCall& a) {
         const float* v = a.v + b * a.v_stride[0] + h * a.v_stride[1];
         // (kt's columns past S stay the zeros it was made with.)
         transpose_keys(k, a.k_stride[2], S, E, kt.data(), Sp);
-        // v's rows in order, a few rows ahead prefetched.
+        // v's rows in order.
         for (int64_t j = 0; j < S; ++j) {
           const float* vr = v + j * a.v_stride[2];
           float* dst = vp.data() + j * Ev;
@@ -428,25 +426,8 @@ void attention(const AttentionCall& a) {
         return m;
       };
       const int64_t i_begin = t % blocks * block_rows, i_end = std::min(L, i_begin + block_rows);
-      // The next task's pair (when this thread runs one): its k, v and q
-      // rows prefetched into L2 a share at every row tile of this task, so
-      // that packing them and reading its queries finds them there.
-      const int64_t next = t + 1 < t1 && (t + 1) / blocks != pair ? (t + 1) / blocks : -1;
-      const int64_t tiles = (i_end - i_begin + kRows - 1) / kRows;
       for (int64_t i0 = i_begin; i0 < i_end; i0 += kRows) {
         const int rows = static_cast<int>(std::min<int64_t>(kRows, i_end - i0));
-        if (next >= 0) {
-          const int64_t n = (i0 - i_begin) / kRows, nb = next / a.heads, nh = next % a.heads;
-          auto ahead = [&](const float* base, const int64_t* st, int64_t count, int64_t width) {
-            base += nb * st[0] + nh * st[1];
-            for (int64_t j = n * count / tiles; j < (n + 1) * count / tiles; ++j)
-              for (int64_t e = 0; e < width; e += 16)
-                __builtin_prefetch(base + j * st[2] + e, 0, 2);
-          };
-          ahead(a.k, a.k_stride, S, E);
-          ahead(a.v, a.v_stride, S, Ev);
-          ahead(a.q, a.q_stride, L, E);
-        }
         // The tile's queries and mask rows (rows past `rows` repeat row i0's).
         const float* qr[kRows];
         MaskRow m[kRows];
