@@ -223,9 +223,9 @@ SMELT_VEC_INLINE void score_tile(const float* const* q, const float* kt, int64_t
   }
 }
 
-/// value_tile and value_tail at once, the sums divided by sum[r] (zeros
-/// where it is 0) into out[r * os + d] for the first `rows` rows and
-/// `width` (<= kCols) dims.
+/// value_tile and value_tail at once, the sums times 1 / sum[r] (zeros where
+/// it is 0) into out[r * os + d] for the first `rows` rows and `width` (<=
+/// kCols) dims.
 SMELT_VEC_INLINE void value_tile(const float* p, int64_t ldp, const float* v, int64_t vs, int64_t S,
                                  int width, const float* sum, int rows, float* out, int64_t os) {
   const __mmask16 m0 = static_cast<__mmask16>(width >= 16 ? 0xffff : (1u << width) - 1),
@@ -248,12 +248,12 @@ SMELT_VEC_INLINE void value_tile(const float* p, int64_t ldp, const float* v, in
 #pragma GCC unroll 8
   for (int r = 0; r < kRows; ++r) {
     if (r >= rows) break;
-    const __m512 den = _mm512_set1_ps(sum[r]);
+    const __m512 inv = _mm512_set1_ps(scalar::div<float>(1.f, sum[r]));
     const bool zero = sum[r] == 0.f;
     _mm512_mask_storeu_ps(out + r * os, m0,
-                          zero ? _mm512_setzero_ps() : _mm512_div_ps(acc[r][0], den));
+                          zero ? _mm512_setzero_ps() : _mm512_mul_ps(acc[r][0], inv));
     _mm512_mask_storeu_ps(out + r * os + 16, m1,
-                          zero ? _mm512_setzero_ps() : _mm512_div_ps(acc[r][1], den));
+                          zero ? _mm512_setzero_ps() : _mm512_mul_ps(acc[r][1], inv));
   }
 }
 #else
@@ -462,7 +462,7 @@ void attention(const AttentionCall& a) {
 #endif
         softmax_tile(S, masked, row_max, rows, p.data(), Sp, sum);
         for (int r = rows; r < kRows; ++r) std::fill(p.data() + r * Sp, p.data() + r * Sp + S, 0.f);
-        // Normalized at the end: Ev divisions a row instead of S.
+        // Normalized at the end: times 1 / sum, as the CUDA kernel does.
         for (int64_t d0 = 0; d0 < Ev; d0 += kCols) {
           const int width = static_cast<int>(std::min<int64_t>(kCols, Ev - d0));
 #if defined(__AVX512F__)
@@ -480,7 +480,8 @@ void attention(const AttentionCall& a) {
             if (sum[r] == 0.f) {
               std::fill(dst, dst + width, 0.f);
             } else {
-              for (int d = 0; d < width; ++d) dst[d] = scalar::div<float>(o[r][d], sum[r]);
+              const float inv = scalar::div<float>(1.f, sum[r]);
+              for (int d = 0; d < width; ++d) dst[d] = scalar::mul<float>(o[r][d], inv);
             }
           }
 #endif
