@@ -2,8 +2,9 @@
 // float64 decomposition: odd sizes around its tiles (8 query rows, 32 keys, 32
 // value dims), q, k and v as head views of packed tensors, bool and float
 // masks of every broadcast, the causal triangle, fully masked rows (zeros),
-// NaN scores, one and two threads; the cases the kernel declines; and
-// smelt::compile keeping float32 attention whole on the CPU.
+// NaN scores, one and two threads; every CPU capability giving the same
+// bits (the AVX-512 tiles against the portable ones); the cases the kernel
+// declines; and smelt::compile keeping float32 attention whole on the CPU.
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cpu/capability.h"
 #include "smelt/compile.h"
 #include "smelt/ops.h"
 #include "test_util.h"
@@ -73,6 +75,22 @@ Tensor reference(const Heads& h, const Tensor& mask, bool causal) {
                                       h.v.to(DType::Float64), m, 0.0, causal);
 }
 
+/// Masks for `s`: none; BERT's key padding [B, 1, 1, S]; a full random bool
+/// mask; a transposed (strided) [L, S] bool mask; an additive float mask with
+/// -inf entries over [1, H, L, S], contiguous and with its last two dims'
+/// strides swapped (converted row by row).
+std::vector<Tensor> masks(const Sizes& s) {
+  Tensor lengths = from_vector<int64_t>(std::vector<int64_t>(s.B, (s.S + 1) / 2), {s.B, 1, 1, 1});
+  Tensor padding = lt(arange(s.S).view({1, 1, 1, s.S}), lengths);
+  Tensor full = rand({s.B, s.H, s.L, s.S}) > Scalar(0.3);
+  Tensor strided = (rand({s.S, s.L}) > Scalar(0.2)).t();
+  Tensor additive =
+      where(rand({1, s.H, s.L, s.S}) > Scalar(0.25), randn({1, s.H, s.L, s.S}),
+            full_like(zeros({1, s.H, s.L, s.S}), Scalar(-std::numeric_limits<double>::infinity())));
+  Tensor additive_strided = additive.transpose(2, 3).contiguous().transpose(2, 3);
+  return {Tensor(), padding, full, strided, additive, additive_strided};
+}
+
 }  // namespace
 
 TEST(CpuAttention, MatchesTheFloat64DecompositionAroundTheTiles) {
@@ -84,17 +102,7 @@ TEST(CpuAttention, MatchesTheFloat64DecompositionAroundTheTiles) {
   uint64_t seed = 1;
   for (const Sizes& s : cases) {
     const Heads h = heads(s, seed++);
-    // Masks: none; BERT's key padding [B, 1, 1, S]; a full random bool mask;
-    // a transposed (strided) [L, S] bool mask; an additive float mask with
-    // -inf entries over [1, H, L, S].
-    Tensor lengths = from_vector<int64_t>(std::vector<int64_t>(s.B, (s.S + 1) / 2), {s.B, 1, 1, 1});
-    Tensor padding = lt(arange(s.S).view({1, 1, 1, s.S}), lengths);
-    Tensor full = rand({s.B, s.H, s.L, s.S}) > Scalar(0.3);
-    Tensor strided = (rand({s.S, s.L}) > Scalar(0.2)).t();
-    Tensor additive = where(
-        rand({1, s.H, s.L, s.S}) > Scalar(0.25), randn({1, s.H, s.L, s.S}),
-        full_like(zeros({1, s.H, s.L, s.S}), Scalar(-std::numeric_limits<double>::infinity())));
-    for (const Tensor& mask : {Tensor(), padding, full, strided, additive}) {
+    for (const Tensor& mask : masks(s)) {
       for (bool causal : {false, true}) {
         SCOPED_TRACE(::testing::Message()
                      << "B" << s.B << " H" << s.H << " L" << s.L << " S" << s.S << " E" << s.E
@@ -160,6 +168,35 @@ TEST(CpuAttention, ThreadsAndRowBlocksDoNotChangeTheBits) {
   std::vector<double> two = vals(fused(h.q, h.k, h.v, Tensor(), true));
   omp_set_num_threads(threads);
   EXPECT_EQ(one, two);
+}
+
+// The AVX-512 copy computes its tiles with intrinsics (the mask, the causal
+// triangle and the row max applied as the scores are stored, the division as
+// the outputs are): the same bits as the portable tiles of the other copies,
+// around the row, key and value-dim tiles, with every kind of mask.
+TEST(CpuAttention, EveryCapabilityGivesTheSameBits) {
+  using cpu::CpuCapability;
+  const CpuCapability saved = cpu::cpu_capability();
+  const Sizes cases[] = {{2, 3, 7, 37, 20, 45},   {1, 2, 17, 70, 17, 33}, {2, 2, 9, 16, 3, 5},
+                         {1, 2, 16, 128, 32, 32}, {2, 1, 1, 1, 1, 1},     {1, 2, 24, 31, 32, 8}};
+  uint64_t seed = 51;
+  for (const Sizes& s : cases) {
+    const Heads h = heads(s, seed++);
+    for (const Tensor& mask : masks(s)) {
+      for (bool causal : {false, true}) {
+        cpu::set_cpu_capability(CpuCapability::Default);
+        const std::vector<double> want = vals(fused(h.q, h.k, h.v, mask, causal));
+        for (int c = 1; c <= static_cast<int>(cpu::hardware_cpu_capability()); ++c) {
+          cpu::set_cpu_capability(static_cast<CpuCapability>(c));
+          EXPECT_EQ(vals(fused(h.q, h.k, h.v, mask, causal)), want)
+              << "B" << s.B << " H" << s.H << " L" << s.L << " S" << s.S << " E" << s.E << " Ev"
+              << s.Ev << " mask " << (mask.defined() ? mask.sizes().size() : 0) << " causal "
+              << causal << " on " << cpu::cpu_capability_name(static_cast<CpuCapability>(c));
+        }
+      }
+    }
+  }
+  cpu::set_cpu_capability(saved);
 }
 
 TEST(CpuAttention, DeclinesWhatItDoesNotRun) {

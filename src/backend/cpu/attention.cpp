@@ -4,6 +4,10 @@
 
 #include <omp.h>
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 #include <algorithm>
 #include <cstdint>
 #include <limits>
@@ -33,6 +37,226 @@ typedef int32_t Ints __attribute__((vector_size(kLanes * sizeof(int32_t))));
 SMELT_VEC_INLINE void load(const float* p, Vec& v) { __builtin_memcpy(&v, p, sizeof v); }
 SMELT_VEC_INLINE void store(float* p, const Vec& v) { __builtin_memcpy(p, &v, sizeof v); }
 
+/// The kLanes lanes of v folded pairwise by `op` (op(a, b) sets a to a op b,
+/// for vectors and floats): lane l with lane l + w for w = 8, 4, 2, 1, as
+/// halves of the vector (no trip through memory).
+template <class Op>
+SMELT_VEC_INLINE float fold(const Vec& v, Op op) {
+  typedef float Half __attribute__((vector_size(kLanes / 2 * sizeof(float))));
+  typedef float Quarter __attribute__((vector_size(kLanes / 4 * sizeof(float))));
+  Half h, h2;
+  __builtin_memcpy(&h, &v, sizeof h);
+  __builtin_memcpy(&h2, reinterpret_cast<const char*>(&v) + sizeof h, sizeof h);
+  op(h, h2);
+  Quarter q, q2;
+  __builtin_memcpy(&q, &h, sizeof q);
+  __builtin_memcpy(&q2, reinterpret_cast<const char*>(&h) + sizeof q, sizeof q);
+  op(q, q2);
+  float a = q[0], b = q[1];
+  op(a, q[2]);
+  op(b, q[3]);
+  op(a, b);
+  return a;
+}
+
+/// kt[e * ld + j] = k[j * ks + e] for j < S and e < E (k^T): 16 x 16
+/// blocks transposed in registers where the capability has 512-bit vectors,
+/// the rest (and everything elsewhere) element by element.
+void transpose_keys(const float* k, int64_t ks, int64_t S, int64_t E, float* kt, int64_t ld) {
+  int64_t j0 = 0;
+#if defined(__AVX512F__)
+  for (; j0 + 16 <= S; j0 += 16) {
+    int64_t e0 = 0;
+    for (; e0 + 16 <= E; e0 += 16) {
+      // (The zero-masked forms with every lane set: GCC 12 warns that the
+      // plain ones' undefined source may be used uninitialized.)
+      constexpr __mmask16 kAll = 0xffff;
+      constexpr __mmask8 kAll8 = 0xff;
+      __m512 r[16], t[16];
+      for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(k + (j0 + i) * ks + e0);
+      // Pairs of rows interleaved by lanes, by lane pairs, then by 128-bit
+      // quarters twice: r[e] = the block's column e.
+      for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_maskz_unpacklo_ps(kAll, r[i], r[i + 1]);
+        t[i + 1] = _mm512_maskz_unpackhi_ps(kAll, r[i], r[i + 1]);
+      }
+      for (int i = 0; i < 16; i += 4)
+        for (int h = 0; h < 2; ++h) {
+          const __m512d a = _mm512_castps_pd(t[i + h]), b = _mm512_castps_pd(t[i + h + 2]);
+          r[i + 2 * h] = _mm512_castpd_ps(_mm512_maskz_unpacklo_pd(kAll8, a, b));
+          r[i + 2 * h + 1] = _mm512_castpd_ps(_mm512_maskz_unpackhi_pd(kAll8, a, b));
+        }
+      for (int i = 0; i < 16; i += 8)
+        for (int c = 0; c < 4; ++c) {
+          t[i + c] = _mm512_maskz_shuffle_f32x4(kAll, r[i + c], r[i + c + 4], 0x88);
+          t[i + c + 4] = _mm512_maskz_shuffle_f32x4(kAll, r[i + c], r[i + c + 4], 0xdd);
+        }
+      for (int c = 0; c < 8; ++c) {
+        r[c] = _mm512_maskz_shuffle_f32x4(kAll, t[c], t[c + 8], 0x88);
+        r[c + 8] = _mm512_maskz_shuffle_f32x4(kAll, t[c], t[c + 8], 0xdd);
+      }
+      for (int i = 0; i < 16; ++i) _mm512_storeu_ps(kt + (e0 + i) * ld + j0, r[i]);
+    }
+    for (; e0 < E; ++e0)
+      for (int64_t j = j0; j < j0 + 16; ++j) kt[e0 * ld + j] = k[j * ks + e0];
+  }
+#endif
+  for (int64_t j = j0; j < S; ++j)
+    for (int64_t e = 0; e < E; ++e) kt[e * ld + j] = k[j * ks + e];
+}
+
+/// The mask of one query row as the kernels read it: keep[j] (nonzero:
+/// kept) from a bool mask, or add[j] from a float32 one; both null: none.
+struct MaskRow {
+  const int32_t* keep = nullptr;
+  const float* add = nullptr;
+};
+
+/// The masked scores of a tile's `rows` rows (row r at p + r * ldp, S
+/// scores, max mx[r]) into exp(s - max) in place; sum[r]: what row r's
+/// outputs are divided by: the sum of its exps (NaN where a score is NaN, as
+/// softmax gives), or, where every score is -inf (mx[r] -inf), 0 under a
+/// mask or the causal triangle (the caller then writes zeros: PyTorch's
+/// _safe_softmax) and NaN without (softmax's NaN). The rows' sums run in
+/// kLanes lanes each (exp j into lane j % kLanes, in order of j; the last S %
+/// kLanes into lane 0), the rows interleaved, the lanes combined pairwise.
+void softmax_tile(int64_t S, bool masked, const float* mx, int rows, float* p, int64_t ldp,
+                  float* sum) {
+  const float ninf = -std::numeric_limits<float>::infinity();
+  bool decided[kRows] = {};
+  for (int r = 0; r < rows; ++r) {
+    float* s = p + r * ldp;
+    if (mx[r] == ninf) {
+      // Every score -inf or NaN: softmax's NaN where a score is NaN or where
+      // nothing masked the row (exp(-inf - -inf)); zeros where a mask or the
+      // causal triangle did (_safe_softmax, as the decomposition applies it).
+      decided[r] = true;
+      sum[r] = masked ? 0.f : std::numeric_limits<float>::quiet_NaN();
+      for (int64_t j = 0; j < S; ++j)
+        if (s[j] != s[j]) {
+          sum[r] = s[j];
+          break;
+        }
+      if (sum[r] == 0.f) std::fill(s, s + S, 0.f);
+      continue;
+    }
+    const float m = mx[r];
+    for (int64_t j = 0; j < S; ++j) s[j] = scalar::exp<float>(scalar::sub<float>(s[j], m));
+  }
+  Vec vsum[kRows];
+#pragma GCC unroll 8
+  for (int r = 0; r < kRows; ++r) vsum[r] = Vec{};
+  int64_t j = 0;
+  for (; j + kLanes <= S; j += kLanes) {
+#pragma GCC unroll 8
+    for (int r = 0; r < kRows; ++r) {  // (rows past `rows`: ignored)
+      Vec x;
+      load(p + r * ldp + j, x);
+      vsum[r] += x;
+    }
+  }
+  for (int r = 0; r < rows; ++r) {
+    if (decided[r]) continue;
+    Vec v = vsum[r];
+    if (j < S) {
+      float tail = v[0];
+      for (int64_t t = j; t < S; ++t) tail += p[r * ldp + t];
+      v[0] = tail;
+    }
+    sum[r] = fold(v, [](auto& x, const auto& y) { x += y; });
+  }
+}
+
+#if defined(__AVX512F__)
+// The tiles with AVX-512 intrinsics (GCC keeps the sums of the portable
+// loops below in registers, but clears and spills them in memory around
+// every tile), the mask and the max taken as the scores are stored: the
+// same operations in the same order as the portable code, hence the same
+// bits.
+
+/// score_tile for keys j0 .. j0 + kCols of S, with mask_and_max's steps on
+/// the scaled scores of query rows i0 + r before they are stored (keys from
+/// S on: -inf, no mask read), and each row's running max (NaN skipped) in
+/// mx[r].
+SMELT_VEC_INLINE void score_tile(const float* const* q, const float* kt, int64_t ld, int64_t E,
+                                 float scale, float* c, int64_t ldc, int64_t j0, int64_t S,
+                                 int64_t i0, bool causal, const MaskRow* mask, __m512* mx) {
+  __m512 acc[kRows][2];
+#pragma GCC unroll 8
+  for (int r = 0; r < kRows; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+  for (int64_t e = 0; e < E; ++e) {
+    const __m512 k0 = _mm512_loadu_ps(kt + e * ld), k1 = _mm512_loadu_ps(kt + e * ld + 16);
+#pragma GCC unroll 8
+    for (int r = 0; r < kRows; ++r) {
+      const __m512 x = _mm512_set1_ps(q[r][e]);
+      acc[r][0] = _mm512_fmadd_ps(x, k0, acc[r][0]);
+      acc[r][1] = _mm512_fmadd_ps(x, k1, acc[r][1]);
+    }
+  }
+  const __m512 vscale = _mm512_set1_ps(scale), ninf = _mm512_set1_ps(-__builtin_inff());
+  const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+#pragma GCC unroll 2
+  for (int hv = 0; hv < 2; ++hv) {
+    const int64_t j = j0 + 16 * hv;
+    const __mmask16 valid =
+        static_cast<__mmask16>(S - j >= 16 ? 0xffff
+                               : S <= j    ? 0
+                                           : (1u << static_cast<unsigned>(S - j)) - 1);
+#pragma GCC unroll 8
+    for (int r = 0; r < kRows; ++r) {
+      __m512 y = _mm512_mul_ps(acc[r][hv], vscale);
+      if (causal) {  // keys past the query: j + lane > i0 + r
+        const int64_t d = std::clamp<int64_t>(i0 + r - j, -1, 16);
+        y = _mm512_mask_mov_ps(
+            y, _mm512_cmpgt_epi32_mask(iota, _mm512_set1_epi32(static_cast<int32_t>(d))), ninf);
+      }
+      if (mask[r].keep) {
+        const __mmask16 keep = _mm512_mask_cmpneq_epi32_mask(
+            valid, _mm512_maskz_loadu_epi32(valid, mask[r].keep + j), _mm512_setzero_si512());
+        y = _mm512_mask_blend_ps(keep, ninf, y);
+      } else if (mask[r].add) {
+        y = _mm512_add_ps(y, _mm512_maskz_loadu_ps(valid, mask[r].add + j));
+      }
+      _mm512_storeu_ps(c + r * ldc + 16 * hv, y);
+      mx[r] = _mm512_mask_max_ps(mx[r], valid, y, mx[r]);  // y > mx ? y : mx
+    }
+  }
+}
+
+/// value_tile and value_tail at once, the sums times 1 / sum[r] (zeros where
+/// it is 0) into out[r * os + d] for the first `rows` rows and `width` (<=
+/// kCols) dims.
+SMELT_VEC_INLINE void value_tile(const float* p, int64_t ldp, const float* v, int64_t vs, int64_t S,
+                                 int width, const float* sum, int rows, float* out, int64_t os) {
+  const __mmask16 m0 = static_cast<__mmask16>(width >= 16 ? 0xffff : (1u << width) - 1),
+                  m1 = static_cast<__mmask16>(width >= 32   ? 0xffff
+                                              : width <= 16 ? 0
+                                                            : (1u << (width - 16)) - 1);
+  __m512 acc[kRows][2];
+#pragma GCC unroll 8
+  for (int r = 0; r < kRows; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+  for (int64_t j = 0; j < S; ++j) {
+    const __m512 v0 = _mm512_maskz_loadu_ps(m0, v + j * vs),
+                 v1 = _mm512_maskz_loadu_ps(m1, v + j * vs + 16);
+#pragma GCC unroll 8
+    for (int r = 0; r < kRows; ++r) {
+      const __m512 x = _mm512_set1_ps(p[r * ldp + j]);
+      acc[r][0] = _mm512_fmadd_ps(x, v0, acc[r][0]);
+      acc[r][1] = _mm512_fmadd_ps(x, v1, acc[r][1]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < kRows; ++r) {
+    if (r >= rows) break;
+    const __m512 inv = _mm512_set1_ps(scalar::div<float>(1.f, sum[r]));
+    const bool zero = sum[r] == 0.f;
+    _mm512_mask_storeu_ps(out + r * os, m0,
+                          zero ? _mm512_setzero_ps() : _mm512_mul_ps(acc[r][0], inv));
+    _mm512_mask_storeu_ps(out + r * os + 16, m1,
+                          zero ? _mm512_setzero_ps() : _mm512_mul_ps(acc[r][1], inv));
+  }
+}
+#else
 /// c[r * ldc + j] = (sum over e < E of q[r][e] * kt[e * ld + j]) * scale for
 /// the kRows rows q[r] and kCols keys j: fused multiply-adds in the order of
 /// e, then the decomposition's multiplication by the scale.
@@ -81,188 +305,195 @@ inline void value_tail(const float* p, int64_t ldp, const float* v, int64_t vs, 
   }
 }
 
-/// The mask of one query row as softmax_row reads it: keep[j] (nonzero:
-/// kept) from a bool mask, or add[j] from a float32 one; both null: none.
-struct MaskRow {
-  const int32_t* keep = nullptr;
-  const float* add = nullptr;
-};
-
-/// Scaled scores s[0 .. S) of query i into exp(s - max) in place, after the
-/// causal triangle and then the mask as the decomposition applies them;
-/// returns the sum the row's outputs are divided by: the sum of the exps (NaN
-/// where a score is NaN, as softmax gives), or, where every score is -inf, 0
-/// under a mask or the causal triangle (the caller then writes zeros:
-/// PyTorch's _safe_softmax) and NaN without (softmax's NaN).
-float softmax_row(int64_t S, bool causal, int64_t i, const MaskRow& mask, float* s) {
+/// Scaled scores s[0 .. S) of query i with the causal triangle and then the
+/// mask applied in place, as the decomposition applies them; returns their
+/// max (NaN skipped; -inf where every score is -inf or NaN).
+float mask_and_max(int64_t S, bool causal, int64_t i, const MaskRow& mask, float* s) {
   const float ninf = -std::numeric_limits<float>::infinity();
   if (causal)
     for (int64_t j = i + 1; j < S; ++j) s[j] = ninf;
+  // The max: order-free, so in kLanes lanes that skip NaN (a NaN score makes
+  // its exp, hence the sum and the outputs, NaN in softmax_tile).
+  Vec vmax = Vec{} + ninf;
+  int64_t j = 0;
   if (mask.keep) {
-    const Vec minus_inf = Vec{} + ninf;
-    int64_t j = 0;
     for (; j + kLanes <= S; j += kLanes) {
       Ints keep;
       Vec x;
       __builtin_memcpy(&keep, mask.keep + j, sizeof keep);
       load(s + j, x);
-      x = keep != 0 ? x : minus_inf;
+      x = keep != 0 ? x : Vec{} + ninf;
       store(s + j, x);
+      vmax = x > vmax ? x : vmax;
     }
-    for (; j < S; ++j) s[j] = mask.keep[j] ? s[j] : ninf;
+    for (int64_t t = j; t < S; ++t) s[t] = mask.keep[t] ? s[t] : ninf;
   } else if (mask.add) {
-    int64_t j = 0;
     for (; j + kLanes <= S; j += kLanes) {
       Vec x, y;
       load(s + j, x);
       load(mask.add + j, y);
       x += y;
       store(s + j, x);
+      vmax = x > vmax ? x : vmax;
     }
-    for (; j < S; ++j) s[j] = scalar::add<float>(s[j], mask.add[j]);
+    for (int64_t t = j; t < S; ++t) s[t] = scalar::add<float>(s[t], mask.add[t]);
+  } else {
+    for (; j + kLanes <= S; j += kLanes) {
+      Vec x;
+      load(s + j, x);
+      vmax = x > vmax ? x : vmax;
+    }
   }
-  // The max: order-free, so in kLanes lanes that skip NaN (a NaN score makes
-  // its exp, hence the sum and the outputs, NaN below).
-  Vec vmax = Vec{} + ninf;
-  int64_t j = 0;
-  for (; j + kLanes <= S; j += kLanes) {
-    Vec x;
-    load(s + j, x);
-    vmax = x > vmax ? x : vmax;
-  }
-  float lanes[kLanes];
-  __builtin_memcpy(lanes, &vmax, sizeof lanes);
-  float mx = ninf;
-  for (int l = 0; l < kLanes; ++l) mx = lanes[l] > mx ? lanes[l] : mx;
+  float mx = fold(vmax, [](auto& x, const auto& y) { x = x > y ? x : y; });
   for (; j < S; ++j) mx = s[j] > mx ? s[j] : mx;
-  if (mx == ninf) {
-    // Every score -inf or NaN: softmax's NaN where a score is NaN or where
-    // nothing masked the row (exp(-inf - -inf)); zeros where a mask or the
-    // causal triangle did (_safe_softmax, as the decomposition applies it).
-    for (j = 0; j < S; ++j)
-      if (s[j] != s[j]) return s[j];
-    if (!causal && !mask.keep && !mask.add) return std::numeric_limits<float>::quiet_NaN();
-    std::fill(s, s + S, 0.f);
-    return 0.f;
-  }
-  for (j = 0; j < S; ++j) s[j] = scalar::exp<float>(scalar::sub<float>(s[j], mx));
-  // The sum of the exps (each in [0, 1]) in kLanes lanes, combined pairwise.
-  Vec vsum = Vec{};
-  for (j = 0; j + kLanes <= S; j += kLanes) {
-    Vec x;
-    load(s + j, x);
-    vsum += x;
-  }
-  __builtin_memcpy(lanes, &vsum, sizeof lanes);
-  for (; j < S; ++j) lanes[0] += s[j];
-  for (int w = kLanes / 2; w > 0; w /= 2)
-    for (int l = 0; l < w; ++l) lanes[l] += lanes[l + w];
-  return lanes[0];
+  return mx;
 }
+
+#endif
 
 void attention(const AttentionCall& a) {
   const int64_t S = a.S, E = a.E, Ev = a.Ev, L = a.L;
   const int64_t Sp = (S + kCols - 1) / kCols * kCols;  // keys padded to whole tiles
   const int64_t pairs = a.batch * a.heads;
-  // Tasks: a (batch, head) pair's query rows, cut into blocks when there are
-  // fewer pairs than threads.
+  // Tasks: a (batch, head) pair's query rows, cut into `blocks` blocks of
+  // row tiles where that balances the threads better (parallel_for gives
+  // each thread ceil(tasks / threads) tasks in a row): the fewest blocks whose
+  // busiest thread has the fewest row tiles (12 pairs on 16 threads: 4
+  // blocks, 3 a thread; 384 pairs on 16: whole pairs). A thread packs k and
+  // v again for each pair it starts.
   const int64_t threads = omp_get_max_threads();
   const int64_t row_tiles = (L + kRows - 1) / kRows;
-  const int64_t blocks = pairs >= threads ? 1 : std::min(row_tiles, (threads + pairs - 1) / pairs);
+  int64_t blocks = 1;
+  auto busiest = [&](int64_t n) {  // the row tiles of the busiest thread with n blocks
+    return (pairs * n + threads - 1) / threads * ((row_tiles + n - 1) / n);
+  };
+  for (int64_t n = 2; n <= std::min<int64_t>(row_tiles, 16); ++n)
+    if (busiest(n) < busiest(blocks)) blocks = n;
   const int64_t block_rows = (row_tiles + blocks - 1) / blocks * kRows;
   const int64_t* ms = a.mask.stride;
   const bool bool_mask = a.mask.data && a.mask.dtype == DType::Bool;
   parallel_for(0, pairs * blocks, 1, [&](int64_t t0, int64_t t1) {
     // Per thread: k^T and v of the current pair packed (the keys padded to
-    // whole tiles), a tile's scores, and the last mask row converted.
+    // whole tiles), a tile's scores, and a tile's mask rows converted (one
+    // row per slot; the slots remember which row they hold).
     std::vector<float> kt(static_cast<size_t>(E * Sp)), vp(static_cast<size_t>(S * Ev)),
         p(static_cast<size_t>(kRows * Sp)),
-        mask_row(a.mask.data && !bool_mask ? static_cast<size_t>(S) : 0);
-    std::vector<int32_t> keep_row(bool_mask ? static_cast<size_t>(S) : 0);
-    const void* converted = nullptr;
-    float o[kRows][kCols];
+        add_rows(a.mask.data && !bool_mask ? static_cast<size_t>(kRows * S) : 0);
+    std::vector<int32_t> keep_rows(bool_mask ? static_cast<size_t>(kRows * S) : 0);
+    const void* converted[kRows] = {};
     int64_t packed = -1;
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t pair = t / blocks, b = pair / a.heads, h = pair % a.heads;
       const float* q = a.q + b * a.q_stride[0] + h * a.q_stride[1];
       float* out = a.out + b * a.o_stride[0] + h * a.o_stride[1];
       if (packed != pair) {
-        // Rows of k and v in order, a few rows ahead prefetched (each row
-        // of a head is usually on its own page, out of the hardware
-        // prefetcher's reach).
-        constexpr int64_t kAhead = 8;
         const float* k = a.k + b * a.k_stride[0] + h * a.k_stride[1];
         const float* v = a.v + b * a.v_stride[0] + h * a.v_stride[1];
-        for (int64_t j = 0; j < Sp; ++j) {
-          if (j + kAhead < S) {
-            for (int64_t e = 0; e < E; e += 16)
-              __builtin_prefetch(k + (j + kAhead) * a.k_stride[2] + e);
-            for (int64_t e = 0; e < Ev; e += 16)
-              __builtin_prefetch(v + (j + kAhead) * a.v_stride[2] + e);
-          }
-          const float* kr = k + j * a.k_stride[2];
-          for (int64_t e = 0; e < E; ++e) kt[e * Sp + j] = j < S ? kr[e] : 0.f;
-          if (j < S)
-            std::copy(v + j * a.v_stride[2], v + j * a.v_stride[2] + Ev, vp.data() + j * Ev);
+        // (kt's columns past S stay the zeros it was made with.)
+        transpose_keys(k, a.k_stride[2], S, E, kt.data(), Sp);
+        // v's rows in order.
+        for (int64_t j = 0; j < S; ++j) {
+          const float* vr = v + j * a.v_stride[2];
+          float* dst = vp.data() + j * Ev;
+          for (int64_t e = 0; e < Ev; ++e) dst[e] = vr[e];
         }
         packed = pair;
       }
+      // Query i's mask row in `slot` (one another slot of the tile holds
+      // already: that one; a key-padding mask converts once per batch).
+      auto mask_row = [&](int64_t i, int slot) {
+        MaskRow m;
+        const int64_t at = b * ms[0] + h * ms[1] + i * ms[2];
+        if (!bool_mask && ms[3] == 1) {
+          m.add = static_cast<const float*>(a.mask.data) + at;
+          return m;
+        }
+        const void* row =
+            bool_mask ? static_cast<const void*>(static_cast<const bool*>(a.mask.data) + at)
+                      : static_cast<const void*>(static_cast<const float*>(a.mask.data) + at);
+        int use = slot;
+        for (int u = 0; u < slot; ++u)
+          if (converted[u] == row) {
+            use = u;
+            break;
+          }
+        if (use == slot && converted[slot] != row) {
+          for (int64_t j = 0; j < S; ++j) {
+            if (bool_mask) {
+              keep_rows[slot * S + j] = static_cast<const bool*>(row)[j * ms[3]];
+            } else {
+              add_rows[slot * S + j] = static_cast<const float*>(row)[j * ms[3]];
+            }
+          }
+          converted[slot] = row;
+        }
+        if (bool_mask) {
+          m.keep = keep_rows.data() + use * S;
+        } else {
+          m.add = add_rows.data() + use * S;
+        }
+        return m;
+      };
       const int64_t i_begin = t % blocks * block_rows, i_end = std::min(L, i_begin + block_rows);
       for (int64_t i0 = i_begin; i0 < i_end; i0 += kRows) {
         const int rows = static_cast<int>(std::min<int64_t>(kRows, i_end - i0));
+        // The tile's queries and mask rows (rows past `rows` repeat row i0's).
         const float* qr[kRows];
-        for (int r = 0; r < kRows; ++r) qr[r] = q + (i0 + (r < rows ? r : 0)) * a.q_stride[2];
+        MaskRow m[kRows];
+        for (int r = 0; r < kRows; ++r) {
+          const int64_t i = i0 + (r < rows ? r : 0);
+          qr[r] = q + i * a.q_stride[2];
+          if (a.mask.data) m[r] = mask_row(i, r);
+        }
         for (int r = 0; r < kRows && i0 + kRows + r < i_end; ++r)  // the next tile's queries
           for (int64_t e = 0; e < E; e += 16)
             __builtin_prefetch(q + (i0 + kRows + r) * a.q_stride[2] + e);
+        const bool masked = a.causal || a.mask.data;
+        float sum[kRows];
+#if defined(__AVX512F__)
+        __m512 mx[kRows];
+        for (int r = 0; r < kRows; ++r) mx[r] = _mm512_set1_ps(-__builtin_inff());
+        for (int64_t j0 = 0; j0 < Sp; j0 += kCols)
+          score_tile(qr, kt.data() + j0, Sp, E, a.scale, p.data() + j0, Sp, j0, S, i0, a.causal, m,
+                     mx);
+        float row_max[kRows];
+        for (int r = 0; r < rows; ++r) {
+          Vec lanes;
+          __builtin_memcpy(&lanes, &mx[r], sizeof lanes);
+          row_max[r] = fold(lanes, [](auto& x, const auto& y) { x = x > y ? x : y; });
+        }
+#else
         for (int64_t j0 = 0; j0 < Sp; j0 += kCols)
           score_tile(qr, kt.data() + j0, Sp, E, a.scale, p.data() + j0, Sp);
-        float sum[kRows];
-        for (int r = 0; r < rows; ++r) {
-          MaskRow m;
-          if (a.mask.data) {
-            const int64_t at = b * ms[0] + h * ms[1] + (i0 + r) * ms[2];
-            const void* row =
-                bool_mask ? static_cast<const void*>(static_cast<const bool*>(a.mask.data) + at)
-                          : static_cast<const void*>(static_cast<const float*>(a.mask.data) + at);
-            if (!bool_mask && ms[3] == 1) {
-              m.add = static_cast<const float*>(row);
-            } else {
-              if (row != converted) {  // a key-padding mask converts once per batch
-                for (int64_t j = 0; j < S; ++j) {
-                  if (bool_mask) {
-                    keep_row[j] = static_cast<const bool*>(row)[j * ms[3]];
-                  } else {
-                    mask_row[j] = static_cast<const float*>(row)[j * ms[3]];
-                  }
-                }
-                converted = row;
-              }
-              if (bool_mask) {
-                m.keep = keep_row.data();
-              } else {
-                m.add = mask_row.data();
-              }
-            }
-          }
-          sum[r] = softmax_row(S, a.causal, i0 + r, m, p.data() + r * Sp);
-        }
+        float row_max[kRows];
+        for (int r = 0; r < rows; ++r)
+          row_max[r] = mask_and_max(S, a.causal, i0 + r, m[r], p.data() + r * Sp);
+#endif
+        softmax_tile(S, masked, row_max, rows, p.data(), Sp, sum);
         for (int r = rows; r < kRows; ++r) std::fill(p.data() + r * Sp, p.data() + r * Sp + S, 0.f);
+        // Normalized at the end: times 1 / sum, as the CUDA kernel does.
         for (int64_t d0 = 0; d0 < Ev; d0 += kCols) {
           const int width = static_cast<int>(std::min<int64_t>(kCols, Ev - d0));
+#if defined(__AVX512F__)
+          value_tile(p.data(), Sp, vp.data() + d0, Ev, S, width, sum, rows,
+                     out + i0 * a.o_stride[2] + d0, a.o_stride[2]);
+#else
+          float o[kRows][kCols];
           if (width == kCols) {
             value_tile(p.data(), Sp, vp.data() + d0, Ev, S, o);
           } else {
             value_tail(p.data(), Sp, vp.data() + d0, Ev, S, width, o);
           }
-          for (int r = 0; r < rows; ++r) {  // normalized here: Ev divisions instead of S
+          for (int r = 0; r < rows; ++r) {
             float* dst = out + (i0 + r) * a.o_stride[2] + d0;
             if (sum[r] == 0.f) {
               std::fill(dst, dst + width, 0.f);
             } else {
-              for (int d = 0; d < width; ++d) dst[d] = scalar::div<float>(o[r][d], sum[r]);
+              const float inv = scalar::div<float>(1.f, sum[r]);
+              for (int d = 0; d < width; ++d) dst[d] = scalar::mul<float>(o[r][d], inv);
             }
           }
+#endif
         }
       }
     }

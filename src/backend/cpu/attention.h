@@ -6,9 +6,10 @@
 // float32 (fused multiply-adds, in another order than a GEMM's), times the
 // scale; the mask (bool: false -> -inf; float32: added) and the causal
 // triangle (key j > query i: -inf); softmax's exp(s - max), summed in 16
-// lanes; those times v summed in float32 and divided by the sum at the end
-// (as FlashAttention normalizes: Ev divisions per row instead of S, each
-// result within an ulp or two of dividing first); a row whose every score is
+// lanes; those times v summed in float32 and multiplied by 1 / sum at the
+// end (as FlashAttention and the CUDA kernel normalize: one division and Ev
+// products per row instead of S divisions; the sum is at least 1, so each
+// result is within an ulp or two of dividing first); a row whose every score is
 // -inf gives zeros under a mask or the causal triangle (PyTorch's
 // _safe_softmax, as the decomposition applies it) and NaN without one
 // (softmax's). Built once per CPU capability.
