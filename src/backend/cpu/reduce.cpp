@@ -276,21 +276,25 @@ void reduce_loop(const Tensor& x, const std::vector<int64_t>& dims, const Emit& 
     // asks row_splits the same question)
     const int64_t P = r::row_splits(g.n_out, g.n_red, nthreads);
     const int64_t n_chunks = (g.n_red + r::kColumnChunk - 1) / r::kColumnChunk;
-    if (P == 1 && tasks < nthreads && n_chunks >= 2 &&
+    // Blocks of at least 16 columns, narrowed until every thread has one (the
+    // schedule after this branch) where there are that many: 512 x 1024 over
+    // dim 0 on the GPU host's 16 cores, 16 blocks of 64 columns, took 0.0134-
+    // 0.0159 ms against 0.0316-0.0321 ms for 4 chunk groups x 4 blocks of 256
+    // (PyTorch: 0.0138-0.0185 ms). On 2 threads (two blocks of 512) 0.0202-
+    // 0.0259 ms against 0.0195-0.0220 for 2 chunk groups of whole rows.
+    const bool narrow_fills = n_rows * ((V + 15) / 16) >= nthreads;
+    if (P == 1 && tasks < nthreads && !narrow_fills && n_chunks >= 2 &&
         g.n_out * g.n_red >= r::kReduceParallelGrain) {
-      // Too few blocks for the threads, and no split: the threads take
-      // stretches of whole chunks of every block (whole rows of memory), the
-      // partials ColumnOrder makes of each chunk are kept ([row][chunk][V]),
-      // then each block's cascades take them in order: ColumnOrder over the
-      // whole range, bit for bit (512 x 1024 over dim 0 on 2 threads: 0.030
-      // ms with two blocks of 512 columns, which read half rows).
+      // Too few blocks for the threads even when narrowed, and no split: the
+      // threads take stretches of whole chunks of every block (whole rows of
+      // memory), the partials ColumnOrder makes of each chunk are kept
+      // ([row][chunk][V]), then each block's cascades take them in order:
+      // ColumnOrder over the whole range, bit for bit.
       const int64_t groups = std::min(n_chunks, (nthreads + tasks - 1) / tasks);
       const int64_t per_group = (n_chunks + groups - 1) / groups;
       // Blocks narrower than kBlock where the chunk groups alone leave
-      // threads idle (512 x 1024 over dim 0 on 16 threads: 4 groups of one
-      // chunk, so 4 blocks of 256 columns, 16 tasks instead of 4: 0.042 ->
-      // 0.023-0.031 ms on the GPU host's 16 cores). A column's value does not
-      // depend on the block that holds it.
+      // threads idle. A column's value does not depend on the block that
+      // holds it.
       const int64_t bw = column_block_width(V, n_rows * groups, nthreads);
       const int64_t nb = (V + bw - 1) / bw, ntasks = n_rows * nb;
       AccBuf<Acc> parts(n_rows * n_chunks * V);
