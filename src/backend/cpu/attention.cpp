@@ -4,7 +4,7 @@
 
 #include <omp.h>
 
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
 #include <immintrin.h>
 #endif
 
@@ -257,6 +257,63 @@ SMELT_VEC_INLINE void value_tile(const float* p, int64_t ldp, const float* v, in
   }
 }
 #else
+#if defined(__AVX2__) && defined(__FMA__)
+// AVX2: the tiles in sub-tiles of 4 rows x 16 columns, 8 accumulators of 8
+// floats (a whole 8 x 32 tile would need 32 ymm registers of the 16 and
+// spill: 4x slower). Each sum runs in the order of its own index with one
+// fused multiply-add per step, as the portable code below: the same bits.
+
+/// c[r * ldc + j] = (sum over e < E of q[r][e] * kt[e * ld + j]) * scale for
+/// the kRows rows q[r] and kCols keys j: fused multiply-adds in the order of
+/// e, then the decomposition's multiplication by the scale.
+inline void score_tile(const float* const* q, const float* kt, int64_t ld, int64_t E, float scale,
+                       float* c, int64_t ldc) {
+  const __m256 vscale = _mm256_set1_ps(scale);
+  for (int r0 = 0; r0 < kRows; r0 += 4)
+    for (int j0 = 0; j0 < kCols; j0 += 16) {
+      __m256 acc[4][2];
+      for (int r = 0; r < 4; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+      for (int64_t e = 0; e < E; ++e) {
+        const __m256 k0 = _mm256_loadu_ps(kt + e * ld + j0);
+        const __m256 k1 = _mm256_loadu_ps(kt + e * ld + j0 + 8);
+        for (int r = 0; r < 4; ++r) {
+          const __m256 x = _mm256_set1_ps(q[r0 + r][e]);
+          acc[r][0] = _mm256_fmadd_ps(x, k0, acc[r][0]);
+          acc[r][1] = _mm256_fmadd_ps(x, k1, acc[r][1]);
+        }
+      }
+      for (int r = 0; r < 4; ++r) {
+        _mm256_storeu_ps(c + (r0 + r) * ldc + j0, _mm256_mul_ps(acc[r][0], vscale));
+        _mm256_storeu_ps(c + (r0 + r) * ldc + j0 + 8, _mm256_mul_ps(acc[r][1], vscale));
+      }
+    }
+}
+
+/// o[r][d] = sum over j < S of p[r * ldp + j] * v[j * vs + d] for the kRows
+/// probability rows and kCols value dims from v: fused multiply-adds in the
+/// order of j.
+inline void value_tile(const float* p, int64_t ldp, const float* v, int64_t vs, int64_t S,
+                       float (*o)[kCols]) {
+  for (int r0 = 0; r0 < kRows; r0 += 4)
+    for (int d0 = 0; d0 < kCols; d0 += 16) {
+      __m256 acc[4][2];
+      for (int r = 0; r < 4; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+      for (int64_t j = 0; j < S; ++j) {
+        const __m256 v0 = _mm256_loadu_ps(v + j * vs + d0);
+        const __m256 v1 = _mm256_loadu_ps(v + j * vs + d0 + 8);
+        for (int r = 0; r < 4; ++r) {
+          const __m256 x = _mm256_set1_ps(p[(r0 + r) * ldp + j]);
+          acc[r][0] = _mm256_fmadd_ps(x, v0, acc[r][0]);
+          acc[r][1] = _mm256_fmadd_ps(x, v1, acc[r][1]);
+        }
+      }
+      for (int r = 0; r < 4; ++r) {
+        _mm256_storeu_ps(o[r0 + r] + d0, acc[r][0]);
+        _mm256_storeu_ps(o[r0 + r] + d0 + 8, acc[r][1]);
+      }
+    }
+}
+#else
 /// c[r * ldc + j] = (sum over e < E of q[r][e] * kt[e * ld + j]) * scale for
 /// the kRows rows q[r] and kCols keys j: fused multiply-adds in the order of
 /// e, then the decomposition's multiplication by the scale.
@@ -290,6 +347,8 @@ inline void value_tile(const float* p, int64_t ldp, const float* v, int64_t vs, 
   for (int r = 0; r < kRows; ++r)
     for (int d = 0; d < kCols; ++d) o[r][d] = acc[r][d];
 }
+
+#endif
 
 /// value_tile for the last `width` (< kCols) value dims.
 inline void value_tail(const float* p, int64_t ldp, const float* v, int64_t vs, int64_t S,
