@@ -263,6 +263,22 @@ SMELT_VEC_INLINE void value_tile(const float* p, int64_t ldp, const float* v, in
 // spill: 4x slower). Each sum runs in the order of its own index with one
 // fused multiply-add per step, as the portable code below: the same bits.
 
+/// acc[r][0..1] = the 16 sums over t < n of a(r, t) * b(t)[0 .. 16), t in
+/// order, for the sub-tile's 4 rows r.
+template <class A, class B>
+SMELT_VEC_INLINE void subtile_4x16(__m256 (&acc)[4][2], int64_t n, const A& a, const B& b) {
+  for (int r = 0; r < 4; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+  for (int64_t t = 0; t < n; ++t) {
+    const float* bt = b(t);
+    const __m256 b0 = _mm256_loadu_ps(bt), b1 = _mm256_loadu_ps(bt + 8);
+    for (int r = 0; r < 4; ++r) {
+      const __m256 x = _mm256_set1_ps(a(r, t));
+      acc[r][0] = _mm256_fmadd_ps(x, b0, acc[r][0]);
+      acc[r][1] = _mm256_fmadd_ps(x, b1, acc[r][1]);
+    }
+  }
+}
+
 /// c[r * ldc + j] = (sum over e < E of q[r][e] * kt[e * ld + j]) * scale for
 /// the kRows rows q[r] and kCols keys j: fused multiply-adds in the order of
 /// e, then the decomposition's multiplication by the scale.
@@ -272,16 +288,9 @@ inline void score_tile(const float* const* q, const float* kt, int64_t ld, int64
   for (int r0 = 0; r0 < kRows; r0 += 4)
     for (int j0 = 0; j0 < kCols; j0 += 16) {
       __m256 acc[4][2];
-      for (int r = 0; r < 4; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
-      for (int64_t e = 0; e < E; ++e) {
-        const __m256 k0 = _mm256_loadu_ps(kt + e * ld + j0);
-        const __m256 k1 = _mm256_loadu_ps(kt + e * ld + j0 + 8);
-        for (int r = 0; r < 4; ++r) {
-          const __m256 x = _mm256_set1_ps(q[r0 + r][e]);
-          acc[r][0] = _mm256_fmadd_ps(x, k0, acc[r][0]);
-          acc[r][1] = _mm256_fmadd_ps(x, k1, acc[r][1]);
-        }
-      }
+      subtile_4x16(
+          acc, E, [&](int r, int64_t e) { return q[r0 + r][e]; },
+          [&](int64_t e) { return kt + e * ld + j0; });
       for (int r = 0; r < 4; ++r) {
         _mm256_storeu_ps(c + (r0 + r) * ldc + j0, _mm256_mul_ps(acc[r][0], vscale));
         _mm256_storeu_ps(c + (r0 + r) * ldc + j0 + 8, _mm256_mul_ps(acc[r][1], vscale));
@@ -297,16 +306,9 @@ inline void value_tile(const float* p, int64_t ldp, const float* v, int64_t vs, 
   for (int r0 = 0; r0 < kRows; r0 += 4)
     for (int d0 = 0; d0 < kCols; d0 += 16) {
       __m256 acc[4][2];
-      for (int r = 0; r < 4; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
-      for (int64_t j = 0; j < S; ++j) {
-        const __m256 v0 = _mm256_loadu_ps(v + j * vs + d0);
-        const __m256 v1 = _mm256_loadu_ps(v + j * vs + d0 + 8);
-        for (int r = 0; r < 4; ++r) {
-          const __m256 x = _mm256_set1_ps(p[(r0 + r) * ldp + j]);
-          acc[r][0] = _mm256_fmadd_ps(x, v0, acc[r][0]);
-          acc[r][1] = _mm256_fmadd_ps(x, v1, acc[r][1]);
-        }
-      }
+      subtile_4x16(
+          acc, S, [&](int r, int64_t j) { return p[(r0 + r) * ldp + j]; },
+          [&](int64_t j) { return v + j * vs + d0; });
       for (int r = 0; r < 4; ++r) {
         _mm256_storeu_ps(o[r0 + r] + d0, acc[r][0]);
         _mm256_storeu_ps(o[r0 + r] + d0 + 8, acc[r][1]);
