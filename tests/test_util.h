@@ -76,13 +76,16 @@ void expect_error_mentions(F&& f, const std::string& what) {
   }
 }
 
-/// EXPECTs got[i] within tol * (1 + |want[i]|) of want[i]; a NaN want needs a NaN got.
+/// EXPECTs got[i] within tol * (1 + |want[i]|) of want[i]; a NaN want needs a NaN got,
+/// an infinite want the same infinity.
 inline void expect_close(const std::vector<double>& got, const std::vector<double>& want,
                          double tol) {
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i) {
     if (std::isnan(want[i])) {
       EXPECT_TRUE(std::isnan(got[i])) << "at " << i << ": got " << got[i];
+    } else if (std::isinf(want[i])) {
+      EXPECT_EQ(got[i], want[i]) << "at " << i;
     } else {
       EXPECT_NEAR(got[i], want[i], tol * (1 + std::fabs(want[i]))) << "at " << i;
     }

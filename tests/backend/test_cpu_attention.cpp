@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -277,4 +278,56 @@ TEST(CpuAttention, EveryRowRemainderAroundTheTiles) {
         }
   }
   omp_set_num_threads(threads);
+}
+
+// A row that sees no key has zero probabilities (_safe_softmax), and their
+// product with v is what the decomposition (and PyTorch, math and flash
+// alike) returns: zeros where v is finite, NaN in the value dims where some
+// key's v is inf or NaN (0 * inf), masked or not; every capability the same.
+TEST(CpuAttention, FullyMaskedRowsTimesNonFiniteValuesAreNaN) {
+  using cpu::CpuCapability;
+  const CpuCapability saved = cpu::cpu_capability();
+  for (const Sizes& s : {Sizes{1, 2, 9, 5, 3, 40}, Sizes{2, 1, 17, 37, 17, 33}}) {
+    Heads h = heads(s, 61);
+    Tensor v = h.v.contiguous();
+    // Head 0 of batch 0: v's key 1 dim 2 inf, key 3 dim 34 (or the last) NaN.
+    const int64_t nan_dim = std::min<int64_t>(34, s.Ev - 1);
+    v.select(0, 0).select(0, 0).select(0, 1).select(0, 2).fill_(
+        Scalar(std::numeric_limits<double>::infinity()));
+    v.select(0, 0).select(0, 0).select(0, 3).select(0, nan_dim).fill_(Scalar(kNaN));
+    h.v = v;
+    Tensor keep = ones({s.L, s.S}, TensorOptions(DType::Bool));
+    keep.select(0, 2).fill_(Scalar(false));
+    // Query row 0 with a -inf score everywhere under the causal triangle
+    // (it sees key 0 only): the triangle's fully masked row.
+    Tensor qc = h.q.contiguous(), kc = h.k.contiguous();
+    kc.select(0, 0).select(0, 0).select(0, 0).fill_(Scalar(1.0));
+    qc.select(0, 0).select(0, 0).select(0, 0).fill_(Scalar(1.0));
+    qc.select(0, 0).select(0, 0).select(0, 0).select(0, 0).fill_(
+        Scalar(-std::numeric_limits<double>::infinity()));
+    const Heads hc{qc, kc, h.v};
+    for (int c = 0; c <= static_cast<int>(cpu::hardware_cpu_capability()); ++c) {
+      cpu::set_cpu_capability(static_cast<CpuCapability>(c));
+      SCOPED_TRACE(cpu::cpu_capability_name(static_cast<CpuCapability>(c)));
+      const std::vector<double> got = vals(fused(h.q, h.k, h.v, keep, false));
+      for (int64_t e = 0; e < s.Ev; ++e) {
+        const double x = got[2 * s.Ev + e];  // batch 0, head 0, row 2
+        if (e == 2 || e == nan_dim) {
+          EXPECT_TRUE(std::isnan(x)) << e;
+        } else {
+          EXPECT_EQ(x, 0.0) << e;
+        }
+      }
+      if (s.B * s.H > 1) {  // the other pair's v is finite: zeros
+        const int64_t other = s.L * s.Ev + 2 * s.Ev;
+        for (int64_t e = 0; e < s.Ev; ++e) EXPECT_EQ(got[other + e], 0.0) << e;
+      }
+      expect_close(got, vals(reference(h, keep, false)), 2e-5);
+      const std::vector<double> tri = vals(fused(hc.q, hc.k, hc.v, Tensor(), true));
+      EXPECT_TRUE(std::isnan(tri[2])) << "causal row 0, dim 2";
+      EXPECT_EQ(tri[0], 0.0) << "causal row 0, dim 0";
+      expect_close(tri, vals(reference(hc, Tensor(), true)), 2e-5);
+    }
+  }
+  cpu::set_cpu_capability(saved);
 }

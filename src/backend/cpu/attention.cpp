@@ -116,8 +116,9 @@ struct MaskRow {
 /// scores, max mx[r]) into exp(s - max) in place; sum[r]: what row r's
 /// outputs are divided by: the sum of its exps (NaN where a score is NaN, as
 /// softmax gives), or, where every score is -inf (mx[r] -inf), 0 under a
-/// mask or the causal triangle (the caller then writes zeros: PyTorch's
-/// _safe_softmax) and NaN without (softmax's NaN). The rows' sums run in
+/// mask or the causal triangle (the row's probabilities zeros, PyTorch's
+/// _safe_softmax: the caller writes their product with v, zeros where v is
+/// finite) and NaN without (softmax's NaN). The rows' sums run in
 /// kLanes lanes each (exp j into lane j % kLanes, in order of j; the last S %
 /// kLanes into lane 0), the rows interleaved, the lanes combined pairwise.
 void softmax_tile(int64_t S, bool masked, const float* mx, int rows, float* p, int64_t ldp,
@@ -223,9 +224,10 @@ SMELT_VEC_INLINE void score_tile(const float* const* q, const float* kt, int64_t
   }
 }
 
-/// value_tile and value_tail at once, the sums times 1 / sum[r] (zeros where
-/// it is 0) into out[r * os + d] for the first `rows` rows and `width` (<=
-/// kCols) dims.
+/// value_tile and value_tail at once, the sums times 1 / sum[r] (where it is
+/// 0, the sums themselves: the zero probabilities times v, 0 or NaN where v is
+/// not finite, as the decomposition's product gives) into out[r * os + d] for the first `rows` rows
+/// and `width` (<= kCols) dims.
 SMELT_VEC_INLINE void value_tile(const float* p, int64_t ldp, const float* v, int64_t vs, int64_t S,
                                  int width, const float* sum, int rows, float* out, int64_t os) {
   const __mmask16 m0 = static_cast<__mmask16>(width >= 16 ? 0xffff : (1u << width) - 1),
@@ -250,10 +252,8 @@ SMELT_VEC_INLINE void value_tile(const float* p, int64_t ldp, const float* v, in
     if (r >= rows) break;
     const __m512 inv = _mm512_set1_ps(scalar::div<float>(1.f, sum[r]));
     const bool zero = sum[r] == 0.f;
-    _mm512_mask_storeu_ps(out + r * os, m0,
-                          zero ? _mm512_setzero_ps() : _mm512_mul_ps(acc[r][0], inv));
-    _mm512_mask_storeu_ps(out + r * os + 16, m1,
-                          zero ? _mm512_setzero_ps() : _mm512_mul_ps(acc[r][1], inv));
+    _mm512_mask_storeu_ps(out + r * os, m0, zero ? acc[r][0] : _mm512_mul_ps(acc[r][0], inv));
+    _mm512_mask_storeu_ps(out + r * os + 16, m1, zero ? acc[r][1] : _mm512_mul_ps(acc[r][1], inv));
   }
 }
 #else
@@ -547,8 +547,8 @@ void attention(const AttentionCall& a) {
           }
           for (int r = 0; r < rows; ++r) {
             float* dst = out + (i0 + r) * a.o_stride[2] + d0;
-            if (sum[r] == 0.f) {
-              std::fill(dst, dst + width, 0.f);
+            if (sum[r] == 0.f) {  // zero probabilities times v: 0, or NaN where v is not finite
+              for (int d = 0; d < width; ++d) dst[d] = o[r][d];
             } else {
               const float inv = scalar::div<float>(1.f, sum[r]);
               for (int d = 0; d < width; ++d) dst[d] = scalar::mul<float>(o[r][d], inv);

@@ -11,7 +11,8 @@
 // products per row instead of S divisions; the sum is at least 1, so each
 // result is within an ulp or two of dividing first); a row whose every score is
 // -inf gives zeros under a mask or the causal triangle (PyTorch's
-// _safe_softmax, as the decomposition applies it) and NaN without one
+// _safe_softmax, as the decomposition applies it: zero probabilities, whose
+// product with a v holding inf or NaN is NaN) and NaN without one
 // (softmax's). Built once per CPU capability.
 #pragma once
 #include <cstdint>
