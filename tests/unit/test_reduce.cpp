@@ -289,6 +289,34 @@ TEST(Reduce, VarStdVarMeanVsReference) {
   EXPECT_NEAR(var(xl).item<double>(), want, 1e-3 * want);
 }
 
+// Welford's lanes (reduce::welford_lanes) take a lane's mean as its sum times
+// 1 / count: float64 elements near the largest double overflow that sum
+// where their mean is finite. Rows of 1e308 keep mean 1e308, variance 0 and
+// layer_norm 0 (PyTorch's values); rows of 1e308 .. 1.4e308 keep a finite mean
+// (their variance overflows, as it must); float32 rows of 3e38 (summed in
+// double) likewise. Row lengths from one element per lane to many chunks.
+TEST(Reduce, WelfordMeansOfElementsNearTheLargestValueStayFinite) {
+  for (int64_t n : {16, 17, 64, 100, 1024, 4000}) {
+    SCOPED_TRACE(n);
+    for (auto [dt, big] :
+         {std::pair<DType, double>{DType::Float64, 1e308}, {DType::Float32, 3e38}}) {
+      Tensor x = full({3, n}, Scalar(big), TensorOptions(dt));
+      auto [v, m] = var_mean(x, {1}, 1.0);
+      for (double r : vals(v)) EXPECT_EQ(r, 0.0) << dtype_name(dt);
+      for (double r : vals(m)) EXPECT_EQ(r, vals(x)[0]) << dtype_name(dt);
+      for (double r : vals(var(x, {1}, 0.0))) EXPECT_EQ(r, 0.0) << dtype_name(dt);
+      for (double r : vals(layer_norm(x, {n}))) EXPECT_EQ(r, 0.0) << dtype_name(dt);
+    }
+    std::vector<double> big(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) big[static_cast<size_t>(i)] = 1e308 * (1 + 0.1 * (i % 5));
+    double want = 0;
+    for (double a : big) want += a / static_cast<double>(n);
+    auto [vb, mb] = var_mean(make(big, {1, n}, DType::Float64), {1}, 1.0);
+    EXPECT_NEAR(mb.item<double>(), want, 1e-12 * want);
+    EXPECT_EQ(vb.item<double>(), std::numeric_limits<double>::infinity());
+  }
+}
+
 TEST(Reduce, AnyAll) {
   const Shape shape = {4, 5, 3};
   std::vector<double> v(60);
