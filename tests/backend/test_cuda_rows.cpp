@@ -292,6 +292,31 @@ TEST(CudaRows, FusedAttentionMatchesTheCpu) {
   }
 }
 
+// A zero or negative scale (sdpa takes any): the kernel's unmasked path
+// scales the running max instead of each score, which only a positive scale
+// keeps the scaled scores' max (and the masked keys' -inf times 0 would be
+// NaN), so the backend declines and the decomposition runs, as on the CPU.
+TEST(CudaRows, FusedAttentionDeclinesScalesThatAreNotPositive) {
+  SMELT_SKIP_WITHOUT_CUDA();
+  const int64_t B = 1, H = 2, L = 70, S = 70, E = 64;
+  manual_seed(3);
+  Tensor q = (randn({B, H, L, E}) * 3).to(bfloat16), k = (randn({B, H, S, E}) * 3).to(bfloat16),
+         v = randn({B, H, S, E}).to(bfloat16);
+  for (double scale : {-0.125, 0.0}) {
+    for (bool causal : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "scale " << scale << " causal " << causal);
+      Tensor got = empty({B, H, L, E}, TensorOptions(bfloat16).device(kGpu));
+      EXPECT_FALSE(backend::backend(kGpu).fused_attention(q.to(kGpu), k.to(kGpu), v.to(kGpu),
+                                                          Tensor(), causal, scale, got));
+      Tensor want = scaled_dot_product_attention(q, k, v, std::nullopt, 0.0, causal, scale);
+      Tensor op = scaled_dot_product_attention(q.to(kGpu), k.to(kGpu), v.to(kGpu), std::nullopt,
+                                               0.0, causal, scale);
+      EXPECT_EQ(isnan(op).sum().item<int64_t>(), 0);
+      expect_close(vals(op), vals(want), 2e-2);
+    }
+  }
+}
+
 // The fused attention kernel with an attn_mask, against the CPU's
 // decomposition: a bool key-padding mask [B, 1, 1, S] as BERT makes it, an
 // additive [L, S] mask, an additive mask over every
