@@ -595,10 +595,10 @@ inline __attribute__((always_inline)) void vector_step(V& acc, const V& x) {
 /// elements (the mean as the lane's sum times 1 / count, then the sum of
 /// squared deviations from it): one multiplication per lane where Welford's
 /// steps divide per element (the lanes of one block all have the same count),
-/// and a variance at least as accurate. Where a lane sum of the kGroup blocks
-/// is not finite, every lane's mean is the sum of x * (1 / count) instead: a
-/// sum of elements near the type's largest value overflows where their mean
-/// does not (with an inf or NaN element the mean is not finite either way).
+/// and a variance at least as accurate. A lane whose sum is not finite takes
+/// the sum of x * (1 / count) instead: a sum of elements near the type's
+/// largest value overflows where their mean does not (with an inf or NaN
+/// element the mean is not finite either way).
 /// lanes[g][k]: block g's lane k.
 template <class Op, int kGroup, int64_t kStride, class Get>
 SMELT_HD void welford_lanes(const Get& get, int64_t at, int64_t count,
@@ -626,7 +626,9 @@ SMELT_HD void welford_lanes(const Get& get, int64_t at, int64_t count,
         vmean[g] += x;
       }
     }
-    // 0, or NaN where a lane's sum is inf or NaN: the lanes added pairwise.
+    // Any lane sum not finite (0 in every lane, else NaN: the lanes added
+    // pairwise): those lanes alone take the sum of x * inv, lane by lane, so
+    // that a lane's mean does not depend on the blocks grouped with it.
     V zero = vmean[0] - vmean[0];
     for (int g = 1; g < kGroup; ++g) zero += vmean[g] - vmean[g];
     A half[kLanes];
@@ -636,13 +638,14 @@ SMELT_HD void welford_lanes(const Get& get, int64_t at, int64_t count,
     if (half[0] == A(0)) {
       for (int g = 0; g < kGroup; ++g) vmean[g] *= inv;
     } else {
-      for (int g = 0; g < kGroup; ++g) vmean[g] = V{};
-      for (int64_t i = 0; i < count; ++i) {
-        for (int g = 0; g < kGroup; ++g) {
+      for (int g = 0; g < kGroup; ++g) {
+        V scaled = V{};
+        for (int64_t i = 0; i < count; ++i) {
           V x;
           load(at + g * kStride + i * kLanes, x);
-          vmean[g] += x * inv;
+          scaled += x * inv;
         }
+        vmean[g] = vmean[g] - vmean[g] == V{} ? vmean[g] * inv : scaled;
       }
     }
     for (int64_t i = 0; i < count; ++i) {
@@ -667,12 +670,9 @@ SMELT_HD void welford_lanes(const Get& get, int64_t at, int64_t count,
       for (int k = 0; k < kLanes; ++k) mean[g][k] += get(at + g * kStride + i * kLanes + k);
     }
   }
-  A zero = A(0);  // 0, or NaN where a lane's sum is inf or NaN
-  for (int g = 0; g < kGroup; ++g)
-    for (int k = 0; k < kLanes; ++k) zero += mean[g][k] - mean[g][k];
   for (int g = 0; g < kGroup; ++g)
     for (int k = 0; k < kLanes; ++k) {
-      if (zero == A(0)) {
+      if (mean[g][k] - mean[g][k] == A(0)) {  // finite
         mean[g][k] *= inv;
         continue;
       }

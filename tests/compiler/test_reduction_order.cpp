@@ -477,6 +477,28 @@ TEST(ReductionAccumulation, ChunksGroupWithinRunsWithTheSameBits) {
   EXPECT_EQ(w0.count, n);
 }
 
+// Welford's lanes whose sums overflow (elements near the largest double) take
+// the sum of x / count lane by lane, whatever chunks are grouped with theirs:
+// one chunk in eight near 1e308 and one element of its group's others too,
+// the same bits grouped or chunk by chunk, and a finite mean.
+TEST(ReductionAccumulation, WelfordLanesNearTheLargestValueGroupWithTheSameBits) {
+  constexpr int64_t kChunk = reduce::chunk_size<reduce::Welford<double>>();
+  const int64_t run = 600, n = 8 * run;
+  manual_seed(4);
+  std::vector<double> xs = smelt_test::vals(randn({n}));
+  for (int64_t i = 0; i < n; ++i)
+    if ((i / kChunk) % 8 == 1)
+      xs[static_cast<size_t>(i)] = 1.2e308 + 1e306 * xs[static_cast<size_t>(i)];
+  xs[2 * kChunk + 3] = 1.5e308;
+  auto get = [&](int64_t r) { return xs[static_cast<size_t>(r)]; };
+  auto [w0, w1] = by_runs_and_by_chunks<reduce::Welford<double>>(n, run, get);
+  EXPECT_EQ(w0.mean, w1.mean);
+  EXPECT_TRUE(std::isfinite(w0.mean)) << w0.mean;
+  double want = 0;
+  for (double x : xs) want += x / static_cast<double>(n);
+  EXPECT_NEAR(w0.mean, want, 1e-9 * want);
+}
+
 // Eager column reductions on any team (threads idle under rows x blocks x
 // splits narrow the blocks; each split's partials lie side by side) equal
 // ColumnOrder over reduce::row_splits' stretches, combined in order, bit
