@@ -12,6 +12,8 @@
 #include <cmath>
 #include <limits>
 #include <optional>
+#include <random>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -329,5 +331,125 @@ TEST(CpuAttention, FullyMaskedRowsTimesNonFiniteValuesAreNaN) {
       expect_close(tri, vals(reference(hc, Tensor(), true)), 2e-5);
     }
   }
+  cpu::set_cpu_capability(saved);
+}
+
+// Randomized eager sdpa (the fused kernel, asserted taken) against the
+// explicit float64 decomposition written out here, softmax(q k^T * scale +
+// mask) v with _safe_softmax's zero rows, and across the CPU capabilities
+// (the same bits; NaN where the first one has NaN): q, k and v contiguous,
+// as transposed [B, L, H, E] views or as head views of one packed tensor;
+// head dims and sequence lengths around the tiles; bool and float masks of
+// several broadcasts, some with every key of a row masked; the causal
+// triangle with L != S; large scores, inf and NaN in k or v; explicit
+// scales; 1, 2 and 16 threads.
+TEST(CpuAttention, RandomCasesMatchAnExplicitDecompositionOnEveryCapability) {
+  using cpu::CpuCapability;
+  const CpuCapability saved = cpu::cpu_capability();
+  const int threads = omp_get_max_threads();
+  std::mt19937 rng(2026);
+  auto pick = [&](std::initializer_list<int64_t> v) {
+    return *(v.begin() + static_cast<int64_t>(rng() % v.size()));
+  };
+  const double inf = std::numeric_limits<double>::infinity();
+  for (int it = 0; it < 40; ++it) {
+    const int64_t B = pick({1, 2}), H = pick({1, 3}), L = pick({1, 7, 8, 9, 17, 33, 70});
+    const int64_t S = pick({1, 2, 15, 16, 17, 31, 32, 33, 65, 129}), E = pick({1, 3, 17, 33, 65});
+    const int64_t layout = static_cast<int64_t>(rng() % 3);
+    const int64_t Ev = layout == 2 ? E : pick({1, 5, 32, 33, 65});
+    const int64_t Sx = layout == 2 ? L : S;  // packed heads: as many keys as queries
+    manual_seed(static_cast<uint64_t>(it) + 100);
+    const int64_t special = static_cast<int64_t>(rng() % 5);  // inf / NaN into k or v
+    // Large scores, but not beside inf or NaN: a probability that float32
+    // flushes to 0 (float64 not) turns an inf of v into NaN there.
+    const double spread = special >= 3 ? 1 : pick({1, 1, 30});
+    Tensor q, k, v;
+    if (layout == 0) {
+      q = randn({B, H, L, E}) * spread, k = randn({B, H, Sx, E}) * spread,
+      v = randn({B, H, Sx, Ev});
+    } else if (layout == 1) {  // [B, L, H, E] transposed
+      q = (randn({B, L, H, E}) * spread).transpose(1, 2);
+      k = (randn({B, Sx, H, E}) * spread).transpose(1, 2);
+      v = randn({B, Sx, H, Ev}).transpose(1, 2);
+    } else {  // GPT-2's packed [B, T, 3 * H * E]
+      Tensor qkv = randn({B, L, 3 * H * E}) * spread;
+      auto part = [&](int64_t i) {
+        return qkv.narrow(2, i * H * E, H * E).view({B, L, H, E}).transpose(1, 2);
+      };
+      q = part(0), k = part(1), v = part(2);
+    }
+    if (special >= 3) {
+      Tensor& t = special == 3 ? k : v;
+      t = t.contiguous();
+      t.select(0, 0)
+          .select(0, 0)
+          .select(0, static_cast<int64_t>(rng() % Sx))
+          .select(0, 0)
+          .fill_(Scalar(rng() % 2 ? inf : std::numeric_limits<double>::quiet_NaN()));
+    }
+    // Masks: none, [Sx] keys, [B, 1, L, 1] rows (some rows see no key), [H, L, Sx]
+    // bool, additive [L, Sx] with -inf, additive [B, H, 1, Sx].
+    Tensor mask;
+    const int64_t mk = static_cast<int64_t>(rng() % 6);
+    const bool causal = mk == 0 && rng() % 2;
+    if (mk == 1) mask = rand({Sx}) > Scalar(0.3);
+    if (mk == 2) mask = rand({B, 1, L, 1}) > Scalar(0.3);
+    if (mk == 3) mask = rand({H, L, Sx}) > Scalar(0.5);
+    if (mk == 4) mask = where(rand({L, Sx}) > Scalar(0.3), randn({L, Sx}) * 2, Scalar(-inf));
+    if (mk == 5) mask = randn({B, H, 1, Sx});
+    const std::optional<double> scale =
+        rng() % 2 ? std::nullopt : std::optional<double>(pick({1, 2, 3}) * 0.25);
+    const std::string what = ::testing::PrintToString(std::vector<int64_t>{
+        it, B, H, L, Sx, E, Ev, layout, special, mk, causal, scale.has_value()});
+    // The decomposition in float64, written out.
+    Tensor qd = q.to(DType::Float64), kd = k.to(DType::Float64), vd = v.to(DType::Float64);
+    Tensor s = matmul(qd, kd.transpose(-2, -1)) *
+               Scalar(scale.value_or(1.0 / std::sqrt(static_cast<double>(E))));
+    if (causal) s = where(tril(ones({L, Sx}, TensorOptions(DType::Bool))), s, Scalar(-inf));
+    if (mask.defined())
+      s = mask.dtype() == DType::Bool ? where(mask, s, Scalar(-inf)) : s + mask.to(DType::Float64);
+    Tensor p = softmax(s, -1);
+    if (mask.defined() || causal)
+      p = where(eq(amax(s, {-1}, true), full({1}, Scalar(-inf), TensorOptions(DType::Float64))),
+                Scalar(0.0), p);
+    const std::vector<double> want = vals(matmul(p, vd));
+    std::optional<Tensor> m;
+    if (mask.defined()) m = mask;
+    // Scores of 30 x 30 x E / sqrt(E): exp amplifies their float32 rounding.
+    const double tol = spread > 1 ? 2e-3 * std::sqrt(static_cast<double>(E)) : 3e-5;
+    std::vector<double> first;
+    for (int c = 0; c <= static_cast<int>(cpu::hardware_cpu_capability()); ++c) {
+      cpu::set_cpu_capability(static_cast<CpuCapability>(c));
+      omp_set_num_threads(c == 0 ? 1 : c == 1 ? 2 : 16);
+      Tensor out = empty({B, H, L, Ev});
+      ASSERT_TRUE(backend::backend(Device()).fused_attention(
+          q, k, v, m ? *m : Tensor(), causal,
+          scale.value_or(1.0 / std::sqrt(static_cast<double>(E))), out))
+          << what;
+      const std::vector<double> got =
+          vals(scaled_dot_product_attention(q, k, v, m, 0.0, causal, scale));
+      const std::vector<double> direct = vals(out);
+      ASSERT_EQ(got.size(), want.size()) << what;
+      int bad = 0;
+      for (size_t i = 0; i < got.size() && bad < 3; ++i) {
+        const bool same = std::isnan(got[i]) ? std::isnan(direct[i]) : got[i] == direct[i];
+        const bool close = std::isnan(want[i]) ? std::isnan(got[i])
+                           : std::isinf(want[i])
+                               ? got[i] == want[i]
+                               : std::fabs(got[i] - want[i]) <= tol * (1 + std::fabs(want[i]));
+        const bool as_first =
+            first.empty() || (std::isnan(first[i]) ? std::isnan(got[i]) : got[i] == first[i]);
+        if (!same || !close || !as_first) {
+          ADD_FAILURE() << what << " at " << i << ": got " << got[i] << " (kernel " << direct[i]
+                        << "), want " << want[i] << ", first capability "
+                        << (first.empty() ? want[i] : first[i]) << " on "
+                        << cpu::cpu_capability_name(static_cast<CpuCapability>(c));
+          ++bad;
+        }
+      }
+      if (first.empty()) first = got;
+    }
+  }
+  omp_set_num_threads(threads);
   cpu::set_cpu_capability(saved);
 }
