@@ -387,7 +387,10 @@ std::vector<Tensor> sdpa_decomp(const std::vector<Tensor>& in, const Attrs& attr
   }
   Tensor q = upcast(in[0]), k = upcast(in[1]);
   const double inf = std::numeric_limits<double>::infinity();
-  Tensor scores = mul(matmul(q, k.transpose(-2, -1)), Scalar(scale));
+  // With head dim 0 the scores are zeros, and stay so (PyTorch's math path
+  // scales q and k, both empty, by sqrt(scale)): not 0 * 1/sqrt(0) = NaN.
+  Tensor scores = matmul(q, k.transpose(-2, -1));
+  if (q.size(-1) > 0) scores = mul(scores, Scalar(scale));
   if (attrs.as<bool>("is_causal")) {
     const int64_t L = q.size(-2), S = k.size(-2);
     Tensor keep = tril(ones({L, S}, TensorOptions(DType::Bool).device(q.device())));

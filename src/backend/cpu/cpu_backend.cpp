@@ -198,7 +198,9 @@ class CpuBackend final : public backend::Backend {
     if (q.dim() != 4 || k.dim() != 4 || v.dim() != 4 || out.dim() != 4) return false;
     const int64_t B = q.size(0), H = q.size(1), L = q.size(2), E = q.size(3), S = k.size(2),
                   Ev = v.size(3);
-    if (!has_fused_attention(q.dtype(), E) || B == 0 || H == 0 || L == 0 || S == 0 || Ev == 0)
+    // (E == 0: the decomposition, whose scores are zeros whatever the scale)
+    if (!has_fused_attention(q.dtype(), E) || B == 0 || H == 0 || L == 0 || S == 0 || E == 0 ||
+        Ev == 0)
       return false;
     // Each thread packs one head's k^T and v: at most kMaxAttentionPack floats.
     if ((E + Ev) * S > kMaxAttentionPack) return false;
