@@ -580,7 +580,7 @@ TEST(NNFunctional, ScaledDotProductAttentionOfHeadDimZeroAveragesValues) {
   for (DType dt : {DType::Float32, DType::Float64}) {
     Tensor q = zeros({2, 3, 5, 0}, TensorOptions(dt)), k = zeros({2, 3, 4, 0}, TensorOptions(dt));
     Tensor v = randn({2, 3, 4, 6}).to(dt);
-    Tensor all_keys = v.mean({2}, /*keepdim=*/true).expand({2, 3, 5, 6});
+    Tensor all_keys = v.mean(2, /*keepdim=*/true).expand({2, 3, 5, 6});
     for (std::optional<double> scale : {std::optional<double>(), std::optional<double>(0.5)}) {
       SCOPED_TRACE(dtype_name(dt));
       expect_close(vals(scaled_dot_product_attention(q, k, v, std::nullopt, 0.0, false, scale)),
@@ -589,7 +589,7 @@ TEST(NNFunctional, ScaledDotProductAttentionOfHeadDimZeroAveragesValues) {
       Tensor causal = scaled_dot_product_attention(q, k, v, std::nullopt, 0.0, true, scale);
       for (int64_t i = 0; i < 5; ++i)
         expect_close(vals(causal.select(2, i)),
-                     vals(v.narrow(2, 0, std::min<int64_t>(i, 3) + 1).mean({2})), 1e-6);
+                     vals(v.narrow(2, 0, std::min<int64_t>(i, 3) + 1).mean(2)), 1e-6);
       Tensor vg = v.detach().requires_grad_(true);
       expect_close(vals(scaled_dot_product_attention(q, k, vg, std::nullopt, 0.0, false, scale)),
                    vals(all_keys), 1e-6);
