@@ -1126,8 +1126,7 @@ def main():
         print(f"eager-cuda ({row['framework']}, {torch.cuda.get_device_name()})")
         print_eager_cuda(row, args.smelt_json)
         return
-    if args.workload == "compiled-cuda" or (args.workload == "compiled"
-                                            and args.device.startswith("cuda")):
+    if on_gpu:
         print(f"compiled-cuda ({row['framework']}, {torch.cuda.get_device_name()}, float32 "
               f"matmul precision {args.matmul_precision})")
         print_compiled_cuda(row)
