@@ -31,18 +31,6 @@ double tol_of(DType dt) {
   return dt == float64 ? 1e-12 : dt == float32 ? 2e-6 : dt == float16 ? 2e-3 : 1.6e-2;
 }
 
-/// expect_close, where an infinite `want` must be matched exactly.
-void expect_close_inf(const std::vector<double>& got, const std::vector<double>& want, double tol) {
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < got.size(); ++i) {
-    if (std::isinf(want[i])) {
-      EXPECT_EQ(got[i], want[i]) << "at " << i;
-    } else {
-      expect_close({got[i]}, {want[i]}, tol);
-    }
-  }
-}
-
 /// Row lengths: short rows (several per warp), rows of a warp, of several
 /// warps, of the most the registers hold, unaligned ones and longer ones.
 const int64_t kLengths[] = {1,    3,    8,    16,   100,  256,  768,  1000,
@@ -83,8 +71,8 @@ TEST(CudaRows, SoftmaxOfRowsWithNaNAndInfinities) {
     Tensor x = from_vector<double>(v, {4, n}, TensorOptions(float32));
     for (bool log : {false, true}) {
       SCOPED_TRACE(::testing::Message() << "n " << n << (log ? " log_softmax" : " softmax"));
-      expect_close_inf(vals(log ? log_softmax(x.to(kGpu), -1) : softmax(x.to(kGpu), -1)),
-                       vals(log ? log_softmax(x, -1) : softmax(x, -1)), 2e-6);
+      expect_close(vals(log ? log_softmax(x.to(kGpu), -1) : softmax(x.to(kGpu), -1)),
+                   vals(log ? log_softmax(x, -1) : softmax(x, -1)), 2e-6);
     }
   }
 }
@@ -288,6 +276,31 @@ TEST(CudaRows, FusedAttentionMatchesTheCpu) {
           }
         }
       }
+    }
+  }
+}
+
+// A zero or negative scale (sdpa takes any): the kernel's unmasked path
+// scales the running max instead of each score, which only a positive scale
+// keeps the scaled scores' max (and the masked keys' -inf times 0 would be
+// NaN), so the backend declines and the decomposition runs, as on the CPU.
+TEST(CudaRows, FusedAttentionDeclinesScalesThatAreNotPositive) {
+  SMELT_SKIP_WITHOUT_CUDA();
+  const int64_t B = 1, H = 2, L = 70, S = 70, E = 64;
+  manual_seed(3);
+  Tensor q = (randn({B, H, L, E}) * 3).to(bfloat16), k = (randn({B, H, S, E}) * 3).to(bfloat16),
+         v = randn({B, H, S, E}).to(bfloat16);
+  for (double scale : {-0.125, 0.0}) {
+    for (bool causal : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "scale " << scale << " causal " << causal);
+      Tensor got = empty({B, H, L, E}, TensorOptions(bfloat16).device(kGpu));
+      EXPECT_FALSE(backend::backend(kGpu).fused_attention(q.to(kGpu), k.to(kGpu), v.to(kGpu),
+                                                          Tensor(), causal, scale, got));
+      Tensor want = scaled_dot_product_attention(q, k, v, std::nullopt, 0.0, causal, scale);
+      Tensor op = scaled_dot_product_attention(q.to(kGpu), k.to(kGpu), v.to(kGpu), std::nullopt,
+                                               0.0, causal, scale);
+      EXPECT_EQ(isnan(op).sum().item<int64_t>(), 0);
+      expect_close(vals(op), vals(want), 2e-2);
     }
   }
 }

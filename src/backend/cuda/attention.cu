@@ -2,12 +2,12 @@
 // fused_attention): softmax(q k^T * scale [causal]) v in one kernel, the
 // scores never written to memory. The algorithm is FlashAttention-2's forward
 // pass (Dao, "FlashAttention-2: Faster Attention with Better Parallelism and
-// Work Partitioning", 2023): a block owns 128 query rows (two m16 tiles per
-// warp, which share each k and v fragment loaded from shared memory: GPT-2's
-// causal 8 x 12 x 1024 x 64 bfloat16 on the H200 100.2 -> 93.0 us against one
-// tile per warp), walks the keys 64 at a time, keeps each row's running
+// Work Partitioning", 2023): a block owns 64 query rows (one m16 tile per
+// warp, four warps), walks the keys 64 at a time, keeps each row's running
 // maximum and sum of exponentials in registers, rescales its float32 output
 // accumulator when the maximum grows, and divides by the sum at the end.
+// Exponentials are 2^(x * scale * log2(e) - max), one fused multiply-add and
+// the hardware's approximate exp2 (FlashAttention-2's form).
 //
 // Products run on the tensor cores (mma.sync m16n8k16, float32 accumulate;
 // PTX ISA "Warp-level matrix multiply-accumulate instructions"), fed by
@@ -35,16 +35,17 @@ namespace {
 
 constexpr int kThreads = 128;  // 4 warps
 constexpr int kKeys = 64;      // keys per step
-
-/// m16 row tiles per warp: two where the kernel then fits in 255 registers
-/// without spilling and was measured faster (head dim 64, causal, no mask:
-/// GPT-2), else one (with a mask or without the causal bound the scores of
-/// two tiles spill at head dim 64).
-template <int D, bool CAUSAL, bool MASKED>
-inline constexpr int kTilesFor = D == 64 && CAUSAL && !MASKED ? 2 : 1;
-/// Query rows per block.
-template <int D, bool CAUSAL, bool MASKED>
-inline constexpr int kRowsFor = 4 * 16 * kTilesFor<D, CAUSAL, MASKED>;
+constexpr int kRows = 64;      // query rows per block: one m16 tile per warp
+/// Blocks per SM the kernel is built for (__launch_bounds__): 4 without a
+/// mask, which caps it at 128 registers (ptxas spills 40 bytes at head dim 64
+/// causal, none otherwise), 3 with one (168 registers; 16-40 bytes spilled at
+/// head dim 64). GPT-2's causal 8 x 12 x 1024 x 64 bfloat16 on the H200 (a
+/// harness of this kernel): 90.3 us, against 93.4-96.3 us for two row tiles
+/// per warp (q held in registers, 252 registers, 2 blocks per SM) and 100.1 us
+/// for one without the bound; PyTorch's default, cuDNN's Hopper (wgmma)
+/// kernel, 45.8 us.
+template <bool MASKED>
+inline constexpr int kMinBlocks = MASKED ? 3 : 4;
 
 // d += a b for one m16n8k16 tile of TYPE (the PTX name of the operands' type).
 #define SMELT_MMA_M16N8K16(TYPE)                                              \
@@ -128,17 +129,25 @@ __device__ __forceinline__ float mask_term(const AttentionArgs& a, const char* r
   }
 }
 
+/// 2^x with flush of subnormal results to zero (PTX ex2.approx.ftz.f32,
+/// max relative error 2^-22): the probabilities, which are rounded to a 16-bit
+/// type next, lose nothing a 16-bit float keeps above 2^-126 relative to the
+/// row's maximum.
+__device__ __forceinline__ float exp2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 template <class T, int D, bool CAUSAL, bool MASKED>
-__global__ void __launch_bounds__(kThreads) flash_attention_kernel(AttentionArgs a) {
-  constexpr int kTiles = kTilesFor<D, CAUSAL, MASKED>;
-  constexpr int kRows = kRowsFor<D, CAUSAL, MASKED>;
+__global__ void __launch_bounds__(kThreads, kMinBlocks<MASKED>)
+    flash_attention_kernel(AttentionArgs a) {
   constexpr int kStride = D + 8;  // padded rows: ldmatrix reads hit distinct banks
-  // Two stages of k and v: the next keys load while these compute. The q
-  // tile first lands in the second stage (2 x kKeys rows), which it leaves
-  // once the warps hold it as fragments.
+  // Two stages of k and v: the next keys load while these compute. The q tile
+  // stays in shared memory; each warp reads its fragments where it needs them
+  // (held in registers they would cost 4 x D / 16 registers per thread).
   __shared__ __align__(16) T kv_s[4][kKeys * kStride];  // k0, v0, k1, v1
-  static_assert(2 * kKeys >= kRows);
-  T* const q_s = kv_s[2];
+  __shared__ __align__(16) T q_s[kRows * kStride];
   // The longest causal blocks (the last query rows) start first.
   const int q_tile = CAUSAL ? static_cast<int>(gridDim.x - 1 - blockIdx.x) : blockIdx.x;
   const int row0 = q_tile * kRows;
@@ -157,39 +166,24 @@ __global__ void __launch_bounds__(kThreads) flash_attention_kernel(AttentionArgs
   cp_async_commit();
   cp_async_wait<0>();
   __syncthreads();
-  // This warp's rows (tile t: 16 rows from warp * 16 * kTiles + 16 t) as mma
-  // A fragments, one per 16 columns of D.
-  uint32_t qf[kTiles][D / 16][4];
-#pragma unroll
-  for (int t = 0; t < kTiles; ++t)
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk)
-      ldmatrix_x4(qf[t][kk], q_s + ((warp * kTiles + t) * 16 + lane % 16) * kStride + kk * 16 +
-                                 (lane / 16) * 8);
-  __syncthreads();  // q_s is the second stage, which the first step loads into
 
-  float o[kTiles][D / 8][4];
-  // Rows quad_row and quad_row + 8 of each tile: running max (of the scores
+  float o[D / 8][4];
+#pragma unroll
+  for (int j = 0; j < D / 8; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
+  // Rows quad_row and quad_row + 8 of the tile: running max (of the scores
   // times scale * log2(e)) and running sum of exponentials.
-  float m[kTiles][2], l[kTiles][2];
-  int my_row[kTiles][2];
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+  int my_row[2];
   // The mask rows of this thread's query rows (rows past L read row L - 1).
-  const char* mask_row[kTiles][2] = {};
+  const char* mask_row[2] = {};
 #pragma unroll
-  for (int t = 0; t < kTiles; ++t) {
-#pragma unroll
-    for (int j = 0; j < D / 8; ++j) o[t][j][0] = o[t][j][1] = o[t][j][2] = o[t][j][3] = 0.f;
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      m[t][half] = -INFINITY;
-      l[t][half] = 0.f;
-      my_row[t][half] = row0 + (warp * kTiles + t) * 16 + quad_row + 8 * half;
-      if constexpr (MASKED)
-        mask_row[t][half] =
-            static_cast<const char*>(a.mask) + (b * a.mask_stride[0] + h * a.mask_stride[1] +
-                                                min(my_row[t][half], a.L - 1) * a.mask_stride[2]) *
-                                                   a.mask_itemsize;
-    }
+  for (int half = 0; half < 2; ++half) {
+    my_row[half] = row0 + warp * 16 + quad_row + 8 * half;
+    if constexpr (MASKED)
+      mask_row[half] =
+          static_cast<const char*>(a.mask) + (b * a.mask_stride[0] + h * a.mask_stride[1] +
+                                              min(my_row[half], a.L - 1) * a.mask_stride[2]) *
+                                                 a.mask_itemsize;
   }
   const float scale_log2 = a.scale * 1.4426950408889634f;
 
@@ -201,94 +195,88 @@ __global__ void __launch_bounds__(kThreads) flash_attention_kernel(AttentionArgs
     }
     const T* ks = kv_s[2 * stage];
     const T* vs = kv_s[2 * stage + 1];
-    // s = q k^T for each tile's 16 rows x 64 keys: 8 tiles of 8 keys; each k
-    // fragment serves every row tile.
-    float s[kTiles][kKeys / 8][4];
+    // s = q k^T for the warp's 16 rows x 64 keys: 8 tiles of 8 keys.
+    float s[kKeys / 8][4];
 #pragma unroll
-    for (int t = 0; t < kTiles; ++t)
-#pragma unroll
-      for (int j = 0; j < kKeys / 8; ++j) s[t][j][0] = s[t][j][1] = s[t][j][2] = s[t][j][3] = 0.f;
+    for (int j = 0; j < kKeys / 8; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
 #pragma unroll
       for (int j = 0; j < kKeys / 8; j += 2) {
+        // Rows of the warp, columns 16kk..16kk+15, loaded again for each pair
+        // of key tiles: held across them, the fragment spills at head dim 64
+        // under the 128-register bound.
+        uint32_t qa[4];
+        ldmatrix_x4(qa, q_s + (warp * 16 + lane % 16) * kStride + kk * 16 + (lane / 16) * 8);
         uint32_t kb[4];  // keys 8j..8j+15, columns 16kk..16kk+15
         ldmatrix_x4(kb, ks + (j * 8 + (lane & 7) + ((lane >> 4) << 3)) * kStride + kk * 16 +
                             ((lane >> 3) & 1) * 8);
-#pragma unroll
-        for (int t = 0; t < kTiles; ++t) {
-          Mma<T>::run(s[t][j], qf[t][kk], kb[0], kb[1]);
-          Mma<T>::run(s[t][j + 1], qf[t][kk], kb[2], kb[3]);
-        }
+        Mma<T>::run(s[j], qa, kb[0], kb[1]);
+        Mma<T>::run(s[j + 1], qa, kb[2], kb[3]);
       }
     }
-    // Scale, mask (keys past S; causal), and the online softmax.
+    // Mask (keys past S; causal; attn_mask) and the online softmax. Without
+    // an attn_mask the scores stay unscaled: the maximum is scaled once, and
+    // each exponent is one fused multiply-add x * scale - max (FlashAttention-
+    // 2's form); with one, each score is scaled and its mask term added first.
     const bool edge = MASKED || key0 + kKeys > a.S || (CAUSAL && key0 + kKeys > row0);
+    const float factor = MASKED ? 1.f : scale_log2;
 #pragma unroll
-    for (int t = 0; t < kTiles; ++t)
+    for (int half = 0; half < 2; ++half) {
+      float mx = -INFINITY;
 #pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        float mx = m[t][half];
+      for (int j = 0; j < kKeys / 8; ++j)
 #pragma unroll
-        for (int j = 0; j < kKeys / 8; ++j)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            float& x = s[t][j][half * 2 + e];
-            x *= scale_log2;
-            if (edge) {
-              const int key = key0 + j * 8 + quad_col + e;
-              if (key >= a.S || (CAUSAL && key > my_row[t][half]))
-                x = -INFINITY;
-              else if (MASKED)
-                x += mask_term(a, mask_row[t][half], key);
-            }
-            mx = fmaxf(mx, x);
+        for (int e = 0; e < 2; ++e) {
+          float& x = s[j][half * 2 + e];
+          if (edge) {
+            const int key = key0 + j * 8 + quad_col + e;
+            if (key >= a.S || (CAUSAL && key > my_row[half]))
+              x = -INFINITY;
+            else if (MASKED)
+              x = x * scale_log2 + mask_term(a, mask_row[half], key);
           }
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 2));
-        // A row with every key so far masked keeps max -inf: exponentials of 0.
-        const float base = mx == -INFINITY ? 0.f : mx;
-        const float rescale = exp2f(m[t][half] - base);
-        float sum = 0.f;
-#pragma unroll
-        for (int j = 0; j < kKeys / 8; ++j)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            float& x = s[t][j][half * 2 + e];
-            x = exp2f(x - base);
-            sum += x;
-          }
-        l[t][half] = l[t][half] * rescale + sum;
-        m[t][half] = mx;
-#pragma unroll
-        for (int j = 0; j < D / 8; ++j) {
-          o[t][j][half * 2] *= rescale;
-          o[t][j][half * 2 + 1] *= rescale;
+          mx = fmaxf(mx, x);
         }
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 2));
+      mx = fmaxf(m[half], mx * factor);
+      // A row with every key so far masked keeps max -inf: exponentials of 0.
+      const float base = mx == -INFINITY ? 0.f : mx;
+      const float rescale = exp2_ftz(m[half] - base);
+      float sum = 0.f;
+#pragma unroll
+      for (int j = 0; j < kKeys / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          float& x = s[j][half * 2 + e];
+          x = exp2_ftz(fmaf(x, factor, -base));
+          sum += x;
+        }
+      l[half] = l[half] * rescale + sum;
+      m[half] = mx;
+#pragma unroll
+      for (int j = 0; j < D / 8; ++j) {
+        o[j][half * 2] *= rescale;
+        o[j][half * 2 + 1] *= rescale;
       }
-      // o += p v: the probabilities (rounded to T) as A fragments straight from
-      // the score accumulators, v through transposing loads (each v fragment
-      // serves every row tile).
+    }
+    // o += p v: the probabilities (rounded to T) as A fragments straight from
+    // the score accumulators, v through transposing loads.
 #pragma unroll
     for (int kk = 0; kk < kKeys / 16; ++kk) {
-      uint32_t pa[kTiles][4];
-#pragma unroll
-      for (int t = 0; t < kTiles; ++t) {
-        pa[t][0] = Mma<T>::pack(s[t][2 * kk][0], s[t][2 * kk][1]);
-        pa[t][1] = Mma<T>::pack(s[t][2 * kk][2], s[t][2 * kk][3]);
-        pa[t][2] = Mma<T>::pack(s[t][2 * kk + 1][0], s[t][2 * kk + 1][1]);
-        pa[t][3] = Mma<T>::pack(s[t][2 * kk + 1][2], s[t][2 * kk + 1][3]);
-      }
+      uint32_t pa[4];
+      pa[0] = Mma<T>::pack(s[2 * kk][0], s[2 * kk][1]);
+      pa[1] = Mma<T>::pack(s[2 * kk][2], s[2 * kk][3]);
+      pa[2] = Mma<T>::pack(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+      pa[3] = Mma<T>::pack(s[2 * kk + 1][2], s[2 * kk + 1][3]);
 #pragma unroll
       for (int j = 0; j < D / 8; j += 2) {
         uint32_t vb[4];  // keys 16kk..16kk+15, columns 8j..8j+15
         ldmatrix_x4_trans(vb, vs + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * kStride +
                                   j * 8 + (lane >> 4) * 8);
-#pragma unroll
-        for (int t = 0; t < kTiles; ++t) {
-          Mma<T>::run(o[t][j], pa[t], vb[0], vb[1]);
-          Mma<T>::run(o[t][j + 1], pa[t], vb[2], vb[3]);
-        }
+        Mma<T>::run(o[j], pa, vb[0], vb[1]);
+        Mma<T>::run(o[j + 1], pa, vb[2], vb[3]);
       }
     }
     // The next stage has landed, and every warp is done with this one (the
@@ -298,27 +286,24 @@ __global__ void __launch_bounds__(kThreads) flash_attention_kernel(AttentionArgs
   }
   // The sums over the quad's four threads, then o / l rounded once.
 #pragma unroll
-  for (int t = 0; t < kTiles; ++t)
+  for (int half = 0; half < 2; ++half) {
+    float sum = l[half];
+    sum += __shfl_xor_sync(0xffffffff, sum, 1);
+    sum += __shfl_xor_sync(0xffffffff, sum, 2);
+    const int row = my_row[half];
+    if (row >= a.L) continue;
+    // sum == 0: every key masked (the exponentials all 0): zeros, not 0 / 0.
+    const float inv = sum > 0.f ? 1.f / sum : 0.f;
+    T* orow = out + row * a.o_stride[2];
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      float sum = l[t][half];
-      sum += __shfl_xor_sync(0xffffffff, sum, 1);
-      sum += __shfl_xor_sync(0xffffffff, sum, 2);
-      const int row = my_row[t][half];
-      if (row >= a.L) continue;
-      // sum == 0: every key masked (the exponentials all 0): zeros, not 0 / 0.
-      const float inv = sum > 0.f ? 1.f / sum : 0.f;
-      T* orow = out + row * a.o_stride[2];
-#pragma unroll
-      for (int j = 0; j < D / 8; ++j)
-        *reinterpret_cast<uint32_t*>(orow + j * 8 + quad_col) =
-            Mma<T>::pack(o[t][j][half * 2] * inv, o[t][j][half * 2 + 1] * inv);
-    }
+    for (int j = 0; j < D / 8; ++j)
+      *reinterpret_cast<uint32_t*>(orow + j * 8 + quad_col) =
+          Mma<T>::pack(o[j][half * 2] * inv, o[j][half * 2 + 1] * inv);
+  }
 }
 
 template <class T, int D, bool CAUSAL, bool MASKED>
 void launch_kernel(const AttentionArgs& a, cudaStream_t stream) {
-  constexpr int kRows = kRowsFor<D, CAUSAL, MASKED>;
   const dim3 grid(static_cast<unsigned>((a.L + kRows - 1) / kRows),
                   static_cast<unsigned>(a.batch * a.heads));
   flash_attention_kernel<T, D, CAUSAL, MASKED><<<grid, kThreads, 0, stream>>>(a);

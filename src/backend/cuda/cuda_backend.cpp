@@ -447,6 +447,10 @@ class CudaBackend final : public backend::Backend {
     if (!flash_attention_supported(q.dtype(), E) || k.size(3) != E || v.size(3) != E ||
         v.size(2) != S || S == 0 || L > INT32_MAX || S > INT32_MAX)
       return false;
+    // Without a mask the kernel scales the running max, not each score
+    // (exponents x * scale - max): that max is the scaled scores' only for a
+    // positive scale, and -inf * 0 is NaN.
+    if (!(scale > 0)) return false;
     for (int d = 0; d < 2; ++d)
       if (k.size(d) != q.size(d) || v.size(d) != q.size(d)) return false;  // no broadcasting
     AttentionArgs a;
