@@ -13,6 +13,9 @@
 #include <limits>
 
 #include "backend/backend.h"
+#ifdef SMELT_TEST_CUDA_BACKEND
+#include "backend/cuda/cudnn_attention.h"
+#endif
 #include "smelt/cuda.h"
 #include "smelt/ops.h"
 #include "test_util.h"
@@ -231,79 +234,109 @@ TEST(CudaRows, BatchNormMatchesTheCpu) {
   }
 }
 
-// The fused attention kernel (FlashAttention-2, attention.cu) against the
-// CPU's decomposition, which rounds its probabilities to the dtype the same
-// way: sequence lengths that are not multiples of the kernel's 64-row tiles,
+#ifdef SMELT_TEST_CUDA_BACKEND  // (the cuDNN switch is the backend's internal)
+// The fused attention kernels against the CPU's decomposition, which rounds
+// its probabilities to the dtype the same way: smelt's own
+// (FlashAttention-2, attention.cu) and, where libcudnn.so.9 is found, cuDNN's
+// (cudnn_attention.cpp), which the backend tries first without a mask.
+// Sequence lengths that are not multiples of the kernels' 64-row tiles,
 // L != S, the causal mask, head dims 32 and 64, and q, k, v as head views of
 // one packed [B, T, 3 * H * E] tensor (strided rows, as GPT-2 makes them).
 // The backend is called directly so that a case it declined would fail here.
 TEST(CudaRows, FusedAttentionMatchesTheCpu) {
   SMELT_SKIP_WITHOUT_CUDA();
-  for (DType dt : {bfloat16, float16}) {
-    for (int64_t E : {32, 64}) {
-      for (bool causal : {false, true}) {
-        for (const auto& lengths :
-             {std::pair<int64_t, int64_t>{100, 100}, {64, 64}, {70, 130}, {1, 200}, {257, 257}}) {
-          const int64_t L = lengths.first, S = lengths.second;  // (a lambda below reads L)
-          if (causal && L != S) continue;
-          for (bool packed : {false, true}) {
-            SCOPED_TRACE(::testing::Message()
-                         << dtype_name(dt) << " E " << E << " causal " << causal << " L " << L
-                         << " S " << S << " packed " << packed);
-            manual_seed(E + L + S);
-            const int64_t B = 2, H = 3;
-            Tensor q, k, v;
-            if (packed && L == S) {
-              Tensor qkv = randn({B, L, 3 * H * E}).to(dt);
-              auto heads = [&](int64_t i) {
-                return qkv.narrow(2, i * H * E, H * E).reshape({B, L, H, E}).transpose(1, 2);
-              };
-              q = heads(0), k = heads(1), v = heads(2);
-            } else {
-              q = randn({B, H, L, E}).to(dt), k = randn({B, H, S, E}).to(dt),
-              v = randn({B, H, S, E}).to(dt);
+  std::vector<bool> engines = {false};
+  if (cuda::impl::cudnn_attention_available())
+    engines.push_back(true);
+  else
+    std::cout << "[ note ] cuDNN not found (libcudnn.so.9): smelt's own attention kernel only\n";
+  for (bool use_cudnn : engines) {
+    cuda::impl::set_cudnn_attention_enabled(use_cudnn);
+    const int64_t launches = cuda::impl::cudnn_attention_launches();
+    for (DType dt : {bfloat16, float16}) {
+      for (int64_t E : {32, 64}) {
+        for (bool causal : {false, true}) {
+          for (const auto& lengths :
+               {std::pair<int64_t, int64_t>{100, 100}, {64, 64}, {70, 130}, {1, 200}, {257, 257}}) {
+            const int64_t L = lengths.first, S = lengths.second;  // (a lambda below reads L)
+            if (causal && L != S) continue;
+            for (bool packed : {false, true}) {
+              SCOPED_TRACE(::testing::Message()
+                           << dtype_name(dt) << " E " << E << " causal " << causal << " L " << L
+                           << " S " << S << " packed " << packed << " cuDNN " << use_cudnn);
+              manual_seed(E + L + S);
+              const int64_t B = 2, H = 3;
+              Tensor q, k, v;
+              if (packed && L == S) {
+                Tensor qkv = randn({B, L, 3 * H * E}).to(dt);
+                auto heads = [&](int64_t i) {
+                  return qkv.narrow(2, i * H * E, H * E).reshape({B, L, H, E}).transpose(1, 2);
+                };
+                q = heads(0), k = heads(1), v = heads(2);
+              } else {
+                q = randn({B, H, L, E}).to(dt), k = randn({B, H, S, E}).to(dt),
+                v = randn({B, H, S, E}).to(dt);
+              }
+              const double scale = 1.0 / std::sqrt(static_cast<double>(E));
+              Tensor want = scaled_dot_product_attention(q, k, v, std::nullopt, 0.0, causal);
+              Tensor got = empty({B, H, L, E}, TensorOptions(dt).device(kGpu));
+              ASSERT_TRUE(backend::backend(kGpu).fused_attention(q.to(kGpu), k.to(kGpu), v.to(kGpu),
+                                                                 Tensor(), causal, scale, got));
+              expect_close(vals(got), vals(want), dt == bfloat16 ? 2e-2 : 4e-3);
+              // The eager op takes the same kernel.
+              Tensor op = scaled_dot_product_attention(q.to(kGpu), k.to(kGpu), v.to(kGpu),
+                                                       std::nullopt, 0.0, causal);
+              expect_close(vals(op), vals(got), 0.0);
             }
-            const double scale = 1.0 / std::sqrt(static_cast<double>(E));
-            Tensor want = scaled_dot_product_attention(q, k, v, std::nullopt, 0.0, causal);
-            Tensor got = empty({B, H, L, E}, TensorOptions(dt).device(kGpu));
-            ASSERT_TRUE(backend::backend(kGpu).fused_attention(q.to(kGpu), k.to(kGpu), v.to(kGpu),
-                                                               Tensor(), causal, scale, got));
-            expect_close(vals(got), vals(want), dt == bfloat16 ? 2e-2 : 4e-3);
-            // The eager op takes the same kernel.
-            Tensor op = scaled_dot_product_attention(q.to(kGpu), k.to(kGpu), v.to(kGpu),
-                                                     std::nullopt, 0.0, causal);
-            expect_close(vals(op), vals(got), 0.0);
           }
         }
       }
     }
+    // cuDNN ran (most of) these problems when it was on, and none when off.
+    const int64_t ran = cuda::impl::cudnn_attention_launches() - launches;
+    if (use_cudnn)
+      EXPECT_GT(ran, 0) << "cuDNN declined: " << cuda::impl::cudnn_attention_last_decline();
+    else
+      EXPECT_EQ(ran, 0);
   }
+  cuda::impl::set_cudnn_attention_enabled(true);
 }
 
-// A zero or negative scale (sdpa takes any): the kernel's unmasked path
-// scales the running max instead of each score, which only a positive scale
-// keeps the scaled scores' max (and the masked keys' -inf times 0 would be
-// NaN), so the backend declines and the decomposition runs, as on the CPU.
-TEST(CudaRows, FusedAttentionDeclinesScalesThatAreNotPositive) {
+// A zero or negative scale (sdpa takes any). smelt's own kernel's unmasked
+// path scales the running max instead of each score, which only a positive
+// scale keeps the scaled scores' max (and the masked keys' -inf times 0 would
+// be NaN), so without cuDNN the backend declines and the decomposition runs,
+// as on the CPU; cuDNN scales each score and takes them.
+TEST(CudaRows, FusedAttentionTakesScalesThatAreNotPositiveOnlyThroughCudnn) {
   SMELT_SKIP_WITHOUT_CUDA();
   const int64_t B = 1, H = 2, L = 70, S = 70, E = 64;
   manual_seed(3);
   Tensor q = (randn({B, H, L, E}) * 3).to(bfloat16), k = (randn({B, H, S, E}) * 3).to(bfloat16),
          v = randn({B, H, S, E}).to(bfloat16);
-  for (double scale : {-0.125, 0.0}) {
-    for (bool causal : {false, true}) {
-      SCOPED_TRACE(::testing::Message() << "scale " << scale << " causal " << causal);
-      Tensor got = empty({B, H, L, E}, TensorOptions(bfloat16).device(kGpu));
-      EXPECT_FALSE(backend::backend(kGpu).fused_attention(q.to(kGpu), k.to(kGpu), v.to(kGpu),
-                                                          Tensor(), causal, scale, got));
-      Tensor want = scaled_dot_product_attention(q, k, v, std::nullopt, 0.0, causal, scale);
-      Tensor op = scaled_dot_product_attention(q.to(kGpu), k.to(kGpu), v.to(kGpu), std::nullopt,
-                                               0.0, causal, scale);
-      EXPECT_EQ(isnan(op).sum().item<int64_t>(), 0);
-      expect_close(vals(op), vals(want), 2e-2);
+  const bool have_cudnn = cuda::impl::cudnn_attention_available();
+  for (bool use_cudnn : {false, true}) {
+    cuda::impl::set_cudnn_attention_enabled(use_cudnn);
+    for (double scale : {-0.125, 0.0}) {
+      for (bool causal : {false, true}) {
+        SCOPED_TRACE(::testing::Message()
+                     << "scale " << scale << " causal " << causal << " cuDNN " << use_cudnn);
+        Tensor got = empty({B, H, L, E}, TensorOptions(bfloat16).device(kGpu));
+        const bool fused = backend::backend(kGpu).fused_attention(
+            q.to(kGpu), k.to(kGpu), v.to(kGpu), Tensor(), causal, scale, got);
+        EXPECT_EQ(fused, use_cudnn && have_cudnn);
+        Tensor want = scaled_dot_product_attention(q, k, v, std::nullopt, 0.0, causal, scale);
+        if (fused) expect_close(vals(got), vals(want), 2e-2);
+        Tensor op = scaled_dot_product_attention(q.to(kGpu), k.to(kGpu), v.to(kGpu), std::nullopt,
+                                                 0.0, causal, scale);
+        EXPECT_EQ(isnan(op).sum().item<int64_t>(), 0);
+        expect_close(vals(op), vals(want), 2e-2);
+      }
     }
   }
+  cuda::impl::set_cudnn_attention_enabled(true);
 }
+
+#endif  // SMELT_TEST_CUDA_BACKEND
 
 // The fused attention kernel with an attn_mask, against the CPU's
 // decomposition: a bool key-padding mask [B, 1, 1, S] as BERT makes it, an

@@ -24,6 +24,7 @@
 #include "backend/cuda/allocator.h"
 #include "backend/cuda/blas.h"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cudnn_attention.h"
 #include "backend/cuda/device.h"
 #include "backend/cuda/error_flag.h"
 #include "backend/cuda/graphs.h"
@@ -447,10 +448,6 @@ class CudaBackend final : public backend::Backend {
     if (!flash_attention_supported(q.dtype(), E) || k.size(3) != E || v.size(3) != E ||
         v.size(2) != S || S == 0 || L > INT32_MAX || S > INT32_MAX)
       return false;
-    // Without a mask the kernel scales the running max, not each score
-    // (exponents x * scale - max): that max is the scaled scores' only for a
-    // positive scale, and -inf * 0 is NaN.
-    if (!(scale > 0)) return false;
     for (int d = 0; d < 2; ++d)
       if (k.size(d) != q.size(d) || v.size(d) != q.size(d)) return false;  // no broadcasting
     AttentionArgs a;
@@ -476,6 +473,11 @@ class CudaBackend final : public backend::Backend {
     a.scale = static_cast<float>(scale);
     if (attn_mask.defined() && !attention_mask_args(attn_mask, q, S, a)) return false;
     DeviceGuard guard(q.device().index);
+    if (cudnn_attention(a, q.dtype(), is_causal, q.device().index, stream_for(q))) return true;
+    // Without a mask smelt's kernel scales the running max, not each score
+    // (exponents x * scale - max): that max is the scaled scores' only for a
+    // positive scale, and -inf * 0 is NaN.
+    if (!(scale > 0)) return false;
     launch_flash_attention(a, q.dtype(), is_causal, stream_for(q));
     return true;
   }

@@ -1,0 +1,36 @@
+// Scaled dot-product attention through cuDNN's fused flash-attention engine
+// (cuDNN 9's graph API: one operation graph of matmul, scale, causal mask,
+// softmax and matmul, which cuDNN's runtime fusion engine compiles into one
+// kernel; on Hopper a wgmma / TMA kernel). cuDNN is loaded at run time
+// (dlopen of libcudnn.so.9): smelt builds and runs without it, and the CUDA
+// backend then uses its own kernel (attention.cu). SMELT_CUDNN=0 turns it off.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <string>
+
+#include "backend/cuda/kernels.h"
+
+namespace smelt::cuda::impl {
+
+/// Runs `a` (AttentionArgs of kernels.h: float16 / bfloat16 q, k, v and out,
+/// no mask) with cuDNN on `stream` of device `device`; top-left causal when
+/// `causal` (PyTorch's is_causal). Plans are built once per shape, strides and
+/// dtype and cached. Returns false, having launched nothing, when cuDNN is
+/// absent or turned off, or declines the problem (its engines' limits on
+/// head dim, alignment and strides); the caller then runs its own kernel.
+bool cudnn_attention(const AttentionArgs& a, DType dtype, bool causal, int device,
+                     cudaStream_t stream);
+
+/// True when libcudnn.so.9 (9.10 or later) was loaded and SMELT_CUDNN is not 0.
+bool cudnn_attention_available();
+/// Turns cuDNN's attention off (false) or back on for this process, so that
+/// tests and benchmarks can compare it with smelt's own kernel.
+void set_cudnn_attention_enabled(bool on);
+/// Attention calls cuDNN ran in this process (for tests and logs).
+int64_t cudnn_attention_launches();
+/// Why cuDNN last declined a problem (its shape and cuDNN's message), or "".
+std::string cudnn_attention_last_decline();
+
+}  // namespace smelt::cuda::impl
