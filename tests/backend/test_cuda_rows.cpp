@@ -240,9 +240,10 @@ TEST(CudaRows, BatchNormMatchesTheCpu) {
 // (FlashAttention-2, attention.cu) and, where libcudnn.so.9 is found, cuDNN's
 // (cudnn_attention.cpp), which the backend tries first without a mask.
 // Sequence lengths that are not multiples of the kernels' 64-row tiles,
-// L != S, the causal mask, head dims 32 and 64, and q, k, v as head views of
-// one packed [B, T, 3 * H * E] tensor (strided rows, as GPT-2 makes them).
-// The backend is called directly so that a case it declined would fail here.
+// L != S, the causal mask, head dims 32 and 64 (and 128, cuDNN's alone), and
+// q, k, v as head views of one packed [B, T, 3 * H * E] tensor (strided rows,
+// as GPT-2 makes them). The backend is called directly so that a case it
+// declined would fail here.
 TEST(CudaRows, FusedAttentionMatchesTheCpu) {
   SMELT_SKIP_WITHOUT_CUDA();
   std::vector<bool> engines = {false};
@@ -254,7 +255,8 @@ TEST(CudaRows, FusedAttentionMatchesTheCpu) {
     cuda::impl::set_cudnn_attention_enabled(use_cudnn);
     const int64_t launches = cuda::impl::cudnn_attention_launches();
     for (DType dt : {bfloat16, float16}) {
-      for (int64_t E : {32, 64}) {
+      for (int64_t E : {32, 64, 128}) {
+        if (E == 128 && !use_cudnn) continue;  // smelt's own kernel: head dims 32 and 64
         for (bool causal : {false, true}) {
           for (const auto& lengths :
                {std::pair<int64_t, int64_t>{100, 100}, {64, 64}, {70, 130}, {1, 200}, {257, 257}}) {

@@ -439,14 +439,15 @@ class CudaBackend final : public backend::Backend {
   }
 
   bool has_fused_attention(DType dtype, int64_t head_dim) const override {
-    return flash_attention_supported(dtype, head_dim);
+    return flash_attention_supported(dtype, head_dim) || cudnn_attention_supported(dtype, head_dim);
   }
   bool fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask,
                        bool is_causal, double scale, const Tensor& out) override {
     if (q.dim() != 4 || k.dim() != 4 || v.dim() != 4) return false;
     const int64_t E = q.size(3), L = q.size(2), S = k.size(2);
-    if (!flash_attention_supported(q.dtype(), E) || k.size(3) != E || v.size(3) != E ||
-        v.size(2) != S || S == 0 || L > INT32_MAX || S > INT32_MAX)
+    const bool own_kernel = flash_attention_supported(q.dtype(), E);
+    if (!(own_kernel || cudnn_attention_supported(q.dtype(), E)) || k.size(3) != E ||
+        v.size(3) != E || v.size(2) != S || S == 0 || L > INT32_MAX || S > INT32_MAX)
       return false;
     for (int d = 0; d < 2; ++d)
       if (k.size(d) != q.size(d) || v.size(d) != q.size(d)) return false;  // no broadcasting
@@ -477,7 +478,7 @@ class CudaBackend final : public backend::Backend {
     // Without a mask smelt's kernel scales the running max, not each score
     // (exponents x * scale - max): that max is the scaled scores' only for a
     // positive scale, and -inf * 0 is NaN.
-    if (!(scale > 0)) return false;
+    if (!own_kernel || !(scale > 0)) return false;
     launch_flash_attention(a, q.dtype(), is_causal, stream_for(q));
     return true;
   }

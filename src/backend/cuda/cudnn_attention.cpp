@@ -36,6 +36,7 @@ namespace smelt::cuda::impl {
 
 bool cudnn_attention(const AttentionArgs&, DType, bool, int, cudaStream_t) { return false; }
 bool cudnn_attention_available() { return false; }
+bool cudnn_attention_supported(DType, int64_t) { return false; }
 int64_t cudnn_attention_launches() { return 0; }
 std::string cudnn_attention_last_decline() { return "smelt was built without cuDNN's headers"; }
 void set_cudnn_attention_enabled(bool) {}
@@ -368,8 +369,8 @@ Plan build_plan(cudnnHandle_t handle, const AttentionArgs& a, cudnnDataType_t io
 
 bool cudnn_attention(const AttentionArgs& a, DType dtype, bool causal, int device,
                      cudaStream_t stream) {
-  if (a.mask_kind != AttentionMask::None || !cudnn_attention_available()) return false;
-  if (dtype != DType::Float16 && dtype != DType::BFloat16) return false;
+  if (a.mask_kind != AttentionMask::None || !cudnn_attention_supported(dtype, a.head_dim))
+    return false;
   const cudnnDataType_t io = dtype == DType::Float16 ? CUDNN_DATA_HALF : CUDNN_DATA_BFLOAT16;
   std::vector<int64_t> strides;
   for (const int64_t* s : {a.q_stride, a.k_stride, a.v_stride, a.o_stride})
@@ -435,6 +436,11 @@ bool cudnn_attention(const AttentionArgs& a, DType dtype, bool causal, int devic
 }
 
 bool cudnn_attention_available() { return g_enabled.load() && api() != nullptr; }
+
+bool cudnn_attention_supported(DType dtype, int64_t head_dim) {
+  return (dtype == DType::Float16 || dtype == DType::BFloat16) && head_dim % 8 == 0 &&
+         head_dim >= 8 && head_dim <= 128 && cudnn_attention_available();
+}
 
 void set_cudnn_attention_enabled(bool on) { g_enabled.store(on); }
 

@@ -25,6 +25,9 @@ bool cudnn_attention(const AttentionArgs& a, DType dtype, bool causal, int devic
 
 /// True when libcudnn.so.9 (9.10 or later) was loaded and SMELT_CUDNN is not 0.
 bool cudnn_attention_available();
+/// True when cuDNN is available and its flash-attention engine covers
+/// `dtype` (float16 / bfloat16) and `head_dim` (a multiple of 8, at most 128).
+bool cudnn_attention_supported(DType dtype, int64_t head_dim);
 /// Turns cuDNN's attention off (false) or back on for this process, so that
 /// tests and benchmarks can compare it with smelt's own kernel.
 void set_cudnn_attention_enabled(bool on);

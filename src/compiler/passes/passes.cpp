@@ -95,8 +95,9 @@ bool foldable(const std::string& op) {
 /// one kernel that fusion could not match (a fallback step then calls the op):
 /// scaled_dot_product_attention without dropout where the graph's backend
 /// has a fused kernel for q's dtype and head dim (Backend::
-/// has_fused_attention; CUDA: FlashAttention-2 for float16 / bfloat16, head
-/// dims 32 and 64; CPU: float32), with at most a bool or floating attn_mask of rank 4 or
+/// has_fused_attention; CUDA: float16 / bfloat16, head dims 32 and 64 on
+/// smelt's FlashAttention-2 kernel, multiples of 8 up to 128 on cuDNN's; CPU:
+/// float32), with at most a bool or floating attn_mask of rank 4 or
 /// less (where the kernel declines a call at run time, the op decomposes
 /// eagerly).
 const detail::Decomposition* decomposition_of(const Graph& g, const Node& n,
