@@ -474,7 +474,9 @@ class CudaBackend final : public backend::Backend {
     a.scale = static_cast<float>(scale);
     if (attn_mask.defined() && !attention_mask_args(attn_mask, q, S, a)) return false;
     DeviceGuard guard(q.device().index);
-    if (cudnn_attention(a, q.dtype(), is_causal, q.device().index, stream_for(q))) return true;
+    if ((!own_kernel || S >= kCudnnAttentionMinKeys) &&
+        cudnn_attention(a, q.dtype(), is_causal, q.device().index, stream_for(q)))
+      return true;
     // Without a mask smelt's kernel scales the running max, not each score
     // (exponents x * scale - max): that max is the scaled scores' only for a
     // positive scale, and -inf * 0 is NaN.

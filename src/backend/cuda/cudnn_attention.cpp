@@ -369,7 +369,10 @@ Plan build_plan(cudnnHandle_t handle, const AttentionArgs& a, cudnnDataType_t io
 
 bool cudnn_attention(const AttentionArgs& a, DType dtype, bool causal, int device,
                      cudaStream_t stream) {
-  if (a.mask_kind != AttentionMask::None || !cudnn_attention_supported(dtype, a.head_dim))
+  // cuDNN's engine gives NaN for a scale <= 0 (it too must fold the scale
+  // into the running max), as smelt's kernel would: those decompose.
+  if (a.mask_kind != AttentionMask::None || !(a.scale > 0) ||
+      !cudnn_attention_supported(dtype, a.head_dim))
     return false;
   const cudnnDataType_t io = dtype == DType::Float16 ? CUDNN_DATA_HALF : CUDNN_DATA_BFLOAT16;
   std::vector<int64_t> strides;
