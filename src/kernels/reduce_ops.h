@@ -23,8 +23,10 @@
 // wraps around, two's complement, as in PyTorch); max / min and arg-reductions
 // compare in the input type (float for float16 / bfloat16); var / std /
 // var_mean accumulate in double for every floating input, as PyTorch's CPU
-// kernel does; scans (cumsum) accumulate in PyTorch's CPU acc_type: as sums,
-// except that float32 accumulates in double.
+// kernel does (float32 elements of contiguous runs first go through float
+// lanes of shifted sums, each lane turned into double once:
+// welford_float_lanes); scans (cumsum) accumulate in PyTorch's CPU acc_type:
+// as sums, except that float32 accumulates in double.
 //
 // The order a row's elements are combined in decides a float result bit for
 // bit. The eager CPU kernels and the generated code reduce one row through the
@@ -792,9 +794,9 @@ SMELT_HD bool welford_float_lanes(const Get& get, int64_t at, int64_t count, dou
 /// (0 if that is not finite): a sum of elements near the type's largest value
 /// overflows where their mean does not, and the shift keeps the mean of
 /// equal elements exact (with an inf or NaN element the mean is not finite
-/// either way). float elements of
-/// Welford<double> (`get` returns float) take welford_float_lanes where it is
-/// in range, and this fold (elements widened to double) where it is not.
+/// either way). float elements of Welford<double> (`get` returns float) take
+/// welford_float_lanes where it is in range, and this fold (elements widened
+/// to double) where it is not.
 /// mean[g][k], m2[g][k]: block g's lane k (whose count is `count`).
 template <class Op, int kGroup, int64_t kStride, class Get>
 SMELT_HD void welford_lanes(const Get& get, int64_t at, int64_t count,
