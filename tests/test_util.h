@@ -40,6 +40,43 @@ inline std::vector<double> seq(int64_t n, double scale = 0.37, double shift = 0.
   return v;
 }
 
+/// Float32 rows whose variance is hard to get right, as a float32 [rows, n]
+/// tensor (row-major), by kind: "offset" 1e4 + N(0, 1) (a large mean, small
+/// variance: a sum of squares in float loses it), "far" 1e6 + N(0, 0.1),
+/// "equal" a constant per row (variance exactly 0; the constants need all of
+/// float's bits), "huge" 1e20 (1 + 0.1 N(0, 1)) (deviations whose squares
+/// overflow float), "tiny" 1e-30 (1 + 0.1 N(0, 1)) (squares that underflow
+/// float).
+inline smelt::Tensor hard_variance_rows(const std::string& kind, int64_t rows, int64_t n,
+                                        uint32_t seed = 7) {
+  std::vector<double> v(static_cast<size_t>(rows * n));
+  uint64_t s = seed;
+  auto normal = [&s] {  // Box-Muller over a 64-bit LCG (deterministic everywhere)
+    auto u = [&s] {
+      s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+      return (static_cast<double>(s >> 11) + 0.5) / 9007199254740992.0;
+    };
+    const double a = u(), b = u();
+    return std::sqrt(-2.0 * std::log(a)) * std::cos(6.283185307179586 * b);
+  };
+  const double equal[] = {1.0 + 0x1p-23, -3.7, 10000.5, 2.5e-20, 6.5e7 + 4.0};
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t i = 0; i < n; ++i) {
+      double& x = v[static_cast<size_t>(r * n + i)];
+      if (kind == "offset")
+        x = 1e4 + normal();
+      else if (kind == "far")
+        x = 1e6 + 0.1 * normal();
+      else if (kind == "equal")
+        x = equal[r % 5];
+      else if (kind == "huge")
+        x = 1e20 * (1 + 0.1 * normal());
+      else
+        x = 1e-30 * (1 + 0.1 * normal());
+    }
+  return smelt::from_vector<double>(v, {rows, n}, smelt::float32);
+}
+
 /// Row-major float64 values -> tensor of `dt` (converted as a store would).
 inline smelt::Tensor make(const std::vector<double>& v, const smelt::Shape& s,
                           smelt::DType dt = smelt::float64) {

@@ -28,8 +28,9 @@ namespace smelt::reduce {
 
 /// (accumulator, its type, element type) with an out-of-line fold: the
 /// elements are the accumulator's own type, but for Welford<double>, which
-/// also folds float elements (each widened exactly, as the element lambda
-/// static_cast<double>(x) of layer_norm's and var's kernels does).
+/// also folds float elements (in float lanes, reduce_ops.h's
+/// welford_float_lanes, as eager's var and layer_norm of float32 and a
+/// generated element lambda of a widened float32 pass them).
 #define SMELT_REDUCE_JIT_FOLDS(X) \
   X(Sum, float, float)            \
   X(Max, float, float)            \

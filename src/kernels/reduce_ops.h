@@ -23,8 +23,10 @@
 // wraps around, two's complement, as in PyTorch); max / min and arg-reductions
 // compare in the input type (float for float16 / bfloat16); var / std /
 // var_mean accumulate in double for every floating input, as PyTorch's CPU
-// kernel does; scans (cumsum) accumulate in PyTorch's CPU acc_type: as sums,
-// except that float32 accumulates in double.
+// kernel does (float32 elements of contiguous runs first go through float
+// lanes of shifted sums, each lane turned into double once:
+// welford_float_lanes); scans (cumsum) accumulate in PyTorch's CPU acc_type:
+// as sums, except that float32 accumulates in double.
 //
 // The order a row's elements are combined in decides a float result bit for
 // bit. The eager CPU kernels and the generated code reduce one row through the
@@ -457,10 +459,12 @@ struct is_welford<Welford<A>> {
 };
 
 /// InnerOrder: elements per chunk (8 lanes x 16 for the lane ops, so float sums
-/// stay pairwise-accurate; longer for the others).
+/// stay pairwise-accurate; 512 for Welford, whose lanes are accurate on their
+/// own (two passes, or welford_float_lanes' shifted sums), so that a chunk's
+/// lanes are combined once per 512 elements; longer for the others).
 template <class Op>
 SMELT_HD constexpr int64_t chunk_size() {
-  return is_lane_op<Op>::value ? 128 : 4096;
+  return is_welford<Op>::value ? 512 : is_lane_op<Op>::value ? 128 : 4096;
 }
 
 /// One step; `i` (the element's linear index in the row) only for indexed ops.
@@ -589,6 +593,196 @@ inline __attribute__((always_inline)) void vector_step(V& acc, const V& x) {
 #define SMELT_HOST_VECTOR_LANES 0
 #endif
 
+/// welford_float_lanes: its float lanes per block, kFloatParts times kLanes.
+inline constexpr int kFloatParts = 4;
+inline constexpr int kFloatLanes = kFloatParts * kLanes;
+/// welford_float_lanes: how far ahead of its reads (in elements: 4 KB of
+/// float) a run contiguous in memory is prefetched.
+inline constexpr int64_t kPrefetchAhead = 1024;
+
+#if SMELT_HOST_VECTOR_LANES
+/// Welford::combine(a, b) on every lane of GCC vectors of means and m2s, the
+/// counts na of a's lanes and nb of b's (both nonzero) alike in every lane:
+/// its arithmetic, into (ma, va).
+template <class V, class A>
+inline __attribute__((always_inline)) void vector_welford_combine(V& ma, V& va, const V& mb,
+                                                                  const V& vb, int64_t na,
+                                                                  int64_t nb) {
+  const A r = na == nb ? A(0.5) : static_cast<A>(nb) / static_cast<A>(na + nb);
+  const V d = mb - ma;
+  ma = ma + d * r;
+  va = va + vb + d * d * static_cast<A>(na) * r;
+}
+#endif
+
+/// welford_lanes' blocks (see there) of float elements (Welford<double> over
+/// float32 data, as layer_norm and var of float32 fold it), in float: block
+/// g's element j goes into float lane j % kFloatLanes; float lanes k + p *
+/// kLanes (parts p = 0..3, count / 4 elements each, one more in parts
+/// p < count % 4) make up welford_lanes' lane k. Each float lane is kept as
+/// shifted sums (ShiftedSums, one pass, no division): the shift c is the
+/// lane's first element, s1 = sum(x - c) and s2 = sum((x - c)^2) over its
+/// other elements; then, in double, with its count m and q = s1 * (1 / m):
+/// mean = c + q and m2 = s2 - s1 * q (at least 0); the parts are combined
+/// (Welford::combine) as ((0, 1), (2, 3)). A float lane costs a quarter of a
+/// double one (no conversion, half the width). As accurate: c is one of the
+/// lane's elements, so (c - mean)^2 <= m2 and s2 <= (m + 1) m2 (the
+/// subtraction loses at most log2(m + 1) of float's 24 bits: about 4 for a
+/// chunk's 16 elements per float lane), whatever the mean (x = 1e4 + N(0, 1)
+/// keeps its variance to about 1e-6 relative); a constant lane has
+/// s1 = s2 = 0 exactly: mean c, variance 0. Returns false, the arrays unset,
+/// where count < kFloatParts or some lane is out of that range: c or s2 not
+/// finite (an inf or NaN element, or deviations beyond about 1e19, whose
+/// squares overflow float), or s2 below 2^-60 with |c| below 2^-39
+/// (deviations so small that their squares may have lost bits to underflow;
+/// with |c| >= 2^-39 every nonzero deviation exceeds 2^-63 and its square is
+/// a normal float); the caller then folds the blocks in double.
+template <int kGroup, int64_t kStride, class Get>
+SMELT_HD bool welford_float_lanes(const Get& get, int64_t at, int64_t count, double (*mean)[kLanes],
+                                  double (*m2)[kLanes]) {
+  constexpr float kTinySum = 0x1p-60f, kSmallShift = 0x1p-39f;
+  const int64_t rows = count / kFloatParts;  // whole rows of kFloatLanes elements
+  if (rows < 1) return false;
+  const int rem = static_cast<int>(count % kFloatParts);  // a last row's elements / kLanes
+  int64_t cnt[kFloatParts];
+  double inv[kFloatParts];
+  for (int p = 0; p < kFloatParts; ++p) {
+    cnt[p] = rows + (p < rem ? 1 : 0);
+    inv[p] = 1.0 / static_cast<double>(cnt[p]);
+  }
+  const int last = rem * kLanes;  // elements in the last row
+#if SMELT_HOST_VECTOR_LANES
+  // The same arithmetic on GCC vectors of the lanes: kVecs vectors of 16
+  // floats per row, each of two parts.
+  typedef float V __attribute__((vector_size(64)));
+  constexpr int kWidth = 16, kVecs = kFloatLanes / kWidth;
+  using H = typename LaneVector<float>::type;
+  using D = typename LaneVector<double>::type;
+  V c[kGroup][kVecs], s1[kGroup][kVecs], s2[kGroup][kVecs];
+  // x = the lanes' elements from j (by reference: a 64-byte vector returned
+  // by value changes the ABI without AVX-512). A run in memory is read
+  // kPrefetchAhead elements ahead too (the next row of a layer_norm, whose
+  // first lines the hardware prefetcher, which stops at pages, does not fetch).
+  auto load = [&](int64_t j, V& x) {
+    if constexpr (is_contiguous_run<Get>::value) __builtin_prefetch(get.p + j + kPrefetchAhead);
+    float e[kWidth];
+    for (int k = 0; k < kWidth; ++k) e[k] = get(j + k);
+    __builtin_memcpy(&x, e, sizeof x);
+  };
+  auto add = [](const V& x, const V& shift, V& t1, V& t2) {
+    const V d = x - shift;
+    t1 += d;
+    t2 += d * d;
+  };
+  // Block by block (read in sequence; a block's 2 * kVecs chains of
+  // additions are enough for the processor to overlap).
+  for (int g = 0; g < kGroup; ++g) {
+    V cg[kVecs], t1[kVecs], t2[kVecs];
+#pragma GCC unroll 2
+    for (int v = 0; v < kVecs; ++v) {
+      load(at + g * kStride + v * kWidth, cg[v]);
+      t1[v] = t2[v] = V{};
+    }
+    for (int64_t i = 1; i < rows; ++i) {
+#pragma GCC unroll 2
+      for (int v = 0; v < kVecs; ++v) {
+        V x;
+        load(at + g * kStride + i * kFloatLanes + v * kWidth, x);
+        add(x, cg[v], t1[v], t2[v]);
+      }
+    }
+    for (int v = 0; v < kVecs; ++v) {
+      c[g][v] = cg[v];
+      s1[g][v] = t1[v];
+      s2[g][v] = t2[v];
+    }
+  }
+  // The last row's elements, into the first lanes (the others take their
+  // own shift: d = +0, which changes no sum).
+  for (int g = 0; g < kGroup; ++g) {
+    for (int v = 0; v * kWidth < last; ++v) {
+      float e[kWidth];
+      __builtin_memcpy(e, &c[g][v], sizeof e);
+      for (int k = 0; k < kWidth && v * kWidth + k < last; ++k)
+        e[k] = get(at + g * kStride + rows * kFloatLanes + v * kWidth + k);
+      V x;
+      __builtin_memcpy(&x, e, sizeof x);
+      add(x, c[g][v], s1[g][v], s2[g][v]);
+    }
+  }
+  const V tiny = V{} + kTinySum, small = V{} + kSmallShift;
+  auto ok = c[0][0] == c[0][0];
+  for (int g = 0; g < kGroup; ++g)
+    for (int v = 0; v < kVecs; ++v)
+      ok &= (c[g][v] - c[g][v] == V{}) & (s2[g][v] - s2[g][v] == V{}) &
+            ((s2[g][v] >= tiny) | (c[g][v] >= small) | (c[g][v] <= -small));
+  for (int k = 0; k < kWidth; ++k)
+    if (!ok[k]) return false;
+  for (int g = 0; g < kGroup; ++g) {
+    H cs[kFloatParts], t1s[kFloatParts], t2s[kFloatParts];  // part p's lanes
+    __builtin_memcpy(cs, c[g], sizeof cs);
+    __builtin_memcpy(t1s, s1[g], sizeof t1s);
+    __builtin_memcpy(t2s, s2[g], sizeof t2s);
+    D dm[kFloatParts], dv[kFloatParts];
+    for (int p = 0; p < kFloatParts; ++p) {
+      const D t1 = __builtin_convertvector(t1s[p], D);
+      const D q = t1 * inv[p];
+      dm[p] = __builtin_convertvector(cs[p], D) + q;
+      const D v = __builtin_convertvector(t2s[p], D) - t1 * q;
+      dv[p] = v < D{} ? D{} : v;
+    }
+    vector_welford_combine<D, double>(dm[0], dv[0], dm[1], dv[1], cnt[0], cnt[1]);
+    vector_welford_combine<D, double>(dm[2], dv[2], dm[3], dv[3], cnt[2], cnt[3]);
+    vector_welford_combine<D, double>(dm[0], dv[0], dm[2], dv[2], cnt[0] + cnt[1], cnt[2] + cnt[3]);
+    __builtin_memcpy(mean[g], &dm[0], sizeof dm[0]);
+    __builtin_memcpy(m2[g], &dv[0], sizeof dv[0]);
+  }
+  return true;
+#else
+  float c[kGroup][kFloatLanes], s1[kGroup][kFloatLanes], s2[kGroup][kFloatLanes];
+  for (int g = 0; g < kGroup; ++g)
+    for (int k = 0; k < kFloatLanes; ++k) {
+      c[g][k] = get(at + g * kStride + k);
+      s1[g][k] = s2[g][k] = 0.0f;
+    }
+  // The elements, and those of a last row (the first lanes).
+  for (int64_t i = 1; i < rows + (last > 0 ? 1 : 0); ++i) {
+    const int w = i < rows ? kFloatLanes : last;
+    for (int g = 0; g < kGroup; ++g) {
+      for (int k = 0; k < w; ++k) {
+        const float d = get(at + g * kStride + i * kFloatLanes + k) - c[g][k];
+        s1[g][k] += d;
+        s2[g][k] += d * d;
+      }
+    }
+  }
+  for (int g = 0; g < kGroup; ++g)
+    for (int k = 0; k < kFloatLanes; ++k) {
+      const float cv = c[g][k], s = s2[g][k];
+      if (!(cv - cv == 0.0f) || !(s - s == 0.0f) ||
+          !(s >= kTinySum || cv >= kSmallShift || cv <= -kSmallShift))
+        return false;
+    }
+  for (int g = 0; g < kGroup; ++g) {
+    for (int k = 0; k < kLanes; ++k) {
+      WelfordAcc<double> part[kFloatParts];
+      for (int p = 0; p < kFloatParts; ++p) {
+        const int l = p * kLanes + k;
+        const double t1 = static_cast<double>(s1[g][l]);
+        const double q = t1 * inv[p];
+        const double v = static_cast<double>(s2[g][l]) - t1 * q;
+        part[p] = WelfordAcc<double>{static_cast<double>(c[g][l]) + q, v < 0.0 ? 0.0 : v, cnt[p]};
+      }
+      const WelfordAcc<double> a = Welford<double>::combine(
+          Welford<double>::combine(part[0], part[1]), Welford<double>::combine(part[2], part[3]));
+      mean[g][k] = a.mean;
+      m2[g][k] = a.m2;
+    }
+  }
+  return true;
+#endif
+}
+
 /// Welford accumulators of kGroup blocks side by side: block g is the
 /// `count` * kLanes elements get(at + g * kStride + j), its lane k those with
 /// j % kLanes == k. Each lane's mean and m2 come from two passes over its
@@ -596,14 +790,23 @@ inline __attribute__((always_inline)) void vector_step(V& acc, const V& x) {
 /// squared deviations from it): one multiplication per lane where Welford's
 /// steps divide per element (the lanes of one block all have the same count),
 /// and a variance at least as accurate. A lane whose sum is not finite takes
-/// the sum of x * (1 / count) instead: a sum of elements near the type's
-/// largest value overflows where their mean does not (with an inf or NaN
-/// element the mean is not finite either way).
-/// lanes[g][k]: block g's lane k.
+/// c + sum(x * (1 / count) - c * (1 / count)) instead, c its first element
+/// (0 if that is not finite): a sum of elements near the type's largest value
+/// overflows where their mean does not, and the shift keeps the mean of
+/// equal elements exact (with an inf or NaN element the mean is not finite
+/// either way). float elements of Welford<double> (`get` returns float) take
+/// welford_float_lanes where it is in range, and this fold (elements widened
+/// to double) where it is not.
+/// mean[g][k], m2[g][k]: block g's lane k (whose count is `count`).
 template <class Op, int kGroup, int64_t kStride, class Get>
 SMELT_HD void welford_lanes(const Get& get, int64_t at, int64_t count,
-                            typename Op::acc_t (*lanes)[kLanes]) {
+                            typename Op::value_t (*mean)[kLanes],
+                            typename Op::value_t (*m2)[kLanes]) {
   using A = typename Op::value_t;
+  if constexpr (std::is_same<A, double>::value &&
+                std::is_same<decltype(get(int64_t{0})), float>::value) {
+    if (count >= 2 && welford_float_lanes<kGroup, kStride>(get, at, count, mean, m2)) return;
+  }
   const A inv = A(1) / static_cast<A>(count > 0 ? count : 1);
 #if SMELT_HOST_VECTOR_LANES
   if constexpr (std::is_floating_point<A>::value) {
@@ -627,8 +830,8 @@ SMELT_HD void welford_lanes(const Get& get, int64_t at, int64_t count,
       }
     }
     // Any lane sum not finite (0 in every lane, else NaN: the lanes added
-    // pairwise): those lanes alone take the sum of x * inv, lane by lane, so
-    // that a lane's mean does not depend on the blocks grouped with it.
+    // pairwise): those lanes alone take c + sum(x * inv - c * inv), lane by
+    // lane, so that a lane's mean does not depend on the blocks grouped with it.
     V zero = vmean[0] - vmean[0];
     for (int g = 1; g < kGroup; ++g) zero += vmean[g] - vmean[g];
     A half[kLanes];
@@ -639,13 +842,17 @@ SMELT_HD void welford_lanes(const Get& get, int64_t at, int64_t count,
       for (int g = 0; g < kGroup; ++g) vmean[g] *= inv;
     } else {
       for (int g = 0; g < kGroup; ++g) {
+        V c;
+        load(at + g * kStride, c);
+        c = c - c == V{} ? c : V{};
+        const V ci = c * inv;
         V scaled = V{};
         for (int64_t i = 0; i < count; ++i) {
           V x;
           load(at + g * kStride + i * kLanes, x);
-          scaled += x * inv;
+          scaled += x * inv - ci;
         }
-        vmean[g] = vmean[g] - vmean[g] == V{} ? vmean[g] * inv : scaled;
+        vmean[g] = vmean[g] - vmean[g] == V{} ? vmean[g] * inv : c + scaled;
       }
     }
     for (int64_t i = 0; i < count; ++i) {
@@ -656,13 +863,13 @@ SMELT_HD void welford_lanes(const Get& get, int64_t at, int64_t count,
         vm2[g] += d * d;
       }
     }
-    for (int g = 0; g < kGroup; ++g)
-      for (int k = 0; k < kLanes; ++k)
-        lanes[g][k] = typename Op::acc_t{vmean[g][k], vm2[g][k], count};
+    for (int g = 0; g < kGroup; ++g) {
+      __builtin_memcpy(mean[g], &vmean[g], sizeof vmean[g]);
+      __builtin_memcpy(m2[g], &vm2[g], sizeof vm2[g]);
+    }
     return;
   }
 #endif
-  A mean[kGroup][kLanes], m2[kGroup][kLanes];
   for (int g = 0; g < kGroup; ++g)
     for (int k = 0; k < kLanes; ++k) mean[g][k] = m2[g][k] = A(0);
   for (int64_t i = 0; i < count; ++i) {
@@ -676,9 +883,13 @@ SMELT_HD void welford_lanes(const Get& get, int64_t at, int64_t count,
         mean[g][k] *= inv;
         continue;
       }
-      mean[g][k] = A(0);
+      A c = get(at + g * kStride + k);
+      c = c - c == A(0) ? c : A(0);
+      const A ci = c * inv;
+      A scaled = A(0);
       for (int64_t i = 0; i < count; ++i)
-        mean[g][k] += get(at + g * kStride + i * kLanes + k) * inv;
+        scaled += get(at + g * kStride + i * kLanes + k) * inv - ci;
+      mean[g][k] = c + scaled;
     }
   for (int64_t i = 0; i < count; ++i) {
     for (int g = 0; g < kGroup; ++g) {
@@ -688,8 +899,6 @@ SMELT_HD void welford_lanes(const Get& get, int64_t at, int64_t count,
       }
     }
   }
-  for (int g = 0; g < kGroup; ++g)
-    for (int k = 0; k < kLanes; ++k) lanes[g][k] = typename Op::acc_t{mean[g][k], m2[g][k], count};
 }
 
 /// The lanes of a contiguous run (see InnerOrder): element i into lane
@@ -721,9 +930,9 @@ SMELT_HD SMELT_HOST_NOINLINE int64_t fold_lanes(const Get& get, int64_t n, typen
   }
 #endif
   if constexpr (is_welford<Op>::value) {
-    typename Op::acc_t lanes[1][kLanes];
-    welford_lanes<Op, 1, 0>(get, 0, n / kLanes, lanes);
-    for (int k = 0; k < kLanes; ++k) l[k] = lanes[0][k];
+    typename Op::value_t mean[1][kLanes], m2[1][kLanes];
+    welford_lanes<Op, 1, 0>(get, 0, n / kLanes, mean, m2);
+    for (int k = 0; k < kLanes; ++k) l[k] = typename Op::acc_t{mean[0][k], m2[0][k], n / kLanes};
     i = n - n % kLanes;
   } else {
     typename Op::acc_t lanes[kLanes];
@@ -745,6 +954,38 @@ SMELT_HD typename Op::acc_t lanes_tree(typename Op::acc_t* l) {
   return l[0];
 }
 
+/// lanes_tree of Welford lanes of one count (lane k: mean[k], m2[k], `count`),
+/// bit for bit.
+template <class Op>
+SMELT_HD typename Op::acc_t welford_tree(const typename Op::value_t* mean,
+                                         const typename Op::value_t* m2, int64_t count) {
+#if SMELT_HOST_VECTOR_LANES
+  using A = typename Op::value_t;
+  if constexpr (std::is_floating_point<A>::value) {
+    if (count > 0) {
+      // Each step of the tree on every lane at once (lane k with lane k + s,
+      // shuffled into place); lane 0 holds the tree's result.
+      using V = typename LaneVector<A>::type;
+      using M = typename LaneMask<A>::type;
+      const M kSteps[3] = {
+          {1, 0, 3, 2, 5, 4, 7, 6}, {2, 3, 0, 1, 6, 7, 4, 5}, {4, 5, 6, 7, 0, 1, 2, 3}};
+      V m, v;
+      __builtin_memcpy(&m, mean, sizeof m);
+      __builtin_memcpy(&v, m2, sizeof v);
+      int64_t c = count;
+      for (const M& s : kSteps) {
+        vector_welford_combine<V, A>(m, v, __builtin_shuffle(m, s), __builtin_shuffle(v, s), c, c);
+        c *= 2;
+      }
+      return typename Op::acc_t{m[0], v[0], c};
+    }
+  }
+#endif
+  typename Op::acc_t l[kLanes];
+  for (int k = 0; k < kLanes; ++k) l[k] = typename Op::acc_t{mean[k], m2[k], count};
+  return lanes_tree<Op>(l);
+}
+
 /// kGroup whole chunks of a Welford row side by side: parts[g] = the partial
 /// InnerOrder folds chunk g (elements get(at + g * kChunk + j)) into, bit for
 /// bit: fold_lanes' lanes (welford_lanes) on each chunk, then lanes_tree. The
@@ -752,9 +993,10 @@ SMELT_HD typename Op::acc_t lanes_tree(typename Op::acc_t* l) {
 template <class Op, int kGroup, class Get>
 SMELT_HD void welford_chunks(const Get& get, int64_t at, typename Op::acc_t* parts) {
   constexpr int64_t kChunk = chunk_size<Op>();
-  typename Op::acc_t lanes[kGroup][kLanes];
-  welford_lanes<Op, kGroup, kChunk>(get, at, kChunk / kLanes, lanes);
-  for (int g = 0; g < kGroup; ++g) parts[g] = Op::combine(Op::init(), lanes_tree<Op>(lanes[g]));
+  typename Op::value_t mean[kGroup][kLanes], m2[kGroup][kLanes];
+  welford_lanes<Op, kGroup, kChunk>(get, at, kChunk / kLanes, mean, m2);
+  for (int g = 0; g < kGroup; ++g)
+    parts[g] = Op::combine(Op::init(), welford_tree<Op>(mean[g], m2[g], kChunk / kLanes));
 }
 
 /// Folds the n elements get(0), ..., get(n - 1) of one run into `acc` (see

@@ -190,6 +190,32 @@ TEST(CpuCapability, EveryCapabilityGivesTheSameBits) {
   }
 }
 
+// float32 var, var_mean and layer_norm of rows in and out of the float lanes'
+// range (smelt_test::hard_variance_rows; reduce_ops.h: welford_float_lanes and
+// the lanes that fold in double instead) give the same bits on every capability.
+TEST(CpuCapability, Float32WelfordOfHardRowsGivesTheSameBits) {
+  CapabilityGuard guard;
+  for (int64_t n : {16, 17, 100, 1024, 2050}) {
+    for (const char* kind : {"offset", "far", "equal", "huge", "tiny"}) {
+      Tensor x = smelt_test::hard_variance_rows(kind, 3, n);
+      auto run = [&] {
+        auto [v, m] = var_mean(x, {1}, 1.0);
+        return std::vector<Tensor>{v, m, var(x, {1}), layer_norm(x, {n})};
+      };
+      cpu::set_cpu_capability(CpuCapability::Default);
+      const std::vector<Tensor> want = run();
+      for (int c = 1; c <= static_cast<int>(cpu::hardware_cpu_capability()); ++c) {
+        cpu::set_cpu_capability(static_cast<CpuCapability>(c));
+        const std::vector<Tensor> got = run();
+        for (size_t i = 0; i < got.size(); ++i)
+          EXPECT_TRUE(same_bits(got[i], want[i]))
+              << kind << " n " << n << " output " << i << " on "
+              << cpu::cpu_capability_name(static_cast<CpuCapability>(c));
+      }
+    }
+  }
+}
+
 /// Calls f(threads, capability) on teams of 1 and 2 threads with every
 /// capability this processor has (restoring both afterwards).
 template <class F>

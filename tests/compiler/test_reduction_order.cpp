@@ -349,6 +349,24 @@ TEST_F(ReductionOrder, LayerNormAndSoftmaxShapesAreBitwiseEager) {
   }
 }
 
+// float32 var_mean and layer_norm (read from memory, and with a producer fused
+// into the fold: Welford<double> takes float32 elements unwidened either way)
+// on rows in and out of the float lanes' range (smelt_test::hard_variance_rows:
+// the lanes that fold in double instead) give eager's bits.
+TEST_F(ReductionOrder, Float32WelfordOfHardRowsIsBitwiseEager) {
+  for (int64_t n : {17, 100, 1024, 2050}) {
+    for (const char* kind : {"offset", "equal", "huge", "tiny"}) {
+      Tensor x = smelt_test::hard_variance_rows(kind, 4, n);
+      auto f = [n](const Tensor& x) {
+        auto [v, m] = var_mean(x, {1}, 1.0, true);
+        return std::vector<Tensor>{v, m, layer_norm(x, {n}), layer_norm(x * 2.0, {n}),
+                                   var(x * 0.5, {1})};
+      };
+      expect_bitwise(compile(f)(x), f(x), std::string(kind) + " n " + std::to_string(n));
+    }
+  }
+}
+
 // Signs of zero and NaNs follow eager's order too: amax of -0.0 and +0.0 keeps
 // whichever the order meets first.
 TEST_F(ReductionOrder, SignedZerosAndNaNsFollowEagerOrder) {

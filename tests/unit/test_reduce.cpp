@@ -7,6 +7,7 @@
 #include <functional>
 #include <limits>
 #include <random>
+#include <string>
 
 #include "backend/cpu/copy.h"
 #include "backend/cpu/loops.h"
@@ -314,6 +315,55 @@ TEST(Reduce, WelfordMeansOfElementsNearTheLargestValueStayFinite) {
     auto [vb, mb] = var_mean(make(big, {1, n}, DType::Float64), {1}, 1.0);
     EXPECT_NEAR(mb.item<double>(), want, 1e-12 * want);
     EXPECT_EQ(vb.item<double>(), std::numeric_limits<double>::infinity());
+  }
+}
+
+// float32 variances (var, std, var_mean, layer_norm) against float64 computed
+// here from the same float32 values, on rows that break a naive sum of squares
+// in float (1e4 + N(0, 1): E[x^2] - E[x]^2 loses every bit of the variance):
+// reduce_ops.h folds float32 in float lanes as shifted sums, combined in
+// double. Constant rows have variance and layer_norm exactly 0; rows whose
+// squared deviations overflow or underflow float (1e20, 1e-30 scales) stay
+// accurate too (those lanes fold in double). Row lengths from a few elements
+// per lane to many chunks.
+TEST(Reduce, Float32VarianceIsAccurateForHardRows) {
+  using smelt_test::hard_variance_rows;
+  for (int64_t n : {16, 17, 40, 100, 1000, 1024, 4099}) {
+    for (const char* kind : {"offset", "far", "equal", "huge", "tiny"}) {
+      SCOPED_TRACE(std::string(kind) + " n " + std::to_string(n));
+      const int64_t rows = 5;
+      Tensor x = hard_variance_rows(kind, rows, n);
+      const std::vector<double> xv = vals(x);
+      auto [v, m] = var_mean(x, {1}, 0.0);
+      const std::vector<double> vv = vals(v), mv = vals(m), sv = vals(smelt::std(x, {1}, 1.0));
+      const std::vector<double> ln = vals(layer_norm(x, {n}));
+      for (int64_t r = 0; r < rows; ++r) {
+        const double* xr = xv.data() + r * n;
+        double mean = 0, m2 = 0;
+        for (int64_t i = 0; i < n; ++i) mean += xr[i] / static_cast<double>(n);
+        for (int64_t i = 0; i < n; ++i) m2 += (xr[i] - mean) * (xr[i] - mean);
+        const double var0 = m2 / static_cast<double>(n);
+        const double std1 = std::sqrt(m2 / static_cast<double>(n - 1));
+        const size_t ri = static_cast<size_t>(r);
+        if (std::string(kind) == "equal") {
+          EXPECT_EQ(vv[ri], 0.0);
+          EXPECT_EQ(sv[ri], 0.0);
+          EXPECT_EQ(mv[ri], xr[0]);
+          for (int64_t i = 0; i < n; ++i) ASSERT_EQ(ln[static_cast<size_t>(r * n + i)], 0.0);
+          continue;
+        }
+        const double fvar = static_cast<float>(var0);  // the float32 result at best
+        EXPECT_NEAR(vv[ri], fvar, 1e-4 * fvar);
+        EXPECT_NEAR(sv[ri], static_cast<float>(std1), 1e-4 * std1);
+        EXPECT_NEAR(mv[ri], mean, 1e-6 * std::abs(mean));
+        if (std::string(kind) == "offset") {
+          // (x - mean) / sqrt(var + eps), both rounded to float: about 1e-3 of N(0, 1).
+          const double rstd = 1.0 / std::sqrt(var0 + 1e-5);
+          for (int64_t i = 0; i < n; ++i)
+            ASSERT_NEAR(ln[static_cast<size_t>(r * n + i)], (xr[i] - mean) * rstd, 2e-3) << i;
+        }
+      }
+    }
   }
 }
 

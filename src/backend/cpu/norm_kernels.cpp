@@ -93,15 +93,14 @@ void layer_norm_typed(const Tensor& x, int64_t n, const Tensor& weight, const Te
   const T* w = weight.defined() ? static_cast<const T*>(weight.data_ptr()) : nullptr;
   const T* b = bias.defined() ? static_cast<const T*>(bias.data_ptr()) : nullptr;
   using W = r::Welford<r::accumulate_t<r::AccRule::Welford, T>>;
-  using A = typename W::value_t;
   const T eps_t = scalar_to<T>(Scalar(eps));
   parallel_for(0, rows, grain_for(n), [&](int64_t r0, int64_t r1) {
     for (int64_t row = r0; row < r1; ++row) {
       const T* __restrict xr = xp + row * n;
       T* __restrict yr = yp + row * n;
       // var_mean(x, dims, correction=0, keepdim), each rounded to T as stored
-      const typename W::acc_t acc =
-          r::fold_contiguous_row<W>(n, [xr](int64_t k) { return r::to_acc<A>(xr[k]); });
+      // (float elements as they are: reduce::welford_lanes folds them in float lanes)
+      const typename W::acc_t acc = r::fold_contiguous_row<W>(n, r::ContiguousRun<T, RunTag>{xr});
       const T mean = static_cast<T>(W::mean(acc));
       const T rstd = scalar::rsqrt<T>(scalar::add<T>(static_cast<T>(W::var(acc, 0.0)), eps_t));
       normalize_run<true>(xr, yr, n, mean, rstd, w, b);

@@ -83,8 +83,11 @@ typename Op::acc_t accumulate_range(const T* base, const ReduceGeom& g, int64_t 
     const int64_t len = std::min(n_in - i_in, r1 - rr);
     const T* p = base + c.off + i_in * s_in;
     if (s_in == 1) {
-      if constexpr (std::is_same_v<T, A>) {
-        row.template run<true>(0, len, r::ContiguousRun<A, RunTag>{p});
+      // The elements as they are where the fold takes them so: of the
+      // accumulate type, or float for Welford<double> (welford_lanes' float lanes).
+      if constexpr (std::is_same_v<T, A> ||
+                    (r::is_welford<Op>::value && std::is_same_v<T, float>)) {
+        row.template run<true>(0, len, r::ContiguousRun<T, RunTag>{p});
       } else {
         row.template run<true>(0, len, [p](int64_t k) { return r::to_acc<A>(p[k]); });
       }

@@ -242,23 +242,35 @@ class Printer {
     return "";
   }
 
+  /// `v` through conversions to its own dtype (which print as nothing).
+  static const Expr* own_dtype(const Expr* v) {
+    while (v->kind == Expr::Kind::Convert && v->from == v->dtype) v = v->operands[0].get();
+    return v;
+  }
+
+  /// The float32 element of AccRun `s` when it is Welford in float64 over a
+  /// float32 value widened (Welford<double> folds float elements in float
+  /// lanes, as eager's var and layer_norm of float32 pass them:
+  /// kernels/reduce_ops.h, welford_lanes); null otherwise.
+  static const Expr* widened_float(const Stmt& s) {
+    const Expr* v = own_dtype(s.value.get());
+    const bool widened = v->kind == Expr::Kind::Convert && s.accumulator == "Welford" &&
+                         v->from == DType::Float32 && v->dtype == DType::Float64;
+    return widened ? v->operands[0].get() : nullptr;
+  }
+
   /// The pointer `base` of AccRun `s` when its element at `r` is read from
   /// memory at base[r] (a load or a row buffer, of the accumulate type or,
   /// for Welford in float64, float32 widened, in runs contiguous in memory);
   /// "" otherwise.
   std::string contiguous_pointer(const Stmt& s) const {
     if (!s.contiguous || !s.value || !s.run_var.empty()) return "";
-    // The element (through conversions to its own dtype, which print as
-    // nothing): the value itself, or the one temp the body defines it as.
-    auto own_dtype = [](const Expr* v) {
-      while (v->kind == Expr::Kind::Convert && v->from == v->dtype) v = v->operands[0].get();
-      return v;
-    };
+    // The element: the value itself, or the one temp the body defines it as.
     const Expr* v = own_dtype(s.value.get());
     // Welford<double> folds float elements too (kernels/reduce_jit.h).
-    const bool widened = v->kind == Expr::Kind::Convert && s.accumulator == "Welford" &&
-                         v->from == DType::Float32 && v->dtype == DType::Float64;
-    if (widened) v = own_dtype(v->operands[0].get());
+    const Expr* narrow = widened_float(s);
+    const bool widened = narrow != nullptr;
+    if (widened) v = own_dtype(narrow);
     if (v->kind == Expr::Kind::Temp && s.body.size() == 1 && s.body[0].kind == Stmt::Kind::Let &&
         s.body[0].name == v->name && s.body[0].dtype == v->dtype && s.body[0].value)
       v = s.body[0].value.get();
@@ -387,17 +399,21 @@ class Printer {
           }
         }
         // The element at index `r` is computed by a lambda the order struct
-        // calls (inlined: contiguous runs vectorize).
-        out_.line(fmt::format("{}.stretch<{}>({}, {}, {}, [&]({} {}) -> {} {{", s.name,
-                              s.contiguous ? "true" : "false", s.index.str(), s.range.extent.str(),
-                              s.extent, d_.index_type(k_.config.index_bits), s.range.var,
-                              d_.value_type(s.acc_dtype)));
-        out_.indent();
-        if (!s.run_var.empty())
-          out_.line(fmt::format("const {} {} = {} - ({});", d_.index_type(k_.config.index_bits),
-                                s.run_var, s.range.var, s.index.str()));
-        body(s.body);
-        out_.line(fmt::format("return {};", expr(*s.value)));
+        // calls (inlined: contiguous runs vectorize); a float32 element of
+        // Welford<double> as it is, not widened (see widened_float).
+        {
+          const Expr* narrow = s.value ? widened_float(s) : nullptr;
+          out_.line(fmt::format("{}.stretch<{}>({}, {}, {}, [&]({} {}) -> {} {{", s.name,
+                                s.contiguous ? "true" : "false", s.index.str(),
+                                s.range.extent.str(), s.extent, d_.index_type(k_.config.index_bits),
+                                s.range.var, d_.value_type(narrow ? DType::Float32 : s.acc_dtype)));
+          out_.indent();
+          if (!s.run_var.empty())
+            out_.line(fmt::format("const {} {} = {} - ({});", d_.index_type(k_.config.index_bits),
+                                  s.run_var, s.range.var, s.index.str()));
+          body(s.body);
+          out_.line(fmt::format("return {};", expr(narrow ? *narrow : *s.value)));
+        }
         out_.dedent();
         out_.line("});");
         return;
