@@ -225,8 +225,18 @@ std::shared_ptr<backend::Module> KernelCache::get_or_build(
     throw ToolchainUnavailable(fmt::format(
         "smelt::compile: cannot move {} into the kernel cache ({})", tmp, std::strerror(err)));
   }
-  write_atomic(base + ".meta", meta_of(bin));
-  auto module = try_load();
+  // binary_path now holds this build or, where another process built the same
+  // key at the same moment and renamed after this one, that process's: a build
+  // of the same source whose bytes may differ (precompiled headers are not
+  // reproducible, and a unit built without one differs from one built through
+  // it). Either is loaded, and the checksum is written for the one there; the
+  // two processes' checksum writes may still cross, which only costs a later
+  // process a rebuild (its load finds the pair mismatched).
+  bool now_ok = false;
+  const std::string now = read_file(binary_path, &now_ok);
+  write_atomic(base + ".meta", meta_of(now_ok && !now.empty() ? now : bin));
+  why.clear();
+  auto module = load(binary_path, &why);
   if (!module)
     throw Error(
         fmt::format("smelt::compile: cannot load the freshly built {}: {}", binary_path, why));
