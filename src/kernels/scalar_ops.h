@@ -89,6 +89,32 @@ SMELT_HD int32_t float_to_int32(F v) {
   return std::numeric_limits<int32_t>::min();
 }
 
+/// Integer (or bool) `v` as float / double, with the sign bit cleared unless v
+/// is negative. A plain conversion gives the same value, but GCC (12, with
+/// -fno-trapping-math and SSE4.1, as generated code is built) folds
+/// (float)(int64_t)x into trunc(x), which keeps the sign of a zero (and it
+/// drops a + 0.0 first, as a no-op on an integer's conversion): compiled
+/// to_dtype(to_dtype(-0.3, int64), float32) was -0.0 where eager gives 0.0
+/// (fuzz seed 16003, case 390: atan2 of it gave -pi against 0). The mask is
+/// integer arithmetic on the result's bits, which that folding cannot see
+/// through; it vectorizes.
+template <class To, class From>
+SMELT_HD To int_to_floating(From v) {
+  using Bits = std::conditional_t<sizeof(To) == sizeof(uint32_t), uint32_t, uint64_t>;
+  static_assert(sizeof(To) == sizeof(Bits));
+  To r = static_cast<To>(v);
+  Bits b;
+  std::memcpy(&b, &r, sizeof b);
+  constexpr Bits kSign = Bits{1} << (sizeof(Bits) * 8 - 1);
+  if constexpr (std::is_signed_v<From>) {
+    b &= v < From(0) ? ~Bits{0} : ~kSign;
+  } else {
+    b &= ~kSign;
+  }
+  std::memcpy(&r, &b, sizeof r);
+  return r;
+}
+
 /// Converts one value to type To: the single conversion between element types,
 /// used by eager copies, pointwise loads/stores, fills and generated code.
 /// - float16/bfloat16 go through float (both ways), as PyTorch converts them;
@@ -101,7 +127,8 @@ SMELT_HD int32_t float_to_int32(F v) {
 ///   int16, int8: the int32 result's low bits (3e9 -> 0, 70000.5 -> 4464 for int16);
 ///   uint8: the int64 result's low byte (-1.5 -> 255, 3e9 -> 0, NaN -> 0).
 ///   (PyTorch documents these conversions as undefined; CUDA saturates instead.)
-/// - integer -> narrower integer wraps (two's complement).
+/// - integer -> narrower integer wraps (two's complement);
+/// - integer -> floating is +0.0 at 0, never -0.0 (int_to_floating).
 template <class To, class From>
 SMELT_HD To cast(From v) {
   if constexpr (std::is_same_v<To, From>) {
@@ -109,7 +136,7 @@ SMELT_HD To cast(From v) {
   } else if constexpr (is_half_v<From>) {
     return cast<To>(static_cast<float>(v));
   } else if constexpr (is_half_v<To>) {
-    return To(static_cast<float>(v));
+    return To(cast<float>(v));
   } else if constexpr (is_bool_v<To>) {
     return v != From(0);
   } else if constexpr (std::is_floating_point_v<From> && is_int_v<To>) {
@@ -118,6 +145,8 @@ SMELT_HD To cast(From v) {
     } else {
       return static_cast<To>(static_cast<uint32_t>(float_to_int32(v)));
     }
+  } else if constexpr (std::is_floating_point_v<To> && !std::is_floating_point_v<From>) {
+    return int_to_floating<To>(v);
   } else {
     return static_cast<To>(v);
   }

@@ -374,6 +374,34 @@ TEST_F(SpecialValues, FloatToIntegerMatchesPyTorchInEveryDtypePair) {
   }
 }
 
+// A float truncated through an integer dtype and converted back is +0.0 at
+// zero, as eager and PyTorch give: GCC folds (float)(int64_t)x into trunc(x),
+// which kept -0.0 for -1 < x < 0 (fuzz seed 16003, case 390: atan2 of the
+// result was -pi where eager gives 0).
+TEST_F(SpecialValues, FloatThroughAnIntegerAndBackIsPositiveZero) {
+  std::vector<double> v(kN);
+  for (int64_t i = 0; i < kN; ++i) v[i] = (i % 4 == 0) ? -0.3 : (i % 4 == 1) ? -0.0 : -1.5 - i;
+  for (DType from : {DType::Float32, DType::Float64, DType::BFloat16}) {
+    for (DType through : {DType::Int64, DType::Int32, DType::Int16}) {
+      SCOPED_TRACE(std::string(dtype_name(from)) + " through " + std::string(dtype_name(through)));
+      Tensor x = smelt_test::make(v, {kN}).to(from);
+      auto f = [through, from](const Tensor& x) {
+        Tensor back = x.to(through).to(from);
+        return std::vector<Tensor>{back, atan2(back, back)};
+      };
+      auto compiled = compile(f);
+      std::vector<Tensor> got = compiled(x), want = f(x);
+      EXPECT_TRUE(matches(got[0], want[0], 0));
+      EXPECT_TRUE(matches(got[1], want[1], 0));
+      const std::vector<double> g = got[0].to_vector<double>();
+      for (int64_t i = 0; i < kN; i += 4) {
+        EXPECT_EQ(g[i], 0.0) << i;
+        EXPECT_FALSE(std::signbit(g[i])) << "-0.3 gave -0.0 at " << i;
+      }
+    }
+  }
+}
+
 TEST_F(SpecialValues, ComparingAValueWithItselfHonoursNaN) {
   // GCC 12 folded x >= x and x <= x to true after peeling the loop of a
   // reduction over a dim of size 1: compiled amin(ge(x, x), 0) was true at a

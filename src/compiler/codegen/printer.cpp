@@ -158,11 +158,14 @@ class Printer {
                        untyped ? "" : "<" + d_.value_type(acc) + ">");
   }
 
-  /// `v` (a value of `from`) as a value of `to`: floating -> integer through
-  /// the conversion eager uses (scalar::cast: out-of-range values as PyTorch on
-  /// x86-64), any other pair by static_cast.
+  /// `v` (a value of `from`) as a value of `to`: floating -> integer and
+  /// integer -> floating through the conversion eager uses (scalar::cast:
+  /// out-of-range values as PyTorch on x86-64; +0.0, never -0.0, from an
+  /// integer, which GCC's folding of a float -> integer -> float round trip
+  /// into trunc would otherwise give), any other pair by static_cast.
   std::string convert_value(const std::string& v, DType from, DType to) const {
-    if (is_floating(from) && !is_floating(to) && to != DType::Bool)
+    if ((is_floating(from) && !is_floating(to) && to != DType::Bool) ||
+        (!is_floating(from) && is_floating(to)))
       return fmt::format("smelt::scalar::cast<{}>({})", d_.value_type(to), v);
     return fmt::format("static_cast<{}>({})", d_.value_type(to), v);
   }
@@ -216,7 +219,7 @@ class Printer {
         if (e.dtype == DType::Bool) return fmt::format("({} != 0)", v);
         if (is_half(e.dtype))
           return d_.half_to_float(
-              e.dtype, d_.float_to_half(e.dtype, fmt::format("static_cast<float>({})", v)));
+              e.dtype, d_.float_to_half(e.dtype, convert_value(v, e.from, DType::Float32)));
         return convert_value(v, e.from, e.dtype);
       }
       case Expr::Kind::Cast:
@@ -318,8 +321,8 @@ class Printer {
           // same bits, at the cost of a conversion per element).
           const std::string bits = s.name + "_bits";
           out_.line(fmt::format("const {} {} = {};", d_.storage_type(e.dtype), bits,
-                                d_.float_to_half(e.dtype, fmt::format("static_cast<float>({})",
-                                                                      expr(*e.operands[0])))));
+                                d_.float_to_half(e.dtype, convert_value(expr(*e.operands[0]),
+                                                                        e.from, DType::Float32))));
           out_.line(fmt::format("const {} {} = {};", d_.value_type(s.dtype), s.name,
                                 d_.half_to_float(e.dtype, bits)));
           half_bits_[s.name] = {e.dtype, bits};
