@@ -58,3 +58,24 @@ TEST_F(ZeroSize, LoneReductionOfAnEmptyRow) {
   EXPECT_FALSE(a.item<bool>());
   EXPECT_TRUE(smelt_test::same(b, make({0}, {1}).to(DType::Float32)));
 }
+
+// Reductions over empty leading dims that keep the last one (the CPU's column
+// lanes layout, which the rows' count would have made write no output): each
+// output is the reduction's identity, as eager gives (fuzz --grad seed 7,
+// case 8: any over [2, 0, 8] of dims 0, 1 read uninitialized memory).
+TEST_F(ZeroSize, ColumnReductionsOfEmptyRowsGiveTheirIdentity) {
+  Tensor x = randn({2, 0, 16});
+  auto f = [](const Tensor& x) {
+    return std::make_tuple(any(x.to(DType::Bool), std::vector<int64_t>{0, 1}, true), sum(x, {0, 1}),
+                           all(x.to(DType::Int32), std::vector<int64_t>{0, 1}), prod(x, {1}));
+  };
+  auto [a, b, c, d] = compile(f)(x);
+  auto [ea, eb, ec, ed] = f(x);
+  EXPECT_TRUE(smelt_test::same(a, ea));  // false
+  EXPECT_TRUE(smelt_test::same(b, eb));  // 0
+  EXPECT_TRUE(smelt_test::same(c, ec));  // true
+  EXPECT_TRUE(smelt_test::same(d, ed));  // 1
+  EXPECT_EQ(a.sizes(), (Shape{1, 1, 16}));
+  EXPECT_EQ(a.to(DType::Int64).sum().item<int64_t>(), 0);
+  EXPECT_EQ(b.abs().sum().item<double>(), 0.0);
+}

@@ -205,11 +205,15 @@ bool chained_reductions(const Graph& g, const KernelGroup& group) {
 /// up to kColumnLanes (at least kMinColumnLanes) that divides the last dim,
 /// where that dim is kept, every reduction folds in ColumnOrder and none is
 /// indexed (argmax...), no reduction reads another's result (the lanes make
-/// one pass over the rows) and no store covers the whole domain (pointwise
-/// consumers over the rows); else 0.
+/// one pass over the rows), no store covers the whole domain (pointwise
+/// consumers over the rows) and the rows are not empty (an empty reduction's
+/// outputs are its identity, which the one-output-at-a-time kernel writes:
+/// the lanes' loop over numel / rows outputs would write none); else 0.
 int64_t column_lanes(const Graph& g, const KernelGroup& group) {
   const Shape& s = group.shape;
   if (s.empty() || group.rdims.empty() || group.reductions.empty()) return 0;
+  for (int64_t d : group.rdims)
+    if (s[static_cast<size_t>(d)] == 0) return 0;
   if (chained_reductions(g, group)) return 0;
   const int64_t last = static_cast<int64_t>(s.size()) - 1;
   if (std::find(group.rdims.begin(), group.rdims.end(), last) != group.rdims.end()) return 0;
