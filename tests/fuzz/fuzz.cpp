@@ -130,11 +130,29 @@ const OpSets& op_sets() {
 /// Ops with an op-specific argument builder below (shapes, dims, permutations...).
 const std::vector<std::string>& built_ops() {
   static const std::vector<std::string> ops = [] {
-    std::vector<std::string> v = {
-        "to_dtype", "permute",     "transpose",  "reshape", "unsqueeze",  "squeeze",
-        "slice",    "narrow",      "select",     "expand",  "flatten",    "t",
-        "cat",      "pad",         "tril",       "triu",    "contiguous", "masked_fill",
-        "softmax",  "log_softmax", "layer_norm", "matmul"};
+    std::vector<std::string> v = {"to_dtype",
+                                  "permute",
+                                  "transpose",
+                                  "reshape",
+                                  "unsqueeze",
+                                  "squeeze",
+                                  "slice",
+                                  "narrow",
+                                  "select",
+                                  "expand",
+                                  "flatten",
+                                  "t",
+                                  "cat",
+                                  "pad",
+                                  "tril",
+                                  "triu",
+                                  "contiguous",
+                                  "masked_fill",
+                                  "softmax",
+                                  "log_softmax",
+                                  "layer_norm",
+                                  "matmul",
+                                  "scaled_dot_product_attention"};
     for (const auto& op : v)
       SMELT_INTERNAL_ASSERT(detail::find_op(op) != nullptr, "fuzz: '{}' is not in the op table",
                             op);
@@ -633,7 +651,7 @@ struct Gen {
   /// Fills `s` (its op, values, numbers and attrs); `red_len` is the reduced length
   /// of softmax / layer_norm / matmul (reductions get theirs from their result).
   bool candidate(Step& s, int64_t& red_len) {
-    size_t cat = weighted(std::vector<double>{25, 20, 8, 6, 6, 14, 14, 4, 5, 3});
+    size_t cat = weighted(std::vector<double>{25, 20, 8, 6, 6, 14, 14, 4, 5, 3, 3});
     red_len = 1;
     int x = pick_value();
     const Tensor& X = vals[x];
@@ -809,6 +827,25 @@ struct Gen {
           s.attrs.set("dim", dim);
           if (coin(0.15)) s.attrs.set("dtype", rand_float_dtype());
         }
+        return true;
+      }
+      case 9: {  // attention over a value [..., L, E] (4-D: [B, H, L, E], the fused
+                 // kernels' case): self-attention, or keys and values of another
+                 // [..., S, E] value; causal or not, the default scale or a drawn one
+        if (rank < 2 || !is_floating(X.dtype()) || X.numel() == 0) return false;
+        const DType dt = X.dtype();
+        int kv = pick_value_where([&](const Tensor& t) {
+          if (t.dim() != rank || t.dtype() != dt || t.size(-2) == 0) return false;
+          for (int64_t d = 0; d < rank; ++d)
+            if (d != rank - 2 && t.size(d) != X.size(d)) return false;
+          return true;
+        });
+        if (kv < 0 || coin(0.4)) kv = x;
+        s.op = "scaled_dot_product_attention";
+        s.in = {x, kv, kv};
+        s.attrs.set("is_causal", coin(0.4));
+        if (coin(0.3)) s.attrs.set("scale", coin(0.5) ? 0.25 : 1.5);
+        red_len = std::max(vals[static_cast<size_t>(kv)].size(-2), X.size(-1));
         return true;
       }
       default: {  // matmul: A @ B, or A @ t(W) as linear layers have it
@@ -1085,6 +1122,8 @@ struct Gen {
         red_len = detail::shape_numel(s.attrs.as<std::vector<int64_t>>("normalized_shape"));
       else if (s.op == "matmul")
         red_len = x.size(-1);
+      else if (s.op == "scaled_dot_product_attention")
+        red_len = std::max(vals.at(s.in.at(1)).size(-2), x.size(-1));
       SMELT_CHECK(add_step(s, red_len), "fuzz::replay: step {} is not one the generator keeps",
                   step_str(s));
     }
