@@ -21,8 +21,6 @@
 #include <mutex>
 #include <string>
 #include <tuple>
-#include <type_traits>
-#include <utility>
 #include <vector>
 
 #include "backend/cuda/device.h"
