@@ -89,6 +89,7 @@ SMELT_HD int32_t float_to_int32(F v) {
   return std::numeric_limits<int32_t>::min();
 }
 
+#if !defined(__CUDACC__) && !defined(__CUDACC_RTC__)
 /// Integer (or bool) `v` as float / double, with the sign bit cleared unless v
 /// is negative. A plain conversion gives the same value, but GCC (12, with
 /// -fno-trapping-math and SSE4.1, as generated code is built) folds
@@ -98,8 +99,9 @@ SMELT_HD int32_t float_to_int32(F v) {
 /// (fuzz seed 16003, case 390: atan2 of it gave -pi against 0). The mask is
 /// integer arithmetic on the result's bits, which that folding cannot see
 /// through; it vectorizes.
+/// Host code only: device code converts plainly (same bits).
 template <class To, class From>
-SMELT_HD To int_to_floating(From v) {
+inline To int_to_floating(From v) {
   using Bits = std::conditional_t<sizeof(To) == sizeof(uint32_t), uint32_t, uint64_t>;
   static_assert(sizeof(To) == sizeof(Bits));
   To r = static_cast<To>(v);
@@ -114,6 +116,7 @@ SMELT_HD To int_to_floating(From v) {
   std::memcpy(&r, &b, sizeof r);
   return r;
 }
+#endif
 
 /// Converts one value to type To: the single conversion between element types,
 /// used by eager copies, pointwise loads/stores, fills and generated code.
@@ -146,7 +149,11 @@ SMELT_HD To cast(From v) {
       return static_cast<To>(static_cast<uint32_t>(float_to_int32(v)));
     }
   } else if constexpr (std::is_floating_point_v<To> && !std::is_floating_point_v<From>) {
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+    return static_cast<To>(v);  // CUDA's conversion never gives -0.0
+#else
     return int_to_floating<To>(v);
+#endif
   } else {
     return static_cast<To>(v);
   }
