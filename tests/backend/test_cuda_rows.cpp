@@ -235,6 +235,16 @@ TEST(CudaRows, BatchNormMatchesTheCpu) {
 }
 
 #ifdef SMELT_TEST_CUDA_BACKEND  // (the cuDNN switch is the backend's internal)
+// The cuDNN versions whose attention the backend uses (no GPU needed): not
+// before 9.10, nor 9.10.0 / 9.10.1 (their float16 / bfloat16 forward pass
+// has known bugs), from 9.10.2 on.
+TEST(CudaRows, CudnnAttentionSkipsVersionsWithKnownBugs) {
+  for (int64_t version : {90900, 91000, 91001})
+    EXPECT_FALSE(cuda::impl::cudnn_version_usable(version)) << version;
+  for (int64_t version : {91002, 91100, 91900})
+    EXPECT_TRUE(cuda::impl::cudnn_version_usable(version)) << version;
+}
+
 // The fused attention kernels against the CPU's decomposition, which rounds
 // its probabilities to the dtype the same way: smelt's own
 // (FlashAttention-2, attention.cu) and, where libcudnn.so.9 is found, cuDNN's

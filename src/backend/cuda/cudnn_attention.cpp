@@ -32,6 +32,8 @@
 
 namespace smelt::cuda::impl {
 
+bool cudnn_version_usable(int64_t version) { return version >= 91002; }
+
 #if !SMELT_HAVE_CUDNN
 
 bool cudnn_attention(const AttentionArgs&, DType, bool, int, cudaStream_t) { return false; }
@@ -84,9 +86,7 @@ const CudnnApi* api() {
     sym(a.get_attribute, "cudnnBackendGetAttribute");
     sym(a.finalize, "cudnnBackendFinalize");
     sym(a.execute, "cudnnBackendExecute");
-    // The runtime fusion engine takes this graph (with -inf as the mask's
-    // value) from cuDNN 9.10 on.
-    if (!ok || a.get_version() < 91000) {
+    if (!ok || !cudnn_version_usable(static_cast<int64_t>(a.get_version()))) {
       dlclose(lib);
       return nullptr;
     }

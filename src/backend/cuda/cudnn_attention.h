@@ -23,8 +23,15 @@ namespace smelt::cuda::impl {
 bool cudnn_attention(const AttentionArgs& a, DType dtype, bool causal, int device,
                      cudaStream_t stream);
 
-/// True when libcudnn.so.9 (9.10 or later) was loaded and SMELT_CUDNN is not 0.
+/// True when libcudnn.so.9 (a version cudnn_version_usable takes) was loaded
+/// and SMELT_CUDNN is not 0.
 bool cudnn_attention_available();
+/// True for the cuDNN versions (cudnnGetVersion: major * 10000 + minor * 100 +
+/// patch) whose fused flash attention smelt uses: 9.10.2 and later. The
+/// graph with -inf as the causal mask's value needs 9.10; 9.10.0 and 9.10.1
+/// have known bugs in their float16 / bfloat16 attention forward pass
+/// (cudnn-frontend's support check refuses them too).
+bool cudnn_version_usable(int64_t version);
 /// True when cuDNN is available and its flash-attention engine covers
 /// `dtype` (float16 / bfloat16) and `head_dim` (a multiple of 8, at most 128).
 bool cudnn_attention_supported(DType dtype, int64_t head_dim);
