@@ -20,6 +20,10 @@ namespace smelt::cuda::impl {
 /// dtype and cached. Returns false, having launched nothing, when cuDNN is
 /// absent or turned off, or declines the problem (its engines' limits on
 /// head dim, alignment and strides); the caller then runs its own kernel.
+/// `device` must be the calling thread's current device (its cuDNN handle is
+/// created there on first use); the data pointers 16-byte aligned and the
+/// strides multiples of 8 elements (the tensors are declared so). Raises
+/// smelt::OutOfMemoryError when cuDNN's workspace does not fit.
 bool cudnn_attention(const AttentionArgs& a, DType dtype, bool causal, int device,
                      cudaStream_t stream);
 
