@@ -158,8 +158,6 @@ using Dims = std::array<int64_t, 4>;
 /// Builds one operation graph: tensors and operations in the order created.
 class GraphBuilder {
  public:
-  explicit GraphBuilder(cudnnDataType_t io) : io_(io) {}
-
   const Desc& tensor(int64_t uid, cudnnDataType_t dtype, const Dims& dims, const Dims& strides,
                      bool is_virtual, bool by_value = false) {
     auto d = std::make_unique<Desc>(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
@@ -243,10 +241,7 @@ class GraphBuilder {
     return g;
   }
 
-  cudnnDataType_t io() const { return io_; }
-
  private:
-  cudnnDataType_t io_;
   int64_t next_uid_ = kFirstVirtual;
   std::vector<DescPtr> tensors_;
   std::vector<DescPtr> ops_;
@@ -275,7 +270,7 @@ Handle& handle_for(int device) {
 
 /// The execution plan of the flash-attention graph for `a`, or a Declined.
 Plan build_plan(cudnnHandle_t handle, const AttentionArgs& a, cudnnDataType_t io, bool causal) {
-  GraphBuilder g(io);
+  GraphBuilder g;
   const int64_t b = a.batch, h = a.heads, L = a.L, S = a.S, E = a.head_dim;
   const auto& q =
       g.tensor(kQ, io, {b, h, L, E}, {a.q_stride[0], a.q_stride[1], a.q_stride[2], 1}, false);
