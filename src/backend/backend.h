@@ -528,10 +528,13 @@ class Backend {
     return false;
   }
 
-  /// True when fused_attention has a kernel for q's `dtype` and `head_dim`
-  /// (it may still decline a call for its layout or mask). Pure: the
-  /// compiler asks it while planning, with no tensor at hand.
-  virtual bool has_fused_attention(DType dtype, int64_t head_dim) const { return false; }
+  /// True when fused_attention has a kernel for q's `dtype` and `head_dim`,
+  /// with an attn_mask when `masked` (it may still decline a call for its
+  /// layout or mask). Pure: the compiler asks it while planning, with no
+  /// tensor at hand.
+  virtual bool has_fused_attention(DType dtype, int64_t head_dim, bool masked) const {
+    return false;
+  }
   /// scaled_dot_product_attention without dropout of q [B, H, L, E],
   /// k [B, H, S, E], v [B, H, S, Ev] of a dtype has_fused_attention takes
   /// (CUDA: float16 / bfloat16, E = Ev; CPU: float32) (any strides, the last

@@ -334,7 +334,8 @@ std::vector<Tensor> mse_loss_decomp(const std::vector<Tensor>& in, const Attrs& 
 bool fused_sdpa_case(const std::vector<Tensor>& in, const Attrs& attrs) {
   return attrs.as<double>("dropout_p") == 0 && in[0].dim() == 4 && in[1].dim() == 4 &&
          in[2].dim() == 4 &&
-         backend::backend(in[0].device()).has_fused_attention(in[0].dtype(), in[0].size(3));
+         backend::backend(in[0].device())
+             .has_fused_attention(in[0].dtype(), in[0].size(3), attrs.as<bool>("has_attn_mask"));
 }
 
 /// sdpa by the backend's fused kernel into out[0] ([B, H, L, Ev], q's

@@ -204,9 +204,9 @@ TEST(CpuAttention, EveryCapabilityGivesTheSameBits) {
 
 TEST(CpuAttention, DeclinesWhatItDoesNotRun) {
   backend::Backend& cpu = backend::backend(Device());
-  EXPECT_TRUE(cpu.has_fused_attention(DType::Float32, 64));
-  EXPECT_FALSE(cpu.has_fused_attention(DType::Float64, 64));
-  EXPECT_FALSE(cpu.has_fused_attention(DType::BFloat16, 64));
+  EXPECT_TRUE(cpu.has_fused_attention(DType::Float32, 64, false));
+  EXPECT_FALSE(cpu.has_fused_attention(DType::Float64, 64, false));
+  EXPECT_FALSE(cpu.has_fused_attention(DType::BFloat16, 64, false));
   const Heads h = heads({2, 2, 4, 5, 8, 8}, 31);
   Tensor out = empty({2, 2, 4, 8});
   // float64, an int mask, a mask of a wrong size, k broadcast over the batch, no keys.

@@ -190,7 +190,7 @@ class CpuBackend final : public backend::Backend {
   /// keys times (E + Ev) up to kMaxAttentionPack (64 MiB per thread).
   static constexpr int64_t kMaxAttentionHeadDim = 512;
   static constexpr int64_t kMaxAttentionPack = int64_t{16} << 20;
-  bool has_fused_attention(DType dtype, int64_t head_dim) const override {
+  bool has_fused_attention(DType dtype, int64_t head_dim, bool /*masked*/) const override {
     return dtype == DType::Float32 && head_dim >= 1 && head_dim <= kMaxAttentionHeadDim;
   }
   bool fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask,
@@ -199,8 +199,8 @@ class CpuBackend final : public backend::Backend {
     const int64_t B = q.size(0), H = q.size(1), L = q.size(2), E = q.size(3), S = k.size(2),
                   Ev = v.size(3);
     // (E == 0: the decomposition, whose scores are zeros whatever the scale)
-    if (!has_fused_attention(q.dtype(), E) || B == 0 || H == 0 || L == 0 || S == 0 || E == 0 ||
-        Ev == 0)
+    if (!has_fused_attention(q.dtype(), E, attn_mask.defined()) || B == 0 || H == 0 || L == 0 ||
+        S == 0 || E == 0 || Ev == 0)
       return false;
     // Each thread packs one head's k^T and v: at most kMaxAttentionPack floats.
     if ((E + Ev) * S > kMaxAttentionPack) return false;

@@ -438,8 +438,11 @@ class CudaBackend final : public backend::Backend {
     return true;
   }
 
-  bool has_fused_attention(DType dtype, int64_t head_dim) const override {
-    return flash_attention_supported(dtype, head_dim) || cudnn_attention_supported(dtype, head_dim);
+  /// smelt's kernel takes masks, cuDNN's (which adds head dims) does not: a
+  /// masked call of a head dim only cuDNN has decomposes where it is planned.
+  bool has_fused_attention(DType dtype, int64_t head_dim, bool masked) const override {
+    return flash_attention_supported(dtype, head_dim) ||
+           (!masked && cudnn_attention_supported(dtype, head_dim));
   }
   bool fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask,
                        bool is_causal, double scale, const Tensor& out) override {
@@ -474,7 +477,7 @@ class CudaBackend final : public backend::Backend {
     a.scale = static_cast<float>(scale);
     if (attn_mask.defined() && !attention_mask_args(attn_mask, q, S, a)) return false;
     DeviceGuard guard(q.device().index);
-    if ((!own_kernel || S >= kCudnnAttentionMinKeys) &&
+    if (L >= kCudnnAttentionMinQueries && (!own_kernel || S >= kCudnnAttentionMinKeys) &&
         cudnn_attention(a, q.dtype(), is_causal, q.device().index, stream_for(q)))
       return true;
     // Without a mask smelt's kernel scales the running max, not each score

@@ -98,6 +98,9 @@ const CudnnApi* api() {
 }
 
 std::atomic<bool> g_enabled{true};
+/// Distinct problems one device keeps plans for; past it new problems go to
+/// smelt's kernel (plans are never destroyed while a launch may use them).
+constexpr size_t kMaxCudnnPlans = 1024;
 std::atomic<int64_t> g_launches{0};
 std::mutex g_why_mu;
 std::string g_last_decline;  // guarded by g_why_mu
@@ -266,8 +269,11 @@ struct Handle {
 };
 
 Handle& handle_for(int device) {
-  static std::array<Handle, kMaxDevices> handles;
-  return handles[static_cast<size_t>(device)];
+  // Never destroyed: at exit cuDNN's sub-libraries may be gone before a
+  // static array's destructor would destroy the plans (blaslt.cpp keeps its
+  // handles the same way).
+  static auto* handles = new std::array<Handle, kMaxDevices>;
+  return (*handles)[static_cast<size_t>(device)];
 }
 
 /// The execution plan of the flash-attention graph for `a`, or a Declined.
@@ -379,12 +385,24 @@ bool cudnn_attention(const AttentionArgs& a, DType dtype, bool causal, int devic
       static_cast<int>(dtype), device, causal, a.batch, a.heads, a.L, a.S, a.head_dim, strides};
   Handle& hd = handle_for(device);
   std::lock_guard<std::mutex> lock(hd.mu);
-  if (!hd.h && api()->create(&hd.h) != CUDNN_STATUS_SUCCESS) {
-    hd.h = nullptr;
-    return false;
-  }
   auto it = hd.plans.find(key);
   if (it == hd.plans.end()) {
+    // No handle or plan is made while `stream` is being recorded into a CUDA
+    // graph (their set-up may make calls a recording forbids); the call
+    // declines, undecided, and a later one outside a recording builds them.
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess ||
+        capture != cudaStreamCaptureStatusNone || hd.plans.size() >= kMaxCudnnPlans)
+      return false;
+    if (!hd.h) {
+      const cudnnStatus_t s = api()->create(&hd.h);
+      if (s != CUDNN_STATUS_SUCCESS) {
+        hd.h = nullptr;
+        std::lock_guard<std::mutex> why_lock(g_why_mu);
+        g_last_decline = std::string("cudnnCreate: ") + api()->error_string(s);
+        return false;
+      }
+    }
     Plan built;
     try {
       built = build_plan(hd.h, a, io, causal);

@@ -44,6 +44,9 @@ bool cudnn_attention_supported(DType dtype, int64_t head_dim);
 /// us against cuDNN's 17-31, at 256 cuDNN's 26-29 against 28-41, at 1024
 /// causal 50 against 91).
 inline constexpr int64_t kCudnnAttentionMinKeys = 256;
+/// Queries below which cuDNN is not asked (a plan is built per shape, and
+/// decoding a token at a time would build one per sequence length).
+inline constexpr int64_t kCudnnAttentionMinQueries = 16;
 /// Turns cuDNN's attention off (false) or back on for this process, so that
 /// tests and benchmarks can compare it with smelt's own kernel.
 void set_cudnn_attention_enabled(bool on);

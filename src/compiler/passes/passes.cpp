@@ -107,7 +107,8 @@ const detail::Decomposition* decomposition_of(const Graph& g, const Node& n,
   const Operand& q = n.inputs[0];
   const DeviceType dev = planned_for ? *planned_for : g.buffers[q.buf].device.type;
   bool whole = q.sizes.size() == 4 && n.attrs.as<double>("dropout_p") == 0 &&
-               backend::backend_for(dev).has_fused_attention(q.dtype, q.sizes[3]);
+               backend::backend_for(dev).has_fused_attention(q.dtype, q.sizes[3],
+                                                             n.attrs.as<bool>("has_attn_mask"));
   if (whole && n.attrs.as<bool>("has_attn_mask")) {
     const Operand& m = n.inputs[3];
     whole = !m.is_scalar() && m.sizes.size() <= 4 &&
