@@ -2,9 +2,9 @@
 // where there is none): reduce-overhead's CUDA graphs — the same values as
 // mode default over calls with changing inputs, arguments copied into the
 // static inputs, results the program holds never overwritten, a new shape
-// recorded anew, mutated arguments written back, an SGD training step
-// replayed, a kernel with a runtime check recorded (its failure raised at the
-// next synchronization), a graph that cannot be recorded running step by
+// recorded anew, mutated arguments written back, fused attention (cuDNN's
+// where it loads) recorded, an SGD training step replayed, a kernel with a runtime check recorded
+// (its failure raised at the next synchronization), a graph that cannot be recorded running step by
 // step with its reason — and max-autotune: the
 // same values as default, nothing the caller passed written, the disk cache
 // of choices hit by a second compile, the time budget.
@@ -13,6 +13,9 @@
 #include "compiler/compile_test_util.h"
 #include "compiler/fusion_patterns.h"
 #include "compiler/runtime/kernel_cache.h"
+#ifdef SMELT_TEST_CUDA_BACKEND
+#include "backend/cuda/cudnn_attention.h"
+#endif
 #include "smelt/cuda.h"
 #include "smelt/nn.h"
 #include "smelt/optim.h"
@@ -121,6 +124,43 @@ TEST_F(CudaModes, ReduceOverheadRecordsANewGraphForANewShape) {
   EXPECT_EQ(f.stats().cudagraph_captures, 1);  // of the latest graph
   EXPECT_EQ(f.stats().cudagraph_replays, 2);
 }
+
+#ifdef SMELT_TEST_CUDA_BACKEND
+// Fused attention recorded into the CUDA graph: causal sdpa in bfloat16 with
+// 300 keys, head dims 64 (smelt's kernel or cuDNN's) and 128 (cuDNN's alone,
+// where libcudnn.so.9 loads; otherwise decomposed). The warm-up builds
+// cuDNN's plan, the recording reuses it, and the replays give the CPU's
+// values for new inputs each call.
+TEST_F(CudaModes, ReduceOverheadRecordsFusedAttention) {
+  SMELT_SKIP_WITHOUT_CUDA();
+  for (int64_t E : {64, 128}) {
+    SCOPED_TRACE(::testing::Message() << "E " << E);
+    auto f = compile(
+        [](const Tensor& q, const Tensor& k, const Tensor& v) {
+          return scaled_dot_product_attention(q, k, v, std::nullopt, 0.0, true) * 2;
+        },
+        mode("reduce-overhead"));
+    const int64_t launches = cuda::impl::cudnn_attention_launches();
+    for (int i = 0; i < 4; ++i) {
+      Tensor q = randn({2, 3, 300, E}).to(DType::BFloat16),
+             k = randn({2, 3, 300, E}).to(DType::BFloat16),
+             v = randn({2, 3, 300, E}).to(DType::BFloat16);
+      const Tensor want = scaled_dot_product_attention(q, k, v, std::nullopt, 0.0, true) * 2;
+      smelt_test::expect_close(smelt_test::vals(f(q.cuda(), k.cuda(), v.cuda()).cpu()),
+                               smelt_test::vals(want), 4e-2);
+    }
+    const CompileStats& st = f.stats();
+    EXPECT_EQ(st.cudagraph_skip_reason, "");
+    EXPECT_EQ(st.cudagraph_captures, 1);
+    EXPECT_EQ(st.cudagraph_replays, 3);  // the recording call replays too
+    // cuDNN ran in the warm-up and was recorded (replays do not call it).
+    if (cuda::impl::cudnn_attention_available()) {
+      EXPECT_GE(cuda::impl::cudnn_attention_launches() - launches, 2)
+          << cuda::impl::cudnn_attention_last_decline();
+    }
+  }
+}
+#endif  // SMELT_TEST_CUDA_BACKEND
 
 // An argument the function writes into: the replay's final value is written
 // back into it, its version moves on.

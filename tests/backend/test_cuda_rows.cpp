@@ -354,6 +354,52 @@ TEST(CudaRows, FusedAttentionDeclinesScalesThatAreNotPositive) {
   cuda::impl::set_cudnn_attention_enabled(true);
 }
 
+// k and v of one head broadcast over the batch and the heads (stride 0 in
+// those dims), as the eager op makes them from 3-D k and v: where the backend
+// takes them (cuDNN's path for head dim 128 and 300 keys), the same values as
+// the CPU's decomposition; where it declines, the eager op decomposes.
+TEST(CudaRows, FusedAttentionOfBroadcastKeysAndValues) {
+  SMELT_SKIP_WITHOUT_CUDA();
+  const int64_t B = 2, H = 3, L = 70, S = 300;
+  for (int64_t E : {64, 128}) {
+    for (bool causal : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "E " << E << " causal " << causal);
+      manual_seed(E + 11);
+      Tensor q = randn({B, H, L, E}).to(bfloat16), k = randn({1, 1, S, E}).to(bfloat16),
+             v = randn({1, 1, S, E}).to(bfloat16);
+      const Shape kv{B, H, S, E};
+      Tensor want = scaled_dot_product_attention(
+          q, k.expand(kv).contiguous(), v.expand(kv).contiguous(), std::nullopt, 0.0, causal);
+      Tensor kg = k.to(kGpu).expand(kv), vg = v.to(kGpu).expand(kv);
+      ASSERT_EQ(kg.stride(0), 0);
+      Tensor got = empty({B, H, L, E}, TensorOptions(bfloat16).device(kGpu));
+      if (backend::backend(kGpu).fused_attention(q.to(kGpu), kg, vg, Tensor(), causal,
+                                                 1.0 / std::sqrt(static_cast<double>(E)), got))
+        expect_close(vals(got), vals(want), 2e-2);
+      Tensor op = scaled_dot_product_attention(q.to(kGpu), kg, vg, std::nullopt, 0.0, causal);
+      expect_close(vals(op), vals(want), 2e-2);
+    }
+  }
+}
+
+// A mask with a head dim only cuDNN's engine has (128): cuDNN takes no mask,
+// so the backend declines and the eager op decomposes, with the CPU's values.
+TEST(CudaRows, FusedAttentionWithAMaskDeclinesHeadDimsOnlyCudnnHas) {
+  SMELT_SKIP_WITHOUT_CUDA();
+  const int64_t B = 2, H = 3, L = 70, S = 300, E = 128;
+  manual_seed(5);
+  Tensor q = randn({B, H, L, E}).to(bfloat16), k = randn({B, H, S, E}).to(bfloat16),
+         v = randn({B, H, S, E}).to(bfloat16);
+  Tensor lengths = from_vector<int64_t>({200, 300}, {B, 1, 1, 1});
+  Tensor padding = lt(arange(S).view({1, 1, 1, S}), lengths);  // [B, 1, 1, S] bool
+  Tensor got = empty({B, H, L, E}, TensorOptions(bfloat16).device(kGpu));
+  EXPECT_FALSE(backend::backend(kGpu).fused_attention(
+      q.to(kGpu), k.to(kGpu), v.to(kGpu), padding.to(kGpu), false, 1.0 / std::sqrt(128.0), got));
+  Tensor want = scaled_dot_product_attention(q, k, v, padding);
+  Tensor op = scaled_dot_product_attention(q.to(kGpu), k.to(kGpu), v.to(kGpu), padding.to(kGpu));
+  expect_close(vals(op), vals(want), 2e-2);
+}
+
 #endif  // SMELT_TEST_CUDA_BACKEND
 
 // The fused attention kernel with an attn_mask, against the CPU's
