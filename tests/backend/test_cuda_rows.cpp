@@ -382,6 +382,36 @@ TEST(CudaRows, FusedAttentionOfBroadcastKeysAndValues) {
   }
 }
 
+// The causal mask with fewer or more queries than keys (top-left aligned, as
+// PyTorch's is_causal: query i sees keys 0..i), which FusedAttentionMatchesTheCpu
+// runs only with L == S: head dim 128 on cuDNN's engine (where it loads), 64
+// on whichever the backend picks.
+TEST(CudaRows, FusedAttentionCausalWithFewerOrMoreQueriesThanKeys) {
+  SMELT_SKIP_WITHOUT_CUDA();
+  const int64_t B = 2, H = 3;
+  for (int64_t E : {64, 128}) {
+    for (const auto& lengths : {std::pair<int64_t, int64_t>{1, 300}, {70, 300}, {300, 260}}) {
+      const int64_t L = lengths.first, S = lengths.second;
+      SCOPED_TRACE(::testing::Message() << "E " << E << " L " << L << " S " << S);
+      manual_seed(E + L + S);
+      Tensor q = randn({B, H, L, E}).to(bfloat16), k = randn({B, H, S, E}).to(bfloat16),
+             v = randn({B, H, S, E}).to(bfloat16);
+      Tensor want = scaled_dot_product_attention(q, k, v, std::nullopt, 0.0, true);
+      Tensor got = empty({B, H, L, E}, TensorOptions(bfloat16).device(kGpu));
+      const bool fused =
+          backend::backend(kGpu).fused_attention(q.to(kGpu), k.to(kGpu), v.to(kGpu), Tensor(), true,
+                                                 1.0 / std::sqrt(static_cast<double>(E)), got);
+      if (E == 128 && cuda::impl::cudnn_attention_available()) {
+        EXPECT_TRUE(fused) << cuda::impl::cudnn_attention_last_decline();
+      }
+      if (fused) expect_close(vals(got), vals(want), 2e-2);
+      Tensor op =
+          scaled_dot_product_attention(q.to(kGpu), k.to(kGpu), v.to(kGpu), std::nullopt, 0.0, true);
+      expect_close(vals(op), vals(want), 2e-2);
+    }
+  }
+}
+
 // A mask with a head dim only cuDNN's engine has (128): cuDNN takes no mask,
 // so the backend declines and the eager op decomposes, with the CPU's values.
 TEST(CudaRows, FusedAttentionWithAMaskDeclinesHeadDimsOnlyCudnnHas) {
