@@ -69,9 +69,12 @@ TEST(CublasLt, EpilogueForEachActivationAndDtype) {
       EXPECT_FALSE(lt_epilogue(dt, false, act, false).has_value());
       EXPECT_FALSE(lt_epilogue(dt, true, act, false).has_value());
     }
-    // A residual add is never cuBLASLt's (its beta * C comes before the activation).
-    EXPECT_FALSE(lt_epilogue(dt, false, E::None, true).has_value());
+    // A residual add rides cuBLASLt's C (beta = 1) only without an activation:
+    // cuBLASLt adds beta * C before it.
+    EXPECT_EQ(lt_epilogue(dt, false, E::None, true), CUBLASLT_EPILOGUE_DEFAULT);
+    EXPECT_EQ(lt_epilogue(dt, true, E::None, true), CUBLASLT_EPILOGUE_BIAS);
     EXPECT_FALSE(lt_epilogue(dt, true, E::Relu, true).has_value());
+    EXPECT_FALSE(lt_epilogue(dt, false, E::Relu, true).has_value());
   }
   // tanh-GELU: cuBLASLt's for the half types only; float32 keeps scalar::gelu_tanh.
   for (DType dt : {float16, bfloat16}) {
@@ -190,10 +193,27 @@ TEST(CublasLt, WhatFallsBackAndWhy) {
             }).find("gelu_tanh"),
             std::string::npos);
   EXPECT_NE(with([](auto& g) {
+              g.epilogue.activation = "relu";
               g.epilogue.residual = at(0x500000);
               g.epilogue.residual_row_stride = 16;
               g.epilogue.residual_col_stride = 1;
-            }).find("residual"),
+            }).find("residual add after activation \"relu\""),
+            std::string::npos);
+  EXPECT_NE(with([](auto& g) {  // a transposed residual
+              g.epilogue.residual = at(0x500000);
+              g.epilogue.residual_batch_stride = 256;
+              g.epilogue.residual_row_stride = 1;
+              g.epilogue.residual_col_stride = 16;
+            })
+                .find("residual is not row-major"),
+            std::string::npos);
+  EXPECT_NE(with([](auto& g) {  // C's second half: overlaps C without being it
+              g.epilogue.residual = at(0x300000 + 2 * 128);
+              g.epilogue.residual_batch_stride = 256;
+              g.epilogue.residual_row_stride = 16;
+              g.epilogue.residual_col_stride = 1;
+            })
+                .find("overlaps C"),
             std::string::npos);
   EXPECT_NE(with([](auto& g) { g.a.col_stride = 2, g.a.row_stride = 64; }).find("A must be packed"),
             std::string::npos);
@@ -316,6 +336,43 @@ TEST(CublasLt, MatchesTheCpuForEveryDtypeEpilogueAndLayout) {
           EXPECT_EQ(lt_stats().matmuls, before.matmuls + (one_call && !plain ? 1 : 0));
           EXPECT_TRUE(close(c.cpu().to(float64), reference(a, b, bias, act), tolerance(dt)));
         }
+      }
+    }
+  }
+}
+
+// A residual add (without an activation) is cuBLASLt's C with beta = 1: one
+// call, D = AB + residual + bias rounded once, from a residual of its own or
+// in place (the residual is C itself, as when the planner reuses its buffer).
+TEST(CublasLt, ResidualAddRidesCuBlasLtsC) {
+  SMELT_SKIP_WITHOUT_CUDA();
+  manual_seed(11);
+  backend::Backend& be = backend::backend(kGpu);
+  const int64_t batch = 2, m = 64, n = 48, k = 32;
+  for (DType dt : {float32, float16, bfloat16}) {
+    for (bool in_place : {false, true}) {
+      for (bool with_bias : {false, true}) {
+        SCOPED_TRACE(fmt::format("{} in place {} bias {}", dtype_name(dt), in_place, with_bias));
+        Tensor a = randn({batch, m, k}).to(dt).cuda();
+        Tensor b = randn({batch, n, k}).to(dt).cuda().transpose(1, 2);  // linear's W^T
+        Tensor bias = with_bias ? randn({n}).to(dt).cuda() : Tensor();
+        Tensor res = randn({batch, m, n}).to(dt).cuda();
+        Tensor c = in_place ? res.clone() : empty({batch, m, n}, TensorOptions(dt).device(kGpu));
+        backend::Gemm g = gemm_of(a, b, c);
+        g.epilogue.bias = with_bias ? bias.data_ptr() : nullptr;
+        g.epilogue.residual = in_place ? c.data_ptr() : res.data_ptr();
+        g.epilogue.residual_batch_stride = m * n;
+        g.epilogue.residual_row_stride = n, g.epilogue.residual_col_stride = 1;
+        const std::optional<CublasGemm> p = lt_gemm_of(g);
+        ASSERT_TRUE(p.has_value());
+        EXPECT_EQ(p->c, g.epilogue.residual);
+        EXPECT_EQ(p->ldc, n);
+        EXPECT_EQ(p->stride_c, m * n);
+        const LtStats before = lt_stats();
+        be.gemm(g, be.current_stream(kGpu));
+        EXPECT_EQ(lt_stats().matmuls, before.matmuls + 1);
+        EXPECT_TRUE(close(c.cpu().to(float64), reference(a, b, bias, "") + res.cpu().to(float64),
+                          tolerance(dt) * 2));
       }
     }
   }

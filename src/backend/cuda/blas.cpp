@@ -117,7 +117,7 @@ void gemm(const backend::Gemm& g, int device, cudaStream_t stream) {
   if (const std::optional<CublasGemm> lt = lt_gemm_of(g)) {
     // An autotuned algorithm (max-autotune): cuBLASLt's proposal of that index.
     if (g.algorithm >= 0 && lt_matmul_candidate(*lt, device, stream, g.algorithm)) return;
-    if (lt->epilogue == CUBLASLT_EPILOGUE_DEFAULT && lt->bias == nullptr) {
+    if (lt->epilogue == CUBLASLT_EPILOGUE_DEFAULT && lt->bias == nullptr && lt->c == nullptr) {
       gemm_ex(*lt, device, stream);
       return;
     }

@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <utility>
 
 #include "backend/cuda/blas.h"
 #include "backend/cuda/cuda_check.h"
@@ -70,12 +71,13 @@ void set_pref(cublasLtMatmulPreference_t p, cublasLtMatmulPreferenceAttributes_t
 /// The descriptors of one problem (destroyed with it).
 struct Descriptors {
   cublasLtMatmulDesc_t op = nullptr;
-  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr, d = nullptr;
   Descriptors() = default;
   Descriptors(const Descriptors&) = delete;
   Descriptors& operator=(const Descriptors&) = delete;
   ~Descriptors() {  // destroy calls only free host memory; their status is ignored
     if (d) (void)cublasLtMatrixLayoutDestroy(d);
+    if (c) (void)cublasLtMatrixLayoutDestroy(c);
     if (b) (void)cublasLtMatrixLayoutDestroy(b);
     if (a) (void)cublasLtMatrixLayoutDestroy(a);
     if (op) (void)cublasLtMatmulDescDestroy(op);
@@ -112,6 +114,7 @@ void describe(const CublasGemm& p, Descriptors* ds) {
   make_layout(&ds->a, p.dtype, ta_n ? p.m : p.k, ta_n ? p.k : p.m, p.lda, p.batch, p.stride_a);
   make_layout(&ds->b, p.dtype, tb_n ? p.k : p.n, tb_n ? p.n : p.k, p.ldb, p.batch, p.stride_b);
   make_layout(&ds->d, p.d_dtype, p.m, p.n, p.ldd, p.batch, p.stride_d);
+  if (p.c != nullptr) make_layout(&ds->c, p.d_dtype, p.m, p.n, p.ldc, p.batch, p.stride_c);
 }
 
 /// The heuristic's algorithms for `p` (described by `ds`), best first.
@@ -129,7 +132,8 @@ std::vector<LtAlgorithm> query(const CublasGemm& p, int device, const Descriptor
   const uint32_t aa = alignment_bytes(p.a), ab = alignment_bytes(p.b), ad = alignment_bytes(p.d);
   SMELT_LT_SET(set_pref, pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, aa);
   SMELT_LT_SET(set_pref, pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, ab);
-  SMELT_LT_SET(set_pref, pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, ad);
+  const uint32_t ac = p.c != nullptr ? alignment_bytes(p.c) : ad;
+  SMELT_LT_SET(set_pref, pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, ac);
   SMELT_LT_SET(set_pref, pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, ad);
   if (p.d_dtype == DType::Float16 || p.d_dtype == DType::BFloat16) {
     // Split-K partial sums in float32, never in the half output type.
@@ -139,8 +143,8 @@ std::vector<LtAlgorithm> query(const CublasGemm& p, int device, const Descriptor
   std::vector<cublasLtMatmulHeuristicResult_t> res(static_cast<size_t>(std::max(max_count, 1)));
   int found = 0;
   const cublasStatus_t st =
-      cublasLtMatmulAlgoGetHeuristic(lt_handle(device), ds.op, ds.a, ds.b, ds.d, ds.d, pref,
-                                     static_cast<int>(res.size()), res.data(), &found);
+      cublasLtMatmulAlgoGetHeuristic(lt_handle(device), ds.op, ds.a, ds.b, ds.c ? ds.c : ds.d, ds.d,
+                                     pref, static_cast<int>(res.size()), res.data(), &found);
   if (st == CUBLAS_STATUS_NOT_SUPPORTED) return {};  // no algorithm for this configuration
   SMELT_CUBLAS_CHECK(st);
   std::vector<LtAlgorithm> out;
@@ -189,9 +193,19 @@ Problem& problem(const CublasGemm& p, int device) {
   return c.emplace(key, std::move(made)).first->second;
 }
 
-/// cuBLASLt's batch offsets: operands >= 0 (0 broadcasts), D > 0.
+/// cuBLASLt's batch offsets: operands >= 0 (0 broadcasts), D (and C) > 0.
 bool lt_batch_strides_ok(const CublasGemm& p) {
-  return p.batch <= 1 || (p.stride_a >= 0 && p.stride_b >= 0 && p.stride_d > 0);
+  return p.batch <= 1 || (p.stride_a >= 0 && p.stride_b >= 0 && p.stride_d > 0 &&
+                          (p.c == nullptr || p.stride_c > 0));
+}
+
+/// The bytes [first, last) a column-major rows x cols matrix (leading dim ld,
+/// `batch` of them `stride` elements apart) of `elem`-byte elements spans.
+std::pair<uintptr_t, uintptr_t> span_of(const void* p, int64_t rows, int64_t cols, int64_t ld,
+                                        int64_t batch, int64_t stride, int64_t elem) {
+  const auto first = reinterpret_cast<uintptr_t>(p);
+  const int64_t last = (batch - 1) * stride + (cols - 1) * ld + rows;
+  return {first, first + static_cast<uintptr_t>(last * elem)};
 }
 
 }  // namespace
@@ -236,7 +250,7 @@ bool lt_supports_dtype(DType dtype) {
 
 std::optional<cublasLtEpilogue_t> lt_epilogue(DType dtype, bool has_bias, EpilogueActivation act,
                                               bool has_residual) {
-  if (has_residual) return std::nullopt;
+  if (has_residual && act != EpilogueActivation::None) return std::nullopt;
   switch (act) {
     case EpilogueActivation::None:
       return has_bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
@@ -266,8 +280,10 @@ std::optional<CublasGemm> lt_gemm_of(const backend::Gemm& g, std::string* why) {
   const std::optional<cublasLtEpilogue_t> epi =
       lt_epilogue(g.dtype, e.bias != nullptr, *act, e.residual != nullptr);
   if (!epi)
-    return fail(e.residual != nullptr
-                    ? std::string("a residual add (cuBLASLt has no epilogue for it)")
+    return fail(e.residual != nullptr && *act != EpilogueActivation::None
+                    ? fmt::format("a residual add after activation \"{}\" (cuBLASLt adds C "
+                                  "before its activation)",
+                                  e.activation)
                     : fmt::format("activation \"{}\" on {} (cuBLASLt has no epilogue for it)",
                                   e.activation, dtype_name(g.dtype)));
   CublasGemm p;
@@ -296,7 +312,22 @@ std::optional<CublasGemm> lt_gemm_of(const backend::Gemm& g, std::string* why) {
   p.compute = gemm_compute_type(g.dtype, backend::float32_matmul_precision());
   p.epilogue = *epi;
   p.bias = e.bias;
-  if (!lt_batch_strides_ok(p)) return fail("a negative batch stride (or C's not positive)");
+  if (e.residual != nullptr) {
+    // The residual as cuBLASLt's C (beta = 1), read in place: row-major with
+    // column stride 1, and either exactly D or apart from it.
+    if (!cublas_operand(g.m, g.n, e.residual_row_stride, e.residual_col_stride, &op_c, &p.ldc) ||
+        op_c != CUBLAS_OP_N)
+      return fail("the residual is not row-major with column stride 1");
+    p.c = e.residual;
+    p.stride_c = g.batch > 1 ? e.residual_batch_stride : 0;
+    const auto elem = static_cast<int64_t>(itemsize(p.d_dtype));
+    const auto [c0, c1] = span_of(p.c, p.m, p.n, p.ldc, p.batch, p.stride_c, elem);
+    const auto [d0, d1] = span_of(p.d, p.m, p.n, p.ldd, p.batch, p.stride_d, elem);
+    const bool same = p.c == p.d && p.ldc == p.ldd && p.stride_c == p.stride_d;
+    if (!same && c0 < d1 && d0 < c1) return fail("the residual overlaps C without being C");
+  }
+  if (!lt_batch_strides_ok(p))
+    return fail("a negative batch stride (or C's or the residual's not positive)");
   return p;
 }
 
@@ -330,6 +361,12 @@ LtKey lt_key(const CublasGemm& p, int device) {
   k.align_b = alignment_bytes(p.b);
   k.align_d = alignment_bytes(p.d);
   k.align_bias = p.bias ? alignment_bytes(p.bias) : 0;
+  k.has_c = p.c != nullptr;
+  if (k.has_c) {
+    k.ldc = p.ldc;
+    k.stride_c = p.stride_c;
+    k.align_c = alignment_bytes(p.c);
+  }
   return k;
 }
 
@@ -348,10 +385,10 @@ bool lt_matmul(const CublasGemm& p, int device, cudaStream_t stream, const LtAlg
   Scratch scratch(device, stream);
   void* workspace =
       chosen->workspace_bytes > 0 ? scratch.get(chosen->workspace_bytes, "matmul") : nullptr;
-  const float alpha = static_cast<float>(p.alpha), beta = 0.0f;
+  const float alpha = static_cast<float>(p.alpha), beta = p.c != nullptr ? 1.0f : 0.0f;
   SMELT_CUBLAS_CHECK(cublasLtMatmul(lt_handle(device), ds.op, &alpha, p.a, ds.a, p.b, ds.b, &beta,
-                                    p.d, ds.d, p.d, ds.d, &chosen->algo, workspace,
-                                    chosen->workspace_bytes, stream));
+                                    p.c ? p.c : p.d, p.c ? ds.c : ds.d, p.d, ds.d, &chosen->algo,
+                                    workspace, chosen->workspace_bytes, stream));
   ++g_matmuls;
   return true;
 }

@@ -73,6 +73,11 @@ struct CublasGemm {
   /// cuBLASLt's epilogue; bias: [m] contiguous of `dtype` (BIAS variants).
   cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
   const void* bias = nullptr;
+  /// C, added with beta = 1 before the bias (D = alpha AB + C + bias): a
+  /// residual of `d_dtype`, column-major m x n with leading dim ldc. nullptr:
+  /// beta = 0 (D is passed as C).
+  const void* c = nullptr;
+  int64_t ldc = 1, stride_c = 0;
 };
 
 /// CUDA_R_32F, CUDA_R_16F, CUDA_R_16BF or CUDA_R_64F for a floating dtype.
@@ -95,8 +100,10 @@ cublasComputeType_t gemm_compute_type(DType dtype, const std::string& precision)
 bool lt_supports_dtype(DType dtype);
 
 /// The cuBLASLt epilogue computing C = act(AB + bias) [+ residual] for a
-/// `dtype` product, or nullopt when cuBLASLt has none (a residual; an
-/// activation other than relu and, for float16 / bfloat16, gelu_tanh).
+/// `dtype` product, or nullopt when cuBLASLt has none: an activation other
+/// than relu and, for float16 / bfloat16, gelu_tanh; a residual after an
+/// activation (cuBLASLt adds beta * C before it, so a residual rides C only
+/// without one: AB + residual + bias, rounded once).
 std::optional<cublasLtEpilogue_t> lt_epilogue(DType dtype, bool has_bias, EpilogueActivation act,
                                               bool has_residual);
 
@@ -118,7 +125,9 @@ struct LtKey {
   int compute = 0, epilogue = 0, op_a = 0, op_b = 0;
   int64_t m = 0, n = 0, k = 0, batch = 1;
   int64_t lda = 0, ldb = 0, ldd = 0, stride_a = 0, stride_b = 0, stride_d = 0;
-  uint32_t align_a = 0, align_b = 0, align_d = 0, align_bias = 0;
+  bool has_c = false;
+  int64_t ldc = 0, stride_c = 0;
+  uint32_t align_a = 0, align_b = 0, align_d = 0, align_bias = 0, align_c = 0;
   auto operator<=>(const LtKey&) const = default;
 };
 /// The cache key of `p` on `device` (alignments from its pointers).
