@@ -537,7 +537,7 @@ class Backend {
   }
   /// scaled_dot_product_attention without dropout of q [B, H, L, E],
   /// k [B, H, S, E], v [B, H, S, Ev] of a dtype has_fused_attention takes
-  /// (CUDA: float16 / bfloat16, E = Ev; CPU: float32) (any strides, the last
+  /// (CUDA: float16 / bfloat16 / float32, E = Ev; CPU: float32) (any strides, the last
   /// dim contiguous) into out ([B, H, L, Ev], q's dtype: contiguous, or any
   /// view with its last dim contiguous the backend can write), with the
   /// decomposition's numerics: float32 scores, probabilities rounded to the

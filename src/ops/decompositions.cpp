@@ -329,7 +329,7 @@ std::vector<Tensor> mse_loss_decomp(const std::vector<Tensor>& in, const Attrs& 
 
 /// True when the backend of q may run sdpa as one fused kernel: q, k and v
 /// all 4-D, no dropout, a kernel for q's dtype and head dim
-/// (Backend::has_fused_attention: CUDA float16 / bfloat16, CPU float32; it
+/// (Backend::has_fused_attention: CUDA float16 / bfloat16 / float32, CPU float32; it
 /// may still decline a call for its layout or mask).
 bool fused_sdpa_case(const std::vector<Tensor>& in, const Attrs& attrs) {
   return attrs.as<double>("dropout_p") == 0 && in[0].dim() == 4 && in[1].dim() == 4 &&

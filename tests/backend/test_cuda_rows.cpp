@@ -439,6 +439,82 @@ TEST(CudaRows, FusedAttentionWithAMaskDeclinesHeadDimsOnlyCudnnHas) {
 // additive [L, S] mask, an additive mask over every
 // dim; a row whose every key is masked is zeros, as the decomposition's
 // (PyTorch's _safe_softmax).
+// float32 attention (attention_f32.cu, on the CUDA cores) against the CPU:
+// head dims 32 and 64 (others decompose), lengths off the 128-row and 64-key
+// tiles, L != S with the causal mask top-left (more and fewer queries than
+// keys), one query, packed head views, any scale (zero and negative too:
+// each score is scaled before the max), bool and additive masks of several
+// ranks, and a query row that sees no key (zeros).
+TEST(CudaRows, FusedAttentionFloat32MatchesTheCpu) {
+  SMELT_SKIP_WITHOUT_CUDA();
+  backend::Backend& gpu = backend::backend(kGpu);
+  EXPECT_TRUE(gpu.has_fused_attention(float32, 32, true));
+  EXPECT_TRUE(gpu.has_fused_attention(float32, 64, false));
+  EXPECT_FALSE(gpu.has_fused_attention(float32, 128, false));
+  EXPECT_FALSE(gpu.has_fused_attention(float64, 64, false));
+  const int64_t B = 2, H = 3;
+  struct Case {
+    int64_t L, S;
+    bool causal, packed;
+    double scale;  // 0 < scale: 1 / sqrt(E) times it
+  };
+  const Case cases[] = {
+      {100, 100, false, false, 1}, {100, 100, true, true, 1}, {70, 130, false, false, 1},
+      {130, 70, true, false, 1},   {70, 300, true, false, 1}, {1, 300, false, false, 1},
+      {1, 300, true, false, 1},    {257, 257, true, true, 1}, {64, 64, false, false, 0.0},
+      {64, 96, true, false, -2.5}, {200, 129, false, true, 1}};
+  for (int64_t E : {32, 64}) {
+    for (const Case& c : cases) {
+      if (c.packed && c.L != c.S) continue;
+      SCOPED_TRACE(::testing::Message()
+                   << "E " << E << " L " << c.L << " S " << c.S << " causal " << c.causal
+                   << " packed " << c.packed << " scale " << c.scale);
+      manual_seed(E + c.L + c.S);
+      Tensor q, k, v;
+      if (c.packed) {
+        Tensor qkv = randn({B, c.L, 3 * H * E});
+        auto heads = [&](int64_t i) {
+          return qkv.narrow(2, i * H * E, H * E).reshape({B, c.L, H, E}).transpose(1, 2);
+        };
+        q = heads(0), k = heads(1), v = heads(2);
+      } else {
+        q = randn({B, H, c.L, E}) * 2, k = randn({B, H, c.S, E}), v = randn({B, H, c.S, E});
+      }
+      const double scale = c.scale * (1.0 / std::sqrt(static_cast<double>(E)));
+      Tensor want = scaled_dot_product_attention(q, k, v, std::nullopt, 0.0, c.causal, scale);
+      Tensor got = empty({B, H, c.L, E}, TensorOptions(float32).device(kGpu));
+      ASSERT_TRUE(
+          gpu.fused_attention(q.to(kGpu), k.to(kGpu), v.to(kGpu), Tensor(), c.causal, scale, got));
+      expect_close(vals(got), vals(want), 2e-5);
+      Tensor op = scaled_dot_product_attention(q.to(kGpu), k.to(kGpu), v.to(kGpu), std::nullopt,
+                                               0.0, c.causal, scale);
+      expect_close(vals(op), vals(got), 0.0);
+    }
+    // Masks: bool padding [B, 1, 1, S], additive [L, S] and [B, H, L, S].
+    const int64_t L = 70, S = 150;
+    manual_seed(E + 7);
+    Tensor q = randn({B, H, L, E}), k = randn({B, H, S, E}), v = randn({B, H, S, E});
+    Tensor lengths = from_vector<int64_t>({45, 150}, {B, 1, 1, 1});
+    Tensor padding = lt(arange(S).view({1, 1, 1, S}), lengths);
+    Tensor additive = randn({L, S}) * 2, full = randn({B, H, L, S}) * 2;
+    Tensor none = ones({B, 1, L, S}, TensorOptions(DType::Bool));
+    none.select(0, 1).select(0, 0).select(0, 5).fill_(false);  // batch 1, row 5: no key
+    for (const Tensor& mask : {padding, additive, full, none}) {
+      SCOPED_TRACE(::testing::Message() << "E " << E << " mask " << dtype_name(mask.dtype()) << " "
+                                        << mask.dim() << "-D");
+      Tensor want = scaled_dot_product_attention(q, k, v, mask);
+      Tensor got = empty({B, H, L, E}, TensorOptions(float32).device(kGpu));
+      ASSERT_TRUE(gpu.fused_attention(q.to(kGpu), k.to(kGpu), v.to(kGpu), mask.to(kGpu), false,
+                                      1.0 / std::sqrt(static_cast<double>(E)), got));
+      expect_close(vals(got), vals(want), 2e-5);
+      EXPECT_EQ(isnan(got).sum().item<int64_t>(), 0);
+    }
+    Tensor got =
+        scaled_dot_product_attention(q.to(kGpu), k.to(kGpu), v.to(kGpu), none.to(kGpu)).cpu();
+    EXPECT_TRUE(got.select(0, 1).select(1, 5).eq(0.0).all().item<bool>());
+  }
+}
+
 TEST(CudaRows, FusedAttentionWithMasksMatchesTheCpu) {
   SMELT_SKIP_WITHOUT_CUDA();
   for (DType dt : {bfloat16, float16}) {

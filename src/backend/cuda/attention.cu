@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "backend/cuda/attention_mask.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kernels.h"
 
@@ -115,24 +116,6 @@ __device__ __forceinline__ void cp_async_wait() {
 
 /// The mask's value for score (row, key) in the log2 domain of the scaled
 /// scores: -inf where a bool mask is false, the additive mask times log2(e).
-__device__ __forceinline__ float mask_term(const AttentionArgs& a, const char* row, int key) {
-  const char* p = row + key * a.mask_stride[3] * a.mask_itemsize;
-  switch (a.mask_kind) {
-    case AttentionMask::Bool:
-      return *reinterpret_cast<const bool*>(p) ? 0.f : -INFINITY;
-    case AttentionMask::Float16:
-      return __half2float(*reinterpret_cast<const __half*>(p)) * 1.4426950408889634f;
-    case AttentionMask::BFloat16:
-      return __bfloat162float(*reinterpret_cast<const __nv_bfloat16*>(p)) * 1.4426950408889634f;
-    default:
-      return *reinterpret_cast<const float*>(p) * 1.4426950408889634f;
-  }
-}
-
-/// 2^x with flush of subnormal results to zero (PTX ex2.approx.ftz.f32,
-/// max relative error 2^-22): the probabilities, which are rounded to a 16-bit
-/// type next, lose nothing a 16-bit float keeps above 2^-126 relative to the
-/// row's maximum.
 __device__ __forceinline__ float exp2_ftz(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
@@ -179,13 +162,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<MASKED>)
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     my_row[half] = row0 + warp * 16 + quad_row + 8 * half;
-    if constexpr (MASKED)
-      mask_row[half] =
-          static_cast<const char*>(a.mask) + (b * a.mask_stride[0] + h * a.mask_stride[1] +
-                                              min(my_row[half], a.L - 1) * a.mask_stride[2]) *
-                                                 a.mask_itemsize;
+    if constexpr (MASKED) mask_row[half] = mask_row_of(a, b, h, my_row[half]);
   }
-  const float scale_log2 = a.scale * 1.4426950408889634f;
+  const float scale_log2 = a.scale * kLog2e;
 
   for (int key0 = 0, stage = 0; key0 < key_end; key0 += kKeys, stage ^= 1) {
     if (key0 + kKeys < key_end) {  // the next keys, into the other stage

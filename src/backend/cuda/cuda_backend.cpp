@@ -438,10 +438,10 @@ class CudaBackend final : public backend::Backend {
     return true;
   }
 
-  /// smelt's kernel takes masks, cuDNN's (which adds head dims) does not: a
+  /// smelt's kernels take masks, cuDNN's (which adds head dims) does not: a
   /// masked call of a head dim only cuDNN has decomposes where it is planned.
   bool has_fused_attention(DType dtype, int64_t head_dim, bool masked) const override {
-    return flash_attention_supported(dtype, head_dim) ||
+    return flash_attention_supported(dtype, head_dim) || attention_f32_supported(dtype, head_dim) ||
            (!masked && cudnn_attention_supported(dtype, head_dim));
   }
   bool fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask,
@@ -449,7 +449,9 @@ class CudaBackend final : public backend::Backend {
     if (q.dim() != 4 || k.dim() != 4 || v.dim() != 4) return false;
     const int64_t E = q.size(3), L = q.size(2), S = k.size(2);
     const bool own_kernel = flash_attention_supported(q.dtype(), E);
-    if (!(own_kernel || cudnn_attention_supported(q.dtype(), E)) || k.size(3) != E ||
+    // float32: attention_f32.cu's kernel (CUDA cores; scalar loads, any alignment).
+    const bool f32_kernel = attention_f32_supported(q.dtype(), E);
+    if (!(own_kernel || f32_kernel || cudnn_attention_supported(q.dtype(), E)) || k.size(3) != E ||
         v.size(3) != E || v.size(2) != S || S == 0 || L > INT32_MAX || S > INT32_MAX)
       return false;
     for (int d = 0; d < 2; ++d)
@@ -459,9 +461,10 @@ class CudaBackend final : public backend::Backend {
     int64_t* strides[4] = {a.q_stride, a.k_stride, a.v_stride, a.o_stride};
     for (int t = 0; t < 4; ++t) {
       const Tensor& x = *ts[t];
-      if (x.stride(3) != 1 || reinterpret_cast<uintptr_t>(x.data_ptr()) % 16 != 0) return false;
+      if (x.dtype() != q.dtype() || x.stride(3) != 1) return false;
+      if (!f32_kernel && reinterpret_cast<uintptr_t>(x.data_ptr()) % 16 != 0) return false;
       for (int d = 0; d < 3; ++d) {
-        if (x.stride(d) % 8 != 0) return false;  // 16-byte rows
+        if (!f32_kernel && x.stride(d) % 8 != 0) return false;  // 16-byte rows
         strides[t][d] = x.stride(d);
       }
     }
@@ -477,6 +480,10 @@ class CudaBackend final : public backend::Backend {
     a.scale = static_cast<float>(scale);
     if (attn_mask.defined() && !attention_mask_args(attn_mask, q, S, a)) return false;
     DeviceGuard guard(q.device().index);
+    if (f32_kernel) {
+      launch_attention_f32(a, is_causal, stream_for(q));
+      return true;
+    }
     if (L >= kCudnnAttentionMinQueries && (!own_kernel || S >= kCudnnAttentionMinKeys) &&
         cudnn_attention(a, q.dtype(), is_causal, q.device().index, stream_for(q)))
       return true;

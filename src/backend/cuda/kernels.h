@@ -262,6 +262,15 @@ bool flash_attention_supported(DType dtype, int64_t head_dim);
 /// FlashAttention-2's forward pass (attention.cu), S > 0.
 void launch_flash_attention(const AttentionArgs& a, DType dtype, bool causal, cudaStream_t stream);
 
+// ---- attention_f32.cu ----
+
+/// True for what launch_attention_f32 runs: float32, head_dim 32 or 64.
+bool attention_f32_supported(DType dtype, int64_t head_dim);
+/// The float32 fused attention (online softmax on the CUDA cores), S > 0: any
+/// scale, the mask kinds of AttentionArgs, causal top-left. Strides in
+/// elements with the head dim contiguous; no alignment needed.
+void launch_attention_f32(const AttentionArgs& a, bool causal, cudaStream_t stream);
+
 }  // namespace smelt::cuda::impl
 
 namespace smelt::cuda::impl {

@@ -96,7 +96,8 @@ bool foldable(const std::string& op) {
 /// scaled_dot_product_attention without dropout where the graph's backend
 /// has a fused kernel for q's dtype and head dim (Backend::
 /// has_fused_attention; CUDA: float16 / bfloat16, head dims 32 and 64 on
-/// smelt's FlashAttention-2 kernel, multiples of 8 up to 128 on cuDNN's; CPU:
+/// smelt's FlashAttention-2 kernel, multiples of 8 up to 128 on cuDNN's,
+/// float32 head dims 32 and 64 on attention_f32.cu's; CPU:
 /// float32), with at most a bool or floating attn_mask of rank 4 or
 /// less (where the kernel declines a call at run time, the op decomposes
 /// eagerly).
