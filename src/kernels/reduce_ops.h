@@ -501,6 +501,22 @@ struct Cascade {
       cnt[l] = 0;
     }
   }
+  /// add(Op::init()) k times, for accumulators whose combine(a, init()) is a
+  /// (Max, Min): the counts and the partials carried up as those adds leave
+  /// them. Level l takes k adds, of which only the first can carry a value
+  /// (already combined into lv[l]: level l - 1's partial at its first
+  /// promotion), so lv[l] goes up at level l's first promotion, init() after.
+  SMELT_HD void add_inits(int64_t k) {
+    for (int l = 0; l + 1 < kCascadeLevels && k > 0; ++l) {
+      const int64_t total = cnt[l] + k;
+      cnt[l] = static_cast<int>(total % kCascadeFanout);
+      k = total / kCascadeFanout;  // promotions into level l + 1
+      if (k > 0) {
+        lv[l + 1] = Op::combine(lv[l + 1], lv[l]);
+        lv[l] = Op::init();
+      }
+    }
+  }
   /// Level 0 combined with each higher level (InnerOrder, after adding the last partial).
   SMELT_HD acc_t result() const {
     acc_t acc = lv[0];
@@ -596,8 +612,8 @@ inline __attribute__((always_inline)) void vector_step(V& acc, const V& x) {
 /// welford_float_lanes: its float lanes per block, kFloatParts times kLanes.
 inline constexpr int kFloatParts = 4;
 inline constexpr int kFloatLanes = kFloatParts * kLanes;
-/// welford_float_lanes: how far ahead of its reads (in elements: 4 KB of
-/// float) a run contiguous in memory is prefetched.
+/// welford_float_lanes and plain_extreme: how far ahead of their reads (in
+/// elements: 4 KB of float) a run contiguous in memory is prefetched.
 inline constexpr int64_t kPrefetchAhead = 1024;
 
 #if SMELT_HOST_VECTOR_LANES
@@ -1084,6 +1100,88 @@ inline void fold_chunks(const Run& run, typename Op::acc_t* parts) {
 }
 #endif
 
+#if SMELT_HOST_VECTOR_LANES
+/// Max and Min of a floating A: the accumulators whose contiguous runs
+/// plain_extreme may fold.
+template <class Op>
+struct is_extreme_op {
+  static constexpr bool value = false;
+};
+template <class A>
+struct is_extreme_op<Max<A>> {
+  static constexpr bool value = std::is_floating_point<A>::value;
+};
+template <class A>
+struct is_extreme_op<Min<A>> {
+  static constexpr bool value = std::is_floating_point<A>::value;
+};
+
+/// The maximum (Max) or minimum (Min) of the n elements from p (n a multiple
+/// of chunk_size<Op>()) into m, where that value alone decides the bits of
+/// folding them in any order: true when no element is NaN and m is not zero.
+/// Then every element equal to m has m's bits, and a fold (a tree of
+/// Op::combine / step whatever its shape, InnerOrder's lanes, lane trees and
+/// cascade with any other elements of the row) ends at an element of the
+/// highest class (any NaN, else the elements equal to the extreme), choosing
+/// among that class's elements by the tree alone: so these elements may go
+/// in as one partial m (the others init(): no value changes, the cascade
+/// counts as before), the bits unchanged. Where it returns false (a NaN, or
+/// a zero extreme: which NaN or which signed zero comes out depends on the
+/// order), InnerOrder folds them as it would. One 64-byte vector per step
+/// (AVX-512; two 32-byte ones with AVX2), four side by side; a lane's NaN is
+/// noted by its running sum (NaN also for +inf and -inf in one lane, rarely:
+/// a false alarm only sends the elements to InnerOrder's fold). Reads
+/// kPrefetchAhead elements ahead too (the next row, whose first lines the
+/// hardware prefetcher, which stops at pages, does not fetch).
+template <class Op, class A>
+inline __attribute__((always_inline)) bool plain_extreme(const A* p, int64_t n, A& m) {
+  typedef A W __attribute__((vector_size(64)));
+  typedef typename LaneMask<A>::I I;
+  typedef I WI __attribute__((vector_size(64)));
+  constexpr int kW = static_cast<int>(64 / sizeof(A)), kAcc = 4;
+  static_assert(chunk_size<Op>() % (kW * kAcc) == 0, "whole steps per chunk");
+  constexpr bool kMax = std::is_same<Op, Max<A>>::value;
+  W acc[kAcc], sum[kAcc];
+  for (int g = 0; g < kAcc; ++g) {
+    acc[g] = W{} + Op::init();
+    sum[g] = W{};
+  }
+  for (int64_t j = 0; j < n; j += kW * kAcc) {
+    for (int g = 0; g < kAcc; ++g) {
+      W x;
+      __builtin_prefetch(p + j + g * kW + kPrefetchAhead);
+      __builtin_memcpy(&x, p + j + g * kW, sizeof x);
+      acc[g] = (kMax ? x > acc[g] : x < acc[g]) ? x : acc[g];
+      sum[g] += x;
+    }
+  }
+  for (int g = 1; g < kAcc; ++g) {
+    acc[0] = (kMax ? acc[g] > acc[0] : acc[g] < acc[0]) ? acc[g] : acc[0];
+    sum[0] += sum[g];
+  }
+  // Lanes folded pairwise (lane k with lane k ^ s, s = kW / 2 down to 1)
+  // until lane 0 holds them all.
+  auto fold = [&](const WI& mask) {
+    const W a = __builtin_shuffle(acc[0], mask);
+    acc[0] = (kMax ? a > acc[0] : a < acc[0]) ? a : acc[0];
+    sum[0] += __builtin_shuffle(sum[0], mask);
+  };
+  if constexpr (kW == 16) {
+    fold(WI{8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7});
+    fold(WI{4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11});
+    fold(WI{2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13});
+    fold(WI{1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14});
+  } else {
+    static_assert(kW == 8, "float or double lanes");
+    fold(WI{4, 5, 6, 7, 0, 1, 2, 3});
+    fold(WI{2, 3, 0, 1, 6, 7, 4, 5});
+    fold(WI{1, 0, 3, 2, 5, 4, 7, 6});
+  }
+  m = acc[0][0];
+  return sum[0][0] == sum[0][0] && m != A(0);
+}
+#endif
+
 /// Whether InnerOrder folds the last two or three whole chunks of a Welford
 /// run two at a time (independent chains the processor overlaps: the same
 /// partials, the same cascade, the same bits as one at a time), besides four
@@ -1114,8 +1212,27 @@ struct InnerOrder {
     int64_t i = 0;
     // Whenever a chunk begins (also within a run, after the chunk the
     // previous run left open is completed), whole chunks go in groups.
+#if SMELT_HOST_VECTOR_LANES
+    bool tried_plain = false;  // plain_extreme, once a call
+#endif
     for (;;) {
 #if SMELT_HOST_VECTOR_LANES
+      if constexpr (kContiguous && is_contiguous_run<Get>::value && is_extreme_op<Op>::value) {
+        // Max / Min: the whole chunks at once where their extreme alone
+        // decides the bits (plain_extreme): one partial, then init()s.
+        if (!tried_plain && in_part == 0 && n - i >= kChunk) {
+          tried_plain = true;
+          const int64_t whole = (n - i) / kChunk;
+          typename Op::value_t m;
+          if (plain_extreme<Op>(get.p + first + i, whole * kChunk, m)) {
+            cas.add(m);
+            cas.add_inits(whole - 1);
+            cascaded = true;
+            i += whole * kChunk;
+            index += whole * kChunk;
+          }
+        }
+      }
       if constexpr (kContiguous && is_contiguous_run<Get>::value && is_vector_lane_op<Op>::value) {
         // Whole chunks four at a time (the same partials, the same cascade).
         constexpr int kGroup = 4;

@@ -6,10 +6,12 @@
 #include <omp.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <functional>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -384,4 +386,93 @@ TEST(CpuCapability, FusedLayerNormTakesLowerPrecisionWeights) {
     // float32 input, lower-precision weights: a float32 result.
     EXPECT_TRUE(same_bits(layer_norm(xf, {c}, w, b, 1e-5), norm * w + b)) << dtype_name(dt);
   }
+}
+
+// amax / amin of float32 and float64 rows whose extreme decides their bits
+// (reduce_ops.h: plain_extreme folds their whole chunks at once) and rows
+// whose result depends on the order (a zero extreme: which signed zero; NaNs
+// of several payloads: which one), also after a first run folded at once
+// (two runs of whole chunks: the second's NaNs and zeros meet the cascade
+// counts the first left), and a false alarm (+inf and -inf): every
+// capability gives the baseline's bits, NaN payloads included.
+TEST(CpuCapability, AmaxAminKeepTheirBitsOnEveryCapability) {
+  CapabilityGuard guard;
+  auto run = [](auto zero) {
+    using T = decltype(zero);
+    using U = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
+    const T inf = std::numeric_limits<T>::infinity();
+    auto nan = [](U payload) {
+      U bits;
+      const T q = std::numeric_limits<T>::quiet_NaN();
+      std::memcpy(&bits, &q, sizeof q);
+      bits |= payload;
+      T v;
+      std::memcpy(&v, &bits, sizeof v);
+      return v;
+    };
+    const int64_t rows = 9, runs = 2, len = 2048 + 37;  // two runs of 16 chunks, a tail
+    std::vector<T> v(static_cast<size_t>(rows * runs * len));
+    const std::vector<double> s = smelt_test::seq(static_cast<int64_t>(v.size()), 0.731, 0.3);
+    for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<T>(s[i] * 3.0 - 1.0);
+    auto at = [&](int64_t row, int64_t r, int64_t k) -> T& {
+      return v[static_cast<size_t>((row * runs + r) * len + k)];
+    };
+    for (int64_t r = 0; r < runs; ++r) {
+      for (int64_t k = 0; k < len; ++k) {
+        at(1, r, k) = -std::abs(at(1, r, k)) - T(1);  // negative rows: a zero somewhere wins
+        at(2, r, k) = -std::abs(at(2, r, k)) - T(1);
+        at(3, r, k) = -std::abs(at(3, r, k)) - T(1);
+        at(5, r, k) = -inf;
+      }
+    }
+    for (int64_t k : {5, 300, 1030, 2000, 2060}) at(1, 1, k) = (k % 2) ? T(0) : -T(0);  // 2nd run
+    for (int64_t k : {7, 129, 2050}) at(2, 0, k) = (k % 2) ? -T(0) : T(0);
+    at(2, 1, 64) = T(0);
+    for (int64_t k : {3, 200, 700, 1500, 2070}) at(3, 1, k) = nan(U(k));  // NaNs in the 2nd run
+    at(4, 0, 17) = nan(U(1));
+    at(4, 0, 1900) = nan(U(2));
+    at(4, 1, 40) = -nan(U(3));
+    at(6, 0, 10) = inf;
+    at(6, 1, 11) = -inf;  // +inf and -inf: a false alarm
+    at(7, 1, 2084) = nan(U(5));
+    for (int64_t k = 0; k < len; ++k) at(8, 0, k) = at(8, 1, k) = T(k % 3) - T(1);  // -1, 0, 1
+    Tensor x = from_vector<T>(v, {rows, runs, len});
+    // One run a row, the first run's chunks at once, and two runs a row (the
+    // tails cut off: runs of whole chunks, apart in memory).
+    Tensor x2 = narrow(x, 2, 0, 2048);
+    auto results = [&] {
+      std::vector<Tensor> r;
+      for (bool is_max : {true, false}) {
+        auto f = [&](const Tensor& t, std::vector<int64_t> d) {
+          return is_max ? amax(t, d) : amin(t, d);
+        };
+        r.push_back(f(x, {2}));
+        r.push_back(f(x2, {1, 2}));
+        r.push_back(f(neg(x), {2}));
+        r.push_back(f(neg(x2), {1, 2}));
+      }
+      return r;
+    };
+    cpu::set_cpu_capability(CpuCapability::Default);
+    const std::vector<Tensor> want = results();
+    for (int c = 1; c <= static_cast<int>(cpu::hardware_cpu_capability()); ++c) {
+      cpu::set_cpu_capability(static_cast<CpuCapability>(c));
+      const std::vector<Tensor> got = results();
+      for (size_t i = 0; i < got.size(); ++i) {
+        const std::vector<T> g = got[i].to_vector<T>(), w = want[i].to_vector<T>();
+        ASSERT_EQ(g.size(), w.size());
+        EXPECT_EQ(std::memcmp(g.data(), w.data(), g.size() * sizeof(T)), 0)
+            << "result " << i << " of " << (sizeof(T) == 4 ? "float32" : "float64") << " on "
+            << cpu::cpu_capability_name(static_cast<CpuCapability>(c));
+      }
+    }
+    // The rows meant to end at a zero or a NaN do.
+    const std::vector<T> m1 = want[0].to_vector<T>(),
+                         m2 = want[1].to_vector<T>();  // [row, run], [row]
+    EXPECT_TRUE(m1[3] == 0 && m1[4] == 0 && m1[5] == 0 && m2[1] == 0 && m2[2] == 0);
+    EXPECT_TRUE(std::isnan(m1[7]) && std::isnan(m1[8]) && std::isnan(m1[9]));
+    EXPECT_TRUE(std::isnan(m2[3]) && std::isnan(m2[4]));
+  };
+  run(0.0f);
+  run(0.0);
 }

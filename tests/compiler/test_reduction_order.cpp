@@ -10,7 +10,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <optional>
 #include <random>
@@ -691,4 +693,52 @@ TEST_F(ReductionOrder, RandomColumnReductionsFollowColumnOrderOnAnyTeam) {
     }
   }
   omp_set_num_threads(threads);
+}
+
+// Cascade::add_inits(k) (reduce_ops.h: after plain_extreme's one partial)
+// leaves a Max / Min cascade as k adds of init() do: every level's count and
+// partial, bit for bit (NaN payloads, signed zeros), over random sequences of
+// value adds and runs of inits that carry partials up to the top level.
+TEST(ReductionOrderCascade, AddInitsEqualsThatManyAddsOfInit) {
+  std::mt19937 rng(7);
+  auto check = [&](auto op) {
+    using Op = decltype(op);
+    using C = reduce::Cascade<Op>;
+    const float vals[] = {1.5f,
+                          -2.0f,
+                          0.0f,
+                          -0.0f,
+                          std::numeric_limits<float>::quiet_NaN(),
+                          -std::numeric_limits<float>::quiet_NaN(),
+                          7.0f,
+                          -7.0f};
+    for (int trial = 0; trial < 60; ++trial) {
+      C fast, slow;
+      for (int step = 0; step < 40; ++step) {
+        if (rng() % 3 == 0) {
+          const uint32_t kind = rng() % 30, most = kind == 0 ? 1200000 : kind < 6 ? 70000 : 40;
+          const int64_t k = static_cast<int64_t>(rng() % most);
+          fast.add_inits(k);
+          for (int64_t i = 0; i < k; ++i) slow.add(Op::init());
+        } else {
+          float v = vals[rng() % 8];
+          if (std::isnan(v)) {  // a payload of its own
+            uint32_t bits;
+            std::memcpy(&bits, &v, 4);
+            bits |= rng() % 1000;
+            std::memcpy(&v, &bits, 4);
+          }
+          fast.add(v);
+          slow.add(v);
+        }
+        for (int l = 0; l < reduce::kCascadeLevels; ++l) {
+          ASSERT_EQ(fast.cnt[l], slow.cnt[l]) << "level " << l << ", trial " << trial;
+          ASSERT_EQ(std::memcmp(&fast.lv[l], &slow.lv[l], sizeof(float)), 0)
+              << "level " << l << ", trial " << trial;
+        }
+      }
+    }
+  };
+  check(reduce::Max<float>{});
+  check(reduce::Min<float>{});
 }

@@ -5,6 +5,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "backend/cpu/divide_run.h"
 #include "backend/cpu/loops.h"
 #include "kernels/reduce_ops.h"
 #include "kernels/scalar_ops.h"
@@ -47,7 +48,11 @@ void softmax_typed(const Tensor& x, bool log, const Tensor& out) {
         // e / sum(e), e = exp(x - max)
         for (int64_t k = 0; k < n; ++k) yr[k] = scalar::exp<T>(scalar::sub<T>(xr[k], m));
         const T s = r::fold_contiguous_row<r::Sum<T>>(n, r::ContiguousRun<T, RunTag>{yr});
-        for (int64_t k = 0; k < n; ++k) yr[k] = scalar::div<T>(yr[k], s);
+        if constexpr (std::is_same_v<T, float>) {
+          divide_run(yr, n, s);  // scalar::div's bits
+        } else {
+          for (int64_t k = 0; k < n; ++k) yr[k] = scalar::div<T>(yr[k], s);
+        }
       }
     }
   });
