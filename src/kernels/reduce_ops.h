@@ -1101,19 +1101,12 @@ inline void fold_chunks(const Run& run, typename Op::acc_t* parts) {
 #endif
 
 #if SMELT_HOST_VECTOR_LANES
-/// Max and Min of a floating A: the accumulators whose contiguous runs
-/// plain_extreme may fold.
+/// Max and Min of a floating A (the vector-lane accumulators but Sum): the
+/// accumulators whose contiguous runs plain_extreme may fold.
 template <class Op>
 struct is_extreme_op {
-  static constexpr bool value = false;
-};
-template <class A>
-struct is_extreme_op<Max<A>> {
-  static constexpr bool value = std::is_floating_point<A>::value;
-};
-template <class A>
-struct is_extreme_op<Min<A>> {
-  static constexpr bool value = std::is_floating_point<A>::value;
+  static constexpr bool value =
+      is_vector_lane_op<Op>::value && !std::is_same<Op, Sum<typename Op::value_t>>::value;
 };
 
 /// The maximum (Max) or minimum (Min) of the n elements from p (n a multiple

@@ -9,11 +9,51 @@
 
 #if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
 #include <immintrin.h>
+/// 1 where the capability has FMA: divide_run's vector path.
+#define SMELT_DIVIDE_RUN_LANES 1
+#else
+#define SMELT_DIVIDE_RUN_LANES 0
 #endif
 
 #include "kernels/scalar_ops.h"
 
 namespace smelt::cpu::SMELT_CPU_CAP {
+
+#if SMELT_DIVIDE_RUN_LANES
+namespace divide_lanes {
+/// Floats of one vector of the capability (512 bits with AVX-512, else 256),
+/// as GCC vectors: the float lanes (F) and their bits as unsigned integers (U).
+#if defined(__AVX512F__)
+inline constexpr int kWidth = 16;
+#else
+inline constexpr int kWidth = 8;
+#endif
+typedef float F __attribute__((vector_size(kWidth * sizeof(float))));
+typedef uint32_t U __attribute__((vector_size(kWidth * sizeof(float))));
+
+#define SMELT_DIVIDE_INLINE inline __attribute__((always_inline))
+/// a * b + c on every lane, rounded once.
+SMELT_DIVIDE_INLINE F fused(F a, F b, F c) {
+#if defined(__AVX512F__)
+  return _mm512_fmadd_ps(a, b, c);
+#else
+  return _mm256_fmadd_ps(a, b, c);
+#endif
+}
+/// Whether every lane of t is at most the same lane of bound (unsigned).
+SMELT_DIVIDE_INLINE bool every_lane_at_most(U t, U bound) {
+#if defined(__AVX512F__)
+  return _mm512_cmple_epu32_mask(reinterpret_cast<__m512i>(t), reinterpret_cast<__m512i>(bound)) ==
+         0xffff;
+#else
+  return _mm256_movemask_ps(reinterpret_cast<__m256>(t <= bound)) == 0xff;
+#endif
+}
+/// x on every lane (x - 0 is x, -0 included: a broadcast).
+SMELT_DIVIDE_INLINE F splat(float x) { return x - F{}; }
+#undef SMELT_DIVIDE_INLINE
+}  // namespace divide_lanes
+#endif
 
 /// y[k] = scalar::div(y[k], d) for k < n: IEEE division, round to nearest,
 /// the same bits on every CPU capability.
@@ -37,44 +77,26 @@ namespace smelt::cpu::SMELT_CPU_CAP {
 /// issues once per 10 cycles or so.
 inline void divide_run(float* __restrict y, int64_t n, float d) {
   int64_t k = 0;
-#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+#if SMELT_DIVIDE_RUN_LANES
+  namespace L = divide_lanes;
   const float ad = d < 0.0f ? -d : d;
   if (ad >= 0x1p-60f && ad <= 0x1p60f) {  // false for NaN
-    const float v = 1.0f / d;
+    // a - q d as fused(q, -d, a): the same rounding of the same exact value.
+    const L::F vd = L::splat(d), nd = L::splat(-d), vv = L::splat(1.0f / d);
     // a's bits minus 2^-60's, as unsigned: at most 2^60's minus 2^-60's
     // exactly for a positive a in range (never for a negative one or NaN).
-    constexpr int32_t kLoBits = (127 - 60) << 23, kRange = 120 << 23;
-#if defined(__AVX512F__)
-    const __m512 vd = _mm512_set1_ps(d), vv = _mm512_set1_ps(v);
-    const __m512i lo = _mm512_set1_epi32(kLoBits), range = _mm512_set1_epi32(kRange);
-    for (; k + 16 <= n; k += 16) {
-      const __m512 a = _mm512_loadu_ps(y + k);
-      __m512 q = _mm512_mul_ps(a, vv);
-      __m512 r = _mm512_fnmadd_ps(q, vd, a);
-      q = _mm512_fmadd_ps(r, vv, q);
-      r = _mm512_fnmadd_ps(q, vd, a);
-      q = _mm512_fmadd_ps(r, vv, q);
-      const __mmask16 ok =
-          _mm512_cmple_epu32_mask(_mm512_sub_epi32(_mm512_castps_si512(a), lo), range);
-      if (ok != 0xffff) q = _mm512_mask_div_ps(q, static_cast<__mmask16>(~ok), a, vd);
-      _mm512_storeu_ps(y + k, q);
+    constexpr uint32_t kLoBits = (127u - 60) << 23;
+    const L::U range = L::U{} + (120u << 23);
+    for (; k + L::kWidth <= n; k += L::kWidth) {
+      L::F a, q;
+      __builtin_memcpy(&a, y + k, sizeof a);
+      q = a * vv;
+      q = L::fused(L::fused(q, nd, a), vv, q);
+      q = L::fused(L::fused(q, nd, a), vv, q);
+      const L::U t = reinterpret_cast<L::U>(a) - kLoBits;
+      if (!L::every_lane_at_most(t, range)) q = t <= range ? q : a / vd;
+      __builtin_memcpy(y + k, &q, sizeof q);
     }
-#else
-    const __m256 vd = _mm256_set1_ps(d), vv = _mm256_set1_ps(v);
-    const __m256i lo = _mm256_set1_epi32(kLoBits), range = _mm256_set1_epi32(kRange);
-    for (; k + 8 <= n; k += 8) {
-      const __m256 a = _mm256_loadu_ps(y + k);
-      __m256 q = _mm256_mul_ps(a, vv);
-      __m256 r = _mm256_fnmadd_ps(q, vd, a);
-      q = _mm256_fmadd_ps(r, vv, q);
-      r = _mm256_fnmadd_ps(q, vd, a);
-      q = _mm256_fmadd_ps(r, vv, q);
-      const __m256i t = _mm256_sub_epi32(_mm256_castps_si256(a), lo);
-      const __m256 ok = _mm256_castsi256_ps(_mm256_cmpeq_epi32(_mm256_min_epu32(t, range), t));
-      if (_mm256_movemask_ps(ok) != 0xff) q = _mm256_blendv_ps(_mm256_div_ps(a, vd), q, ok);
-      _mm256_storeu_ps(y + k, q);
-    }
-#endif
   }
 #endif
   for (; k < n; ++k) y[k] = scalar::div<float>(y[k], d);
