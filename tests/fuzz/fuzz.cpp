@@ -884,6 +884,28 @@ struct Gen {
     return std::any_of(v.begin(), v.end(), [](double d) { return d == 0; });
   }
 
+  /// True when a floating product over `t` (its result `dt`) depends on the
+  /// order its elements are combined in: a zero or a non-finite value beside
+  /// elements whose running product can overflow the accumulator (float32 for
+  /// float16 / bfloat16 / float32 results, float64 for float64): 0 * inf is NaN,
+  /// so a loop that meets the zero first gives 0, a combine tree whose other
+  /// branch overflowed gives NaN (PyTorch's own prod of 8873 values in
+  /// [-8, 8] with dtype=float16 is NaN where a sequential loop gives 0).
+  /// Judged over the whole tensor (any reduced row is a part of it).
+  bool product_order_dependent(const Tensor& t, DType dt) {
+    if (!is_floating(dt) || t.numel() == 0) return false;
+    auto v = as_doubles(t);
+    bool special = false;
+    double log2_max = 0;  // the largest running product's magnitude, as a power of two
+    for (double d : v) {
+      if (d == 0 || !std::isfinite(d))
+        special = true;
+      else if (std::abs(d) > 1)
+        log2_max += std::log2(std::abs(d));
+    }
+    return special && log2_max >= (dt == DType::Float64 ? 1000 : 120);
+  }
+
   /// The spread step `s` may legitimately take from its inputs' deviations:
   /// every floating input with a scale (one that compiled code may compute
   /// differently) is multiplied by 1 +- its scale, element by element with
@@ -1027,6 +1049,8 @@ struct Gen {
     if (out.numel() > kMaxNumel) return false;
     bool is_view = out.storage() == first.storage();
     DType dt = out.dtype();
+    if (def->accumulator == detail::Accumulator::Prod && product_order_dependent(first, dt))
+      return false;
     if (!is_floating(dt) && dt != DType::Bool && out.numel() > 0) {
       auto v = as_doubles(out);
       for (double d : v)

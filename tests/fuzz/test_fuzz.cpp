@@ -220,6 +220,38 @@ TEST(Fuzz, InputDeviationsPropagateThroughEachStep) {
   EXPECT_TRUE(r.ok) << r.report;
 }
 
+// A floating product whose running value overflows while the row holds a zero
+// is 0 by a sequential loop and NaN by a combine tree (0 * inf): the step is
+// not drawn (found on the H200: smelt fuzz --device cuda --seed 19005, case
+// 11, CUDA NaN against the CPU's 0; PyTorch's own answer is NaN). Products
+// that cannot overflow stay.
+TEST(Fuzz, ProductsThatOverflowBesideAZeroAreNotDrawn) {
+  fuzz::InputSpec in;
+  in.sizes = {3, 8873};
+  in.strides = {8873, 1};
+  in.base_numel = 3 * 8873;
+  in.dtype = DType::Int64;
+  in.data_seed = 0xf5ca4f6879e006afull;
+  in.layout = "contiguous";
+  fuzz::Step sel, prod;
+  sel.op = "select";
+  sel.in = {0};
+  sel.attrs = {{"dim", int64_t{0}}, {"index", int64_t{-3}}};
+  prod.op = "prod";
+  prod.in = {1};
+  prod.attrs = {{"dim", int64_t{-1}}, {"keepdim", false}, {"dtype", DType::Float16}};
+  Tensor row = fuzz::make_inputs(fuzz::replay({in}, {sel}, {1}))[0].select(0, -3);
+  ASSERT_TRUE(row.eq(0.0).any().item<bool>());  // the data this case drew
+  EXPECT_THROW(fuzz::replay({in}, {sel, prod}, {2}), Error);
+  // Eight elements of the row: no overflow, the product is drawn.
+  fuzz::Step head;
+  head.op = "narrow";
+  head.in = {1};
+  head.attrs = {{"dim", int64_t{0}}, {"start", int64_t{0}}, {"length", int64_t{8}}};
+  prod.in = {2};
+  EXPECT_NO_THROW(fuzz::replay({in}, {sel, head, prod}, {3}));
+}
+
 // A third of the programs are half programs: float16 / bfloat16 inputs are
 // common (they were 1 in 7 before).
 TEST(Fuzz, GeneratesManyHalfPrograms) {
