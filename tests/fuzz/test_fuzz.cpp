@@ -252,6 +252,32 @@ TEST(Fuzz, ProductsThatOverflowBesideAZeroAreNotDrawn) {
   EXPECT_NO_THROW(fuzz::replay({in}, {sel, head, prod}, {3}));
 }
 
+// layer_norm of a constant (a softmax of an expanded value): x - mean is
+// rounding noise of either sign, so log2 after it was NaN on the H200 and
+// finite on the CPU (smelt fuzz --device cuda --grad --seed 19001, case 224):
+// normalizing a constant is not drawn; a varying value is.
+TEST(Fuzz, NormalizingAConstantIsNotDrawn) {
+  fuzz::InputSpec in;
+  in.sizes = {8555};
+  in.strides = {0};
+  in.base_numel = 1;
+  in.dtype = DType::Float64;
+  in.data_seed = 0x594a2cb79350b38aull;
+  in.layout = "expanded";
+  fuzz::Step sm, ln;
+  sm.op = "softmax";
+  sm.in = {0};
+  sm.attrs = {{"dim", int64_t{0}}};
+  ln.op = "layer_norm";
+  ln.in = {1};
+  ln.attrs = {{"normalized_shape", std::vector<int64_t>{8555}}};
+  EXPECT_THROW(fuzz::replay({in}, {sm, ln}, {2}), Error);
+  in.strides = {1};
+  in.base_numel = 8555;
+  in.layout = "contiguous";
+  EXPECT_NO_THROW(fuzz::replay({in}, {sm, ln}, {2}));
+}
+
 // A third of the programs are half programs: float16 / bfloat16 inputs are
 // common (they were 1 in 7 before).
 TEST(Fuzz, GeneratesManyHalfPrograms) {
