@@ -34,22 +34,23 @@
 //    1 above; the sign of x last. R, Q: least-squares fits on Chebyshev
 //    nodes (mpmath references) with float coefficients fitted one at a time
 //    (absolute errors of t R(t) < 2e-10, of Q < 6e-10);
-//  * tanh: in float arithmetic with fused multiply-adds as well:
-//    x + x t P(t) (t = x^2, P of degree 4) for |x| < 0.55, above
-//    1 - 2 / (1 + e^(2|x|)) with e^(2|x|) = 2^k (1 + expm1(r)) and the sum,
-//    quotient and difference carried as float pairs where they round (see
-//    f32::tanh). (The former one, (1 - e) / (1 + e) in double arithmetic,
-//    took 2.6 times as long: 0.97 -> 0.37 ms for 2^19 floats on AVX-512.)
-//  * log: fdlibm's logf (Sun Microsystems 1993, as FreeBSD's e_logf.c):
-//    x = 2^k m, m in [sqrt(2)/2, sqrt(2)), f = m - 1, s = f / (2 + f),
-//    log x = k ln2_hi + (f - (f^2/2 - (s (f^2/2 + R(s^2)) + k ln2_lo))),
-//    R of degree 4, with fused multiply-adds where they round once (0.34 ->
-//    0.30 ms for 2^19 floats against SLEEF's u10 log on AVX-512).
+//  * tanh: in float arithmetic with fused multiply-adds as well, no
+//    division: x + x t P(t) (t = x^2, P of degree 5) for |x| < 0.625, above
+//    1 - 2w / (1 + w), w = e^(-2|x|) = 2^k (1 + expm1(r)), evaluated as
+//    (1 - 2^(k+1)) + 2^k (-2 expm1(r) + (1 + expm1(r)) w R(w)) with R(w) a
+//    polynomial for 2 / (1 + w) (see f32::tanh). (The former ones: a
+//    division and float pairs, 1.2 times as long; before them (1 - e) /
+//    (1 + e) in double arithmetic, 2.6 times.)
+//  * log: after fdlibm's logf (Sun Microsystems 1993, as FreeBSD's e_logf.c):
+//    x = 2^k m, m in [sqrt(2)/2, sqrt(2)), f = m - 1,
+//    log x = k ln2_hi + (f - (f^2/2 - (f^3 P(f) + k ln2_lo))), P of degree 8
+//    in place of fdlibm's s = f / (2 + f) and R(s^2) (no division: 1.1 times
+//    faster), with fused multiply-adds where they round once.
 // Checked over every float32 against glibc's double erf / tanh / log rounded to
 // float: never more than 1 ulp away (erf differs from that correctly rounded
 // value for 0.33% of inputs, most of them subnormal (the scaled pair rounds
-// twice); tanh for 0.07%, at most 0.73 ulp from the exact value; log for
-// 0.6%, at most 0.83 ulp); NaN propagates, signed zeros and infinities as
+// twice); tanh for 0.065%, at most 0.84 ulp from the exact value; log for
+// 0.63%, at most 0.83 ulp); NaN propagates, signed zeros and infinities as
 // C's. (The former erf in double arithmetic took twice the time: 0.77 ->
 // 0.35 ms for 2^19 floats on AVX-512.)
 //
@@ -166,58 +167,69 @@ inline float erf(float a) {
   return with_signf(pickf(ax < 1.0f, small, big), a);
 }
 
-/// tanh, |x| < 0.55: x + x t P(t), t = x^2 (least-squares fit of degree 4 on
-/// Chebyshev nodes, float coefficients fitted one at a time; relative error
-/// of the real polynomial < 2^-29.6).
-inline constexpr float kTanhSmall[5] = {-0.33333319425582886f, 0.13332641124725342f,
-                                        -0.053857505321502686f, 0.021091347560286522f,
-                                        -0.006300163920968771f};
+/// tanh, |x| < 0.625: x + x t P(t), t = x^2 (P of degree 5).
+inline constexpr float kTanhSmall[6] = {-0.3333333134651184f,   0.13333220779895782f,
+                                        -0.05394819378852844f,  0.0217070784419775f,
+                                        -0.008190729655325413f, 0.00215356913395226f};
+/// tanh, |x| >= 0.625: expm1(r) = r + r^2 Q(r) on |r| <= ln2 / 2 (Q of degree 4).
+inline constexpr float kTanhExpm1[5] = {0.49999988079071045f, 0.166665181517601f,
+                                        0.041669655591249466f, 0.00836896151304245f,
+                                        0.0013744814787060022f};
+/// tanh, |x| >= 0.625: R(w) ~ 2 / (1 + w) on 0 <= w <= e^-1.25 (degree 5; weighted by w^2,
+/// the factor its error enters the result with).
+inline constexpr float kTanhRecip[6] = {1.9999891519546509f, -1.9994802474975586f,
+                                        1.990540862083435f,  -1.9133206605911255f,
+                                        1.561340570449829f,  -0.7488121390342712f};
 
 inline float tanh(float a) {
   const float ax = __builtin_fabsf(a);
-  // |x| < 0.55: the odd polynomial.
+  // |x| < 0.625: the odd polynomial.
   const float t = ax * ax;
-  float p = kTanhSmall[4];
+  float p = kTanhSmall[5];
 #ifndef __CUDACC__
 #pragma GCC unroll 8
 #endif
-  for (int j = 3; j >= 0; --j) p = __builtin_fmaf(p, t, kTanhSmall[j]);
+  for (int j = 4; j >= 0; --j) p = __builtin_fmaf(p, t, kTanhSmall[j]);
   const float small = __builtin_fmaf(ax * t, p, ax);
-  // Above: 1 - 2 / D, D = 1 + e^y, y = 2|x| (20 above 10: the result rounds to
-  // 1 from 9.02 on; NaN stays NaN); e^y = m (1 + s), m = 2^k, y = k ln2 + r
-  // (Cody-Waite, ln2 as hi + lo), s = expm1(r) by its Taylor polynomial of
-  // degree 7 (|r| <= ln2 / 2). D as the pair dh + dl (dl: dh's rounding
-  // error, by fma), 2 / D as qh + ql (ql from the exact remainder of qh), and
-  // 1 - qh - ql with 1 - qh's rounding error (Fast2Sum): float operations
-  // only, yet within 0.73 ulp.
-  const float y = pickf(ax > 10.0f, 20.0f, 2.0f * ax);
+  // Above: 1 - 2 w / (1 + w), w = e^y, y = -2|x| (-20 below -20: the result
+  // rounds to 1 from 9.02 on; NaN stays NaN). w = m (1 + s), m = 2^k,
+  // y = k ln2 + r (Cody-Waite, ln2 as hi + lo), s = expm1(r). With
+  // 2 / (1 + w) = R(w) and 2 w = 2 m (1 + s):
+  //   1 - 2 w / (1 + w) = (1 - 2m) + m (-2s + (1 + s) w R(w)),
+  // where 1 - 2m is exact (2^-25 <= m <= 1/4; below, the result is within
+  // an ulp of 1) and the bracket is small, so its rounding errors enter
+  // scaled by m: no division, within 0.84 ulp.
+  const float y = pickf(-2.0f * ax < -20.0f, -20.0f, -2.0f * ax);
   const float kShift = 0x1.8p23f;  // adding it rounds to an integer
   const float k = __builtin_fmaf(y, 1.44269504088896341f, kShift) - kShift;
   // 2^k: k + 127 in the low bits of k + (kShift + 127), shifted into the exponent.
   const float m = half_detail::bits_float(half_detail::float_bits(k + (kShift + 127.0f)) << 23);
   float r = __builtin_fmaf(k, -0x1.62e4p-1f, y);
   r = __builtin_fmaf(k, -0x1.7f7d1cp-20f, r);
-  float q = 1.0f / 5040.0f;
-  q = __builtin_fmaf(q, r, 1.0f / 720.0f);
-  q = __builtin_fmaf(q, r, 1.0f / 120.0f);
-  q = __builtin_fmaf(q, r, 1.0f / 24.0f);
-  q = __builtin_fmaf(q, r, 1.0f / 6.0f);
-  q = __builtin_fmaf(q, r, 0.5f);
+  float q = kTanhExpm1[4];
+#ifndef __CUDACC__
+#pragma GCC unroll 8
+#endif
+  for (int j = 3; j >= 0; --j) q = __builtin_fmaf(q, r, kTanhExpm1[j]);
   const float s = __builtin_fmaf(r * r, q, r);
-  const float one_m = 1.0f + m;
-  const float dh = __builtin_fmaf(m, s, one_m);
-  const float dl = __builtin_fmaf(m, s, one_m - dh);
-  const float qh = 2.0f / dh;
-  const float rem = __builtin_fmaf(-qh, dh, 2.0f);
-  const float ql = __builtin_fmaf(-qh, dl, rem) * (0.5f * qh);
-  const float u = 1.0f - qh;
-  const float big = u + (((1.0f - u) - qh) - ql);
-  return with_signf(pickf(ax < 0.55f, small, big), a);
+  const float w = __builtin_fmaf(m, s, m);
+  float rw = kTanhRecip[5];
+#ifndef __CUDACC__
+#pragma GCC unroll 8
+#endif
+  for (int j = 4; j >= 0; --j) rw = __builtin_fmaf(rw, w, kTanhRecip[j]);
+  const float u = w * rw;                          // 2 w / (1 + w)
+  const float c = __builtin_fmaf(s, u - 2.0f, u);  // -2s + (1 + s) u
+  const float big = __builtin_fmaf(m, c, __builtin_fmaf(-2.0f, m, 1.0f));
+  return with_signf(pickf(ax < 0.625f, small, big), a);
 }
 
-/// log's R(s^2) = Lg1 z + Lg2 z^2 + Lg3 z^3 + Lg4 z^4 (z = s^2), fdlibm's
-/// float coefficients (|error of log(1+s) - log(1-s)| / s < 2^-34.24).
-inline constexpr float kLogLg[4] = {0x1.555554p-1f, 0x1.999c26p-2f, 0x1.23d3dcp-2f, 0x1.f13c4cp-3f};
+/// log(1 + f) = f - f^2 / 2 + f^3 P(f) on sqrt(2)/2 - 1 <= f < sqrt(2) - 1 (P of
+/// degree 8; relative error of the sum < 2^-30).
+inline constexpr float kLogP[9] = {
+    0.3333331048488617f,   -0.25000014901161194f, 0.20002226531505585f,
+    -0.16667726635932922f, 0.1421755999326706f,   -0.12409740686416626f,
+    0.11905451864004135f,  -0.11655238270759583f, 0.06684166193008423f};
 
 inline float log(float a) {
   // Subnormals scaled by 2^25 (zero and negatives are replaced at the end).
@@ -227,14 +239,16 @@ inline float log(float a) {
   const int32_t k = static_cast<int32_t>(ix - 0x3f3504f3u) >> 23;
   const float f = half_detail::bits_float(ix - (static_cast<uint32_t>(k) << 23)) - 1.0f;
   const float dk = static_cast<float>(k) - pickf(sub, 25.0f, 0.0f);
-  const float s = f / (2.0f + f);
-  const float z = s * s, w = z * z;
-  const float r =
-      z * __builtin_fmaf(w, kLogLg[2], kLogLg[0]) + w * __builtin_fmaf(w, kLogLg[3], kLogLg[1]);
-  const float hfsq = 0.5f * f * f;
-  // k ln2_hi + (f - (hfsq - (s (hfsq + R) + k ln2_lo))), ln2 = hi + lo.
+  const float f2 = f * f;
+  const float hfsq = 0.5f * f2;
+  float p = kLogP[8];
+#ifndef __CUDACC__
+#pragma GCC unroll 8
+#endif
+  for (int j = 7; j >= 0; --j) p = __builtin_fmaf(p, f, kLogP[j]);
+  // k ln2_hi + (f - (hfsq - (f^3 P(f) + k ln2_lo))), ln2 = hi + lo.
   float y = __builtin_fmaf(dk, 0x1.62e3p-1f,
-                           -((hfsq - __builtin_fmaf(s, hfsq + r, dk * 0x1.2fefa2p-17f)) - f));
+                           -((hfsq - __builtin_fmaf(f2 * f, p, dk * 0x1.2fefa2p-17f)) - f));
   y = pickf(a == 0.0f, -__builtin_inff(), y);
   y = pickf(a < 0.0f, __builtin_nanf(""), y);
   return pickf(!(a < __builtin_inff()), a + a, y);  // +inf and NaN
