@@ -1,11 +1,15 @@
 // Differential fuzzing: random programs compiled vs eager (tests/fuzz/fuzz.h, library smelt_fuzz).
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "core/tensor_impl.h"
 #include "fuzz/fuzz.h"
 #include "ops/op_table.h"
 #include "smelt/ops.h"
@@ -18,6 +22,27 @@ std::string join(const std::vector<std::string>& v) {
   std::string r;
   for (auto& s : v) r += s + "\n";
   return r;
+}
+
+/// A contiguous input of the fuzzer's data (seed `seed`).
+fuzz::InputSpec contiguous_input(const Shape& sizes, DType dtype, uint64_t seed) {
+  fuzz::InputSpec in;
+  in.sizes = sizes;
+  in.strides = detail::contiguous_strides(sizes);
+  in.base_numel = detail::shape_numel(sizes);
+  in.dtype = dtype;
+  in.data_seed = seed;
+  in.layout = "contiguous";
+  return in;
+}
+
+/// One program step: op of the values `in`, with `attrs`.
+fuzz::Step step(std::string op, std::vector<int> in, detail::Attrs attrs = {}) {
+  fuzz::Step s;
+  s.op = std::move(op);
+  s.in = std::move(in);
+  s.attrs = std::move(attrs);
+  return s;
 }
 }  // namespace
 
@@ -173,18 +198,9 @@ TEST(Fuzz, DrawsTheOpTablesPointwiseOpsAndReductions) {
 // (Compiled silu then called glibc's vector exp and differed from eager by a
 // float32 ulp.) The cast value keeps float32's tolerance, not float64's.
 TEST(Fuzz, ToleranceFollowsTheDtypeAValueWasComputedIn) {
-  fuzz::InputSpec in;
-  in.sizes = {4096};
-  in.strides = {1};
-  in.base_numel = 4096;
-  in.data_seed = 1300;
-  in.layout = "contiguous";
-  fuzz::Step silu, cast;
-  silu.op = "silu";
-  silu.in = {0};
-  cast.op = "to_dtype";
-  cast.in = {1};
-  cast.attrs = {{"dtype", DType::Float64}};
+  const fuzz::InputSpec in = contiguous_input({4096}, DType::Float32, 1300);
+  const fuzz::Step silu = step("silu", {0}),
+                   cast = step("to_dtype", {1}, {{"dtype", DType::Float64}});
   fuzz::Program p = fuzz::replay({in}, {silu, cast}, {2});
   EXPECT_GE(p.scale[1], 4 * 1.2e-7);
   EXPECT_GE(p.scale[2], 4 * 1.2e-7);  // 4 float32 ulps, not float64's 1e-10
@@ -199,19 +215,8 @@ TEST(Fuzz, ToleranceFollowsTheDtypeAValueWasComputedIn) {
 // inputs' deviations can do to each step: tan of this exp is not kept; sin of it is, with a
 // tolerance that covers the spread.
 TEST(Fuzz, InputDeviationsPropagateThroughEachStep) {
-  fuzz::InputSpec in;
-  in.sizes = {8619};
-  in.strides = {1};
-  in.base_numel = 8619;
-  in.data_seed = 0x98b6d6b816470ebdull;
-  in.layout = "contiguous";
-  fuzz::Step e, t, sn;
-  e.op = "exp";
-  e.in = {0};
-  t.op = "tan";
-  t.in = {1};
-  sn.op = "sin";
-  sn.in = {1};
+  const fuzz::InputSpec in = contiguous_input({8619}, DType::Float32, 0x98b6d6b816470ebdull);
+  const fuzz::Step e = step("exp", {0}), t = step("tan", {1}), sn = step("sin", {1});
   EXPECT_THROW(fuzz::replay({in}, {e, t}, {2}), Error);
   fuzz::Program p = fuzz::replay({in}, {e, sn}, {2});
   EXPECT_GT(p.scale[2], 1e-5);
@@ -226,28 +231,16 @@ TEST(Fuzz, InputDeviationsPropagateThroughEachStep) {
 // 11, CUDA NaN against the CPU's 0; PyTorch's own answer is NaN). Products
 // that cannot overflow stay.
 TEST(Fuzz, ProductsThatOverflowBesideAZeroAreNotDrawn) {
-  fuzz::InputSpec in;
-  in.sizes = {3, 8873};
-  in.strides = {8873, 1};
-  in.base_numel = 3 * 8873;
-  in.dtype = DType::Int64;
-  in.data_seed = 0xf5ca4f6879e006afull;
-  in.layout = "contiguous";
-  fuzz::Step sel, prod;
-  sel.op = "select";
-  sel.in = {0};
-  sel.attrs = {{"dim", int64_t{0}}, {"index", int64_t{-3}}};
-  prod.op = "prod";
-  prod.in = {1};
-  prod.attrs = {{"dim", int64_t{-1}}, {"keepdim", false}, {"dtype", DType::Float16}};
+  const fuzz::InputSpec in = contiguous_input({3, 8873}, DType::Int64, 0xf5ca4f6879e006afull);
+  const fuzz::Step sel = step("select", {0}, {{"dim", int64_t{0}}, {"index", int64_t{-3}}});
+  fuzz::Step prod =
+      step("prod", {1}, {{"dim", int64_t{-1}}, {"keepdim", false}, {"dtype", DType::Float16}});
   Tensor row = fuzz::make_inputs(fuzz::replay({in}, {sel}, {1}))[0].select(0, -3);
   ASSERT_TRUE(row.eq(0.0).any().item<bool>());  // the data this case drew
   EXPECT_THROW(fuzz::replay({in}, {sel, prod}, {2}), Error);
   // Eight elements of the row: no overflow, the product is drawn.
-  fuzz::Step head;
-  head.op = "narrow";
-  head.in = {1};
-  head.attrs = {{"dim", int64_t{0}}, {"start", int64_t{0}}, {"length", int64_t{8}}};
+  const fuzz::Step head =
+      step("narrow", {1}, {{"dim", int64_t{0}}, {"start", int64_t{0}}, {"length", int64_t{8}}});
   prod.in = {2};
   EXPECT_NO_THROW(fuzz::replay({in}, {sel, head, prod}, {3}));
 }
@@ -257,25 +250,15 @@ TEST(Fuzz, ProductsThatOverflowBesideAZeroAreNotDrawn) {
 // finite on the CPU (smelt fuzz --device cuda --grad --seed 19001, case 224):
 // normalizing a constant is not drawn; a varying value is.
 TEST(Fuzz, NormalizingAConstantIsNotDrawn) {
-  fuzz::InputSpec in;
-  in.sizes = {8555};
-  in.strides = {0};
-  in.base_numel = 1;
-  in.dtype = DType::Float64;
-  in.data_seed = 0x594a2cb79350b38aull;
-  in.layout = "expanded";
-  fuzz::Step sm, ln;
-  sm.op = "softmax";
-  sm.in = {0};
-  sm.attrs = {{"dim", int64_t{0}}};
-  ln.op = "layer_norm";
-  ln.in = {1};
-  ln.attrs = {{"normalized_shape", std::vector<int64_t>{8555}}};
-  EXPECT_THROW(fuzz::replay({in}, {sm, ln}, {2}), Error);
-  in.strides = {1};
-  in.base_numel = 8555;
-  in.layout = "contiguous";
-  EXPECT_NO_THROW(fuzz::replay({in}, {sm, ln}, {2}));
+  const fuzz::InputSpec varying = contiguous_input({8555}, DType::Float64, 0x594a2cb79350b38aull);
+  fuzz::InputSpec constant = varying;  // one element expanded (stride 0)
+  constant.strides = {0};
+  constant.base_numel = 1;
+  constant.layout = "expanded";
+  const fuzz::Step sm = step("softmax", {0}, {{"dim", int64_t{0}}}),
+                   ln = step("layer_norm", {1}, {{"normalized_shape", std::vector<int64_t>{8555}}});
+  EXPECT_THROW(fuzz::replay({constant}, {sm, ln}, {2}), Error);
+  EXPECT_NO_THROW(fuzz::replay({varying}, {sm, ln}, {2}));
 }
 
 // A third of the programs are half programs: float16 / bfloat16 inputs are
