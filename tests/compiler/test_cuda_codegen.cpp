@@ -329,6 +329,27 @@ TEST_F(CudaCodegen, GemmOfConvertedHalvesReadsTheHalves) {
   for (const Step& st : merged.steps) EXPECT_FALSE(st.cast_prologue) << st.name;
 }
 
+// A reduction whose result only a GEMM's cast prologue reads (sdpa's q k^T of
+// a summed bfloat16 q) is stored: the GEMM reads it (smelt fuzz --device cuda
+// --seed 19001 case 376: cuBLAS was handed a null A and raised
+// CUBLAS_STATUS_INVALID_VALUE).
+TEST_F(CudaCodegen, ReductionReadByACastPrologueIsStored) {
+  Tensor x = randn({2, 4, 8}).to(DType::BFloat16);
+  auto f = [](const Tensor& x) {
+    Tensor q = sum(x, {1}, /*keepdim=*/true);  // [2, 1, 8] bfloat16
+    return matmul(q.to(DType::Float32), x.to(DType::Float32).transpose(-2, -1));
+  };
+  Graph g;
+  Schedule s = cuda_schedule(trace_graph(f, x), &g);
+  int prologues = 0;
+  for (const Step& st : s.steps) {
+    if (st.kind != Step::Kind::Extern) continue;
+    prologues += st.cast_prologue;
+    for (int b : st.reads) EXPECT_TRUE(s.materialized[b]) << st.name << " reads %" << b;
+  }
+  EXPECT_EQ(prologues, 1);
+}
+
 // A misaligned input (a view at an odd offset) is not declared aligned; the
 // others still are.
 TEST_F(CudaCodegen, OnlyAlignedBuffersAreDeclaredAligned) {

@@ -522,6 +522,10 @@ class Scheduler {
       } else {
         for (auto& in : g_.nodes[st.node].inputs)
           if (!in.is_scalar()) read_elsewhere[in.buf] = true;
+        if (st.cast_prologue) {  // the GEMM reads the converts' sources, not the converts
+          const std::array<Operand, 2> src = *gemm_cast_prologue(g_, g_.nodes[st.node]);
+          for (const Operand& in : src) read_elsewhere[in.buf] = true;
+        }
         for (int e : st.epilogue)
           for (auto& in : g_.nodes[e].inputs)
             if (!in.is_scalar()) read_elsewhere[in.buf] = true;
