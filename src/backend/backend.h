@@ -202,8 +202,8 @@ struct GemmEpilogue {
   const void* bias = nullptr;
   GemmActivation activation;
   /// m x n per batch, of the GEMM's dtype, with these strides (elements; 0 to
-  /// broadcast), or nullptr. May be the same memory as C (in-place residual add)
-  /// only when its strides equal C's.
+  /// broadcast), or nullptr. Never overlaps C (the backends write the product
+  /// into C before they add the residual on some paths).
   const void* residual = nullptr;
   int64_t residual_batch_stride = 0;
   int64_t residual_row_stride = 0;

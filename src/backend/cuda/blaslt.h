@@ -74,8 +74,8 @@ struct CublasGemm {
   cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
   const void* bias = nullptr;
   /// C, added with beta = 1 before the bias (D = alpha AB + C + bias): a
-  /// residual of `d_dtype`, column-major m x n with leading dim ldc. nullptr:
-  /// beta = 0 (D is passed as C).
+  /// residual of `d_dtype`, column-major m x n with leading dim ldc, apart
+  /// from D. nullptr: beta = 0 (D is passed as C).
   const void* c = nullptr;
   int64_t ldc = 1, stride_c = 0;
 };

@@ -368,6 +368,11 @@ StepGemm gemm_of_step(const Graph& g, const Step& st, const std::vector<void*>& 
   gm.b = {static_cast<char*>(ptr[b.buf]) + b.offset * isz, 0, b.strides[b.sizes.size() - 2],
           b.strides.back()};
   gm.c = ptr[out.id];
+  // Every buffer a GEMM reads or writes has memory: one the plan left without
+  // (a store dropped as private) would reach the library as a null pointer.
+  SMELT_INTERNAL_ASSERT(gm.a.data && gm.b.data && gm.c,
+                        "{} %{}: a GEMM operand or its result has no memory (A {}, B {}, C {})",
+                        n.op, out.id, gm.a.data, gm.b.data, gm.c);
   // Batch dims: A's and B's strides (0 where broadcast); C and the residual
   // are contiguous m x n matrices in batch order.
   const Shape cs = detail::contiguous_strides(batch);
