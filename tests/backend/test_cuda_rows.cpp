@@ -434,11 +434,6 @@ TEST(CudaRows, FusedAttentionWithAMaskDeclinesHeadDimsOnlyCudnnHas) {
 
 #endif  // SMELT_TEST_CUDA_BACKEND
 
-// The fused attention kernel with an attn_mask, against the CPU's
-// decomposition: a bool key-padding mask [B, 1, 1, S] as BERT makes it, an
-// additive [L, S] mask, an additive mask over every
-// dim; a row whose every key is masked is zeros, as the decomposition's
-// (PyTorch's _safe_softmax).
 // float32 attention (attention_f32.cu, on the CUDA cores) against the CPU:
 // head dims 32 and 64 (others decompose), lengths off the 128-row and 64-key
 // tiles, L != S with the causal mask top-left (more and fewer queries than
@@ -470,24 +465,27 @@ TEST(CudaRows, FusedAttentionFloat32MatchesTheCpu) {
                    << "E " << E << " L " << c.L << " S " << c.S << " causal " << c.causal
                    << " packed " << c.packed << " scale " << c.scale);
       manual_seed(E + c.L + c.S);
-      Tensor q, k, v;
+      // The GPU operands: head views of one packed [B, L, 3 * H * E] tensor
+      // on the device (rows 3 * H * E apart, heads E apart), or contiguous.
+      Tensor qg, kg, vg;
       if (c.packed) {
-        Tensor qkv = randn({B, c.L, 3 * H * E});
+        Tensor qkv = randn({B, c.L, 3 * H * E}).to(kGpu);
         auto heads = [&](int64_t i) {
-          return qkv.narrow(2, i * H * E, H * E).reshape({B, c.L, H, E}).transpose(1, 2);
+          return qkv.narrow(2, i * H * E, H * E).view({B, c.L, H, E}).transpose(1, 2);
         };
-        q = heads(0), k = heads(1), v = heads(2);
+        qg = heads(0), kg = heads(1), vg = heads(2);
+        ASSERT_EQ(qg.stride(2), 3 * H * E);
       } else {
-        q = randn({B, H, c.L, E}) * 2, k = randn({B, H, c.S, E}), v = randn({B, H, c.S, E});
+        qg = (randn({B, H, c.L, E}) * 2).to(kGpu), kg = randn({B, H, c.S, E}).to(kGpu),
+        vg = randn({B, H, c.S, E}).to(kGpu);
       }
+      Tensor q = qg.cpu(), k = kg.cpu(), v = vg.cpu();
       const double scale = c.scale * (1.0 / std::sqrt(static_cast<double>(E)));
       Tensor want = scaled_dot_product_attention(q, k, v, std::nullopt, 0.0, c.causal, scale);
       Tensor got = empty({B, H, c.L, E}, TensorOptions(float32).device(kGpu));
-      ASSERT_TRUE(
-          gpu.fused_attention(q.to(kGpu), k.to(kGpu), v.to(kGpu), Tensor(), c.causal, scale, got));
+      ASSERT_TRUE(gpu.fused_attention(qg, kg, vg, Tensor(), c.causal, scale, got));
       expect_close(vals(got), vals(want), 2e-5);
-      Tensor op = scaled_dot_product_attention(q.to(kGpu), k.to(kGpu), v.to(kGpu), std::nullopt,
-                                               0.0, c.causal, scale);
+      Tensor op = scaled_dot_product_attention(qg, kg, vg, std::nullopt, 0.0, c.causal, scale);
       expect_close(vals(op), vals(got), 0.0);
     }
     // Masks: bool padding [B, 1, 1, S], additive [L, S] and [B, H, L, S].
@@ -512,9 +510,38 @@ TEST(CudaRows, FusedAttentionFloat32MatchesTheCpu) {
     Tensor got =
         scaled_dot_product_attention(q.to(kGpu), k.to(kGpu), v.to(kGpu), none.to(kGpu)).cpu();
     EXPECT_TRUE(got.select(0, 1).select(1, 5).eq(0.0).all().item<bool>());
+    // Special values, as the CPU's kernel and the decomposition: a NaN score
+    // at a key a bool mask drops stays out of the row (where, not add); a row
+    // whose every score is -inf is zeros under a mask, NaN without one.
+    Tensor ki = k.clone(), qi = q.clone();
+    ki.select(0, 0).select(1, 149).fill_(std::numeric_limits<double>::quiet_NaN());
+    ki.select(0, 1).select(0, 2).fill_(1.0);  // batch 1, head 2: keys of ones
+    qi.select(0, 1).select(0, 2).select(0, 3).fill_(-std::numeric_limits<double>::infinity());
+    for (bool masked : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "E " << E << " special values, masked " << masked);
+      Tensor want = masked ? scaled_dot_product_attention(qi, ki, v, padding)
+                           : scaled_dot_product_attention(qi, ki, v);
+      Tensor g = empty({B, H, L, E}, TensorOptions(float32).device(kGpu));
+      ASSERT_TRUE(gpu.fused_attention(qi.to(kGpu), ki.to(kGpu), v.to(kGpu),
+                                      masked ? padding.to(kGpu) : Tensor(), false,
+                                      1.0 / std::sqrt(static_cast<double>(E)), g));
+      expect_close(vals(g), vals(want), 2e-5);
+      Tensor gc = g.cpu(), row = gc.select(0, 1).select(0, 2).select(0, 3);
+      if (masked) {
+        EXPECT_TRUE(row.eq(0.0).all().item<bool>());
+        EXPECT_EQ(isnan(gc.select(0, 0)).sum().item<int64_t>(), 0);  // key 149 is dropped
+      } else {
+        EXPECT_TRUE(isnan(row).all().item<bool>());
+      }
+    }
   }
 }
 
+// The fused attention kernel with an attn_mask, against the CPU's
+// decomposition: a bool key-padding mask [B, 1, 1, S] as BERT makes it, an
+// additive [L, S] mask, an additive mask over every
+// dim; a row whose every key is masked is zeros, as the decomposition's
+// (PyTorch's _safe_softmax).
 TEST(CudaRows, FusedAttentionWithMasksMatchesTheCpu) {
   SMELT_SKIP_WITHOUT_CUDA();
   for (DType dt : {bfloat16, float16}) {

@@ -18,8 +18,9 @@
 // i when j > i), PyTorch's is_causal. An attn_mask (any broadcast, read
 // through its strides) either masks where it is false (bool) or is added to
 // the scaled scores (float16 / bfloat16 / float32), as the decomposition's
-// where / add; a row whose every key is masked gives zeros there as here
-// (PyTorch's _safe_softmax).
+// where / add; a row whose every score is -inf gives zeros under a mask or
+// the causal triangle (PyTorch's _safe_softmax) and NaN without one
+// (softmax's), there as here.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -213,7 +214,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<MASKED>)
             if (key >= a.S || (CAUSAL && key > my_row[half]))
               x = -INFINITY;
             else if (MASKED)
-              x = x * scale_log2 + mask_term(a, mask_row[half], key);
+              x = masked_score(a, x * scale_log2, mask_row[half], key);
           }
           mx = fmaxf(mx, x);
         }
@@ -271,8 +272,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<MASKED>)
     sum += __shfl_xor_sync(0xffffffff, sum, 2);
     const int row = my_row[half];
     if (row >= a.L) continue;
-    // sum == 0: every key masked (the exponentials all 0): zeros, not 0 / 0.
-    const float inv = sum > 0.f ? 1.f / sum : 0.f;
+    const float inv = sum > 0.f ? 1.f / sum : empty_row_factor < MASKED || CAUSAL > ();
     T* orow = out + row * a.o_stride[2];
 #pragma unroll
     for (int j = 0; j < D / 8; ++j)

@@ -13,10 +13,11 @@
 // warp reads the same key: broadcasts, no bank conflicts). A chunk of kChunk
 // scores is formed at once (independent dot products for the pipelines), then
 // the running maximum and sum of exponentials are updated and the accumulator
-// rescaled once per chunk. Each score is scaled (and its mask term added)
-// before the maximum, so any scale is exact, zero and negative ones included.
-// Exponentials are exp2f of the scores in base-2 units. A row whose every key
-// is masked gives zeros, as the decomposition's safe softmax; NaN and
+// rescaled once per chunk. Each score is scaled (and masked) before the
+// maximum, so any scale is exact, zero and negative ones included.
+// Exponentials are exp2f of the scores in base-2 units. A row whose every
+// score is -inf gives zeros under a mask or the causal triangle (the
+// decomposition's safe softmax) and NaN without one (softmax's); NaN and
 // infinities propagate as there.
 #include <cstdint>
 
@@ -93,9 +94,10 @@ __global__ void __launch_bounds__(kThreads) attention_f32_kernel(AttentionArgs a
         const int key = key0 + c0 + j;
         if (c0 + j >= keys || (CAUSAL && key > row)) {
           s[j] = -INFINITY;
+        } else if constexpr (MASKED) {
+          s[j] = masked_score(a, s[j] * scale_log2, mask_row, key);
         } else {
           s[j] *= scale_log2;
-          if constexpr (MASKED) s[j] += mask_term(a, mask_row, key);
         }
         mx = fmaxf(mx, s[j]);
       }
@@ -126,8 +128,7 @@ __global__ void __launch_bounds__(kThreads) attention_f32_kernel(AttentionArgs a
     }
   }
   if (!live) return;
-  // l == 0: every key masked (the exponentials all 0): zeros, not 0 / 0.
-  const float inv = l > 0.f ? 1.f / l : 0.f;
+  const float inv = l > 0.f ? 1.f / l : empty_row_factor < MASKED || CAUSAL > ();
   float* out = static_cast<float*>(a.out) + b * a.o_stride[0] + h * a.o_stride[1] +
                static_cast<int64_t>(row) * a.o_stride[2];
 #pragma unroll

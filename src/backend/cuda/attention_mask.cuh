@@ -32,6 +32,24 @@ __device__ __forceinline__ float mask_term(const AttentionArgs& a, const char* r
   }
 }
 
+/// A scaled score (base-2 units) under the mask at `key` of the mask row at
+/// `row`: -inf where a bool mask is false (replaced, as the decomposition's
+/// where: a NaN or infinite score there stays out of the row), else the score
+/// plus the mask term (added, as the decomposition's add).
+__device__ __forceinline__ float masked_score(const AttentionArgs& a, float score, const char* row,
+                                              int key) {
+  const float t = mask_term(a, row, key);
+  return a.mask_kind == AttentionMask::Bool && t == -INFINITY ? -INFINITY : score + t;
+}
+
+/// What 1 / sum becomes for a row whose exponentials are all 0 (every score
+/// -inf): 0 under a mask or the causal triangle (zeros, the decomposition's
+/// safe softmax), NaN without one (softmax's 0 / 0).
+template <bool MASKED_OR_CAUSAL>
+__device__ __forceinline__ float empty_row_factor() {
+  return MASKED_OR_CAUSAL ? 0.f : __int_as_float(0x7fc00000);
+}
+
 /// The mask row of query `row` (clamped to L - 1) of head (b, h), as bytes.
 __device__ __forceinline__ const char* mask_row_of(const AttentionArgs& a, int64_t b, int64_t h,
                                                    int row) {

@@ -480,7 +480,10 @@ class CudaBackend final : public backend::Backend {
     a.scale = static_cast<float>(scale);
     if (attn_mask.defined() && !attention_mask_args(attn_mask, q, S, a)) return false;
     DeviceGuard guard(q.device().index);
+    // smelt's kernels put batch x heads on the grid's y dimension.
+    const bool fits_grid = a.batch * a.heads <= kMaxGridY;
     if (f32_kernel) {
+      if (!fits_grid) return false;
       launch_attention_f32(a, is_causal, stream_for(q));
       return true;
     }
@@ -490,7 +493,7 @@ class CudaBackend final : public backend::Backend {
     // Without a mask smelt's kernel scales the running max, not each score
     // (exponents x * scale - max): that max is the scaled scores' only for a
     // positive scale, and -inf * 0 is NaN.
-    if (!own_kernel || !(scale > 0)) return false;
+    if (!own_kernel || !(scale > 0) || !fits_grid) return false;
     launch_flash_attention(a, q.dtype(), is_causal, stream_for(q));
     return true;
   }

@@ -256,6 +256,9 @@ struct AttentionArgs {
   int64_t mask_itemsize = 0;
   int64_t mask_stride[4] = {};
 };
+/// The most blocks a grid's y (and z) dimension takes: the fused attention
+/// kernels put batch x heads there, so larger problems are declined.
+inline constexpr int64_t kMaxGridY = 65535;
 /// True for the dtypes and head dims launch_flash_attention runs: float16 /
 /// bfloat16, head_dim 32 or 64.
 bool flash_attention_supported(DType dtype, int64_t head_dim);
