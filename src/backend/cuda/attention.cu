@@ -272,7 +272,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<MASKED>)
     sum += __shfl_xor_sync(0xffffffff, sum, 2);
     const int row = my_row[half];
     if (row >= a.L) continue;
-    const float inv = sum > 0.f ? 1.f / sum : empty_row_factor < MASKED || CAUSAL > ();
+    const float inv = sum > 0.f ? 1.f / sum : empty_row_factor<(MASKED || CAUSAL)>();
     T* orow = out + row * a.o_stride[2];
 #pragma unroll
     for (int j = 0; j < D / 8; ++j)

@@ -128,7 +128,7 @@ __global__ void __launch_bounds__(kThreads) attention_f32_kernel(AttentionArgs a
     }
   }
   if (!live) return;
-  const float inv = l > 0.f ? 1.f / l : empty_row_factor < MASKED || CAUSAL > ();
+  const float inv = l > 0.f ? 1.f / l : empty_row_factor<(MASKED || CAUSAL)>();
   float* out = static_cast<float*>(a.out) + b * a.o_stride[0] + h * a.o_stride[1] +
                static_cast<int64_t>(row) * a.o_stride[2];
 #pragma unroll
