@@ -61,6 +61,33 @@ TEST_F(Codegen, LargeKernelsAreParallel) {
   EXPECT_TRUE(s.steps[0].config.parallel) << s.steps[0].config.str();
 }
 
+// A parallel pointwise kernel of few long rows cuts each row into blocks of
+// columns, its parallel loop over rows x blocks keeping iterations for the
+// threads (64: 4 per thread of a 16-core host); small kernels and kernels of
+// rows enough keep whole rows.
+TEST_F(Codegen, FewLongRowsAreCutIntoColumnBlocks) {
+  auto only_step = [](const Schedule& s) -> const Step& {
+    EXPECT_EQ(s.steps.size(), 1u) << step_names(s);
+    return s.steps.at(0);
+  };
+  auto bias_add = [](const Tensor& x, const Tensor& b) { return x * b + 1.0; };
+  {
+    Schedule s = schedule_of(trace_graph(bias_add, randn({4, 65536}), randn({65536})));
+    const Step& st = only_step(s);
+    EXPECT_TRUE(st.config.parallel && st.config.tile_rows) << st.config.str();
+    EXPECT_EQ(st.config.column_blocks, 16) << st.config.str();
+    EXPECT_TRUE(has(st.source, "for (int64_t b = 0; b < 64; ++b)")) << st.source;
+    EXPECT_TRUE(has(st.source, "for (int64_t j = 0; j < 4096; ++j)")) << st.source;
+  }
+  for (const auto& shape : {std::vector<int64_t>{256, 1024}, std::vector<int64_t>{2, 40}}) {
+    Schedule s = schedule_of(trace_graph(bias_add, randn(shape), randn({shape[1]})));
+    EXPECT_EQ(only_step(s).config.column_blocks, 0) << only_step(s).config.str();
+  }
+  // A row of 3 x 32771 (prime) columns has no divisor to cut it by.
+  Schedule prime = schedule_of(trace_graph(bias_add, randn({3, 32771}), randn({32771})));
+  EXPECT_EQ(only_step(prime).config.column_blocks, 0) << only_step(prime).config.str();
+}
+
 TEST_F(Codegen, HorizontalFusionKind) {
   Tensor x = randn({64});
   Schedule s =

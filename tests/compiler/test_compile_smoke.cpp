@@ -33,6 +33,22 @@ double max_abs_diff(const Tensor& a, const Tensor& b) {
 }
 }  // namespace
 
+// A parallel pointwise kernel of few long rows runs rows x blocks of
+// columns (KernelConfig::column_blocks): operands broadcast along the rows, along
+// the columns and through a leading dim of size 1 land where eager puts them.
+TEST(CompileSmoke, RowsCutIntoColumnBlocksEqualEager) {
+  manual_seed(0);
+  Tensor x = randn({2, 3, 16384}), b = randn({16384}), s = randn({2, 3, 1}), t = randn({1, 3, 1});
+  auto f = [](const Tensor& x, const Tensor& b, const Tensor& s, const Tensor& t) {
+    return gelu(x * b + s) - t;
+  };
+  auto compiled = compile(f);
+  Tensor got = compiled(x, b, s, t);
+  EXPECT_EQ(max_abs_diff(got, f(x, b, s, t)), 0.0);
+  EXPECT_NE(compiled.generated_code().find("column_blocks=16"), std::string::npos)
+      << compiled.generated_code();
+}
+
 TEST(CompileSmoke, PointwiseChainIsOneKernel) {
   manual_seed(0);
   Tensor x = randn({1000}), w = randn({1000}), b = randn({1000});

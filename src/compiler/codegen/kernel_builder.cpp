@@ -482,7 +482,21 @@ class Builder {
     int64_t n = detail::shape_numel(s);
     RangeTag outer_tag = cfg_.parallel ? RangeTag::Parallel : RangeTag::Serial;
     Index it;
-    if (cfg_.tile_rows) {
+    if (cfg_.tile_rows && cfg_.column_blocks > 1) {
+      // Rows x blocks of columns (KernelConfig::column_blocks): iteration b
+      // is block b % blocks of row b / blocks, its columns the vector loop.
+      const int64_t last = s.back(), blocks = cfg_.column_blocks, width = last / blocks;
+      const int64_t rows = n / last;
+      SMELT_INTERNAL_ASSERT(last % blocks == 0, "{} column blocks of a row of {}", blocks, last);
+      open(loop("b", rows * blocks, outer_tag));
+      open(loop("j", width, RangeTag::Vector));
+      Shape outer(s.begin(), s.end() - 1);
+      IndexExpr b = IndexExpr::var("b", rows * blocks), j = IndexExpr::var("j", width);
+      it = unflatten(outer, floordiv(b, blocks));
+      it.shape = s;
+      it.vars.push_back(mod(b, blocks) * width + j);
+      it.flat = b * width + j;
+    } else if (cfg_.tile_rows) {
       const int64_t last = s.back();
       const int64_t rows = n / last;
       open(loop("o", rows, outer_tag));

@@ -53,6 +53,11 @@ inline constexpr int64_t kMaxKernelOps = 256;
 inline constexpr int64_t kMaxKernelOutputs = 64;
 /// Most rows a scan kernel scans together (KernelConfig::scan_lanes).
 inline constexpr int64_t kScanLanes = 1024;
+/// Iterations a parallel CPU pointwise kernel's loop keeps for its threads
+/// where it can (KernelConfig::column_blocks), and the fewest columns a block
+/// of a row keeps (a vectorized run).
+inline constexpr int64_t kPointwiseParallelBlocks = 64;
+inline constexpr int64_t kMinBlockColumns = 64;
 /// Most and fewest outputs a CPU column reduction reduces side by side
 /// (KernelConfig::column_lanes).
 inline constexpr int64_t kColumnLanes = 64;
@@ -78,6 +83,11 @@ struct KernelConfig {
   /// Pointwise: iterate rows x columns (loads broadcast along rows stay
   /// contiguous in the inner loop) instead of one flat range.
   bool tile_rows = false;
+  /// CPU pointwise tile_rows kernel of few rows: each row is cut into this
+  /// many equal blocks of columns (a divisor of the last dim), and the
+  /// parallel loop runs over rows x blocks (a [4, 65536] kernel had 4
+  /// iterations to share among the threads); 0: whole rows.
+  int64_t column_blocks = 0;
   /// The outer range runs across threads (CPU: OpenMP; CUDA: the grid).
   bool parallel = false;
   /// Reduction: each row is split across threads, each with its own partial

@@ -46,6 +46,7 @@ json config_json(const KernelConfig& c) {
   return {{"target", static_cast<int>(c.target)},
           {"reduction", c.reduction},
           {"tile_rows", c.tile_rows},
+          {"column_blocks", c.column_blocks},
           {"parallel", c.parallel},
           {"split", c.split},
           {"persistent", c.persistent},
@@ -70,6 +71,7 @@ KernelConfig config_of(const json& j) {
   c.target = static_cast<Target>(j.at("target").get<int>());
   c.reduction = j.at("reduction").get<bool>();
   c.tile_rows = j.at("tile_rows").get<bool>();
+  c.column_blocks = j.at("column_blocks").get<int64_t>();
   c.parallel = j.at("parallel").get<bool>();
   c.split = j.at("split").get<bool>();
   c.persistent = j.at("persistent").get<bool>();
