@@ -1,8 +1,9 @@
 // float32 erf, tanh and log of src/kernels/vector_math.h (in float with fused multiply-adds;
 // vectorized by the compiler): within one ulp of the correctly rounded value (glibc's double
 // erf / tanh / log rounded to float) over a sweep of float32 bit patterns, the special values as
-// C's, and eager ops computing the same; pow (SLEEF's) within one ulp, C99's special cases, and
-// eager pow (vectorized) giving the scalar function's bits.
+// C's, and eager ops computing the same (exp and sqrt too: their AVX-512 eager kernels); pow
+// (SLEEF's) within one ulp, C99's special cases, and eager pow (vectorized) giving the scalar
+// function's bits.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -123,6 +124,32 @@ TEST(FloatMath, EagerOpsComputeTheSameFunctions) {
     EXPECT_EQ(float_bits(t[i]), float_bits(smelt::vmath::tanh(v[i]))) << v[i];
   }
   EXPECT_TRUE(std::isnan(e.back()) && std::isnan(t.back()));
+}
+
+TEST(FloatMath, EagerExpAndSqrtGiveTheScalarBits) {
+  // The eager float kernels of exp and sqrt (src/backend/cpu/unary_runs.h on
+  // AVX-512) against the scalar functions: every exponent, signs, subnormals,
+  // infinities and NaN (the sweep), and dense runs across exp's underflow and
+  // overflow ends and sqrt's 2^-96 bound.
+  std::vector<float> v = sweep();
+  for (float x = -106.0f; x < -86.0f; x += 0.0007f) v.push_back(x);
+  for (float x = 88.0f; x < 101.0f; x += 0.0007f) v.push_back(x);
+  for (float x = 0x1p-98f; x < 0x1p-94f; x *= 1.0001f) v.push_back(x);
+  const int64_t n = static_cast<int64_t>(v.size());
+  const smelt::Tensor t = smelt::from_vector(v, {n});
+  const std::vector<float> e = smelt::exp(t).to_vector<float>();
+  const std::vector<float> r = smelt::sqrt(t).to_vector<float>();
+  for (int64_t i = 0; i < n; ++i) {
+    const float want_e = smelt::vmath::exp(v[i]), want_r = std::sqrt(v[i]);
+    if (std::isnan(want_e))
+      ASSERT_TRUE(std::isnan(e[i])) << "exp(" << v[i] << ")";
+    else
+      ASSERT_EQ(float_bits(e[i]), float_bits(want_e)) << "exp(" << v[i] << ")";
+    if (std::isnan(want_r))
+      ASSERT_TRUE(std::isnan(r[i])) << "sqrt(" << v[i] << ")";
+    else
+      ASSERT_EQ(float_bits(r[i]), float_bits(want_r)) << "sqrt(" << v[i] << ")";
+  }
 }
 
 TEST(FloatMath, PowWithinOneUlpAndEagerGivesTheScalarBits) {
