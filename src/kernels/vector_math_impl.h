@@ -84,6 +84,13 @@ static inline bool smelt_vm_fma() {
     const V y_ = r_ * FMA(s_, p_, S(1.0));                                                       \
     out = __builtin_bit_cast(V, __builtin_bit_cast(U, y_) ^ (__builtin_bit_cast(U, nb_) << 63)); \
   } while (0)
+// The body on the two halves lo, hi of a float vector (widened to V by WIDEN).
+#define SMELT_VM_TRIG_HALVES(V, U, FMA, S, WIDEN, lo, hi, COS, yl, yh) \
+  do {                                                                 \
+    const V dl_ = WIDEN(lo), dh_ = WIDEN(hi);                          \
+    SMELT_VM_TRIG_BODY(V, U, FMA, S, dl_, COS, yl);                    \
+    SMELT_VM_TRIG_BODY(V, U, FMA, S, dh_, COS, yh);                    \
+  } while (0)
 #define SMELT_VM_TRIG_SCALAR_S(c) (c)
 #define SMELT_VM_TRIG_SCALAR_FMA(a, b, c) __builtin_fma(a, b, c)
 typedef double smelt_vm_trig_d4 __attribute__((vector_size(32)));
@@ -96,6 +103,7 @@ typedef unsigned int smelt_vm_trig_i16 __attribute__((vector_size(64)));
 typedef int smelt_vm_trig_s16 __attribute__((vector_size(64)));
 // 8 floats to 8 doubles in one instruction (GCC's __builtin_convertvector
 // splits it into four).
+#define SMELT_VM_TRIG_WIDEN4(f) __builtin_convertvector(f, smelt_vm_trig_d4)
 #if defined(__clang__)
 #define SMELT_VM_TRIG_WIDEN8(f) __builtin_convertvector(f, smelt_vm_trig_d8)
 #else
@@ -144,13 +152,9 @@ typedef int smelt_vm_trig_s16 __attribute__((vector_size(64)));
   smelt_vm_f8 smelt_vm_own_##name##f8(smelt_vm_f8 a) {                                             \
     const smelt_vm_f4 lo = __builtin_shufflevector(a, a, 0, 1, 2, 3);                              \
     const smelt_vm_f4 hi = __builtin_shufflevector(a, a, 4, 5, 6, 7);                              \
-    const smelt_vm_trig_d4 dl = __builtin_convertvector(lo, smelt_vm_trig_d4);                     \
-    const smelt_vm_trig_d4 dh = __builtin_convertvector(hi, smelt_vm_trig_d4);                     \
     smelt_vm_trig_d4 yl, yh;                                                                       \
-    SMELT_VM_TRIG_BODY(smelt_vm_trig_d4, smelt_vm_trig_u4, SMELT_VM_TRIG_FMA4, SMELT_VM_TRIG_S4,   \
-                       dl, COS, yl);                                                               \
-    SMELT_VM_TRIG_BODY(smelt_vm_trig_d4, smelt_vm_trig_u4, SMELT_VM_TRIG_FMA4, SMELT_VM_TRIG_S4,   \
-                       dh, COS, yh);                                                               \
+    SMELT_VM_TRIG_HALVES(smelt_vm_trig_d4, smelt_vm_trig_u4, SMELT_VM_TRIG_FMA4, SMELT_VM_TRIG_S4, \
+                         SMELT_VM_TRIG_WIDEN4, lo, hi, COS, yl, yh);                               \
     smelt_vm_f8 r =                                                                                \
         __builtin_shufflevector(__builtin_convertvector(yl, smelt_vm_f4),                          \
                                 __builtin_convertvector(yh, smelt_vm_f4), 0, 1, 2, 3, 4, 5, 6, 7); \
@@ -165,13 +169,9 @@ typedef int smelt_vm_trig_s16 __attribute__((vector_size(64)));
   smelt_vm_f16 smelt_vm_own_##name##f16(smelt_vm_f16 a) {                                          \
     const smelt_vm_f8 lo = __builtin_shufflevector(a, a, 0, 1, 2, 3, 4, 5, 6, 7);                  \
     const smelt_vm_f8 hi = __builtin_shufflevector(a, a, 8, 9, 10, 11, 12, 13, 14, 15);            \
-    const smelt_vm_trig_d8 dl = SMELT_VM_TRIG_WIDEN8(lo);                                          \
-    const smelt_vm_trig_d8 dh = SMELT_VM_TRIG_WIDEN8(hi);                                          \
     smelt_vm_trig_d8 yl, yh;                                                                       \
-    SMELT_VM_TRIG_BODY(smelt_vm_trig_d8, smelt_vm_trig_u8, SMELT_VM_TRIG_FMA8, SMELT_VM_TRIG_S8,   \
-                       dl, COS, yl);                                                               \
-    SMELT_VM_TRIG_BODY(smelt_vm_trig_d8, smelt_vm_trig_u8, SMELT_VM_TRIG_FMA8, SMELT_VM_TRIG_S8,   \
-                       dh, COS, yh);                                                               \
+    SMELT_VM_TRIG_HALVES(smelt_vm_trig_d8, smelt_vm_trig_u8, SMELT_VM_TRIG_FMA8, SMELT_VM_TRIG_S8, \
+                         SMELT_VM_TRIG_WIDEN8, lo, hi, COS, yl, yh);                               \
     smelt_vm_f16 r =                                                                               \
         __builtin_shufflevector(__builtin_ia32_cvtpd2ps512_mask(yl, smelt_vm_f8{}, 0xff, 4),       \
                                 __builtin_ia32_cvtpd2ps512_mask(yh, smelt_vm_f8{}, 0xff, 4), 0, 1, \
@@ -359,4 +359,6 @@ SMELT_VM_DEFINE2(pow)
 #undef SMELT_VM_TRIG_FMA4
 #undef SMELT_VM_TRIG_FMA8
 #undef SMELT_VM_TRIG_WIDEN8
+#undef SMELT_VM_TRIG_WIDEN4
+#undef SMELT_VM_TRIG_HALVES
 #endif
