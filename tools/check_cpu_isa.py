@@ -5,8 +5,11 @@ The eager CPU kernels are compiled once per CPU capability (src/backend/cpu/
 capability.h) and picked at run time, so the library must run on a processor
 without AVX: an AVX, AVX2, FMA, F16C or AVX-512 instruction may appear only in
 a function of the capability copies (its name holds `cap_avx2` or
-`cap_avx512`) or in a SIMD variant of the math functions, which the
-vectorized loops of those copies call (x86-64 vector-ABI names, `_ZGV...`).
+`cap_avx512`), in a SIMD variant of the math functions, which the
+vectorized loops of those copies call (x86-64 vector-ABI names, `_ZGV...`),
+or in smelt's own math functions of the FMA family (`smelt_vm_own_...`,
+src/kernels/vector_math_impl.h), which run only where the processor has AVX2
+and FMA (smelt_vm_fma), the 16-lane ones only from the AVX-512 variants.
 Code the copies share with the rest of the library (template instantiations,
 inline functions) must be the baseline copy, which the linker keeps when the
 baseline objects come first (CMakeLists.txt orders them so). Clones the
@@ -25,7 +28,7 @@ import re
 import subprocess
 import sys
 
-ALLOWED = re.compile(r"cap_avx2|cap_avx512")
+ALLOWED = re.compile(r"cap_avx2|cap_avx512|^smelt_vm_own_")
 FUNCTION = re.compile(r"^[0-9a-f]+ <(.*)>:$")
 AVX_REG = re.compile(r"%(ymm|zmm)\d+|%k[0-7]\b")
 

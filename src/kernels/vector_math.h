@@ -54,6 +54,21 @@
 // C's. (The former erf in double arithmetic took twice the time: 0.77 ->
 // 0.35 ms for 2^19 floats on AVX-512.)
 //
+// float sin and cos on a processor with AVX2 and FMA (the FMA family) are
+// smelt's own as well (vector_math_impl.h, SMELT_VM_TRIG: SLEEF's u10 sinf
+// works in float pairs, 50 instructions a vector), computed in double lanes
+// with fused multiply-adds (an instruction everywhere it runs):
+// n = rint(x / pi) (cos: rint(x / pi - 1/2) + 1/2), r = x - n pi with pi as
+// two doubles (the first step exact), sin r = r (1 + s P(s)), s = r^2, P of
+// degree 3 (least-squares fit on Chebyshev nodes of |r| <= pi/2, relative
+// error < 7.5e-9), the sign from n's parity, one rounding to float; for
+// |x| <= 2^31 (above, infinities and NaN: SLEEF's finz u10). Checked on all
+// 2^32 float32: the scalar, 4-, 8- and 16-lane functions give the same bits,
+// never more than 1 ulp from glibc's double sin / cos rounded to float, at
+// most 0.62 ulp from the exact value for |x| <= 2^31. 0.42 / 0.47 ns per
+// element against SLEEF's 0.51 / 0.65 (AVX-512, first-level cache, one
+// thread of a Sapphire Rapids). The no-FMA family keeps SLEEF's cinz.
+//
 // Host code calls smelt_vm_<name>f / smelt_vm_<name> (float / double). On
 // GCC for x86-64 they are declared `simd`, so loops calling them vectorize
 // through the variants vector_math_impl.h defines under the x86-64 vector

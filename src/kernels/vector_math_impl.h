@@ -5,7 +5,8 @@
 // calls SLEEF's deterministic function of accuracy u10 of one family, the FMA
 // one ("finz") where the processor has AVX2 and FMA and the no-FMA one
 // ("cinz") elsewhere (smelt_vm_fma), so all give the same bits for the same
-// input (vector_math.h says why).
+// input (vector_math.h says why); float sin and cos of the FMA family are
+// smelt's own (SMELT_VM_TRIG).
 //
 // Compiled once into libsmelt (src/kernels/vector_math.cpp, exported) and
 // embedded into every JIT translation unit (with SMELT_VM_VISIBILITY hidden,
@@ -52,6 +53,140 @@ static inline bool smelt_vm_fma() {
 #define SMELT_VM_PICK(cinz, finz, ...) (smelt_vm_fma() ? finz(__VA_ARGS__) : cinz(__VA_ARGS__))
 #else
 #define SMELT_VM_PICK(cinz, finz, ...) cinz(__VA_ARGS__)
+#endif
+
+#if defined(__x86_64__)
+// float sin and cos of the FMA family: smelt's own (vector_math.h says how and
+// why), for |x| <= 2^31; SLEEF's (finz, u10) above, for infinities and NaN
+// (a whole vector calls SLEEF where any lane needs it, and takes those lanes).
+// The same operations in every width (double lanes, fused multiply-adds), so
+// the same bits. V: double vectors of the width; FMA: its fused multiply-add;
+// S: a double as V (a broadcast). Valid for sin (COS 0) and cos (COS 1).
+#define SMELT_VM_TRIG_BODY(V, U, FMA, S, d, COS, out)                                            \
+  do {                                                                                           \
+    const V shift_ = S(0x1.8p52);                                                                \
+    V nb_, r_;                                                                                   \
+    if (COS) {                                                                                   \
+      nb_ = FMA(d, S(0x1.45f306dc9c883p-2), S(-0.5)) + shift_;                                   \
+      const V q_ = (nb_ - shift_) + S(0.5);                                                      \
+      r_ = FMA(q_, S(0x1.921fb54442d18p+1), -(d));                                               \
+      r_ = FMA(q_, S(0x1.1a62633145c07p-53), r_);                                                \
+    } else {                                                                                     \
+      nb_ = FMA(d, S(0x1.45f306dc9c883p-2), shift_);                                             \
+      const V n_ = nb_ - shift_;                                                                 \
+      r_ = FMA(n_, S(-0x1.921fb54442d18p+1), d);                                                 \
+      r_ = FMA(n_, S(-0x1.1a62633145c07p-53), r_);                                               \
+    }                                                                                            \
+    const V s_ = r_ * r_;                                                                        \
+    V p_ = FMA(S(0x1.5e14ddf26257cp-19), s_, S(-0x1.9f767c72335ffp-13));                         \
+    p_ = FMA(p_, s_, S(0x1.110ef8e3e33cdp-7));                                                   \
+    p_ = FMA(p_, s_, S(-0x1.55554cbbe7f4cp-3));                                                  \
+    const V y_ = r_ * FMA(s_, p_, S(1.0));                                                       \
+    out = __builtin_bit_cast(V, __builtin_bit_cast(U, y_) ^ (__builtin_bit_cast(U, nb_) << 63)); \
+  } while (0)
+// The body on the two halves lo, hi of a float vector (widened to V by WIDEN).
+#define SMELT_VM_TRIG_HALVES(V, U, FMA, S, WIDEN, lo, hi, COS, yl, yh) \
+  do {                                                                 \
+    const V dl_ = WIDEN(lo), dh_ = WIDEN(hi);                          \
+    SMELT_VM_TRIG_BODY(V, U, FMA, S, dl_, COS, yl);                    \
+    SMELT_VM_TRIG_BODY(V, U, FMA, S, dh_, COS, yh);                    \
+  } while (0)
+#define SMELT_VM_TRIG_SCALAR_S(c) (c)
+#define SMELT_VM_TRIG_SCALAR_FMA(a, b, c) __builtin_fma(a, b, c)
+typedef double smelt_vm_trig_d4 __attribute__((vector_size(32)));
+typedef double smelt_vm_trig_d8 __attribute__((vector_size(64)));
+typedef unsigned long long smelt_vm_trig_u4 __attribute__((vector_size(32)));
+typedef unsigned long long smelt_vm_trig_u8 __attribute__((vector_size(64)));
+typedef unsigned int smelt_vm_trig_i4 __attribute__((vector_size(16)));
+typedef unsigned int smelt_vm_trig_i8 __attribute__((vector_size(32)));
+typedef unsigned int smelt_vm_trig_i16 __attribute__((vector_size(64)));
+typedef int smelt_vm_trig_s16 __attribute__((vector_size(64)));
+// 8 floats to 8 doubles in one instruction (GCC's __builtin_convertvector
+// splits it into four).
+#define SMELT_VM_TRIG_WIDEN4(f) __builtin_convertvector(f, smelt_vm_trig_d4)
+#if defined(__clang__)
+#define SMELT_VM_TRIG_WIDEN8(f) __builtin_convertvector(f, smelt_vm_trig_d8)
+#else
+#define SMELT_VM_TRIG_WIDEN8(f) __builtin_ia32_cvtps2pd512_mask(f, smelt_vm_trig_d8{}, 0xff, 4)
+#endif
+#define SMELT_VM_TRIG_S4(c) (smelt_vm_trig_d4{} + (c))
+#define SMELT_VM_TRIG_S8(c) (smelt_vm_trig_d8{} + (c))
+#define SMELT_VM_TRIG_FMA4(a, b, c) __builtin_ia32_vfmaddpd256(a, b, c)
+#define SMELT_VM_TRIG_FMA8(a, b, c) __builtin_ia32_vfmaddpd512_mask(a, b, c, 0xff, 4)
+/// |x| <= 2^31 (false for infinities and NaN): the own functions' range.
+#define SMELT_VM_TRIG_SMALL(bits) (((bits)&0x7fffffffu) <= 0x4f000000u)
+// One own function `name` (sin / cos, COS 0 / 1): scalar, 4, 8 and 16 lanes.
+#define SMELT_VM_TRIG(name, COS)                                                                   \
+  extern "C" __attribute__((target("fma"))) float Sleef_finz_##name##f1_u10purecfma(float);        \
+  extern "C" __attribute__((target("avx2,fma")))                                                   \
+  smelt_vm_f4 Sleef_finz_##name##f4_u10avx2128(smelt_vm_f4);                                       \
+  extern "C" __attribute__((target("avx2,fma")))                                                   \
+  smelt_vm_f8 Sleef_finz_##name##f8_u10avx2(smelt_vm_f8);                                          \
+  extern "C" __attribute__((target("avx512f,fma")))                                                \
+  smelt_vm_f16 Sleef_finz_##name##f16_u10avx512f(smelt_vm_f16);                                    \
+  extern "C" __attribute__((visibility("hidden"), target("fma"))) float smelt_vm_own_##name##f1(   \
+      float a) {                                                                                   \
+    unsigned int bits;                                                                             \
+    __builtin_memcpy(&bits, &a, sizeof bits);                                                      \
+    if (!SMELT_VM_TRIG_SMALL(bits)) return Sleef_finz_##name##f1_u10purecfma(a);                   \
+    const double d = a;                                                                            \
+    double y;                                                                                      \
+    SMELT_VM_TRIG_BODY(double, unsigned long long, SMELT_VM_TRIG_SCALAR_FMA,                       \
+                       SMELT_VM_TRIG_SCALAR_S, d, COS, y);                                         \
+    return static_cast<float>(y);                                                                  \
+  }                                                                                                \
+  extern "C" __attribute__((visibility("hidden"), target("avx2,fma")))                             \
+  smelt_vm_f4 smelt_vm_own_##name##f4(smelt_vm_f4 a) {                                             \
+    const smelt_vm_trig_d4 d = __builtin_convertvector(a, smelt_vm_trig_d4);                       \
+    smelt_vm_trig_d4 y;                                                                            \
+    SMELT_VM_TRIG_BODY(smelt_vm_trig_d4, smelt_vm_trig_u4, SMELT_VM_TRIG_FMA4, SMELT_VM_TRIG_S4,   \
+                       d, COS, y);                                                                 \
+    smelt_vm_f4 r = __builtin_convertvector(y, smelt_vm_f4);                                       \
+    const smelt_vm_trig_i4 big =                                                                   \
+        (__builtin_bit_cast(smelt_vm_trig_i4, a) & 0x7fffffffu) > 0x4f000000u;                     \
+    if (__builtin_expect(__builtin_ia32_movmskps(__builtin_bit_cast(smelt_vm_f4, big)) != 0, 0))   \
+      r = big ? Sleef_finz_##name##f4_u10avx2128(a) : r;                                           \
+    return r;                                                                                      \
+  }                                                                                                \
+  extern "C" __attribute__((visibility("hidden"), target("avx2,fma")))                             \
+  smelt_vm_f8 smelt_vm_own_##name##f8(smelt_vm_f8 a) {                                             \
+    const smelt_vm_f4 lo = __builtin_shufflevector(a, a, 0, 1, 2, 3);                              \
+    const smelt_vm_f4 hi = __builtin_shufflevector(a, a, 4, 5, 6, 7);                              \
+    smelt_vm_trig_d4 yl, yh;                                                                       \
+    SMELT_VM_TRIG_HALVES(smelt_vm_trig_d4, smelt_vm_trig_u4, SMELT_VM_TRIG_FMA4, SMELT_VM_TRIG_S4, \
+                         SMELT_VM_TRIG_WIDEN4, lo, hi, COS, yl, yh);                               \
+    smelt_vm_f8 r =                                                                                \
+        __builtin_shufflevector(__builtin_convertvector(yl, smelt_vm_f4),                          \
+                                __builtin_convertvector(yh, smelt_vm_f4), 0, 1, 2, 3, 4, 5, 6, 7); \
+    const smelt_vm_trig_i8 big =                                                                   \
+        (__builtin_bit_cast(smelt_vm_trig_i8, a) & 0x7fffffffu) > 0x4f000000u;                     \
+    if (__builtin_expect(__builtin_ia32_movmskps256(__builtin_bit_cast(smelt_vm_f8, big)) != 0,    \
+                         0))                                                                       \
+      r = big ? Sleef_finz_##name##f8_u10avx2(a) : r;                                              \
+    return r;                                                                                      \
+  }                                                                                                \
+  extern "C" __attribute__((visibility("hidden"), target("avx512f,fma")))                          \
+  smelt_vm_f16 smelt_vm_own_##name##f16(smelt_vm_f16 a) {                                          \
+    const smelt_vm_f8 lo = __builtin_shufflevector(a, a, 0, 1, 2, 3, 4, 5, 6, 7);                  \
+    const smelt_vm_f8 hi = __builtin_shufflevector(a, a, 8, 9, 10, 11, 12, 13, 14, 15);            \
+    smelt_vm_trig_d8 yl, yh;                                                                       \
+    SMELT_VM_TRIG_HALVES(smelt_vm_trig_d8, smelt_vm_trig_u8, SMELT_VM_TRIG_FMA8, SMELT_VM_TRIG_S8, \
+                         SMELT_VM_TRIG_WIDEN8, lo, hi, COS, yl, yh);                               \
+    smelt_vm_f16 r =                                                                               \
+        __builtin_shufflevector(__builtin_ia32_cvtpd2ps512_mask(yl, smelt_vm_f8{}, 0xff, 4),       \
+                                __builtin_ia32_cvtpd2ps512_mask(yh, smelt_vm_f8{}, 0xff, 4), 0, 1, \
+                                2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);                   \
+    const smelt_vm_trig_i16 big =                                                                  \
+        (__builtin_bit_cast(smelt_vm_trig_i16, a) & 0x7fffffffu) > 0x4f000000u;                    \
+    if (__builtin_expect(                                                                          \
+            __builtin_ia32_ucmpd512_mask(__builtin_bit_cast(smelt_vm_trig_s16, a) & 0x7fffffff,    \
+                                         smelt_vm_trig_s16{} + 0x4f000000, 6, 0xffff) != 0,        \
+            0))                                                                                    \
+      r = big ? Sleef_finz_##name##f16_u10avx512f(a) : r;                                          \
+    return r;                                                                                      \
+  }
+SMELT_VM_TRIG(sin, 0)
+SMELT_VM_TRIG(cos, 1)
 #endif
 
 // The scalar function: SLEEF's pure C ones (with the FMA instruction: purecfma).
@@ -129,6 +264,20 @@ static inline bool smelt_vm_fma() {
   SMELT_VM_SLEEF_ALL(name, f, smelt_vm_f4, smelt_vm_f8, smelt_vm_f16, 4, 8, 16)        \
   SMELT_VM_VECTORS(name##f, name, f, smelt_vm_f4, smelt_vm_f8, smelt_vm_f16, 4, 8, 16) \
   SMELT_VM_DEFINE_D(name)
+// The float and double functions of `name` whose FMA-family float function is
+// smelt's own (smelt_vm_own_<name>f<lanes>, above): sin and cos.
+#define SMELT_VM_DEFINE_OWN(name)                                                                  \
+  SMELT_VM_SCALAR(name##f, float, Sleef_cinz_##name##f1_u10purec, smelt_vm_own_##name##f1)         \
+  SMELT_VM_SLEEF_ALL(name, f, smelt_vm_f4, smelt_vm_f8, smelt_vm_f16, 4, 8, 16)                    \
+  SMELT_VM_VECTOR(name##f, b, 4, smelt_vm_f4, "sse2", Sleef_cinz_##name##f4_u10sse2,               \
+                  smelt_vm_own_##name##f4)                                                         \
+  SMELT_VM_VECTOR(name##f, c, 8, smelt_vm_f8, "avx", Sleef_cinz_##name##f8_u10avx,                 \
+                  smelt_vm_own_##name##f8)                                                         \
+  SMELT_VM_VECTOR(name##f, d, 8, smelt_vm_f8, "avx2", Sleef_cinz_##name##f8_u10avx,                \
+                  smelt_vm_own_##name##f8)                                                         \
+  SMELT_VM_VECTOR(name##f, e, 16, smelt_vm_f16, "avx512f", Sleef_cinz_##name##f16_u10avx512fnofma, \
+                  smelt_vm_own_##name##f16)                                                        \
+  SMELT_VM_DEFINE_D(name)
 // The same for a function of two arguments (pow): float and double, scalar
 // and every vector width.
 #define SMELT_VM_SLEEF2_ALL(name, t, V4, V8, V16, n4, n8, n16)                 \
@@ -167,6 +316,7 @@ static inline bool smelt_vm_fma() {
   SMELT_VM_SCALAR(name##f, float, Sleef_cinz_##name##f1_u10purec, \
                   Sleef_finz_##name##f1_u10purecfma)              \
   SMELT_VM_DEFINE_D(name)
+#define SMELT_VM_DEFINE_OWN(name) SMELT_VM_DEFINE(name)
 #endif
 
 SMELT_VM_DEFINE(exp)
@@ -175,14 +325,15 @@ SMELT_VM_DEFINE(expm1)
 SMELT_VM_DEFINE_D(log)
 SMELT_VM_DEFINE(log2)
 SMELT_VM_DEFINE(log1p)
-SMELT_VM_DEFINE(sin)
-SMELT_VM_DEFINE(cos)
+SMELT_VM_DEFINE_OWN(sin)
+SMELT_VM_DEFINE_OWN(cos)
 SMELT_VM_DEFINE(tan)
 SMELT_VM_DEFINE_D(tanh)
 SMELT_VM_DEFINE_D(erf)
 SMELT_VM_DEFINE2(pow)
 
 #undef SMELT_VM_DEFINE2
+#undef SMELT_VM_DEFINE_OWN
 #undef SMELT_VM_VECTORS2
 #undef SMELT_VM_SLEEF2_ALL
 #undef SMELT_VM_VECTOR2
@@ -198,4 +349,16 @@ SMELT_VM_DEFINE2(pow)
 #undef SMELT_VM_SCALAR
 #undef SMELT_VM_PICK
 #undef SMELT_VM_DECLARE_FMA
+#undef SMELT_VM_TRIG
+#undef SMELT_VM_TRIG_BODY
+#undef SMELT_VM_TRIG_SMALL
+#undef SMELT_VM_TRIG_SCALAR_S
+#undef SMELT_VM_TRIG_SCALAR_FMA
+#undef SMELT_VM_TRIG_S4
+#undef SMELT_VM_TRIG_S8
+#undef SMELT_VM_TRIG_FMA4
+#undef SMELT_VM_TRIG_FMA8
+#undef SMELT_VM_TRIG_WIDEN8
+#undef SMELT_VM_TRIG_WIDEN4
+#undef SMELT_VM_TRIG_HALVES
 #endif

@@ -1,8 +1,10 @@
 // float32 erf, tanh and log of src/kernels/vector_math.h (in float with fused multiply-adds;
 // vectorized by the compiler): within one ulp of the correctly rounded value (glibc's double
 // erf / tanh / log rounded to float) over a sweep of float32 bit patterns, the special values as
-// C's, and eager ops computing the same; pow (SLEEF's) within one ulp, C99's special cases, and
-// eager pow (vectorized) giving the scalar function's bits.
+// C's, and eager ops computing the same (exp and sqrt too: their AVX-512 eager kernels); sin
+// and cos within one ulp over the sweep (large arguments included), eager giving the same bits; pow
+// (SLEEF's) within one ulp, C99's special cases, and eager pow (vectorized) giving the scalar
+// function's bits.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -123,6 +125,63 @@ TEST(FloatMath, EagerOpsComputeTheSameFunctions) {
     EXPECT_EQ(float_bits(t[i]), float_bits(smelt::vmath::tanh(v[i]))) << v[i];
   }
   EXPECT_TRUE(std::isnan(e.back()) && std::isnan(t.back()));
+}
+
+TEST(FloatMath, SinCosWithinOneUlpAndEagerGivesTheScalarBits) {
+  // Every exponent (arguments up to 2^31 smelt's own reduction, above it, up
+  // to FLT_MAX, SLEEF's), infinities and NaN; a dense run of |x| <= 8.
+  std::vector<float> v = sweep();
+  for (float x = -8.0f; x < 8.0f; x += 0.000123f) v.push_back(x);
+  const int64_t n = static_cast<int64_t>(v.size());
+  const smelt::Tensor t = smelt::from_vector(v, {n});
+  const std::vector<float> es = smelt::sin(t).to_vector<float>();
+  const std::vector<float> ec = smelt::cos(t).to_vector<float>();
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = v[static_cast<size_t>(i)];
+    const float gs = smelt::vmath::sin(x), gc = smelt::vmath::cos(x);
+    if (!std::isfinite(x)) {
+      EXPECT_TRUE(std::isnan(gs) && std::isnan(gc) && std::isnan(es[i]) && std::isnan(ec[i])) << x;
+      continue;
+    }
+    ASSERT_EQ(float_bits(es[i]), float_bits(gs)) << "sin(" << x << ")";
+    ASSERT_EQ(float_bits(ec[i]), float_bits(gc)) << "cos(" << x << ")";
+    const float ws = static_cast<float>(std::sin(static_cast<double>(x)));
+    const float wc = static_cast<float>(std::cos(static_cast<double>(x)));
+    ASSERT_LE(std::abs(static_cast<int64_t>(float_bits(gs)) - float_bits(ws)), 1)
+        << "sin(" << x << ") = " << gs << ", correctly rounded " << ws;
+    ASSERT_LE(std::abs(static_cast<int64_t>(float_bits(gc)) - float_bits(wc)), 1)
+        << "cos(" << x << ") = " << gc << ", correctly rounded " << wc;
+  }
+  EXPECT_EQ(float_bits(smelt::vmath::sin(-0.0f)), float_bits(-0.0f));
+  EXPECT_EQ(float_bits(smelt::vmath::sin(0.0f)), float_bits(0.0f));
+  EXPECT_EQ(smelt::vmath::cos(0.0f), 1.0f);
+  EXPECT_EQ(smelt::vmath::sin(1e-30f), 1e-30f);
+}
+
+TEST(FloatMath, EagerExpAndSqrtGiveTheScalarBits) {
+  // The eager float kernels of exp and sqrt (src/backend/cpu/unary_runs.h on
+  // AVX-512) against the scalar functions: every exponent, signs, subnormals,
+  // infinities and NaN (the sweep), and dense runs across exp's underflow and
+  // overflow ends and sqrt's 2^-96 bound.
+  std::vector<float> v = sweep();
+  for (float x = -106.0f; x < -86.0f; x += 0.0007f) v.push_back(x);
+  for (float x = 88.0f; x < 101.0f; x += 0.0007f) v.push_back(x);
+  for (float x = 0x1p-98f; x < 0x1p-94f; x *= 1.0001f) v.push_back(x);
+  const int64_t n = static_cast<int64_t>(v.size());
+  const smelt::Tensor t = smelt::from_vector(v, {n});
+  const std::vector<float> e = smelt::exp(t).to_vector<float>();
+  const std::vector<float> r = smelt::sqrt(t).to_vector<float>();
+  for (int64_t i = 0; i < n; ++i) {
+    const float want_e = smelt::vmath::exp(v[i]), want_r = std::sqrt(v[i]);
+    if (std::isnan(want_e))
+      ASSERT_TRUE(std::isnan(e[i])) << "exp(" << v[i] << ")";
+    else
+      ASSERT_EQ(float_bits(e[i]), float_bits(want_e)) << "exp(" << v[i] << ")";
+    if (std::isnan(want_r))
+      ASSERT_TRUE(std::isnan(r[i])) << "sqrt(" << v[i] << ")";
+    else
+      ASSERT_EQ(float_bits(r[i]), float_bits(want_r)) << "sqrt(" << v[i] << ")";
+  }
 }
 
 TEST(FloatMath, PowWithinOneUlpAndEagerGivesTheScalarBits) {

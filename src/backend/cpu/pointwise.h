@@ -87,8 +87,18 @@ inline void compute(R* __restrict o, const C* const* in, int64_t n, const F& f,
   for (int64_t i = 0; i < n; ++i) o[i] = f(p[I][i]...);
 }
 
-/// out (fresh, contiguous) = f(C(in_0), ..., C(in_{N-1})) with broadcasting.
-template <class C, size_t N, class F>
+/// A whole-block kernel of the unary functor Fn at compute type C, bit for bit
+/// the functor's loop and faster (unary_runs.h): specializations (in the
+/// kernel source that defines Fn) set kHas and define
+/// `static void run(C* o, const C* a, int64_t n)`. None by default.
+template <class Fn, class C>
+struct BlockRun {
+  static constexpr bool kHas = false;
+};
+
+/// out (fresh, contiguous) = f(C(in_0), ..., C(in_{N-1})) with broadcasting;
+/// blocks go through BlockRun<Fn, C> where it has a kernel.
+template <class C, size_t N, class Fn, class F>
 void run_kernel(const Tensor& out, const std::vector<Tensor>& in, const F& f) {
   using R = decltype(result_of<C, F>(std::make_index_sequence<N>{}));
   constexpr DType cdt = dtype_of<C>::value;
@@ -125,7 +135,10 @@ void run_kernel(const Tensor& out, const std::vector<Tensor>& in, const F& f) {
                    }
                    char* dst = p[0] + i0 * s[0];
                    R* o = direct ? reinterpret_cast<R*>(dst) : obuf;
-                   compute<R, C>(o, a, m, f, std::make_index_sequence<N>{});
+                   if constexpr (N == 1 && std::is_same_v<R, C> && BlockRun<Fn, C>::kHas)
+                     BlockRun<Fn, C>::run(o, a[0], m);
+                   else
+                     compute<R, C>(o, a, m, f, std::make_index_sequence<N>{});
                    if (!direct) store_block<R>(obuf, dst, s[0], odt, m);
                  }
                });
@@ -180,7 +193,7 @@ PointwiseKernel make_kernel() {
       std::array<C, E> ex{};
       if constexpr (E > 0)
         for (size_t i = 0; i < E; ++i) ex[i] = scalar_to<C>(extra[i]);
-      run_kernel<C, N>(out, in, [ex](auto... v) {
+      run_kernel<C, N, F>(out, in, [ex](auto... v) {
         return std::apply([&](auto... e) { return F::template call<C>(v..., e...); }, ex);
       });
     });

@@ -2,6 +2,7 @@
 // one instantiation per functor and compute type of its set). Built once per
 // CPU capability (capability.h).
 #include "backend/cpu/pointwise.h"
+#include "backend/cpu/unary_runs.h"
 
 namespace smelt::cpu::SMELT_CPU_CAP::pw {
 
@@ -9,6 +10,18 @@ namespace {
 SMELT_PW_UNARY_FLOAT(SMELT_PW_DEFINE_FUNCTOR)
 SMELT_PW_UNARY_OTHER(SMELT_PW_DEFINE_FUNCTOR)
 }  // namespace
+
+// float exp and sqrt in whole blocks (unary_runs.h: the same bits).
+template <>
+struct BlockRun<exp_functor, float> {
+  static constexpr bool kHas = true;
+  static void run(float* o, const float* a, int64_t n) { exp_run(o, a, n); }
+};
+template <>
+struct BlockRun<sqrt_functor, float> {
+  static constexpr bool kHas = true;
+  static void run(float* o, const float* a, int64_t n) { sqrt_run(o, a, n); }
+};
 
 PointwiseTable unary_pointwise_kernels() {
   return {SMELT_PW_UNARY_FLOAT(SMELT_PW_TABLE_ROW) SMELT_PW_UNARY_OTHER(SMELT_PW_TABLE_ROW)};

@@ -1,0 +1,114 @@
+// Whole-run AVX-512 kernels of float exp and sqrt, bit for bit the scalar
+// functions (scalar::exp, scalar::sqrt), in fewer instructions than the loop
+// the compiler makes of them. For the eager kernels built once per CPU
+// capability (capability.h): include it only from their sources (it defines
+// functions of the copy's namespace). Elsewhere (no AVX-512) the runs are the
+// plain loops.
+//
+// exp: scalar::exp<float> is SLEEF's deterministic u10 expf of the FMA family
+// on every processor with AVX2 and FMA, so on every AVX-512 one
+// (kernels/vector_math.h). SLEEF 3.5's xexpf (sleefsimdsp.c): q = rint(x
+// log2(e)) of the rounded product, s = x - q L2U - q L2L (two fused
+// multiply-adds), u = 1 + (s + s^2 P(s)) (P of degree 5), u 2^q (two
+// multiplications by powers of two, so one rounding where the result is
+// normal and a second, of an exact product, where it is subnormal), 0 below
+// x = -104 and +inf above 100. Here the same operations with q rounded by
+// vrndscaleps in place of a conversion to integers and back, u 2^q by one
+// vscalefps (the same rounding of the same exact product), and x clamped to
+// [-104, 100] first in place of the two selects afterwards (exp(-104) rounds
+// to +0 and 2^144 overflows to +inf, the values SLEEF selects; NaN passes).
+// 15 vector instructions instead of SLEEF's 25 and a call: 0.22 against 0.27
+// ns per element in the first-level cache (Sapphire Rapids, one thread).
+// Checked on all 2^32 float32 inputs against Sleef_finz_expf16_u10avx512f:
+// no bit apart (NaN payloads included).
+//
+// sqrt: for 2^-96 <= x < +inf, y = rsqrt14(x) (relative error below 2^-14),
+// g = x y and h = y / 2, one Goldschmidt step (t = 1/2 - g h, g += g t,
+// h += h t: g within 2^-26 of sqrt(x) relatively, h of 1 / (2 sqrt(x))), then
+// Markstein's correction g + (x - g^2) h with the residual exact (a fused
+// multiply-add; from 2^-96 up it is a normal number), which rounds to the
+// correctly rounded square root; vsqrtps for a vector with any other lane
+// (zero, subnormals and the smallest normals, negatives, infinities, NaN).
+// Seven multiply-adds that pipeline instead of vsqrtps, which a core issues
+// once per several cycles: 0.14 against 0.22 ns per element (as above).
+// Checked on all 2^32 float32 inputs against vsqrtps: no bit apart.
+#pragma once
+#include <cstdint>
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+#include "kernels/scalar_ops.h"
+
+namespace smelt::cpu::SMELT_CPU_CAP {
+
+/// y[i] = scalar::exp<float>(x[i]) for i < n (y may be x).
+inline void exp_run(float* y, const float* x, int64_t n) {
+  int64_t i = 0;
+#if defined(__AVX512F__)
+  const __mmask16 kAll = 0xffff;  // the masked forms: GCC 12 warns of the others' undefined source
+  // SLEEF's constants (sleefsimdsp.c, misc.h).
+  const __m512 log2e = _mm512_set1_ps(1.442695040888963407359924681001892137426645954152985934f);
+  const __m512 l2u = _mm512_set1_ps(-0.693145751953125f);
+  const __m512 l2l = _mm512_set1_ps(-1.428606765330187045e-06f);
+  const __m512 c5 = _mm512_set1_ps(0.000198527617612853646278381f);
+  const __m512 c4 = _mm512_set1_ps(0.00139304355252534151077271f);
+  const __m512 c3 = _mm512_set1_ps(0.00833336077630519866943359f);
+  const __m512 c2 = _mm512_set1_ps(0.0416664853692054748535156f);
+  const __m512 c1 = _mm512_set1_ps(0.166666671633720397949219f);
+  const __m512 c0 = _mm512_set1_ps(0.5f);
+  const __m512 one = _mm512_set1_ps(1.0f);
+  const __m512 lo = _mm512_set1_ps(-104.0f), hi = _mm512_set1_ps(100.0f);
+  for (; i + 16 <= n; i += 16) {
+    // Clamped to [-104, 100]; min / max return their second operand for NaN.
+    const __m512 a =
+        _mm512_mask_min_ps(hi, kAll, hi, _mm512_mask_max_ps(lo, kAll, lo, _mm512_loadu_ps(x + i)));
+    const __m512 q = _mm512_mask_roundscale_ps(a, kAll, _mm512_mul_ps(a, log2e),
+                                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 s = _mm512_fmadd_ps(q, l2u, a);
+    s = _mm512_fmadd_ps(q, l2l, s);
+    __m512 u = _mm512_fmadd_ps(c5, s, c4);
+    u = _mm512_fmadd_ps(u, s, c3);
+    u = _mm512_fmadd_ps(u, s, c2);
+    u = _mm512_fmadd_ps(u, s, c1);
+    u = _mm512_fmadd_ps(u, s, c0);
+    u = _mm512_add_ps(_mm512_fmadd_ps(_mm512_mul_ps(s, s), u, s), one);
+    _mm512_storeu_ps(y + i, _mm512_mask_scalef_ps(u, kAll, u, q));
+  }
+#endif
+  for (; i < n; ++i) y[i] = scalar::exp<float>(x[i]);
+}
+
+/// y[i] = scalar::sqrt<float>(x[i]) (IEEE, correctly rounded) for i < n (y may be x).
+inline void sqrt_run(float* y, const float* x, int64_t n) {
+  int64_t i = 0;
+#if defined(__AVX512F__)
+  // x's bits minus 2^-96's, as unsigned: below +inf's minus 2^-96's exactly
+  // for 2^-96 <= x < +inf.
+  const __m512i lo_bits = _mm512_set1_epi32(0x0f800000);
+  const __m512i range = _mm512_set1_epi32(0x7f800000 - 0x0f800000);
+  const __m512 half = _mm512_set1_ps(0.5f);
+  const __mmask16 kAll = 0xffff;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 a = _mm512_loadu_ps(x + i);
+    const __mmask16 in_range =
+        _mm512_cmplt_epu32_mask(_mm512_sub_epi32(_mm512_castps_si512(a), lo_bits), range);
+    __m512 r;
+    if (__builtin_expect(in_range == 0xffff, 1)) {
+      const __m512 e = _mm512_mask_rsqrt14_ps(a, kAll, a);
+      __m512 g = _mm512_mul_ps(a, e), h = _mm512_mul_ps(half, e);
+      const __m512 t = _mm512_fnmadd_ps(g, h, half);
+      g = _mm512_fmadd_ps(g, t, g);
+      h = _mm512_fmadd_ps(h, t, h);
+      r = _mm512_fmadd_ps(_mm512_fnmadd_ps(g, g, a), h, g);
+    } else {
+      r = _mm512_mask_sqrt_ps(a, kAll, a);
+    }
+    _mm512_storeu_ps(y + i, r);
+  }
+#endif
+  for (; i < n; ++i) y[i] = scalar::sqrt<float>(x[i]);
+}
+
+}  // namespace smelt::cpu::SMELT_CPU_CAP
