@@ -31,20 +31,33 @@ __global__ void __launch_bounds__(kBlockThreads)
   }
 }
 
+/// C = act(src + bias) + residual over batch * m rows of n columns. A block's
+/// threads cover `cols` consecutive columns (a power of two from 32 to
+/// kBlockThreads) of kBlockThreads / cols rows at a time, so that a row's
+/// batch and row index are divided out once per row instead of once per
+/// element: three 64-bit divisions per element made the erf-GELU epilogue of
+/// MiniLM's float32 FFN (4096 x 1536) about 54 us, half again cuBLAS's product.
 template <class T, class Acc>
 __global__ void __launch_bounds__(kBlockThreads)
-    epilogue_kernel(int64_t batch, int64_t m, int64_t n, const float* src, T* c, int64_t cbs,
-                    int64_t crs, int64_t ccs, const T* bias, EpilogueActivation act, const T* res,
-                    int64_t rbs, int64_t rrs, int64_t rcs) {
-  const int64_t total = batch * m * n;
-  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
-       e += step) {
-    const int64_t j = e % n, i = (e / n) % m, bi = e / (m * n);
-    T& out = c[bi * cbs + i * crs + j * ccs];
-    const Acc v = src ? static_cast<Acc>(src[e]) : static_cast<Acc>(out);
-    const T* r = res ? res + bi * rbs + i * rrs + j * rcs : nullptr;
-    out = static_cast<T>(apply_epilogue<Acc>(v, bias ? bias + j : nullptr, act, r));
+    epilogue_kernel(int64_t batch, int64_t m, int64_t n, int cols, const float* src, T* c,
+                    int64_t cbs, int64_t crs, int64_t ccs, const T* bias, EpilogueActivation act,
+                    const T* res, int64_t rbs, int64_t rrs, int64_t rcs) {
+  const int lane = static_cast<int>(threadIdx.x) % cols;
+  const int rows_per_block = kBlockThreads / cols;
+  const int64_t rows = batch * m;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * rows_per_block;
+  for (int64_t r = static_cast<int64_t>(blockIdx.x) * rows_per_block + threadIdx.x / cols; r < rows;
+       r += step) {
+    const int64_t bi = r / m, i = r - bi * m;
+    T* c_row = c + bi * cbs + i * crs;
+    const float* src_row = src ? src + r * n : nullptr;
+    const T* res_row = res ? res + bi * rbs + i * rrs : nullptr;
+    for (int64_t j = lane; j < n; j += cols) {
+      T& out = c_row[j * ccs];
+      const Acc v = src_row ? static_cast<Acc>(src_row[j]) : static_cast<Acc>(out);
+      out = static_cast<T>(apply_epilogue<Acc>(v, bias ? bias + j : nullptr, act,
+                                               res_row ? res_row + j * rcs : nullptr));
+    }
   }
 }
 
@@ -85,10 +98,13 @@ void launch_gemm_epilogue(DType dtype, int64_t batch, int64_t m, int64_t n, cons
     if constexpr (!std::is_same_v<T, bool>) {
       using Acc = std::conditional_t<scalar::is_half_v<T>, float,
                                      std::conditional_t<std::is_integral_v<T>, int64_t, T>>;
+      int cols = 32;
+      while (cols < kBlockThreads && cols < n) cols *= 2;
+      // About two row groups per block.
       epilogue_kernel<T, Acc>
-          <<<grid_for(batch * m * n, kBlockThreads * 4), kBlockThreads, 0, stream>>>(
-              batch, m, n, src, static_cast<T*>(c), cbs, crs, ccs, static_cast<const T*>(bias), act,
-              static_cast<const T*>(residual), rbs, rrs, rcs);
+          <<<grid_for(batch * m, 2 * (kBlockThreads / cols)), kBlockThreads, 0, stream>>>(
+              batch, m, n, cols, src, static_cast<T*>(c), cbs, crs, ccs,
+              static_cast<const T*>(bias), act, static_cast<const T*>(residual), rbs, rrs, rcs);
       SMELT_CUDA_CHECK_LAUNCH();
     }
   });
