@@ -19,15 +19,20 @@ struct SgdHyper {
   bool nesterov = false, maximize = false;
   /// The momentum buffers do not exist yet (the first step): buf = d_p.
   bool first_step = false;
+  /// sgd()'s branches on the values. A type derived from SgdHyper may hide these
+  /// and the flags above with compile-time constants (the CPU's vectorized loops).
+  SMELT_HD constexpr bool has_weight_decay() const { return weight_decay != 0; }
+  SMELT_HD constexpr bool has_momentum() const { return momentum != 0; }
 };
 
 /// One element of SGD: p -= lr * d_p, with d_p = g (+ weight_decay p) and, with
 /// momentum, buf = momentum buf + (1 - dampening) d_p (nesterov: d_p += momentum buf).
-template <class C>
-SMELT_HD void sgd(C& p, C g, C* buf, const SgdHyper& h) {
+/// H is SgdHyper or a type derived from it (see has_momentum()).
+template <class C, class H = SgdHyper>
+SMELT_HD void sgd(C& p, C g, C* buf, const H& h) {
   C d = h.maximize ? -g : g;
-  if (h.weight_decay != 0) d = d + static_cast<C>(h.weight_decay) * p;
-  if (h.momentum != 0) {
+  if (h.has_weight_decay()) d = d + static_cast<C>(h.weight_decay) * p;
+  if (h.has_momentum()) {
     C b = h.first_step ? d
                        : static_cast<C>(*buf * static_cast<C>(h.momentum)) +
                              static_cast<C>(1 - h.dampening) * d;

@@ -66,20 +66,68 @@ T* ptr(const Tensor& t) {
 
 }  // namespace
 
+namespace {
+
+/// SgdHyper with sgd()'s branches fixed at compile time: a loop over a chunk
+/// then has none, and `omp simd` vectorizes it (GCC leaves a loop scalar when
+/// it branches, even on a condition that does not change in the loop). The
+/// lanes round each operation as the scalar code does, so the bits are the same.
+template <bool Maximize, bool WeightDecay, bool Momentum, bool FirstStep, bool Nesterov>
+struct FixedSgdHyper : optim_ops::SgdHyper {
+  static constexpr bool maximize = Maximize, first_step = FirstStep, nesterov = Nesterov;
+  static constexpr bool has_weight_decay() { return WeightDecay; }
+  static constexpr bool has_momentum() { return Momentum; }
+};
+
+/// Calls f.template operator()<b>().
+template <class F>
+void with_bool(bool b, F&& f) {
+  if (b)
+    f.template operator()<true>();
+  else
+    f.template operator()<false>();
+}
+
+/// Calls f(FixedSgdHyper<...>{h}) for h's flags (those that matter: without
+/// momentum, first_step and nesterov are false).
+template <class F>
+void with_fixed_sgd_hyper(const optim_ops::SgdHyper& h, F&& f) {
+  with_bool(h.maximize, [&]<bool Mx>() {
+    with_bool(h.has_weight_decay(), [&]<bool Wd>() {
+      if (!h.has_momentum()) {
+        FixedSgdHyper<Mx, Wd, false, false, false> fixed;
+        static_cast<optim_ops::SgdHyper&>(fixed) = h;
+        return f(fixed);
+      }
+      with_bool(h.first_step, [&]<bool First>() {
+        with_bool(h.nesterov, [&]<bool Nest>() {
+          FixedSgdHyper<Mx, Wd, true, First, Nest> fixed;
+          static_cast<optim_ops::SgdHyper&>(fixed) = h;
+          f(fixed);
+        });
+      });
+    });
+  });
+}
+
+}  // namespace
+
 void sgd_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
               const std::vector<Tensor>& momentum_buffers, const optim_ops::SgdHyper& hyper) {
-  const bool momentum = hyper.momentum != 0;
-  for_chunks(params, [&]<class T, class C>(const Chunk& c) {
-    T* p = ptr<T>(params[c.t]);
-    const T* g = ptr<T>(grads[c.t]);
-    T* buf = momentum ? ptr<T>(momentum_buffers[c.t]) : nullptr;
-    for (int64_t e = c.begin; e < c.end; ++e) {
-      C pv = static_cast<C>(p[e]);
-      C bv = momentum ? static_cast<C>(buf[e]) : C(0);
-      optim_ops::sgd<C>(pv, static_cast<C>(g[e]), &bv, hyper);
-      p[e] = static_cast<T>(pv);
-      if (momentum) buf[e] = static_cast<T>(bv);
-    }
+  with_fixed_sgd_hyper(hyper, [&](const auto& h) {
+    for_chunks(params, [&]<class T, class C>(const Chunk& c) {
+      T* p = ptr<T>(params[c.t]);
+      const T* g = ptr<T>(grads[c.t]);
+      T* buf = h.has_momentum() ? ptr<T>(momentum_buffers[c.t]) : nullptr;
+#pragma omp simd
+      for (int64_t e = c.begin; e < c.end; ++e) {
+        C pv = static_cast<C>(p[e]);
+        C bv = h.has_momentum() ? static_cast<C>(buf[e]) : C(0);
+        optim_ops::sgd<C>(pv, static_cast<C>(g[e]), &bv, h);
+        p[e] = static_cast<T>(pv);
+        if (h.has_momentum()) buf[e] = static_cast<T>(bv);
+      }
+    });
   });
 }
 
