@@ -403,3 +403,35 @@ TEST(Blas, FusedEpilogueMatchesReference) {
                                cf.data(), 0, 1, 1, bad),
                smelt::Error);
 }
+
+TEST(Blas, BothFloat32LibrariesMatchReference) {
+  // Odd sizes, A read row-major and transposed (the backward's dW = dY^T X).
+  const int64_t m = 37, n = 29, k = 53;
+  std::vector<double> a = seq(m * k, 0.013), b = seq(k * n, 0.021);
+  std::vector<double> want = ref_bmm(a, b, 1, m, n, k);
+  std::vector<float> af(a.begin(), a.end()), bf(b.begin(), b.end());
+  std::vector<float> at(m * k);  // A^T stored row-major: k x m
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t p = 0; p < k; ++p) at[p * m + i] = af[i * k + p];
+  const cpu::CpuGemmLibrary before = cpu::cpu_gemm_library();
+  for (cpu::CpuGemmLibrary lib : {cpu::CpuGemmLibrary::OneDnn, cpu::CpuGemmLibrary::OpenBlas}) {
+    cpu::set_cpu_gemm_library(lib);
+    EXPECT_EQ(cpu::cpu_gemm_library(), lib);
+    for (bool transposed : {false, true}) {
+      std::vector<float> c(m * n, -1.f);
+      const cpu::MatrixRef ar =
+          transposed ? cpu::MatrixRef{at.data(), 0, 1, m} : cpu::MatrixRef{af.data(), 0, k, 1};
+      cpu::gemm_fused(float32, 1, m, n, k, ar, {bf.data(), 0, n, 1}, c.data(), 0, n, 1,
+                      cpu::GemmEpilogue{});
+      for (int64_t i = 0; i < m * n; ++i)
+        EXPECT_NEAR(c[i], want[i], 2e-5 * (1 + std::fabs(want[i])))
+            << cpu::cpu_gemm_library_name(lib) << (transposed ? " A^T" : " A") << " at " << i;
+    }
+  }
+  cpu::set_cpu_gemm_library(before);
+  EXPECT_EQ(cpu::parse_cpu_gemm_library(nullptr), cpu::CpuGemmLibrary::OneDnn);
+  EXPECT_EQ(cpu::parse_cpu_gemm_library(""), cpu::CpuGemmLibrary::OneDnn);
+  EXPECT_EQ(cpu::parse_cpu_gemm_library("onednn"), cpu::CpuGemmLibrary::OneDnn);
+  EXPECT_EQ(cpu::parse_cpu_gemm_library("openblas"), cpu::CpuGemmLibrary::OpenBlas);
+  expect_error_mentions([] { cpu::parse_cpu_gemm_library("mkl"); }, "SMELT_CPU_GEMM=mkl");
+}

@@ -1,14 +1,18 @@
-// BLAS bridge: cblas (OpenBLAS) for plain float32/float64 products, oneDNN
-// matmul primitives (cached by shape) for products with a fused epilogue,
-// float32 compute for float16/bfloat16, and a blocked loop for integers.
+// BLAS bridge: oneDNN matmul primitives (cached by shape) for float32
+// products, with or without a fused epilogue (cpu_gemm_library(): plain ones
+// through cblas on request), cblas (OpenBLAS) for float64 and for layouts
+// oneDNN refuses, float32 compute for float16/bfloat16, and a blocked loop for
+// integers.
 #include "backend/cpu/blas.h"
 #include "kernels/gemm_epilogue.h"
 
 #include <cblas.h>
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -393,6 +397,14 @@ bool dnnl_fused_f32(int64_t batch, int64_t m, int64_t n, int64_t k, const Matrix
 
 bool overlaps_c(const void* p, const void* c) { return p != nullptr && p == c; }
 
+/// cpu_gemm_library() as an int, -1 until $SMELT_CPU_GEMM is read.
+std::atomic<int> g_gemm_library{-1};
+
+/// Whether a float32 product without an epilogue goes to oneDNN.
+bool plain_f32_through_dnnl(int64_t batch) {
+  return batch > 1 || cpu_gemm_library() == CpuGemmLibrary::OneDnn;
+}
+
 void check_dtype(DType dtype, const char* fn) {
   SMELT_CHECK(dtype != DType::Bool,
               "{}: bool matrices are not supported (as in PyTorch); convert the operands to an "
@@ -401,6 +413,37 @@ void check_dtype(DType dtype, const char* fn) {
 }
 
 }  // namespace
+
+CpuGemmLibrary parse_cpu_gemm_library(const char* value) {
+  if (value == nullptr || *value == '\0') return CpuGemmLibrary::OneDnn;
+  const std::string v = value;
+  if (v == "onednn") return CpuGemmLibrary::OneDnn;
+  if (v == "openblas") return CpuGemmLibrary::OpenBlas;
+  SMELT_CHECK(false,
+              "SMELT_CPU_GEMM={} is not a CPU GEMM library; use onednn (the default) or openblas "
+              "(or unset it)",
+              v);
+  return CpuGemmLibrary::OneDnn;
+}
+
+CpuGemmLibrary cpu_gemm_library() {
+  int lib = g_gemm_library.load(std::memory_order_relaxed);
+  if (lib < 0) {
+    lib = static_cast<int>(parse_cpu_gemm_library(std::getenv("SMELT_CPU_GEMM")));
+    g_gemm_library.store(lib, std::memory_order_relaxed);
+  }
+  return static_cast<CpuGemmLibrary>(lib);
+}
+
+CpuGemmLibrary set_cpu_gemm_library(CpuGemmLibrary lib) {
+  const CpuGemmLibrary before = cpu_gemm_library();
+  g_gemm_library.store(static_cast<int>(lib), std::memory_order_relaxed);
+  return before;
+}
+
+const char* cpu_gemm_library_name(CpuGemmLibrary lib) {
+  return lib == CpuGemmLibrary::OpenBlas ? "openblas" : "onednn";
+}
 
 void gemm_strided_batched(DType dtype, int64_t batch, int64_t m, int64_t n, int64_t k,
                           const MatrixRef& a, const MatrixRef& b, void* c, int64_t cbs, int64_t crs,
@@ -453,6 +496,7 @@ void gemm_fused(DType dtype, int64_t batch, int64_t m, int64_t n, int64_t k, con
       dtype_name(dtype));
   if (batch <= 0 || m <= 0 || n <= 0) return;
   if (dtype == DType::Float32 && k > 0 && alpha == 1.0 && !overlaps_c(e.residual, c) &&
+      (!e.empty() || plain_f32_through_dnnl(batch)) &&
       dnnl_fused_f32(batch, m, n, k, a, b, static_cast<float*>(c), cbs, crs, ccs, e, act))
     return;
   if (dtype == DType::Float16 || dtype == DType::BFloat16) {

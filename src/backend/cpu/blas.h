@@ -1,7 +1,9 @@
 // BLAS bridge: strided, batched matrix products on raw CPU buffers, for the
 // eager matmul and for JIT-generated plans (which call these functions
-// directly). float32 / float64 go to OpenBLAS (cblas) or oneDNN; float16 /
-// bfloat16 are converted to float32, multiplied, and rounded once on store;
+// directly). float32 products run as oneDNN matmul primitives (with or
+// without a fused epilogue; $SMELT_CPU_GEMM=openblas sends those without one
+// to OpenBLAS), float64 ones through OpenBLAS (cblas); float16 / bfloat16 are
+// converted to float32, multiplied, and rounded once on store;
 // integer types use a blocked loop whose products and sums wrap around in the
 // element type (as PyTorch's integer matmul does). Bool is refused.
 //
@@ -20,6 +22,31 @@ namespace smelt::cpu {
 /// Operand and epilogue descriptions are the device-neutral ones of backend.h.
 using backend::GemmEpilogue;
 using backend::MatrixRef;
+
+/// The library that runs the float32 products without an epilogue (matmul,
+/// mm, bmm and the backward's dX = dY W, dW = dY^T X, eager and compiled
+/// alike): oneDNN's matmul primitive (the default: the same OpenMP threads as
+/// smelt's kernels), or OpenBLAS's cblas_sgemm, one call per matrix (Debian's
+/// default OpenBLAS runs its own pthread pool beside OpenMP's, its workers
+/// spinning a while after each call). Products with an epilogue and batched
+/// ones (batch > 1) run through oneDNN under both, layouts oneDNN refuses
+/// through OpenBLAS; float64 always runs through OpenBLAS. The two libraries sum in
+/// different orders: results differ in the last bits, never between eager
+/// and compiled code of one process.
+enum class CpuGemmLibrary { OneDnn, OpenBlas };
+
+/// A $SMELT_CPU_GEMM value: nullptr, "" or "onednn" -> OneDnn, "openblas" ->
+/// OpenBlas. Throws smelt::Error naming the variable for anything else.
+CpuGemmLibrary parse_cpu_gemm_library(const char* value);
+/// The library in use: $SMELT_CPU_GEMM, read at the first product of the
+/// process, or what set_cpu_gemm_library() chose. Throws smelt::Error for an
+/// unknown $SMELT_CPU_GEMM value.
+CpuGemmLibrary cpu_gemm_library();
+/// Runs later products with `lib` (returns the one used before). For tests
+/// that compare the libraries; not thread-safe with products running.
+CpuGemmLibrary set_cpu_gemm_library(CpuGemmLibrary lib);
+/// "onednn", "openblas".
+const char* cpu_gemm_library_name(CpuGemmLibrary lib);
 
 /// C[b] = alpha * A[b] @ B[b] + beta * C[b] for b in [0, batch); A[b] is m x k,
 /// B[b] is k x n, C[b] is m x n. When beta == 0, C is not read (NaN in C does not
