@@ -427,6 +427,15 @@ TEST(Blas, BothFloat32LibrariesMatchReference) {
         EXPECT_NEAR(c[i], want[i], 2e-5 * (1 + std::fabs(want[i])))
             << cpu::cpu_gemm_library_name(lib) << (transposed ? " A^T" : " A") << " at " << i;
     }
+    // bfloat16 operands: converted, multiplied as float32 by the same library, rounded once.
+    Tensor ta = make(a, {m, k}, bfloat16), tb = make(b, {k, n}, bfloat16);
+    Tensor out = zeros({m, n}, bfloat16);
+    cpu::gemm_strided_batched(bfloat16, 1, m, n, k, {ta.data_ptr(), 0, k, 1},
+                              {tb.data_ptr(), 0, n, 1}, out.data_ptr(), 0, n, 1);
+    std::vector<double> got = out.to(float64).to_vector<double>();
+    for (int64_t i = 0; i < m * n; ++i)
+      EXPECT_NEAR(got[i], want[i], 3e-2 * (1 + std::fabs(want[i])))
+          << cpu::cpu_gemm_library_name(lib) << " bfloat16 at " << i;
   }
   cpu::set_cpu_gemm_library(before);
   EXPECT_EQ(cpu::parse_cpu_gemm_library(nullptr), cpu::CpuGemmLibrary::OneDnn);

@@ -158,6 +158,24 @@ void gemm_float(int64_t batch, int64_t m, int64_t n, int64_t k, const MatrixRef&
                 b.col_stride, c + bi * cbs, crs, ccs, alpha, beta);
 }
 
+bool dnnl_fused_f32(int64_t batch, int64_t m, int64_t n, int64_t k, const MatrixRef& a,
+                    const MatrixRef& b, float* c, int64_t cbs, int64_t crs, int64_t ccs,
+                    const GemmEpilogue& e, EpilogueActivation act);
+bool plain_f32_through_dnnl(int64_t batch);
+
+/// C = alpha A B + beta C for dense row-major float32 scratch (m x k, k x n,
+/// m x n; float16 / bfloat16 operands converted): oneDNN, as every other
+/// float32 product, when cpu_gemm_library() says so and alpha is 1, beta 0;
+/// cblas otherwise.
+void gemm_f32_dense(int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* c,
+                    double alpha, double beta) {
+  if (alpha == 1.0 && beta == 0.0 && plain_f32_through_dnnl(1) &&
+      dnnl_fused_f32(1, m, n, k, MatrixRef{a, 0, k, 1}, MatrixRef{b, 0, n, 1}, c, 0, n, 1,
+                     GemmEpilogue{}, EpilogueActivation::None))
+    return;
+  blas_one<float>(m, n, k, a, k, 1, b, n, 1, c, n, 1, alpha, beta);
+}
+
 /// float16 / bfloat16: convert to float32, multiply, round once on store.
 template <class T>
 void gemm_half(int64_t batch, int64_t m, int64_t n, int64_t k, const MatrixRef& a,
@@ -171,7 +189,7 @@ void gemm_half(int64_t batch, int64_t m, int64_t n, int64_t k, const MatrixRef& 
       pack(elem<T>(b, bi), k, n, b.row_stride, b.col_stride, bf.data());
     T* cb = c + bi * cbs;
     if (beta != 0) pack(cb, m, n, crs, ccs, cf.data());
-    blas_one<float>(m, n, k, af.data(), k, 1, bf.data(), n, 1, cf.data(), n, 1, alpha, beta);
+    gemm_f32_dense(m, n, k, af.data(), bf.data(), cf.data(), alpha, beta);
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) cb[i * crs + j * ccs] = T(cf[i * n + j]);
   }
@@ -509,8 +527,7 @@ void gemm_fused(DType dtype, int64_t batch, int64_t m, int64_t n, int64_t k, con
           if (k > 0) {
             pack(elem<T>(a, bi), m, k, a.row_stride, a.col_stride, af.data());
             pack(elem<T>(b, bi), k, n, b.row_stride, b.col_stride, bf.data());
-            blas_one<float>(m, n, k, af.data(), k, 1, bf.data(), n, 1, cf.data() + bi * m * n, n, 1,
-                            alpha, 0.0);
+            gemm_f32_dense(m, n, k, af.data(), bf.data(), cf.data() + bi * m * n, alpha, 0.0);
           }
         }
         const T* bias = static_cast<const T*>(e.bias);

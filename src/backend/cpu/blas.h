@@ -3,7 +3,7 @@
 // directly). float32 products run as oneDNN matmul primitives (with or
 // without a fused epilogue; $SMELT_CPU_GEMM=openblas sends those without one
 // to OpenBLAS), float64 ones through OpenBLAS (cblas); float16 / bfloat16 are
-// converted to float32, multiplied, and rounded once on store;
+// converted to float32, multiplied as float32, and rounded once on store;
 // integer types use a blocked loop whose products and sums wrap around in the
 // element type (as PyTorch's integer matmul does). Bool is refused.
 //
@@ -24,13 +24,14 @@ using backend::GemmEpilogue;
 using backend::MatrixRef;
 
 /// The library that runs the float32 products without an epilogue (matmul,
-/// mm, bmm and the backward's dX = dY W, dW = dY^T X, eager and compiled
-/// alike): oneDNN's matmul primitive (the default: the same OpenMP threads as
-/// smelt's kernels), or OpenBLAS's cblas_sgemm, one call per matrix (Debian's
-/// default OpenBLAS runs its own pthread pool beside OpenMP's, its workers
-/// spinning a while after each call). Products with an epilogue and batched
-/// ones (batch > 1) run through oneDNN under both, layouts oneDNN refuses
-/// through OpenBLAS; float64 always runs through OpenBLAS. The two libraries sum in
+/// mm, the backward's dX = dY W and dW = dY^T X, eager and compiled alike)
+/// and the float32 products of float16 / bfloat16 operands: oneDNN's matmul
+/// primitive (the default: the same OpenMP threads as smelt's kernels), or
+/// OpenBLAS's cblas_sgemm, one call per matrix (Debian's default OpenBLAS
+/// runs a pthread pool of its own beside OpenMP's, its workers spinning a
+/// while after each call). Products with an epilogue and batched ones
+/// (batch > 1) run through oneDNN under both, layouts oneDNN refuses through
+/// OpenBLAS; float64 always runs through OpenBLAS. The libraries sum in
 /// different orders: results differ in the last bits, never between eager
 /// and compiled code of one process.
 enum class CpuGemmLibrary { OneDnn, OpenBlas };
