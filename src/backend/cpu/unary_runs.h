@@ -1,5 +1,5 @@
-// Whole-run AVX-512 kernels of float exp and sqrt, bit for bit the scalar
-// functions (scalar::exp, scalar::sqrt), in fewer instructions than the loop
+// Whole-run AVX-512 kernels of float exp, sqrt and log, bit for bit the
+// scalar functions (scalar::exp, scalar::sqrt, scalar::log), in fewer instructions than the loop
 // the compiler makes of them. For the eager kernels built once per CPU
 // capability (capability.h): include it only from their sources (it defines
 // functions of the copy's namespace). Elsewhere (no AVX-512) the runs are the
@@ -32,6 +32,12 @@
 // Seven multiply-adds that pipeline instead of vsqrtps, which a core issues
 // once per several cycles: 0.14 against 0.22 ns per element (as above).
 // Checked on all 2^32 float32 inputs against vsqrtps: no bit apart.
+//
+// log: vmath::f32::log's operations; a vector of normal positive finite
+// numbers only (one unsigned compare of the bits) skips the scaling of
+// subnormals and the special cases, which leave such lanes alone: 0.34 ->
+// 0.24-0.27 ns per element (as above). Checked on all 2^32 float32 inputs
+// against f32::log: no bit apart.
 #pragma once
 #include <cstdint>
 
