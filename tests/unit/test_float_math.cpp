@@ -1,7 +1,7 @@
 // float32 erf, tanh and log of src/kernels/vector_math.h (in float with fused multiply-adds;
 // vectorized by the compiler): within one ulp of the correctly rounded value (glibc's double
 // erf / tanh / log rounded to float) over a sweep of float32 bit patterns, the special values as
-// C's, and eager ops computing the same (exp and sqrt too: their AVX-512 eager kernels); sin
+// C's, and eager ops computing the same (exp, sqrt and log: their AVX-512 eager kernels); sin
 // and cos within one ulp over the sweep (large arguments included), eager giving the same bits; pow
 // (SLEEF's) within one ulp, C99's special cases, and eager pow (vectorized) giving the scalar
 // function's bits.
@@ -158,20 +158,27 @@ TEST(FloatMath, SinCosWithinOneUlpAndEagerGivesTheScalarBits) {
   EXPECT_EQ(smelt::vmath::sin(1e-30f), 1e-30f);
 }
 
-TEST(FloatMath, EagerExpAndSqrtGiveTheScalarBits) {
-  // The eager float kernels of exp and sqrt (src/backend/cpu/unary_runs.h on
-  // AVX-512) against the scalar functions: every exponent, signs, subnormals,
+TEST(FloatMath, EagerExpSqrtAndLogGiveTheScalarBits) {
+  // The eager float kernels of exp, sqrt and log (src/backend/cpu/unary_runs.h
+  // on AVX-512) against the scalar functions: every exponent, signs, subnormals,
   // infinities and NaN (the sweep), and dense runs across exp's underflow and
-  // overflow ends and sqrt's 2^-96 bound.
+  // overflow ends, sqrt's 2^-96 bound and log's normal / subnormal bound.
   std::vector<float> v = sweep();
   for (float x = -106.0f; x < -86.0f; x += 0.0007f) v.push_back(x);
   for (float x = 88.0f; x < 101.0f; x += 0.0007f) v.push_back(x);
   for (float x = 0x1p-98f; x < 0x1p-94f; x *= 1.0001f) v.push_back(x);
+  for (float x = 0x1p-128f; x < 0x1p-124f; x *= 1.0001f) v.push_back(x);
   const int64_t n = static_cast<int64_t>(v.size());
   const smelt::Tensor t = smelt::from_vector(v, {n});
   const std::vector<float> e = smelt::exp(t).to_vector<float>();
   const std::vector<float> r = smelt::sqrt(t).to_vector<float>();
+  const std::vector<float> l = smelt::log(t).to_vector<float>();
   for (int64_t i = 0; i < n; ++i) {
+    const float want_l = smelt::vmath::log(v[i]);
+    if (std::isnan(want_l))
+      ASSERT_TRUE(std::isnan(l[i])) << "log(" << v[i] << ")";
+    else
+      ASSERT_EQ(float_bits(l[i]), float_bits(want_l)) << "log(" << v[i] << ")";
     const float want_e = smelt::vmath::exp(v[i]), want_r = std::sqrt(v[i]);
     if (std::isnan(want_e))
       ASSERT_TRUE(std::isnan(e[i])) << "exp(" << v[i] << ")";

@@ -1,5 +1,5 @@
-// Whole-run AVX-512 kernels of float exp and sqrt, bit for bit the scalar
-// functions (scalar::exp, scalar::sqrt), in fewer instructions than the loop
+// Whole-run AVX-512 kernels of float exp, sqrt and log, bit for bit the
+// scalar functions (scalar::exp, scalar::sqrt, scalar::log), in fewer instructions than the loop
 // the compiler makes of them. For the eager kernels built once per CPU
 // capability (capability.h): include it only from their sources (it defines
 // functions of the copy's namespace). Elsewhere (no AVX-512) the runs are the
@@ -32,6 +32,12 @@
 // Seven multiply-adds that pipeline instead of vsqrtps, which a core issues
 // once per several cycles: 0.14 against 0.22 ns per element (as above).
 // Checked on all 2^32 float32 inputs against vsqrtps: no bit apart.
+//
+// log: vmath::f32::log's operations; a vector of normal positive finite
+// numbers only (one unsigned compare of the bits) skips the scaling of
+// subnormals and the special cases, which leave such lanes alone: 0.34 ->
+// 0.24-0.27 ns per element (as above). Checked on all 2^32 float32 inputs
+// against f32::log: no bit apart.
 #pragma once
 #include <cstdint>
 
@@ -109,6 +115,61 @@ inline void sqrt_run(float* y, const float* x, int64_t n) {
   }
 #endif
   for (; i < n; ++i) y[i] = scalar::sqrt<float>(x[i]);
+}
+
+/// y[i] = scalar::log<float>(x[i]) (vmath::f32::log) for i < n (y may be x).
+inline void log_run(float* y, const float* x, int64_t n) {
+  int64_t i = 0;
+#if defined(__AVX512F__)
+  namespace f32 = ::smelt::vmath::f32;
+  const __mmask16 kAll = 0xffff;  // the masked forms: GCC 12 warns of the others' undefined source
+  // x's bits minus 2^-126's, as unsigned: below +inf's minus 2^-126's exactly
+  // for normal positive finite x, where the scaling of subnormals and the
+  // special cases leave the function's value alone (a * 1 is a, k - 0 is k).
+  const __m512i lo_bits = _mm512_set1_epi32(0x00800000);
+  const __m512i range = _mm512_set1_epi32(0x7f800000 - 0x00800000);
+  const __m512i sqrt_half = _mm512_set1_epi32(0x3f3504f3);
+  const __m512 one = _mm512_set1_ps(1.0f), half = _mm512_set1_ps(0.5f);
+  const __m512 ln2_hi = _mm512_set1_ps(0x1.62e3p-1f), ln2_lo = _mm512_set1_ps(0x1.2fefa2p-17f);
+  // f32::log's value of a normal positive as (2^25 times a subnormal in the
+  // lanes of sub).
+  const auto body = [&](__m512 as, __mmask16 sub) {
+    const __m512i ix = _mm512_castps_si512(as);
+    const __m512i k = _mm512_mask_srai_epi32(ix, kAll, _mm512_sub_epi32(ix, sqrt_half), 23);
+    const __m512 f = _mm512_sub_ps(
+        _mm512_castsi512_ps(_mm512_sub_epi32(ix, _mm512_mask_slli_epi32(k, kAll, k, 23))), one);
+    __m512 dk = _mm512_mask_cvtepi32_ps(as, kAll, k);
+    if (sub != 0) dk = _mm512_mask_sub_ps(dk, sub, dk, _mm512_set1_ps(25.0f));
+    const __m512 f2 = _mm512_mul_ps(f, f);
+    const __m512 hfsq = _mm512_mul_ps(half, f2);
+    __m512 p = _mm512_set1_ps(f32::kLogP[8]);
+    for (int j = 7; j >= 0; --j) p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(f32::kLogP[j]));
+    const __m512 u = _mm512_fmadd_ps(_mm512_mul_ps(f2, f), p, _mm512_mul_ps(dk, ln2_lo));
+    return _mm512_fmsub_ps(dk, ln2_hi, _mm512_sub_ps(_mm512_sub_ps(hfsq, u), f));
+  };
+  for (; i + 16 <= n; i += 16) {
+    const __m512 a = _mm512_loadu_ps(x + i);
+    const __mmask16 normal =
+        _mm512_cmplt_epu32_mask(_mm512_sub_epi32(_mm512_castps_si512(a), lo_bits), range);
+    __m512 r;
+    if (__builtin_expect(normal == kAll, 1)) {
+      r = body(a, 0);
+    } else {
+      // Subnormals scaled by 2^25; 0 -> -inf, negatives -> NaN, +inf and NaN
+      // -> a + a (f32::log's steps and order, masked to their lanes).
+      const __mmask16 sub = _mm512_cmp_ps_mask(a, _mm512_set1_ps(0x1p-126f), _CMP_LT_OQ);
+      r = body(_mm512_mask_mul_ps(a, sub, a, _mm512_set1_ps(0x1p25f)), sub);
+      r = _mm512_mask_mov_ps(r, _mm512_cmp_ps_mask(a, _mm512_setzero_ps(), _CMP_EQ_OQ),
+                             _mm512_set1_ps(-__builtin_inff()));
+      r = _mm512_mask_mov_ps(r, _mm512_cmp_ps_mask(a, _mm512_setzero_ps(), _CMP_LT_OQ),
+                             _mm512_set1_ps(__builtin_nanf("")));
+      r = _mm512_mask_add_ps(
+          r, _mm512_cmp_ps_mask(a, _mm512_set1_ps(__builtin_inff()), _CMP_NLT_UQ), a, a);
+    }
+    _mm512_storeu_ps(y + i, r);
+  }
+#endif
+  for (; i < n; ++i) y[i] = scalar::log<float>(x[i]);
 }
 
 }  // namespace smelt::cpu::SMELT_CPU_CAP
