@@ -138,6 +138,19 @@ class Builder {
     return nullptr;
   }
 
+  /// An index's text in a key, the temporaries it names (a gather's
+  /// data-dependent position) standing for their value ids: the same gather
+  /// in two loops over a row is one value (an embedding's row, computed in a
+  /// layer_norm's two passes, is kept in the row buffer of the first).
+  std::string index_key(const IndexExpr& index) const {
+    std::map<std::string, IndexExpr> ids;
+    for (auto& v : index.free_vars())
+      if (auto t = temp_value_.find(v); t != temp_value_.end())
+        ids.emplace(
+            v, IndexExpr::var("v" + std::to_string(t->second), index.var_extent(v).value_or(2)));
+    return ids.empty() ? index.str() : index.substitute(ids).str();
+  }
+
   /// The structural key of `e` (temporaries stand for their value ids).
   std::string key_of(const Expr& e) const {
     std::string k;
@@ -147,7 +160,8 @@ class Builder {
       case Expr::Kind::Literal:
         return fmt::format("l{}:{}", dtype_name(e.dtype), literal_key(e.literal));
       case Expr::Kind::Load:
-        return fmt::format("L{}[{}]{}", e.name, e.index.str(), e.mask ? "?" + key_of(*e.mask) : "");
+        return fmt::format("L{}[{}]{}", e.name, index_key(e.index),
+                           e.mask ? "?" + key_of(*e.mask) : "");
       case Expr::Kind::InBounds: {
         k = "B";
         for (auto& [x, lo, hi] : e.guard) k += fmt::format("{}:{}:{},", x.str(), lo, hi);
@@ -1154,6 +1168,62 @@ class Builder {
         l->body = std::move(out);
       }
       top.body.insert(top.body.begin(), decls.begin(), decls.end());
+      prune_row_loops(row_loops);
+    }
+  }
+
+  /// The temporaries `e` reads (its own, its operands', its indices' gathers).
+  void temps_read(const Expr& e, std::set<std::string>& names) const {
+    if (e.kind == Expr::Kind::Temp) names.insert(e.name);
+    if (e.kind == Expr::Kind::Load || e.kind == Expr::Kind::RowLoad)
+      for (auto& v : e.index.free_vars())
+        if (temp_value_.count(v)) names.insert(v);
+    if (e.mask) temps_read(*e.mask, names);
+    for (auto& o : e.operands) temps_read(*o, names);
+  }
+
+  /// What a row kept resident leaves dead in the row's later loops: a check
+  /// (an index's range, a divisor) that an earlier loop over the row already
+  /// made on the same value, and then the Lets nothing reads (an embedding's
+  /// row gathered again, with its index checks, only to be replaced by the
+  /// row buffer: the checks' atomic stores kept the loop from vectorizing).
+  /// Loops holding other than Lets, stores and checks are left as they are.
+  void prune_row_loops(const std::vector<Stmt*>& row_loops) {
+    std::set<std::string> checked;
+    auto check_key = [&](const Stmt& s) {
+      return fmt::format("{}:{}:{}:{}:{}", static_cast<int>(s.kind), key_of(*s.value), s.extent,
+                         s.code, s.mask ? key_of(*s.mask) : "");
+    };
+    for (Stmt* l : row_loops) {
+      const bool flat = std::all_of(l->body.begin(), l->body.end(), [](const Stmt& s) {
+        return s.kind == Stmt::Kind::Let || s.kind == Stmt::Kind::Store ||
+               s.kind == Stmt::Kind::RowStore || s.kind == Stmt::Kind::CheckIndex ||
+               s.kind == Stmt::Kind::CheckZero;
+      });
+      std::vector<bool> keep(l->body.size(), true);
+      for (size_t i = 0; i < l->body.size(); ++i) {
+        const Stmt& s = l->body[i];
+        if (s.kind != Stmt::Kind::CheckIndex && s.kind != Stmt::Kind::CheckZero) continue;
+        if (!checked.insert(check_key(s)).second && flat) keep[i] = false;
+      }
+      if (!flat) continue;
+      std::set<std::string> read;
+      for (size_t i = l->body.size(); i-- > 0;) {
+        const Stmt& s = l->body[i];
+        if (!keep[i]) continue;
+        if (s.kind == Stmt::Kind::Let && !read.count(s.name)) {
+          keep[i] = false;
+          continue;
+        }
+        if (s.value) temps_read(*s.value, read);
+        if (s.mask) temps_read(*s.mask, read);
+        for (auto& v : s.index.free_vars())
+          if (temp_value_.count(v)) read.insert(v);
+      }
+      std::vector<Stmt> out;
+      for (size_t i = 0; i < l->body.size(); ++i)
+        if (keep[i]) out.push_back(std::move(l->body[i]));
+      l->body = std::move(out);
     }
   }
 
