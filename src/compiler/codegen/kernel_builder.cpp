@@ -142,7 +142,10 @@ class Builder {
   /// data-dependent position) standing for their value ids: the same gather
   /// in two loops over a row is one value (an embedding's row, computed in a
   /// layer_norm's two passes, is kept in the row buffer of the first).
+  /// (CPU only: the CUDA kernels, which keep every row value resident, are
+  /// left as they were; not run on a GPU here.)
   std::string index_key(const IndexExpr& index) const {
+    if (cfg_.target == Target::Cuda) return index.str();
     std::map<std::string, IndexExpr> ids;
     for (auto& v : index.free_vars())
       if (auto t = temp_value_.find(v); t != temp_value_.end())
@@ -1168,7 +1171,68 @@ class Builder {
         l->body = std::move(out);
       }
       top.body.insert(top.body.begin(), decls.begin(), decls.end());
-      prune_row_loops(row_loops);
+      if (!cuda) {
+        prune_row_loops(row_loops);
+        hoist_row_invariants(top.body);
+      }
+    }
+  }
+
+  /// True when row loop `l` holds only Lets, stores and checks (what
+  /// prune_row_loops and hoist_row_invariants rearrange).
+  static bool flat_row_loop(const Stmt& l) {
+    return std::all_of(l.body.begin(), l.body.end(), [](const Stmt& s) {
+      return s.kind == Stmt::Kind::Let || s.kind == Stmt::Kind::Store ||
+             s.kind == Stmt::Kind::RowStore || s.kind == Stmt::Kind::CheckIndex ||
+             s.kind == Stmt::Kind::CheckZero;
+    });
+  }
+
+  /// Moves the Lets and checks of a row loop that do not depend on the row's
+  /// position (an embedding's index, read and checked once per row instead of
+  /// once per element: the check's atomic error store kept the loop scalar)
+  /// in front of it. Only loops of Lets, stores and checks that run at least
+  /// once (a row of at least one element), and only what reads no other
+  /// value of the loop that stays in it.
+  void hoist_row_invariants(std::vector<Stmt>& body) {
+    if (rnumel_ <= 0) return;
+    for (size_t i = 0; i < body.size(); ++i) {
+      Stmt& l = body[i];
+      if (l.kind != Stmt::Kind::Loop || l.range.var != "r") continue;
+      if (!flat_row_loop(l)) continue;
+      std::set<std::string> in_loop;  // the loop's Lets that stay in it
+      for (auto& s : l.body)
+        if (s.kind == Stmt::Kind::Let) in_loop.insert(s.name);
+      std::vector<bool> hoist(l.body.size(), false);
+      size_t count = 0;
+      for (size_t k = 0; k < l.body.size(); ++k) {
+        const Stmt& s = l.body[k];
+        bool invariant = (s.kind == Stmt::Kind::Let || s.kind == Stmt::Kind::CheckIndex ||
+                          s.kind == Stmt::Kind::CheckZero) &&
+                         !s.mask;
+        if (invariant) {
+          ValueInfo vi;
+          collect(*s.value, vi);
+          std::set<std::string> read;
+          temps_read(*s.value, read);
+          invariant = !vi.depends_on_r;
+          for (auto& t : read) invariant &= !in_loop.count(t);
+        }
+        if (!invariant) continue;
+        if (s.kind == Stmt::Kind::Let) in_loop.erase(s.name);
+        hoist[k] = true;
+        ++count;
+      }
+      // (Nothing to move, or a loop that would be left empty: as it was.)
+      if (count == 0 || count == l.body.size()) continue;
+      std::vector<Stmt> hoisted, kept;
+      for (size_t k = 0; k < l.body.size(); ++k)
+        (hoist[k] ? hoisted : kept).push_back(std::move(l.body[k]));
+      l.body = std::move(kept);
+      const size_t n = hoisted.size();
+      body.insert(body.begin() + static_cast<std::ptrdiff_t>(i),
+                  std::make_move_iterator(hoisted.begin()), std::make_move_iterator(hoisted.end()));
+      i += n;
     }
   }
 
@@ -1195,11 +1259,7 @@ class Builder {
                          s.code, s.mask ? key_of(*s.mask) : "");
     };
     for (Stmt* l : row_loops) {
-      const bool flat = std::all_of(l->body.begin(), l->body.end(), [](const Stmt& s) {
-        return s.kind == Stmt::Kind::Let || s.kind == Stmt::Kind::Store ||
-               s.kind == Stmt::Kind::RowStore || s.kind == Stmt::Kind::CheckIndex ||
-               s.kind == Stmt::Kind::CheckZero;
-      });
+      const bool flat = flat_row_loop(*l);
       std::vector<bool> keep(l->body.size(), true);
       for (size_t i = 0; i < l->body.size(); ++i) {
         const Stmt& s = l->body[i];
