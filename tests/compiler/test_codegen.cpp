@@ -219,6 +219,36 @@ TEST_F(Codegen, RowsReadFromMemoryFoldAsContiguousRuns) {
   EXPECT_TRUE(smelt_test::bitwise_same(compile(ln)(x), ln(x)));
 }
 
+// A gathered row that a persistent kernel needs in two passes (embeddings
+// under a layer_norm, as BERT's): the first pass gathers it, checks its index
+// and stores it in the row buffer the fold reads; the second reads that
+// buffer, without gathering the table again or checking the index again
+// (whose atomic error store kept the loop scalar). Values are eager's, and
+// an index out of range still fails.
+TEST_F(Codegen, GatheredRowIsGatheredOncePerRow) {
+  Tensor table = randn({50, 64}), pos = randn({16, 64});
+  Tensor ids = randint(0, 50, {4, 16});
+  auto f = [](const Tensor& ids, const Tensor& table, const Tensor& pos) {
+    return layer_norm(embedding(table, ids) + pos, {64});
+  };
+  Schedule s = schedule_of(trace_graph(f, ids, table, pos));
+  ASSERT_EQ(s.steps.size(), 1u) << step_names(s);
+  const std::string& src = s.steps[0].source;
+  auto count = [&](const std::string& needle) {
+    size_t n = 0;
+    for (size_t at = src.find(needle); at != std::string::npos; at = src.find(needle, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count("__atomic_store_n(smelt_error"), 1u) << src;
+  EXPECT_EQ(count("in_arg0[o]"), 1u) << src;
+  EXPECT_TRUE(has(src, "= rowin1[r];")) << src;
+  auto cf = compile(f);
+  EXPECT_TRUE(smelt_test::bitwise_same(cf(ids, table, pos), f(ids, table, pos)));
+  Tensor bad = ids.clone();
+  bad[2][3].fill_(50);
+  EXPECT_THROW(cf(bad, table, pos), Error);
+}
+
 TEST_F(Codegen, FuseOffGivesOneKernelPerNode) {
   Tensor x = randn({50});
   Graph g = trace_graph([](const Tensor& x) { return sigmoid(exp(x) * 2 - 1); }, x);

@@ -138,6 +138,22 @@ class Builder {
     return nullptr;
   }
 
+  /// An index's text in a key, the temporaries it names (a gather's
+  /// data-dependent position) standing for their value ids: the same gather
+  /// in two loops over a row is one value (an embedding's row, computed in a
+  /// layer_norm's two passes, is kept in the row buffer of the first).
+  /// (CPU only: the CUDA kernels, which keep every row value resident, are
+  /// left as they were; not run on a GPU here.)
+  std::string index_key(const IndexExpr& index) const {
+    if (cfg_.target == Target::Cuda) return index.str();
+    std::map<std::string, IndexExpr> ids;
+    for (auto& v : index.free_vars())
+      if (auto t = temp_value_.find(v); t != temp_value_.end())
+        ids.emplace(
+            v, IndexExpr::var("v" + std::to_string(t->second), index.var_extent(v).value_or(2)));
+    return ids.empty() ? index.str() : index.substitute(ids).str();
+  }
+
   /// The structural key of `e` (temporaries stand for their value ids).
   std::string key_of(const Expr& e) const {
     std::string k;
@@ -147,7 +163,8 @@ class Builder {
       case Expr::Kind::Literal:
         return fmt::format("l{}:{}", dtype_name(e.dtype), literal_key(e.literal));
       case Expr::Kind::Load:
-        return fmt::format("L{}[{}]{}", e.name, e.index.str(), e.mask ? "?" + key_of(*e.mask) : "");
+        return fmt::format("L{}[{}]{}", e.name, index_key(e.index),
+                           e.mask ? "?" + key_of(*e.mask) : "");
       case Expr::Kind::InBounds: {
         k = "B";
         for (auto& [x, lo, hi] : e.guard) k += fmt::format("{}:{}:{},", x.str(), lo, hi);
@@ -1154,6 +1171,119 @@ class Builder {
         l->body = std::move(out);
       }
       top.body.insert(top.body.begin(), decls.begin(), decls.end());
+      if (!cuda) {
+        prune_row_loops(row_loops);
+        hoist_row_invariants(top.body);
+      }
+    }
+  }
+
+  /// True when row loop `l` holds only Lets, stores and checks (what
+  /// prune_row_loops and hoist_row_invariants rearrange).
+  static bool flat_row_loop(const Stmt& l) {
+    return std::all_of(l.body.begin(), l.body.end(), [](const Stmt& s) {
+      return s.kind == Stmt::Kind::Let || s.kind == Stmt::Kind::Store ||
+             s.kind == Stmt::Kind::RowStore || s.kind == Stmt::Kind::CheckIndex ||
+             s.kind == Stmt::Kind::CheckZero;
+    });
+  }
+
+  /// Moves the Lets and checks of a row loop that do not depend on the row's
+  /// position (an embedding's index, read and checked once per row instead of
+  /// once per element: the check's atomic error store kept the loop scalar)
+  /// in front of it. Only loops of Lets, stores and checks that run at least
+  /// once (a row of at least one element), and only what reads no other
+  /// value of the loop that stays in it.
+  void hoist_row_invariants(std::vector<Stmt>& body) {
+    if (rnumel_ <= 0) return;
+    for (size_t i = 0; i < body.size(); ++i) {
+      Stmt& l = body[i];
+      if (l.kind != Stmt::Kind::Loop || l.range.var != "r") continue;
+      if (!flat_row_loop(l)) continue;
+      std::set<std::string> in_loop;  // the loop's Lets that stay in it
+      for (auto& s : l.body)
+        if (s.kind == Stmt::Kind::Let) in_loop.insert(s.name);
+      std::vector<bool> hoist(l.body.size(), false);
+      size_t count = 0;
+      for (size_t k = 0; k < l.body.size(); ++k) {
+        const Stmt& s = l.body[k];
+        bool invariant = (s.kind == Stmt::Kind::Let || s.kind == Stmt::Kind::CheckIndex ||
+                          s.kind == Stmt::Kind::CheckZero) &&
+                         !s.mask;
+        if (invariant) {
+          ValueInfo vi;
+          collect(*s.value, vi);
+          std::set<std::string> read;
+          temps_read(*s.value, read);
+          invariant = !vi.depends_on_r;
+          for (auto& t : read) invariant &= !in_loop.count(t);
+        }
+        if (!invariant) continue;
+        if (s.kind == Stmt::Kind::Let) in_loop.erase(s.name);
+        hoist[k] = true;
+        ++count;
+      }
+      // (Nothing to move, or a loop that would be left empty: as it was.)
+      if (count == 0 || count == l.body.size()) continue;
+      std::vector<Stmt> hoisted, kept;
+      for (size_t k = 0; k < l.body.size(); ++k)
+        (hoist[k] ? hoisted : kept).push_back(std::move(l.body[k]));
+      l.body = std::move(kept);
+      const size_t n = hoisted.size();
+      body.insert(body.begin() + static_cast<std::ptrdiff_t>(i),
+                  std::make_move_iterator(hoisted.begin()), std::make_move_iterator(hoisted.end()));
+      i += n;
+    }
+  }
+
+  /// The temporaries `e` reads (its own, its operands', its indices' gathers).
+  void temps_read(const Expr& e, std::set<std::string>& names) const {
+    if (e.kind == Expr::Kind::Temp) names.insert(e.name);
+    if (e.kind == Expr::Kind::Load || e.kind == Expr::Kind::RowLoad)
+      for (auto& v : e.index.free_vars())
+        if (temp_value_.count(v)) names.insert(v);
+    if (e.mask) temps_read(*e.mask, names);
+    for (auto& o : e.operands) temps_read(*o, names);
+  }
+
+  /// What a row kept resident leaves dead in the row's later loops: a check
+  /// (an index's range, a divisor) that an earlier loop over the row already
+  /// made on the same value, and then the Lets nothing reads (an embedding's
+  /// row gathered again, with its index checks, only to be replaced by the
+  /// row buffer: the checks' atomic stores kept the loop from vectorizing).
+  /// Loops holding other than Lets, stores and checks are left as they are.
+  void prune_row_loops(const std::vector<Stmt*>& row_loops) {
+    std::set<std::string> checked;
+    auto check_key = [&](const Stmt& s) {
+      return fmt::format("{}:{}:{}:{}:{}", static_cast<int>(s.kind), key_of(*s.value), s.extent,
+                         s.code, s.mask ? key_of(*s.mask) : "");
+    };
+    for (Stmt* l : row_loops) {
+      const bool flat = flat_row_loop(*l);
+      std::vector<bool> keep(l->body.size(), true);
+      for (size_t i = 0; i < l->body.size(); ++i) {
+        const Stmt& s = l->body[i];
+        if (s.kind != Stmt::Kind::CheckIndex && s.kind != Stmt::Kind::CheckZero) continue;
+        if (!checked.insert(check_key(s)).second && flat) keep[i] = false;
+      }
+      if (!flat) continue;
+      std::set<std::string> read;
+      for (size_t i = l->body.size(); i-- > 0;) {
+        const Stmt& s = l->body[i];
+        if (!keep[i]) continue;
+        if (s.kind == Stmt::Kind::Let && !read.count(s.name)) {
+          keep[i] = false;
+          continue;
+        }
+        if (s.value) temps_read(*s.value, read);
+        if (s.mask) temps_read(*s.mask, read);
+        for (auto& v : s.index.free_vars())
+          if (temp_value_.count(v)) read.insert(v);
+      }
+      std::vector<Stmt> out;
+      for (size_t i = 0; i < l->body.size(); ++i)
+        if (keep[i]) out.push_back(std::move(l->body[i]));
+      l->body = std::move(out);
     }
   }
 
