@@ -430,3 +430,30 @@ TEST_F(SpecialValues, ComparingAValueWithItselfHonoursNaN) {
     }
   }
 }
+
+// Compiled sin, cos, exp, sqrt and log give eager's bits away from the special
+// values too: a sweep of float32 bit patterns (every exponent, both signs, NaN
+// payloads) and a dense run across 2^31, where the FMA family's sin and cos
+// hand vectors with a lane above it to SLEEF (kernels/vector_math_impl.h,
+// SMELT_VM_TRIG), in vectors of mixed lanes, with a tail of 5.
+TEST_F(SpecialValues, CompiledTranscendentalsGiveEagerBitsOverASweep) {
+  std::vector<uint32_t> bits;
+  for (uint64_t u = 0; u < (uint64_t{1} << 32); u += 4099) bits.push_back(static_cast<uint32_t>(u));
+  for (uint32_t u = 0x4effff00u; u < 0x4f000100u; ++u) {
+    bits.push_back(u);
+    bits.push_back(u | 0x80000000u);
+  }
+  bits.resize(bits.size() / 16 * 16 + 5, 0x7f800000u);
+  std::vector<float> v(bits.size());
+  std::memcpy(v.data(), bits.data(), bits.size() * sizeof(float));
+  const Tensor x = from_vector(v, {static_cast<int64_t>(v.size())});
+  using Fn = std::function<Tensor(const Tensor&)>;
+  const std::vector<std::pair<const char*, Fn>> ops = {
+      {"sin", [](const Tensor& t) { return sin(t); }},
+      {"cos", [](const Tensor& t) { return cos(t); }},
+      {"exp", [](const Tensor& t) { return exp(t); }},
+      {"sqrt", [](const Tensor& t) { return sqrt(t); }},
+      {"log", [](const Tensor& t) { return log(t); }}};
+  for (const auto& [name, f] : ops)
+    EXPECT_TRUE(smelt_test::bitwise_same(compile(f)(x), f(x))) << name;
+}
