@@ -107,9 +107,11 @@ const detail::Decomposition* decomposition_of(const Graph& g, const Node& n,
   if (!d || n.op != "scaled_dot_product_attention") return d;
   const Operand& q = n.inputs[0];
   const DeviceType dev = planned_for ? *planned_for : g.buffers[q.buf].device.type;
-  bool whole = q.sizes.size() == 4 && n.attrs.as<double>("dropout_p") == 0 &&
-               backend::backend_for(dev).has_fused_attention(q.dtype, q.sizes[3],
-                                                             n.attrs.as<bool>("has_attn_mask"));
+  // A device whose backend this build lacks (CUDA code generated without
+  // CUDA, as --codegen-only does) has no fused attention: decompose.
+  const backend::Backend* b = backend::find_backend(dev);
+  bool whole = b && q.sizes.size() == 4 && n.attrs.as<double>("dropout_p") == 0 &&
+               b->has_fused_attention(q.dtype, q.sizes[3], n.attrs.as<bool>("has_attn_mask"));
   if (whole && n.attrs.as<bool>("has_attn_mask")) {
     const Operand& m = n.inputs[3];
     whole = !m.is_scalar() && m.sizes.size() <= 4 &&
