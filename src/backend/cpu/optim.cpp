@@ -64,10 +64,6 @@ T* ptr(const Tensor& t) {
   return static_cast<T*>(t.data_ptr());
 }
 
-}  // namespace
-
-namespace {
-
 /// SgdHyper with sgd()'s branches fixed at compile time: a loop over a chunk
 /// then has none, and `omp simd` vectorizes it (GCC leaves a loop scalar when
 /// it branches, even on a condition that does not change in the loop). The
