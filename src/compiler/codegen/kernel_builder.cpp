@@ -1236,12 +1236,16 @@ class Builder {
     }
   }
 
+  /// The temporaries `index` names (a gather's data-dependent positions).
+  void index_temps(const IndexExpr& index, std::set<std::string>& names) const {
+    for (auto& v : index.free_vars())
+      if (temp_value_.count(v)) names.insert(v);
+  }
+
   /// The temporaries `e` reads (its own, its operands', its indices' gathers).
   void temps_read(const Expr& e, std::set<std::string>& names) const {
     if (e.kind == Expr::Kind::Temp) names.insert(e.name);
-    if (e.kind == Expr::Kind::Load || e.kind == Expr::Kind::RowLoad)
-      for (auto& v : e.index.free_vars())
-        if (temp_value_.count(v)) names.insert(v);
+    if (e.kind == Expr::Kind::Load || e.kind == Expr::Kind::RowLoad) index_temps(e.index, names);
     if (e.mask) temps_read(*e.mask, names);
     for (auto& o : e.operands) temps_read(*o, names);
   }
@@ -1277,8 +1281,7 @@ class Builder {
         }
         if (s.value) temps_read(*s.value, read);
         if (s.mask) temps_read(*s.mask, read);
-        for (auto& v : s.index.free_vars())
-          if (temp_value_.count(v)) read.insert(v);
+        index_temps(s.index, read);
       }
       std::vector<Stmt> out;
       for (size_t i = 0; i < l->body.size(); ++i)
