@@ -191,6 +191,19 @@ struct MatrixRef {
   int64_t col_stride = 0;
 };
 
+/// Which unchanging contents an operand holds, for a backend that keeps a
+/// prepared copy (the CPU repacks a compiled plan's weights once into its GEMM
+/// library's preferred layout): the Storage the operand lies in (its serial(),
+/// never reused in a process) and that storage's version() when the call was
+/// bound. An in-place write to the memory bumps the version, so a copy made
+/// under another version is stale. `serial == 0`: unknown (an activation, or
+/// memory the plan itself writes): nothing may be kept.
+struct OperandIdentity {
+  uint64_t serial = 0;
+  uint32_t version = 0;
+  bool known() const { return serial != 0; }
+};
+
 /// The epilogue activation, by epilogue_activation_name (src/kernels/gemm_epilogue.h):
 /// "" (none), "relu", "gelu_erf", "gelu_tanh", "sigmoid", "silu", "tanh".
 using GemmActivation = std::string;
@@ -229,6 +242,9 @@ struct Gemm {
   void* c = nullptr;
   int64_t c_batch_stride = 0, c_row_stride = 0, c_col_stride = 1;
   GemmEpilogue epilogue;
+  /// What B holds when it is a parameter or constant of a compiled plan (the
+  /// CPU backend then reads a prepacked copy of it); unknown otherwise.
+  OperandIdentity b_identity;
   double alpha = 1.0;
   /// The library algorithm to run: index k of the backend's proposals for
   /// this problem, best first (Backend::gemm_algorithm_count; max-autotune

@@ -6,6 +6,7 @@
 #include <functional>
 #include <sstream>
 
+#include "backend/cpu/blas.h"
 #include "compiler/compile_test_util.h"
 #include "smelt/nn.h"
 
@@ -79,6 +80,39 @@ TEST_F(Guards, InPlaceWeightUpdateNeedsNoRecompile) {
   EXPECT_TRUE(close(y, matmul(x, lin->weight.t()) + lin->bias, 1e-5));
   EXPECT_EQ(f.stats().compiles, 1);
   EXPECT_EQ(f.stats().recompiles, 0);
+}
+
+// The CPU reads a compiled plan's weights from copies repacked once for its
+// GEMM library; an in-place write to a weight (an optimizer step, copy_
+// under no_grad) bumps its version, and the next call repacks it.
+TEST_F(Guards, InPlaceWriteToPrepackedWeightIsSeen) {
+  nn::Linear lin(64, 48);
+  auto f = compile(lin);
+  Tensor x = randn({32, 64});
+  cpu::clear_packed_weights();
+  const int64_t packs0 = cpu::packed_weight_stats().packs;
+  EXPECT_TRUE(close(f(x), lin(x), 1e-5));
+  const int64_t packs1 = cpu::packed_weight_stats().packs;
+  EXPECT_LE(packs1, packs0 + 1);
+  EXPECT_TRUE(close(f(x), lin(x), 1e-5));
+  EXPECT_EQ(cpu::packed_weight_stats().packs, packs1) << "an unchanged weight was repacked";
+  {
+    NoGradGuard no_grad;
+    lin->weight.copy_(randn({48, 64}));
+  }
+  EXPECT_TRUE(close(f(x), matmul(x, lin->weight.t()) + lin->bias, 1e-5));
+  if (packs1 > packs0) {
+    EXPECT_EQ(cpu::packed_weight_stats().packs, packs1 + 1);
+  }
+  // A weight the function captures (a constant of the plan) is followed too.
+  Tensor w = randn({48, 64});
+  auto g = compile([w](const Tensor& v) { return relu(matmul(v, w.t())); });
+  EXPECT_TRUE(close(g(x), relu(matmul(x, w.t())), 1e-5));
+  w.mul_(-1.5);
+  EXPECT_TRUE(close(g(x), relu(matmul(x, w.t())), 1e-5));
+  EXPECT_EQ(f.stats().recompiles, 0);
+  EXPECT_EQ(g.stats().recompiles, 0);
+  cpu::clear_packed_weights();
 }
 
 // Assigning a new tensor to the module's member (as `lin.weight = ...` in

@@ -4,10 +4,12 @@
 
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "backend/backend.h"
 #include "backend/cpu/blas.h"
+#include "core/storage.h"
 #include "smelt/ops.h"
 #include "test_util.h"
 
@@ -443,4 +445,75 @@ TEST(Blas, BothFloat32LibrariesMatchReference) {
   EXPECT_EQ(cpu::parse_cpu_gemm_library("onednn"), cpu::CpuGemmLibrary::OneDnn);
   EXPECT_EQ(cpu::parse_cpu_gemm_library("openblas"), cpu::CpuGemmLibrary::OpenBlas);
   expect_error_mentions([] { cpu::parse_cpu_gemm_library("mkl"); }, "SMELT_CPU_GEMM=mkl");
+}
+
+namespace {
+/// One float32 product C = act(A @ B + bias) through gemm_fused, B given as
+/// the transposed [n, k] weight a Linear holds (column stride k), identified
+/// by `id` (unknown: read in place).
+std::vector<float> weight_product(const std::vector<float>& a, const std::vector<float>& w,
+                                  const std::vector<float>& bias, int64_t m, int64_t n, int64_t k,
+                                  const cpu::OperandIdentity& id) {
+  std::vector<float> c(m * n, -1.f);
+  cpu::GemmEpilogue e;
+  e.bias = bias.data();
+  e.activation = "gelu_erf";
+  cpu::gemm_fused(float32, 1, m, n, k, {a.data(), 0, k, 1}, {w.data(), 0, 1, k}, c.data(), 0, n, 1,
+                  e, 1.0, id);
+  return c;
+}
+}  // namespace
+
+TEST(Blas, PackedWeightsGiveTheSameBitsAndFollowTheVersion) {
+  const int64_t m = 96, n = 80, k = 72;
+  std::vector<double> ad = seq(m * k, 0.013), wd = seq(n * k, 0.021), bd = seq(n, 0.1);
+  std::vector<float> a(ad.begin(), ad.end()), w(wd.begin(), wd.end()), bias(bd.begin(), bd.end());
+  cpu::clear_packed_weights();
+  const int64_t packs0 = cpu::packed_weight_stats().packs;
+  const cpu::OperandIdentity id{Storage::next_serial() + 1000, 3};
+  const std::vector<float> plain = weight_product(a, w, bias, m, n, k, {});
+  EXPECT_EQ(cpu::packed_weight_stats().packs, packs0) << "an unknown B is read in place";
+  const std::vector<float> packed = weight_product(a, w, bias, m, n, k, id);
+  ASSERT_EQ(plain.size(), packed.size());
+  EXPECT_EQ(std::memcmp(plain.data(), packed.data(), plain.size() * sizeof(float)), 0)
+      << "the repacked weight gives other bits than the plain one";
+  // oneDNN prefers a blocked weight on a CPU with AVX-512 or AVX2: one copy, made once.
+  const cpu::PackedWeightStats s1 = cpu::packed_weight_stats();
+  EXPECT_LE(s1.packs, packs0 + 1);
+  weight_product(a, w, bias, m, n, k, id);
+  EXPECT_EQ(cpu::packed_weight_stats().packs, s1.packs) << "the same version repacked";
+  // An in-place write (a new version) is seen; the old version's copy is not used.
+  for (float& x : w) x = -x;
+  const std::vector<float> neg_plain = weight_product(a, w, bias, m, n, k, {});
+  const std::vector<float> neg_packed = weight_product(a, w, bias, m, n, k, {id.serial, 4});
+  EXPECT_EQ(std::memcmp(neg_plain.data(), neg_packed.data(), plain.size() * sizeof(float)), 0);
+  EXPECT_NE(std::memcmp(plain.data(), neg_packed.data(), plain.size() * sizeof(float)), 0);
+  if (s1.packs > packs0) {
+    EXPECT_EQ(cpu::packed_weight_stats().packs, s1.packs + 1);
+    EXPECT_EQ(cpu::packed_weight_stats().entries, 1u);
+  }
+  cpu::clear_packed_weights();
+  EXPECT_EQ(cpu::packed_weight_stats().entries, 0u);
+  EXPECT_EQ(cpu::packed_weight_stats().bytes, 0u);
+}
+
+TEST(Blas, KnownBroadcastWeightStillFallsBack) {
+  // B's rows broadcast (row stride 0): oneDNN cannot read it, packed or not;
+  // the product falls back to the loop and stays right.
+  const int64_t m = 5, n = 7, k = 6;
+  std::vector<double> ad = seq(m * k, 0.5), rowd = seq(n, 0.25);
+  std::vector<float> a(ad.begin(), ad.end()), row(rowd.begin(), rowd.end());
+  std::vector<double> bfull(k * n);
+  for (int64_t p = 0; p < k; ++p)
+    for (int64_t j = 0; j < n; ++j) bfull[p * n + j] = row[j];
+  std::vector<double> want = ref_bmm(std::vector<double>(a.begin(), a.end()), bfull, 1, m, n, k);
+  cpu::clear_packed_weights();
+  const int64_t packs0 = cpu::packed_weight_stats().packs;
+  std::vector<float> c(m * n, -1.f);
+  cpu::gemm_fused(float32, 1, m, n, k, {a.data(), 0, k, 1}, {row.data(), 0, 0, 1}, c.data(), 0, n,
+                  1, cpu::GemmEpilogue{}, 1.0, cpu::OperandIdentity{Storage::next_serial() + 7, 0});
+  for (int64_t i = 0; i < m * n; ++i)
+    EXPECT_NEAR(c[i], want[i], 1e-4 * (1 + std::fabs(want[i]))) << "at " << i;
+  EXPECT_EQ(cpu::packed_weight_stats().packs, packs0);
+  EXPECT_EQ(cpu::packed_weight_stats().entries, 0u);
 }

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -160,7 +161,8 @@ void gemm_float(int64_t batch, int64_t m, int64_t n, int64_t k, const MatrixRef&
 
 bool dnnl_fused_f32(int64_t batch, int64_t m, int64_t n, int64_t k, const MatrixRef& a,
                     const MatrixRef& b, float* c, int64_t cbs, int64_t crs, int64_t ccs,
-                    const GemmEpilogue& e, EpilogueActivation act);
+                    const GemmEpilogue& e, EpilogueActivation act,
+                    const OperandIdentity& b_id = {});
 bool plain_f32_through_dnnl(int64_t batch);
 
 /// C = alpha A B + beta C for dense row-major float32 scratch (m x k, k x n,
@@ -265,18 +267,40 @@ struct DnnlKey {
   EpilogueActivation act;
   bool residual;
   int64_t rd[3], rs[3];
+  bool packed_b;  // B in the layout oneDNN prefers (format_tag::any), not as strided
   auto tie() const {
     return std::tie(ba, bb, batch, m, n, k, as[0], as[1], as[2], bs[0], bs[1], bs[2], cs[0], cs[1],
-                    cs[2], bias, act, residual, rd[0], rd[1], rd[2], rs[0], rs[1], rs[2]);
+                    cs[2], bias, act, residual, rd[0], rd[1], rd[2], rs[0], rs[1], rs[2], packed_b);
   }
   bool operator<(const DnnlKey& o) const { return tie() < o.tie(); }
+};
+
+/// A cached primitive and the weights layout it reads.
+struct DnnlPrimitive {
+  std::shared_ptr<dnnl::matmul> prim;
+  dnnl::memory::desc weights;
+};
+
+/// One weight matrix repacked into a primitive's weights layout (gemm_fused's
+/// b_identity): B's address and strided layout, the storage and version it
+/// was copied from, and the copy.
+struct PackedWeight {
+  uint64_t serial = 0;
+  uint32_t version = 0;
+  const void* data = nullptr;
+  dnnl::memory::desc plain, packed;
+  dnnl::memory mem;
+  size_t bytes = 0;
 };
 
 struct DnnlState {
   std::mutex mu;
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
-  std::map<DnnlKey, std::shared_ptr<dnnl::matmul>> cache;
+  std::map<DnnlKey, DnnlPrimitive> cache;
   std::map<DnnlKey, bool> refused;  // layouts oneDNN has no implementation for
+  std::list<PackedWeight> packed;   // most recently used first
+  size_t packed_bytes = 0;
+  int64_t packs = 0;
 };
 /// One state per thread: a oneDNN primitive's library-managed scratchpad must
 /// not be used by two executions at once, so threads do not share primitives.
@@ -311,13 +335,103 @@ std::optional<std::pair<dnnl::algorithm, float>> dnnl_eltwise(EpilogueActivation
   return std::nullopt;
 }
 
+/// The memory::desc of a [d0, d1, d2] operand of `key` with strides `st`:
+/// two-dimensional [d1, d2] for a product whose B is repacked and which has
+/// no batch (oneDNN proposes its blocked weights layout, BA16a64b, only for
+/// 2-D matmuls), else three-dimensional.
+dnnl::memory::desc operand_md(const DnnlKey& key, int64_t d0, int64_t d1, int64_t d2,
+                              const int64_t* st) {
+  using dt = dnnl::memory::data_type;
+  if (key.packed_b && key.batch == 1) return {{d1, d2}, dt::f32, {st[1], st[2]}};
+  return {{d0, d1, d2}, dt::f32, {st[0], st[1], st[2]}};
+}
+
+/// The cached primitive of `key` (st.mu held), made on first use; nullopt
+/// when oneDNN has no implementation for it.
+std::optional<DnnlPrimitive> dnnl_primitive(DnnlState& st, const DnnlKey& key,
+                                            EpilogueActivation act) {
+  using dt = dnnl::memory::data_type;
+  using md = dnnl::memory::desc;
+  const int64_t m = key.m, n = key.n, k = key.k, batch = key.batch;
+  if (st.refused.count(key)) return std::nullopt;
+  auto it = st.cache.find(key);
+  if (it != st.cache.end()) return it->second;
+  DnnlPrimitive prim;
+  try {
+    const int64_t bias_st[3] = {n, n, 1};
+    md src_md = operand_md(key, key.ba, m, k, key.as);
+    md wei_md = operand_md(key, key.bb, k, n, key.bs);
+    if (key.packed_b)
+      wei_md = batch == 1 ? md({k, n}, dt::f32, dnnl::memory::format_tag::any)
+                          : md({key.bb, k, n}, dt::f32, dnnl::memory::format_tag::any);
+    md dst_md = operand_md(key, batch, m, n, key.cs);
+    md bias_md = key.bias ? operand_md(key, 1, 1, n, bias_st) : md();
+    dnnl::post_ops ops;
+    if (auto eltwise = dnnl_eltwise(act))
+      ops.append_eltwise(1.f, eltwise->first, eltwise->second, 0.f);
+    if (key.residual)
+      ops.append_binary(dnnl::algorithm::binary_add,
+                        operand_md(key, key.rd[0], key.rd[1], key.rd[2], key.rs));
+    dnnl::primitive_attr attr;
+    attr.set_post_ops(ops);
+    dnnl::matmul::desc desc = key.bias ? dnnl::matmul::desc(src_md, wei_md, bias_md, dst_md)
+                                       : dnnl::matmul::desc(src_md, wei_md, dst_md);
+    dnnl::matmul::primitive_desc pd(desc, attr, st.engine);
+    prim.prim = std::make_shared<dnnl::matmul>(pd);
+    prim.weights = pd.weights_desc();
+  } catch (const dnnl::error&) {
+    st.refused[key] = true;
+    return std::nullopt;
+  }
+  if (st.cache.size() >= 512) st.cache.clear();
+  st.cache[key] = prim;
+  return prim;
+}
+
+/// `plain` (B as the caller holds it, identified by `id`) in layout `packed`:
+/// the thread's cached copy, repacked when new or when its storage's version
+/// moved on; the least recently used copies go past kPackedWeightCacheBytes.
+dnnl::memory packed_weight(DnnlState& st, dnnl::stream& stream, const dnnl::memory& plain,
+                           const dnnl::memory::desc& packed, const OperandIdentity& id) {
+  const void* data = plain.get_data_handle();
+  const dnnl::memory::desc plain_md = plain.get_desc();
+  auto it = std::find_if(st.packed.begin(), st.packed.end(), [&](const PackedWeight& w) {
+    return w.serial == id.serial && w.data == data && w.plain == plain_md && w.packed == packed;
+  });
+  if (it == st.packed.end()) {
+    PackedWeight w;
+    w.serial = id.serial;
+    w.version = id.version + 1;  // differs: packed below
+    w.data = data;
+    w.plain = plain_md;
+    w.packed = packed;
+    w.mem = dnnl::memory(packed, st.engine);
+    w.bytes = packed.get_size();
+    st.packed_bytes += w.bytes;
+    st.packed.push_front(std::move(w));
+    it = st.packed.begin();
+    while (st.packed_bytes > kPackedWeightCacheBytes && st.packed.size() > 1) {
+      st.packed_bytes -= st.packed.back().bytes;
+      st.packed.pop_back();
+    }
+  } else if (it != st.packed.begin()) {
+    st.packed.splice(st.packed.begin(), st.packed, it);
+  }
+  if (it->version != id.version) {
+    dnnl::memory src = plain;
+    dnnl::reorder(src, it->mem).execute(stream, src, it->mem);
+    stream.wait();
+    it->version = id.version;
+    ++st.packs;
+  }
+  return it->mem;
+}
+
 /// Runs the whole fused product through one oneDNN primitive; false when oneDNN
 /// does not take this layout (the caller then falls back).
 bool dnnl_fused_f32(int64_t batch, int64_t m, int64_t n, int64_t k, const MatrixRef& a,
                     const MatrixRef& b, float* c, int64_t cbs, int64_t crs, int64_t ccs,
-                    const GemmEpilogue& e, EpilogueActivation act) {
-  using dt = dnnl::memory::data_type;
-  using md = dnnl::memory::desc;
+                    const GemmEpilogue& e, EpilogueActivation act, const OperandIdentity& b_id) {
   DnnlKey key{};
   key.ba = (a.batch_stride == 0) ? 1 : batch;
   key.bb = (b.batch_stride == 0) ? 1 : batch;
@@ -356,47 +470,26 @@ bool dnnl_fused_f32(int64_t batch, int64_t m, int64_t n, int64_t k, const Matrix
     return false;
 
   DnnlState& st = dnnl_state();
-  std::shared_ptr<dnnl::matmul> prim;
-  {
-    std::lock_guard<std::mutex> lock(st.mu);
-    if (st.refused.count(key)) return false;
-    auto it = st.cache.find(key);
-    if (it != st.cache.end()) {
-      prim = it->second;
-    } else {
-      try {
-        md src_md({key.ba, m, k}, dt::f32, {key.as[0], key.as[1], key.as[2]});
-        md wei_md({key.bb, k, n}, dt::f32, {key.bs[0], key.bs[1], key.bs[2]});
-        md dst_md({batch, m, n}, dt::f32, {key.cs[0], key.cs[1], key.cs[2]});
-        md bias_md = key.bias ? md({1, 1, n}, dt::f32, {n, n, 1}) : md();
-        dnnl::post_ops ops;
-        if (auto eltwise = dnnl_eltwise(act))
-          ops.append_eltwise(1.f, eltwise->first, eltwise->second, 0.f);
-        if (key.residual)
-          ops.append_binary(
-              dnnl::algorithm::binary_add,
-              md({key.rd[0], key.rd[1], key.rd[2]}, dt::f32, {key.rs[0], key.rs[1], key.rs[2]}));
-        dnnl::primitive_attr attr;
-        attr.set_post_ops(ops);
-        dnnl::matmul::desc desc = key.bias ? dnnl::matmul::desc(src_md, wei_md, bias_md, dst_md)
-                                           : dnnl::matmul::desc(src_md, wei_md, dst_md);
-        dnnl::matmul::primitive_desc pd(desc, attr, st.engine);
-        prim = std::make_shared<dnnl::matmul>(pd);
-      } catch (const dnnl::error&) {
-        st.refused[key] = true;
-        return false;
-      }
-      if (st.cache.size() >= 512) st.cache.clear();
-      st.cache[key] = prim;
-    }
+  std::lock_guard<std::mutex> lock(st.mu);
+  // A known, batch-shared B reads a repacked copy when oneDNN prefers another layout.
+  key.packed_b = b_id.known() && key.bb == 1;
+  std::optional<DnnlPrimitive> prim = dnnl_primitive(st, key, act);
+  if (!prim && key.packed_b) {
+    key.packed_b = false;
+    prim = dnnl_primitive(st, key, act);
   }
+  if (!prim) return false;
   auto mem = [&](const std::vector<int64_t>& dims, const int64_t* strides, const void* p) {
-    return dnnl::memory(md(dims, dt::f32, {strides[0], strides[1], strides[2]}), st.engine,
+    return dnnl::memory(operand_md(key, dims[0], dims[1], dims[2], strides), st.engine,
                         const_cast<void*>(p));
   };
+  dnnl::stream stream(st.engine);
+  dnnl::memory weights = mem({key.bb, k, n}, key.bs, b.data);
+  if (key.packed_b && prim->weights != weights.get_desc())
+    weights = packed_weight(st, stream, weights, prim->weights, b_id);
   std::unordered_map<int, dnnl::memory> args;
   args.emplace(DNNL_ARG_SRC, mem({key.ba, m, k}, key.as, a.data));
-  args.emplace(DNNL_ARG_WEIGHTS, mem({key.bb, k, n}, key.bs, b.data));
+  args.emplace(DNNL_ARG_WEIGHTS, weights);
   args.emplace(DNNL_ARG_DST, mem({batch, m, n}, key.cs, c));
   if (key.bias) {
     const int64_t bst[3] = {n, n, 1};
@@ -407,8 +500,7 @@ bool dnnl_fused_f32(int64_t batch, int64_t m, int64_t n, int64_t k, const Matrix
     args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(post_index) | DNNL_ARG_SRC_1,
                  mem({key.rd[0], key.rd[1], key.rd[2]}, key.rs, e.residual));
   }
-  dnnl::stream stream(st.engine);
-  prim->execute(stream, args);
+  prim->prim->execute(stream, args);
   stream.wait();
   return true;
 }
@@ -491,13 +583,26 @@ void gemm_strided_batched(DType dtype, int64_t batch, int64_t m, int64_t n, int6
   });
 }
 
+PackedWeightStats packed_weight_stats() {
+  DnnlState& st = dnnl_state();
+  std::lock_guard<std::mutex> lock(st.mu);
+  return {st.packed.size(), st.packed_bytes, st.packs};
+}
+
+void clear_packed_weights() {
+  DnnlState& st = dnnl_state();
+  std::lock_guard<std::mutex> lock(st.mu);
+  st.packed.clear();
+  st.packed_bytes = 0;
+}
+
 bool gemm_epilogue_activation_supported(const std::string& act) {
   return parse_epilogue_activation(act).has_value();
 }
 
 void gemm_fused(DType dtype, int64_t batch, int64_t m, int64_t n, int64_t k, const MatrixRef& a,
                 const MatrixRef& b, void* c, int64_t cbs, int64_t crs, int64_t ccs,
-                const GemmEpilogue& e, double alpha) {
+                const GemmEpilogue& e, double alpha, const OperandIdentity& b_identity) {
   check_dtype(dtype, "gemm_fused");
   std::optional<EpilogueActivation> parsed = parse_epilogue_activation(e.activation);
   if (!parsed) {
@@ -515,7 +620,8 @@ void gemm_fused(DType dtype, int64_t batch, int64_t m, int64_t n, int64_t k, con
   if (batch <= 0 || m <= 0 || n <= 0) return;
   if (dtype == DType::Float32 && k > 0 && alpha == 1.0 && !overlaps_c(e.residual, c) &&
       (!e.empty() || plain_f32_through_dnnl(batch)) &&
-      dnnl_fused_f32(batch, m, n, k, a, b, static_cast<float*>(c), cbs, crs, ccs, e, act))
+      dnnl_fused_f32(batch, m, n, k, a, b, static_cast<float*>(c), cbs, crs, ccs, e, act,
+                     b_identity))
     return;
   if (dtype == DType::Float16 || dtype == DType::BFloat16) {
     // Product in float32 scratch, epilogue in float32, one rounding on store.

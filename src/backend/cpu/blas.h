@@ -22,6 +22,7 @@ namespace smelt::cpu {
 /// Operand and epilogue descriptions are the device-neutral ones of backend.h.
 using backend::GemmEpilogue;
 using backend::MatrixRef;
+using backend::OperandIdentity;
 
 /// The library that runs the float32 products without an epilogue (matmul,
 /// mm, the backward's dX = dY W and dW = dY^T X, eager and compiled alike)
@@ -68,8 +69,30 @@ bool gemm_epilogue_activation_supported(const std::string& activation);
 /// through float32), primitives cached by shape, strides and epilogue; other
 /// dtypes, or layouts oneDNN refuses, run gemm_strided_batched and then the
 /// epilogue in a loop. Throws smelt::Error for bool or an unknown activation.
+///
+/// `b_identity` known (a compiled plan's weight): a float32 B shared by the
+/// whole batch is read from a copy repacked once into the layout oneDNN's
+/// matmul prefers (format_tag::any, e.g. BA16a64b), kept in a per-thread
+/// cache keyed by B's address, layout, storage serial and version (a new
+/// version repacks; least recently used copies go beyond
+/// kPackedWeightCacheBytes). The products are the same bits as with B read in
+/// place.
 void gemm_fused(DType dtype, int64_t batch, int64_t m, int64_t n, int64_t k, const MatrixRef& a,
                 const MatrixRef& b, void* c, int64_t c_batch_stride, int64_t c_row_stride,
-                int64_t c_col_stride, const GemmEpilogue& epilogue, double alpha = 1.0);
+                int64_t c_col_stride, const GemmEpilogue& epilogue, double alpha = 1.0,
+                const OperandIdentity& b_identity = {});
+
+/// The most bytes of repacked weights one thread keeps (gemm_fused).
+constexpr size_t kPackedWeightCacheBytes = size_t{1} << 30;
+
+/// The calling thread's cache of repacked weights (gemm_fused's b_identity).
+struct PackedWeightStats {
+  size_t entries = 0;  // copies kept
+  size_t bytes = 0;    // their size
+  int64_t packs = 0;   // repacks so far (a new weight, or a new version of one)
+};
+PackedWeightStats packed_weight_stats();
+/// Empties the calling thread's cache of repacked weights (packs stays counted).
+void clear_packed_weights();
 
 }  // namespace smelt::cpu

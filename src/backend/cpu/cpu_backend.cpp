@@ -99,7 +99,7 @@ class CpuBackend final : public backend::Backend {
                           "gemm: the CPU backend writes C in the operands' dtype ({}), not {}",
                           dtype_name(g.dtype), dtype_name(g.c_dtype()));
     gemm_fused(g.dtype, g.batch, g.m, g.n, g.k, g.a, g.b, g.c, g.c_batch_stride, g.c_row_stride,
-               g.c_col_stride, g.epilogue, g.alpha);
+               g.c_col_stride, g.epilogue, g.alpha, g.b_identity);
   }
 
   void copy(const Tensor& dst, const Tensor& src) override { copy_convert(dst, src); }

@@ -306,6 +306,8 @@ Tensor blob(void* data, const Shape& sizes, DType dtype, const Shape& strides, D
 
 namespace {
 
+backend::OperandIdentity identity_of(const Storage& s) { return {s.serial(), s.version()}; }
+
 Tensor view_over(void* base, const Operand& o, Device device) {
   char* p = static_cast<char*>(base) + o.offset * static_cast<int64_t>(itemsize(o.dtype));
   return blob(p, o.sizes, o.dtype, o.strides, device);
@@ -318,8 +320,8 @@ struct StepGemm {
   backend::Gemm gemm;
   std::vector<backend::GemmBatchDim> dims;
 };
-StepGemm gemm_of_step(const Graph& g, const Step& st, const std::vector<void*>& ptr,
-                      Device device) {
+StepGemm gemm_of_step(const Graph& g, const Step& st, const RunBuffers& rb, Device device) {
+  const std::vector<void*>& ptr = rb.ptr;
   const Node& n = g.nodes[st.node];
   Operand a = n.inputs[0], b = n.inputs[1];
   if (st.cast_prologue) {  // the float16 / bfloat16 values the converts read
@@ -368,6 +370,8 @@ StepGemm gemm_of_step(const Graph& g, const Step& st, const std::vector<void*>& 
   gm.b = {static_cast<char*>(ptr[b.buf]) + b.offset * isz, 0, b.strides[b.sizes.size() - 2],
           b.strides.back()};
   gm.c = ptr[out.id];
+  if (!st.cast_prologue && static_cast<size_t>(b.buf) < rb.identity.size())
+    gm.b_identity = rb.identity[static_cast<size_t>(b.buf)];
   // Every buffer a GEMM reads or writes has memory: one the plan left without
   // (a store dropped as private) would reach the library as a null pointer.
   SMELT_INTERNAL_ASSERT(gm.a.data && gm.b.data && gm.c,
@@ -387,9 +391,9 @@ StepGemm gemm_of_step(const Graph& g, const Step& st, const std::vector<void*>& 
   return {gm, std::move(dims)};
 }
 
-void run_matmul(const Graph& g, const Step& st, const std::vector<void*>& ptr, backend::Backend& be,
+void run_matmul(const Graph& g, const Step& st, const RunBuffers& rb, backend::Backend& be,
                 Device device, backend::Stream stream) {
-  StepGemm sg = gemm_of_step(g, st, ptr, device);
+  StepGemm sg = gemm_of_step(g, st, rb, device);
   backend::gemm_over_batch(be, std::move(sg.gemm), sg.dims, stream);
 }
 
@@ -481,6 +485,7 @@ RunBuffers CompiledGraph::bind(const std::vector<Tensor>& args, const std::vecto
   RunBuffers rb;
   rb.arena = std::move(arena);
   rb.ptr.assign(g_.buffers.size(), nullptr);
+  rb.identity.assign(g_.buffers.size(), {});
   rb.owned.resize(g_.buffers.size());
   if (error_flags_ > 0) rb.flags = static_cast<char*>(rb.arena->data()) + error_offset_;
   for (auto& b : g_.buffers) {
@@ -490,9 +495,11 @@ RunBuffers CompiledGraph::bind(const std::vector<Tensor>& args, const std::vecto
         break;
       case BufferKind::Param:
         rb.ptr[b.id] = params.at(b.input_index).storage()->data();
+        rb.identity[b.id] = identity_of(*params.at(b.input_index).storage());
         break;
       case BufferKind::Constant:
         rb.ptr[b.id] = b.constant.storage()->data();
+        rb.identity[b.id] = identity_of(*b.constant.storage());
         break;
       case BufferKind::Node:
         if (mem_.in_place[b.id] >= 0) break;  // bound below, once its input is
@@ -507,6 +514,14 @@ RunBuffers CompiledGraph::bind(const std::vector<Tensor>& args, const std::vecto
   }
   for (auto& b : g_.buffers)
     if (mem_.in_place[b.id] >= 0) rb.ptr[b.id] = rb.ptr[mem_.in_place[b.id]];
+  // Memory the run writes (a write-back destination, or an input a step
+  // updates in place) has no fixed contents.
+  for (auto& [dst, src] : g_.mutations) {
+    rb.identity[static_cast<size_t>(dst)] = {};
+    rb.identity[static_cast<size_t>(src)] = {};
+  }
+  for (auto& b : g_.buffers)
+    if (mem_.in_place[b.id] >= 0) rb.identity[static_cast<size_t>(mem_.in_place[b.id])] = {};
   return rb;
 }
 
@@ -531,12 +546,12 @@ void CompiledGraph::clear_errors(const RunBuffers& rb, backend::Stream stream) c
 void CompiledGraph::run_gemm_step(const Step& st, const RunBuffers& rb,
                                   backend::Stream stream) const {
   SMELT_INTERNAL_ASSERT(st.kind == Step::Kind::Extern, "run_gemm_step: {} is not a GEMM", st.name);
-  run_matmul(g_, st, rb.ptr, backend::backend(device_), device_, stream);
+  run_matmul(g_, st, rb, backend::backend(device_), device_, stream);
 }
 
 int CompiledGraph::gemm_algorithm_count(const Step& st, const RunBuffers& rb, int most) const {
   if (st.kind != Step::Kind::Extern) return 0;
-  StepGemm sg = gemm_of_step(g_, st, rb.ptr, device_);
+  StepGemm sg = gemm_of_step(g_, st, rb, device_);
   const std::optional<backend::Gemm> first = backend::first_gemm_over_batch(sg.gemm, sg.dims);
   return first ? backend::backend(device_).gemm_algorithm_count(*first, most) : 0;
 }
@@ -565,7 +580,7 @@ void CompiledGraph::run_step(size_t i, const RunBuffers& rb, backend::Stream str
       break;
     }
     case Step::Kind::Extern:
-      run_matmul(g_, st, rb.ptr, be, device_, stream);
+      run_matmul(g_, st, rb, be, device_, stream);
       break;
     case Step::Kind::Fallback:
       run_fallback(g_, st, rb.ptr);

@@ -94,6 +94,10 @@ struct LaunchRecord {
 /// arena of intermediates and, in it, the kernels' error flags.
 struct RunBuffers {
   std::vector<void*> ptr;
+  /// Per buffer: the contents of a parameter or constant no step writes (its
+  /// storage's serial and version at bind time; a GEMM's backend may keep a
+  /// prepared copy of it), unknown for every other buffer.
+  std::vector<backend::OperandIdentity> identity;
   std::vector<Tensor> owned;
   std::shared_ptr<Storage> arena;
   char* flags = nullptr;  // CompiledGraph::error_flags() ints, or null when none
