@@ -453,3 +453,39 @@ TEST(CpuAttention, RandomCasesMatchAnExplicitDecompositionOnEveryCapability) {
   omp_set_num_threads(threads);
   cpu::set_cpu_capability(saved);
 }
+
+// A bool mask whose rows keep every key (BERT's padding mask of a batch
+// without padding) is read as no mask: the same bits as no mask at all, on
+// every capability, for a key-padding [B, 1, 1, S] mask and a full one, also
+// where only some rows keep every key.
+TEST(CpuAttention, AllTrueBoolMaskRowsGiveTheBitsOfNoMask) {
+  using cpu::CpuCapability;
+  const CpuCapability saved = cpu::cpu_capability();
+  const Sizes s{2, 3, 19, 37, 20, 45};
+  const Heads h = heads(s, 77);
+  const Tensor keep_keys = ones({s.B, 1, 1, s.S}, TensorOptions(DType::Bool));
+  Tensor keep_some = ones({s.B, s.H, s.L, s.S}, TensorOptions(DType::Bool));
+  keep_some.select(2, 3).select(2, 5).fill_(false);  // row 3 of every pair drops key 5
+  for (int c = 0; c <= static_cast<int>(cpu::hardware_cpu_capability()); ++c) {
+    cpu::set_cpu_capability(static_cast<CpuCapability>(c));
+    for (bool causal : {false, true}) {
+      const std::vector<double> none = vals(fused(h.q, h.k, h.v, Tensor(), causal));
+      EXPECT_EQ(vals(fused(h.q, h.k, h.v, keep_keys, causal)), none)
+          << cpu::cpu_capability_name(static_cast<CpuCapability>(c)) << " causal " << causal;
+      const std::vector<double> some = vals(fused(h.q, h.k, h.v, keep_some, causal));
+      ASSERT_EQ(some.size(), none.size());
+      const int64_t row = s.Ev;  // elements of one output row
+      for (size_t i = 0; i < some.size(); ++i) {
+        if ((static_cast<int64_t>(i) / row) % s.L != 3) {
+          EXPECT_EQ(some[i], none[i]) << "at " << i;
+        }
+      }
+      if (!causal) {  // the row that drops a key, against the eager op
+        const std::vector<double> want =
+            vals(scaled_dot_product_attention(h.q, h.k, h.v, keep_some));
+        for (size_t i = 0; i < some.size(); ++i) EXPECT_NEAR(some[i], want[i], 1e-5) << "at " << i;
+      }
+    }
+  }
+  cpu::set_cpu_capability(saved);
+}

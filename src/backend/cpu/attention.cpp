@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "backend/cpu/loops.h"
+#include "backend/cpu/unary_runs.h"
 #include "kernels/scalar_ops.h"
 
 namespace smelt::cpu::SMELT_CPU_CAP {
@@ -124,7 +125,7 @@ struct MaskRow {
 void softmax_tile(int64_t S, bool masked, const float* mx, int rows, float* p, int64_t ldp,
                   float* sum) {
   const float ninf = -std::numeric_limits<float>::infinity();
-  bool decided[kRows] = {};
+  [[maybe_unused]] bool decided[kRows] = {};  // (read by the sums after the loop, not AVX-512)
   for (int r = 0; r < rows; ++r) {
     float* s = p + r * ldp;
     if (mx[r] == ninf) {
@@ -141,9 +142,34 @@ void softmax_tile(int64_t S, bool masked, const float* mx, int rows, float* p, i
       if (sum[r] == 0.f) std::fill(s, s + S, 0.f);
       continue;
     }
+#if defined(__AVX512F__)
+    // exp and the sum in one pass, the sum's lanes in a register.
+    const Exp16 exp16;
+    const __m512 m = _mm512_set1_ps(mx[r]);
+    __m512 acc = _mm512_setzero_ps();
+    int64_t j = 0;
+    for (; j + kLanes <= S; j += kLanes) {
+      const __m512 x = exp16(_mm512_sub_ps(_mm512_loadu_ps(s + j), m));
+      _mm512_storeu_ps(s + j, x);
+      acc = _mm512_add_ps(acc, x);
+    }
+    Vec v;
+    __builtin_memcpy(&v, &acc, sizeof v);
+    if (j < S) {
+      float tail = v[0];
+      for (; j < S; ++j) {
+        s[j] = scalar::exp<float>(scalar::sub<float>(s[j], mx[r]));
+        tail += s[j];
+      }
+      v[0] = tail;
+    }
+    sum[r] = fold(v, [](auto& x, const auto& y) { x += y; });
+#else
     const float m = mx[r];
     for (int64_t j = 0; j < S; ++j) s[j] = scalar::exp<float>(scalar::sub<float>(s[j], m));
+#endif
   }
+#if !defined(__AVX512F__)
   Vec vsum[kRows];
 #pragma GCC unroll 8
   for (int r = 0; r < kRows; ++r) vsum[r] = Vec{};
@@ -166,6 +192,7 @@ void softmax_tile(int64_t S, bool masked, const float* mx, int rows, float* p, i
     }
     sum[r] = fold(v, [](auto& x, const auto& y) { x += y; });
   }
+#endif
 }
 
 #if defined(__AVX512F__)
@@ -434,30 +461,25 @@ void attention(const AttentionCall& a) {
   const int64_t* ms = a.mask.stride;
   const bool bool_mask = a.mask.data && a.mask.dtype == DType::Bool;
   parallel_for(0, pairs * blocks, 1, [&](int64_t t0, int64_t t1) {
-    // Per thread: k^T and v of the current pair packed (the keys padded to
-    // whole tiles), a tile's scores, and a tile's mask rows converted (one
+    // Per thread: k^T of the current pair packed (the keys padded to whole
+    // tiles; v is read in place), a tile's scores, and a tile's mask rows converted (one
     // row per slot; the slots remember which row they hold).
-    std::vector<float> kt(static_cast<size_t>(E * Sp)), vp(static_cast<size_t>(S * Ev)),
-        p(static_cast<size_t>(kRows * Sp)),
+    std::vector<float> kt(static_cast<size_t>(E * Sp)), p(static_cast<size_t>(kRows * Sp)),
         add_rows(a.mask.data && !bool_mask ? static_cast<size_t>(kRows * S) : 0);
     std::vector<int32_t> keep_rows(bool_mask ? static_cast<size_t>(kRows * S) : 0);
     const void* converted[kRows] = {};
+    bool all_kept[kRows] = {};  // a converted bool row that keeps every key: read as no mask
     int64_t packed = -1;
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t pair = t / blocks, b = pair / a.heads, h = pair % a.heads;
       const float* q = a.q + b * a.q_stride[0] + h * a.q_stride[1];
       float* out = a.out + b * a.o_stride[0] + h * a.o_stride[1];
+      const float* v = a.v + b * a.v_stride[0] + h * a.v_stride[1];
+      const int64_t vs = a.v_stride[2];
       if (packed != pair) {
         const float* k = a.k + b * a.k_stride[0] + h * a.k_stride[1];
-        const float* v = a.v + b * a.v_stride[0] + h * a.v_stride[1];
         // (kt's columns past S stay the zeros it was made with.)
         transpose_keys(k, a.k_stride[2], S, E, kt.data(), Sp);
-        // v's rows in order.
-        for (int64_t j = 0; j < S; ++j) {
-          const float* vr = v + j * a.v_stride[2];
-          float* dst = vp.data() + j * Ev;
-          for (int64_t e = 0; e < Ev; ++e) dst[e] = vr[e];
-        }
         packed = pair;
       }
       // Query i's mask row in `slot` (one another slot of the tile holds
@@ -479,17 +501,23 @@ void attention(const AttentionCall& a) {
             break;
           }
         if (use == slot && converted[slot] != row) {
+          bool all = bool_mask;
           for (int64_t j = 0; j < S; ++j) {
             if (bool_mask) {
-              keep_rows[slot * S + j] = static_cast<const bool*>(row)[j * ms[3]];
+              const bool kept = static_cast<const bool*>(row)[j * ms[3]];
+              keep_rows[slot * S + j] = kept;
+              all = all && kept;
             } else {
               add_rows[slot * S + j] = static_cast<const float*>(row)[j * ms[3]];
             }
           }
           converted[slot] = row;
+          all_kept[slot] = all;
         }
         if (bool_mask) {
-          m.keep = keep_rows.data() + use * S;
+          // A row that keeps every key changes no score (the tile's
+          // all--inf rows still follow the masked rule: `masked` is unchanged).
+          if (!all_kept[use]) m.keep = keep_rows.data() + use * S;
         } else {
           m.add = add_rows.data() + use * S;
         }
@@ -536,14 +564,14 @@ void attention(const AttentionCall& a) {
         for (int64_t d0 = 0; d0 < Ev; d0 += kCols) {
           const int width = static_cast<int>(std::min<int64_t>(kCols, Ev - d0));
 #if defined(__AVX512F__)
-          value_tile(p.data(), Sp, vp.data() + d0, Ev, S, width, sum, rows,
-                     out + i0 * a.o_stride[2] + d0, a.o_stride[2]);
+          value_tile(p.data(), Sp, v + d0, vs, S, width, sum, rows, out + i0 * a.o_stride[2] + d0,
+                     a.o_stride[2]);
 #else
           float o[kRows][kCols];
           if (width == kCols) {
-            value_tile(p.data(), Sp, vp.data() + d0, Ev, S, o);
+            value_tile(p.data(), Sp, v + d0, vs, S, o);
           } else {
-            value_tail(p.data(), Sp, vp.data() + d0, Ev, S, width, o);
+            value_tail(p.data(), Sp, v + d0, vs, S, width, o);
           }
           for (int r = 0; r < rows; ++r) {
             float* dst = out + (i0 + r) * a.o_stride[2] + d0;

@@ -49,10 +49,11 @@
 
 namespace smelt::cpu::SMELT_CPU_CAP {
 
-/// y[i] = scalar::exp<float>(x[i]) for i < n (y may be x).
-inline void exp_run(float* y, const float* x, int64_t n) {
-  int64_t i = 0;
 #if defined(__AVX512F__)
+/// scalar::exp<float> of 16 lanes at once (exp_run's vector step), for
+/// kernels that use the result in registers (attention's softmax sums it as
+/// it stores it).
+struct Exp16 {
   const __mmask16 kAll = 0xffff;  // the masked forms: GCC 12 warns of the others' undefined source
   // SLEEF's constants (sleefsimdsp.c, misc.h).
   const __m512 log2e = _mm512_set1_ps(1.442695040888963407359924681001892137426645954152985934f);
@@ -66,10 +67,10 @@ inline void exp_run(float* y, const float* x, int64_t n) {
   const __m512 c0 = _mm512_set1_ps(0.5f);
   const __m512 one = _mm512_set1_ps(1.0f);
   const __m512 lo = _mm512_set1_ps(-104.0f), hi = _mm512_set1_ps(100.0f);
-  for (; i + 16 <= n; i += 16) {
+
+  inline __attribute__((always_inline)) __m512 operator()(__m512 x) const {
     // Clamped to [-104, 100]; min / max return their second operand for NaN.
-    const __m512 a =
-        _mm512_mask_min_ps(hi, kAll, hi, _mm512_mask_max_ps(lo, kAll, lo, _mm512_loadu_ps(x + i)));
+    const __m512 a = _mm512_mask_min_ps(hi, kAll, hi, _mm512_mask_max_ps(lo, kAll, lo, x));
     const __m512 q = _mm512_mask_roundscale_ps(a, kAll, _mm512_mul_ps(a, log2e),
                                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m512 s = _mm512_fmadd_ps(q, l2u, a);
@@ -80,8 +81,17 @@ inline void exp_run(float* y, const float* x, int64_t n) {
     u = _mm512_fmadd_ps(u, s, c1);
     u = _mm512_fmadd_ps(u, s, c0);
     u = _mm512_add_ps(_mm512_fmadd_ps(_mm512_mul_ps(s, s), u, s), one);
-    _mm512_storeu_ps(y + i, _mm512_mask_scalef_ps(u, kAll, u, q));
+    return _mm512_mask_scalef_ps(u, kAll, u, q);
   }
+};
+#endif
+
+/// y[i] = scalar::exp<float>(x[i]) for i < n (y may be x).
+inline void exp_run(float* y, const float* x, int64_t n) {
+  int64_t i = 0;
+#if defined(__AVX512F__)
+  const Exp16 exp16;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, exp16(_mm512_loadu_ps(x + i)));
 #endif
   for (; i < n; ++i) y[i] = scalar::exp<float>(x[i]);
 }
