@@ -19,8 +19,14 @@
 // Source: SLEEF 3.5 (https://sleef.org), "deterministic" variants (PR #204).
 //
 // float erf, tanh and log are the exception: SLEEF's deterministic erf and
-// tanh cost 5-10 times its exp (and its log 1.13 times the one below), so host
-// code computes them here, with IEEE operations only (no contraction:
+// tanh cost 5-10 times its exp (and its log 1.13 times the one below). On a
+// processor with AVX-512F, float tanh and erf are piecewise polynomials
+// evaluated with 16-lane table lookups (piecewise_math.h: within 0.83 / 0.58
+// ulp of the exact value; smelt_vm_tanhf / smelt_vm_erff, simd-declared,
+// pick them once from the hardware, vector_math_impl.h, so the scalar
+// function, every vector width, eager and JIT give the same bits); elsewhere
+// they are f32::tanh / f32::erf below. Host code computes those and log here,
+// with IEEE operations only (no contraction:
 // -ffp-contract=off; each explicit fmaf rounds once), as plain inline code
 // that GCC vectorizes in any vector width with the same bits:
 //  * erf: in float arithmetic with fused multiply-adds (fmaf: one rounding,
@@ -118,8 +124,8 @@ SMELT_VM_DECLARE2(pow)
 int smelt_vm_piecewise() noexcept;
 /// y[i] = smelt_vm_tanhf(x[i]) / smelt_vm_erff(x[i]) for i < n (y may be x);
 /// only where smelt_vm_piecewise().
-void smelt_vm_tanhf_n(float* y, const float* x, int64_t n) noexcept;
-void smelt_vm_erff_n(float* y, const float* x, int64_t n) noexcept;
+void smelt_vm_own_tanhf_n(float* y, const float* x, int64_t n) noexcept;
+void smelt_vm_own_erff_n(float* y, const float* x, int64_t n) noexcept;
 }
 #undef SMELT_VM_DECLARE2
 #undef SMELT_VM_DECLARE
@@ -315,11 +321,11 @@ SMELT_HD double erf(double a) { return ::smelt_vm_erf(a); }
 /// call where the functions are the piecewise polynomials, else f32's inline
 /// code in a loop the compiler vectorizes (the same bits as tanh / erf).
 inline void tanh_n(float* y, const float* x, int64_t n) {
-  if (::smelt_vm_piecewise() != 0) return ::smelt_vm_tanhf_n(y, x, n);
+  if (::smelt_vm_piecewise() != 0) return ::smelt_vm_own_tanhf_n(y, x, n);
   for (int64_t i = 0; i < n; ++i) y[i] = f32::tanh(x[i]);
 }
 inline void erf_n(float* y, const float* x, int64_t n) {
-  if (::smelt_vm_piecewise() != 0) return ::smelt_vm_erff_n(y, x, n);
+  if (::smelt_vm_piecewise() != 0) return ::smelt_vm_own_erff_n(y, x, n);
   for (int64_t i = 0; i < n; ++i) y[i] = f32::erf(x[i]);
 }
 #endif

@@ -357,14 +357,14 @@ extern "C" __attribute__((visibility(SMELT_VM_VISIBILITY))) int smelt_vm_piecewi
   return smelt_vm_pw() ? 1 : 0;
 }
 // f32's function on each of the lanes of a, with the target `tgt`.
-#define SMELT_VM_PW_LANES(name, V, lanes, tgt, f32fn)                \
-  static __attribute__((target(tgt))) V smelt_vm_lanes_##name(V a) { \
-    float in[lanes], out[lanes];                                     \
-    __builtin_memcpy(in, &a, sizeof in);                             \
-    for (int i = 0; i < lanes; ++i) out[i] = f32fn(in[i]);           \
-    V r;                                                             \
-    __builtin_memcpy(&r, out, sizeof r);                             \
-    return r;                                                        \
+#define SMELT_VM_PW_LANES(name, V, lanes, tgt, f32fn)                    \
+  static __attribute__((target(tgt))) V smelt_vm_own_lanes_##name(V a) { \
+    float in[lanes], out[lanes];                                         \
+    __builtin_memcpy(in, &a, sizeof in);                                 \
+    for (int i = 0; i < lanes; ++i) out[i] = f32fn(in[i]);               \
+    V r;                                                                 \
+    __builtin_memcpy(&r, out, sizeof r);                                 \
+    return r;                                                            \
   }
 // One narrow variant (ISA letter, lanes, vector type, target): the piecewise
 // function through a buffer, else f32's function lane by lane.
@@ -377,32 +377,33 @@ extern "C" __attribute__((visibility(SMELT_VM_VISIBILITY))) int smelt_vm_piecewi
     if (smelt_vm_pw()) {                                                                           \
       float buf[lanes];                                                                            \
       __builtin_memcpy(buf, &a, sizeof buf);                                                       \
-      smelt_vm_##name##_n(buf, buf, lanes);                                                        \
+      smelt_vm_own_##name##_n(buf, buf, lanes);                                                    \
       __builtin_memcpy(&a, buf, sizeof buf);                                                       \
       return a;                                                                                    \
     }                                                                                              \
-    return smelt_vm_fma() ? smelt_vm_lanes_##name##_##isa##_fma(a)                                 \
-                          : smelt_vm_lanes_##name##_##isa(a);                                      \
+    return smelt_vm_fma() ? smelt_vm_own_lanes_##name##_##isa##_fma(a)                             \
+                          : smelt_vm_own_lanes_##name##_##isa(a);                                  \
   }
 // The function `name` (tanhf / erff) of f32's `fn` and piecewise_math.h's `fn`16:
 // the whole run, the scalar function and every vector variant (the 16-lane
 // one only runs on a processor with AVX-512F, so always piecewise).
 #define SMELT_VM_PW_DEFINE(name, fn)                                                               \
-  extern "C" __attribute__((visibility(SMELT_VM_VISIBILITY),                                       \
-                            target("avx512f"))) void smelt_vm_##name##_n(float* y, const float* x, \
-                                                                         int64_t n) noexcept {     \
+  extern "C"                                                                                       \
+      __attribute__((visibility(SMELT_VM_VISIBILITY),                                              \
+                     target("avx512f"))) void smelt_vm_own_##name##_n(float* y, const float* x,    \
+                                                                      int64_t n) noexcept {        \
     smelt::vmath::pw::run16<smelt::vmath::pw::fn##16>(y, x, n);                                    \
   }                                                                                                \
-  static __attribute__((target("fma"))) float smelt_vm_fma_##name(float a) {                       \
+  static __attribute__((target("fma"))) float smelt_vm_own_fma_##name(float a) {                   \
     return smelt::vmath::f32::fn(a);                                                               \
   }                                                                                                \
   extern "C" float smelt_vm_def_##name(float) __asm__("smelt_vm_" #name);                          \
   extern "C" __attribute__((visibility(SMELT_VM_VISIBILITY))) float smelt_vm_def_##name(float a) { \
     if (smelt_vm_pw()) {                                                                           \
-      smelt_vm_##name##_n(&a, &a, 1);                                                              \
+      smelt_vm_own_##name##_n(&a, &a, 1);                                                          \
       return a;                                                                                    \
     }                                                                                              \
-    return smelt_vm_fma() ? smelt_vm_fma_##name(a) : smelt::vmath::f32::fn(a);                     \
+    return smelt_vm_fma() ? smelt_vm_own_fma_##name(a) : smelt::vmath::f32::fn(a);                 \
   }                                                                                                \
   SMELT_VM_PW_VECTOR(name, b, 4, smelt_vm_f4, "sse2", smelt::vmath::f32::fn)                       \
   SMELT_VM_PW_VECTOR(name, c, 8, smelt_vm_f8, "avx", smelt::vmath::f32::fn)                        \
@@ -420,8 +421,8 @@ SMELT_VM_PW_DEFINE(erff, erf)
 #undef SMELT_VM_PW_LANES
 #else
 extern "C" int smelt_vm_piecewise() noexcept { return 0; }
-extern "C" void smelt_vm_tanhf_n(float*, const float*, int64_t) noexcept {}
-extern "C" void smelt_vm_erff_n(float*, const float*, int64_t) noexcept {}
+extern "C" void smelt_vm_own_tanhf_n(float*, const float*, int64_t) noexcept {}
+extern "C" void smelt_vm_own_erff_n(float*, const float*, int64_t) noexcept {}
 extern "C" float smelt_vm_def_tanhf(float) __asm__("smelt_vm_tanhf");
 extern "C" float smelt_vm_def_tanhf(float a) { return smelt::vmath::f32::tanh(a); }
 extern "C" float smelt_vm_def_erff(float) __asm__("smelt_vm_erff");
