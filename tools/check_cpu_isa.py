@@ -9,7 +9,9 @@ a function of the capability copies (its name holds `cap_avx2` or
 vectorized loops of those copies call (x86-64 vector-ABI names, `_ZGV...`),
 or in smelt's own math functions of the FMA family (`smelt_vm_own_...`,
 src/kernels/vector_math_impl.h), which run only where the processor has AVX2
-and FMA (smelt_vm_fma), the 16-lane ones only from the AVX-512 variants.
+and FMA (smelt_vm_fma), the 16-lane ones only from the AVX-512 variants, and
+the AVX-512F piecewise tanh / erf (`smelt_vm_own_tanhf_n`...), called only
+where the processor has AVX-512F (smelt_vm_pw).
 Code the copies share with the rest of the library (template instantiations,
 inline functions) must be the baseline copy, which the linker keeps when the
 baseline objects come first (CMakeLists.txt orders them so). Clones the

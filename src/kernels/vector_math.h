@@ -19,8 +19,14 @@
 // Source: SLEEF 3.5 (https://sleef.org), "deterministic" variants (PR #204).
 //
 // float erf, tanh and log are the exception: SLEEF's deterministic erf and
-// tanh cost 5-10 times its exp (and its log 1.13 times the one below), so host
-// code computes them here, with IEEE operations only (no contraction:
+// tanh cost 5-10 times its exp (and its log 1.13 times the one below). On a
+// processor with AVX-512F, float tanh and erf are piecewise polynomials
+// evaluated with 16-lane table lookups (piecewise_math.h: within 0.83 / 0.58
+// ulp of the exact value; smelt_vm_tanhf / smelt_vm_erff, simd-declared,
+// pick them once from the hardware, vector_math_impl.h, so the scalar
+// function, every vector width, eager and JIT give the same bits); elsewhere
+// they are f32::tanh / f32::erf below. Host code computes those and log here,
+// with IEEE operations only (no contraction:
 // -ffp-contract=off; each explicit fmaf rounds once), as plain inline code
 // that GCC vectorizes in any vector width with the same bits:
 //  * erf: in float arithmetic with fused multiply-adds (fmaf: one rounding,
@@ -110,9 +116,16 @@ SMELT_VM_DECLARE(log1p)
 SMELT_VM_DECLARE(sin)
 SMELT_VM_DECLARE(cos)
 SMELT_VM_DECLARE(tan)
-SMELT_VM_DECLARE_D(tanh)
-SMELT_VM_DECLARE_D(erf)
+SMELT_VM_DECLARE(tanh)
+SMELT_VM_DECLARE(erf)
 SMELT_VM_DECLARE2(pow)
+/// Nonzero when float tanh and erf are the AVX-512F piecewise polynomials
+/// (piecewise_math.h), decided once from the hardware.
+int smelt_vm_piecewise() noexcept;
+/// y[i] = smelt_vm_tanhf(x[i]) / smelt_vm_erff(x[i]) for i < n (y may be x);
+/// only where smelt_vm_piecewise().
+void smelt_vm_own_tanhf_n(float* y, const float* x, int64_t n) noexcept;
+void smelt_vm_own_erff_n(float* y, const float* x, int64_t n) noexcept;
 }
 #undef SMELT_VM_DECLARE2
 #undef SMELT_VM_DECLARE
@@ -300,10 +313,21 @@ SMELT_VM_FUNCTION(erf)
 #else
 SMELT_HD float log(float a) { return f32::log(a); }
 SMELT_HD double log(double a) { return ::smelt_vm_log(a); }
-SMELT_HD float tanh(float a) { return f32::tanh(a); }
+SMELT_HD float tanh(float a) { return ::smelt_vm_tanhf(a); }
 SMELT_HD double tanh(double a) { return ::smelt_vm_tanh(a); }
-SMELT_HD float erf(float a) { return f32::erf(a); }
+SMELT_HD float erf(float a) { return ::smelt_vm_erff(a); }
 SMELT_HD double erf(double a) { return ::smelt_vm_erf(a); }
+/// y[i] = tanh(x[i]) / erf(x[i]) for i < n (y may be x): the whole run in one
+/// call where the functions are the piecewise polynomials, else f32's inline
+/// code in a loop the compiler vectorizes (the same bits as tanh / erf).
+inline void tanh_n(float* y, const float* x, int64_t n) {
+  if (::smelt_vm_piecewise() != 0) return ::smelt_vm_own_tanhf_n(y, x, n);
+  for (int64_t i = 0; i < n; ++i) y[i] = f32::tanh(x[i]);
+}
+inline void erf_n(float* y, const float* x, int64_t n) {
+  if (::smelt_vm_piecewise() != 0) return ::smelt_vm_own_erff_n(y, x, n);
+  for (int64_t i = 0; i < n; ++i) y[i] = f32::erf(x[i]);
+}
 #endif
 #undef SMELT_VM_FUNCTION
 

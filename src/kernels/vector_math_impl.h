@@ -15,6 +15,8 @@
 // them with the `simd`-declared functions whose variants they are.
 #pragma once
 
+#include "kernels/piecewise_math.h"
+
 #if !defined(__CUDA_ARCH__)
 #if defined(__x86_64__)
 // The vector types of the x86-64 vector function ABI, as GCC vector extensions
@@ -331,6 +333,101 @@ SMELT_VM_DEFINE(tan)
 SMELT_VM_DEFINE_D(tanh)
 SMELT_VM_DEFINE_D(erf)
 SMELT_VM_DEFINE2(pow)
+
+// float tanh and erf: the AVX-512F piecewise polynomials (piecewise_math.h)
+// where the processor has AVX-512F (smelt_vm_pw: the hardware alone, decided
+// once), else vmath::f32's functions; every width and the scalar function
+// through the same 16-lane evaluation (the narrower ones pass their lanes
+// through a buffer), so all give the same bits. The f32 fallback's lanes are
+// computed one by one in a loop the compiler vectorizes, with the FMA
+// instruction where the processor has it (smelt_vm_fma) and libm's fmaf
+// elsewhere (the same bits).
+#if defined(__x86_64__)
+static inline bool smelt_vm_pw() {
+  static int state = -1;  // constant-initialized: valid before any constructor
+  int s = __atomic_load_n(&state, __ATOMIC_RELAXED);
+  if (s < 0) {
+    __builtin_cpu_init();
+    s = __builtin_cpu_supports("avx512f") ? 1 : 0;
+    __atomic_store_n(&state, s, __ATOMIC_RELAXED);
+  }
+  return s != 0;
+}
+extern "C" __attribute__((visibility(SMELT_VM_VISIBILITY))) int smelt_vm_piecewise() noexcept {
+  return smelt_vm_pw() ? 1 : 0;
+}
+// f32's function on each of the lanes of a, with the target `tgt`.
+#define SMELT_VM_PW_LANES(name, V, lanes, tgt, f32fn)                    \
+  static __attribute__((target(tgt))) V smelt_vm_own_lanes_##name(V a) { \
+    float in[lanes], out[lanes];                                         \
+    __builtin_memcpy(in, &a, sizeof in);                                 \
+    for (int i = 0; i < lanes; ++i) out[i] = f32fn(in[i]);               \
+    V r;                                                                 \
+    __builtin_memcpy(&r, out, sizeof r);                                 \
+    return r;                                                            \
+  }
+// One narrow variant (ISA letter, lanes, vector type, target): the piecewise
+// function through a buffer, else f32's function lane by lane.
+#define SMELT_VM_PW_VECTOR(name, isa, lanes, V, tgt, f32fn)                                        \
+  SMELT_VM_PW_LANES(name##_##isa, V, lanes, tgt, f32fn)                                            \
+  SMELT_VM_PW_LANES(name##_##isa##_fma, V, lanes, tgt ",fma", f32fn)                               \
+  extern "C" V smelt_vm_def_##name##_##isa(V) __asm__("_ZGV" #isa "N" #lanes "v_smelt_vm_" #name); \
+  extern "C" __attribute__((visibility(SMELT_VM_VISIBILITY), target(tgt)))                         \
+  V smelt_vm_def_##name##_##isa(V a) {                                                             \
+    if (smelt_vm_pw()) {                                                                           \
+      float buf[lanes];                                                                            \
+      __builtin_memcpy(buf, &a, sizeof buf);                                                       \
+      smelt_vm_own_##name##_n(buf, buf, lanes);                                                    \
+      __builtin_memcpy(&a, buf, sizeof buf);                                                       \
+      return a;                                                                                    \
+    }                                                                                              \
+    return smelt_vm_fma() ? smelt_vm_own_lanes_##name##_##isa##_fma(a)                             \
+                          : smelt_vm_own_lanes_##name##_##isa(a);                                  \
+  }
+// The function `name` (tanhf / erff) of f32's `fn` and piecewise_math.h's `fn`16:
+// the whole run, the scalar function and every vector variant (the 16-lane
+// one only runs on a processor with AVX-512F, so always piecewise).
+#define SMELT_VM_PW_DEFINE(name, fn)                                                               \
+  extern "C"                                                                                       \
+      __attribute__((visibility(SMELT_VM_VISIBILITY),                                              \
+                     target("avx512f"))) void smelt_vm_own_##name##_n(float* y, const float* x,    \
+                                                                      int64_t n) noexcept {        \
+    smelt::vmath::pw::run16<smelt::vmath::pw::fn##16>(y, x, n);                                    \
+  }                                                                                                \
+  static __attribute__((target("fma"))) float smelt_vm_own_fma_##name(float a) {                   \
+    return smelt::vmath::f32::fn(a);                                                               \
+  }                                                                                                \
+  extern "C" float smelt_vm_def_##name(float) __asm__("smelt_vm_" #name);                          \
+  extern "C" __attribute__((visibility(SMELT_VM_VISIBILITY))) float smelt_vm_def_##name(float a) { \
+    if (smelt_vm_pw()) {                                                                           \
+      smelt_vm_own_##name##_n(&a, &a, 1);                                                          \
+      return a;                                                                                    \
+    }                                                                                              \
+    return smelt_vm_fma() ? smelt_vm_own_fma_##name(a) : smelt::vmath::f32::fn(a);                 \
+  }                                                                                                \
+  SMELT_VM_PW_VECTOR(name, b, 4, smelt_vm_f4, "sse2", smelt::vmath::f32::fn)                       \
+  SMELT_VM_PW_VECTOR(name, c, 8, smelt_vm_f8, "avx", smelt::vmath::f32::fn)                        \
+  SMELT_VM_PW_VECTOR(name, d, 8, smelt_vm_f8, "avx2", smelt::vmath::f32::fn)                       \
+  extern "C" smelt_vm_f16 smelt_vm_def_##name##_e(smelt_vm_f16) __asm__(                           \
+      "_ZGVeN16v_smelt_vm_" #name);                                                                \
+  extern "C" __attribute__((visibility(SMELT_VM_VISIBILITY), target("avx512f")))                   \
+  smelt_vm_f16 smelt_vm_def_##name##_e(smelt_vm_f16 a) {                                           \
+    return smelt::vmath::pw::fn##16(a);                                                            \
+  }
+SMELT_VM_PW_DEFINE(tanhf, tanh)
+SMELT_VM_PW_DEFINE(erff, erf)
+#undef SMELT_VM_PW_DEFINE
+#undef SMELT_VM_PW_VECTOR
+#undef SMELT_VM_PW_LANES
+#else
+extern "C" int smelt_vm_piecewise() noexcept { return 0; }
+extern "C" void smelt_vm_own_tanhf_n(float*, const float*, int64_t) noexcept {}
+extern "C" void smelt_vm_own_erff_n(float*, const float*, int64_t) noexcept {}
+extern "C" float smelt_vm_def_tanhf(float) __asm__("smelt_vm_tanhf");
+extern "C" float smelt_vm_def_tanhf(float a) { return smelt::vmath::f32::tanh(a); }
+extern "C" float smelt_vm_def_erff(float) __asm__("smelt_vm_erff");
+extern "C" float smelt_vm_def_erff(float a) { return smelt::vmath::f32::erf(a); }
+#endif
 
 #undef SMELT_VM_DEFINE2
 #undef SMELT_VM_DEFINE_OWN

@@ -13,6 +13,7 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/scalar_ops.h"
 #include "kernels/vector_math.h"
 #include "smelt/ops.h"
 
@@ -24,10 +25,10 @@ int32_t float_bits(float f) {
   return b;
 }
 
-/// Every 4099th float32 bit pattern (about a million values, every exponent).
-std::vector<float> sweep() {
+/// Every `step`th float32 bit pattern (4099: about a million values, every exponent).
+std::vector<float> sweep(uint64_t step = 4099) {
   std::vector<float> v;
-  for (uint64_t u = 0; u < (uint64_t{1} << 32); u += 4099) {
+  for (uint64_t u = 0; u < (uint64_t{1} << 32); u += step) {
     const uint32_t b = static_cast<uint32_t>(u);
     float f;
     std::memcpy(&f, &b, sizeof f);
@@ -37,9 +38,10 @@ std::vector<float> sweep() {
 }
 
 template <class F, class Ref>
-void expect_within_one_ulp(const char* name, F f, Ref ref) {
+void expect_within_one_ulp(const char* name, F f, Ref ref, uint64_t step = 4099,
+                           int64_t max_differ = 5000) {
   int64_t differ = 0;
-  for (float x : sweep()) {
+  for (float x : sweep(step)) {
     const float got = f(x), want = static_cast<float>(ref(static_cast<double>(x)));
     if (std::isnan(x)) {
       EXPECT_TRUE(std::isnan(got)) << name << "(NaN)";
@@ -51,19 +53,117 @@ void expect_within_one_ulp(const char* name, F f, Ref ref) {
         << name << "(" << x << ") = " << got << ", correctly rounded " << want;
   }
   // Nearly always the correctly rounded value itself.
-  EXPECT_LT(differ, 5000) << name;
+  EXPECT_LT(differ, max_differ) << name;
 }
 
 }  // namespace
 
+// Every 97th bit pattern (44 million values; the whole range was checked once
+// offline, kernels/piecewise_math.h).
 TEST(FloatMath, ErfWithinOneUlp) {
   expect_within_one_ulp(
-      "erf", [](float x) { return smelt::vmath::erf(x); }, [](double x) { return std::erf(x); });
+      "erf", [](float x) { return smelt::vmath::erf(x); }, [](double x) { return std::erf(x); }, 97,
+      1300000);
 }
 
 TEST(FloatMath, TanhWithinOneUlp) {
   expect_within_one_ulp(
-      "tanh", [](float x) { return smelt::vmath::tanh(x); }, [](double x) { return std::tanh(x); });
+      "tanh", [](float x) { return smelt::vmath::tanh(x); }, [](double x) { return std::tanh(x); },
+      97, 1300000);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+typedef float V4 __attribute__((vector_size(16)));
+typedef float V8 __attribute__((vector_size(32)));
+typedef float V16 __attribute__((vector_size(64)));
+extern "C" __attribute__((target("sse2"))) V4 tanh_b(V4) __asm__("_ZGVbN4v_smelt_vm_tanhf");
+extern "C" __attribute__((target("avx"))) V8 tanh_c(V8) __asm__("_ZGVcN8v_smelt_vm_tanhf");
+extern "C" __attribute__((target("avx2"))) V8 tanh_d(V8) __asm__("_ZGVdN8v_smelt_vm_tanhf");
+extern "C" __attribute__((target("avx512f"))) V16 tanh_e(V16) __asm__("_ZGVeN16v_smelt_vm_tanhf");
+extern "C" __attribute__((target("sse2"))) V4 erf_b(V4) __asm__("_ZGVbN4v_smelt_vm_erff");
+extern "C" __attribute__((target("avx"))) V8 erf_c(V8) __asm__("_ZGVcN8v_smelt_vm_erff");
+extern "C" __attribute__((target("avx2"))) V8 erf_d(V8) __asm__("_ZGVdN8v_smelt_vm_erff");
+extern "C" __attribute__((target("avx512f"))) V16 erf_e(V16) __asm__("_ZGVeN16v_smelt_vm_erff");
+
+namespace {
+// run_<isa>(v, erf): the <isa> variant of tanh or erf over v, a vector at a time.
+#define RUN_VARIANT(isa, V, tgt)                                                         \
+  __attribute__((target(tgt))) std::vector<float> run_##isa(const std::vector<float>& v, \
+                                                            bool erf) {                  \
+    std::vector<float> out(v.size());                                                    \
+    for (size_t i = 0; i + sizeof(V) / 4 <= v.size(); i += sizeof(V) / 4) {              \
+      V a;                                                                               \
+      std::memcpy(&a, &v[i], sizeof a);                                                  \
+      const V r = erf ? erf_##isa(a) : tanh_##isa(a);                                    \
+      std::memcpy(&out[i], &r, sizeof r);                                                \
+    }                                                                                    \
+    return out;                                                                          \
+  }
+RUN_VARIANT(b, V4, "sse2")
+RUN_VARIANT(c, V8, "avx")
+RUN_VARIANT(d, V8, "avx2")
+RUN_VARIANT(e, V16, "avx512f")
+#undef RUN_VARIANT
+}  // namespace
+
+// The scalar function, the whole run (eager's kernel) and the 4-, 8- and
+// 16-lane vector variants give the same bits (every 97th bit pattern, the
+// special values and the ends of the intervals and of the saturation).
+TEST(FloatMath, TanhAndErfGiveTheSameBitsInEveryWidth) {
+  std::vector<float> v = sweep(97);
+  const float inf = std::numeric_limits<float>::infinity();
+  for (float x :
+       {0.0f,   -0.0f,       inf,        -inf,       std::numeric_limits<float>::quiet_NaN(),
+        1e-40f, -1e-45f,     0x1p-126f,  0x1p-96f,   0x1.fffffep-97f,
+        0.125f, 0.12499999f, 2.0f,       3.9192059f, 3.9192057f,
+        4.0f,   8.0f,        9.0109138f, 9.0109129f, 10.0f,
+        1e30f})
+    for (int s : {1, -1}) v.push_back(static_cast<float>(s) * x);
+  while (v.size() % 16 != 0) v.push_back(0.5f);
+  const int64_t n = static_cast<int64_t>(v.size());
+  const smelt::Tensor x = smelt::from_vector(v, {n});
+  for (bool erf : {false, true}) {
+    const std::vector<float> eager = (erf ? smelt::erf(x) : smelt::tanh(x)).to_vector<float>();
+    const auto scalar = [erf](float a) {
+      return erf ? smelt::vmath::erf(a) : smelt::vmath::tanh(a);
+    };
+    std::vector<std::vector<float>> widths;
+    widths.push_back(run_b(v, erf));
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx")) widths.push_back(run_c(v, erf));
+    if (__builtin_cpu_supports("avx2")) widths.push_back(run_d(v, erf));
+    if (__builtin_cpu_supports("avx512f")) widths.push_back(run_e(v, erf));
+    for (size_t i = 0; i < v.size(); ++i) {
+      const float want = scalar(v[i]);
+      if (std::isnan(want)) {
+        ASSERT_TRUE(std::isnan(eager[i]));
+        for (const auto& w : widths) ASSERT_TRUE(std::isnan(w[i]));
+        continue;
+      }
+      ASSERT_EQ(float_bits(eager[i]), float_bits(want)) << (erf ? "erf " : "tanh ") << v[i];
+      for (const auto& w : widths)
+        ASSERT_EQ(float_bits(w[i]), float_bits(want)) << (erf ? "erf " : "tanh ") << v[i];
+    }
+  }
+}
+#endif
+
+// Eager GELU (one pass with the vector erf) gives scalar::gelu<float>'s bits.
+TEST(FloatMath, EagerGeluGivesTheScalarBits) {
+  std::vector<float> v = sweep(997);
+  for (float x : {0.0f, -0.0f, std::numeric_limits<float>::infinity(),
+                  -std::numeric_limits<float>::infinity(), 1e-40f, 5.5f, -5.5f})
+    v.push_back(x);
+  const int64_t n = static_cast<int64_t>(v.size());
+  const std::vector<float> g = smelt::gelu(smelt::from_vector(v, {n})).to_vector<float>();
+  for (int64_t i = 0; i < n; ++i) {
+    const float want = smelt::scalar::gelu<float>(v[i]);
+    if (std::isnan(want)) {
+      ASSERT_TRUE(std::isnan(g[i])) << v[i];
+      continue;
+    }
+    ASSERT_EQ(float_bits(g[i]), float_bits(want)) << v[i];
+  }
 }
 
 TEST(FloatMath, LogWithinOneUlp) {

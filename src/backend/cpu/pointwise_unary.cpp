@@ -29,6 +29,23 @@ struct BlockRun<log_functor, float> {
   static void run(float* o, const float* a, int64_t n) { log_run(o, a, n); }
 };
 
+// float tanh, erf and GELU in whole runs (unary_runs.h: the same bits).
+template <>
+struct BlockRun<tanh_functor, float> {
+  static constexpr bool kHas = true;
+  static void run(float* o, const float* a, int64_t n) { vmath::tanh_n(o, a, n); }
+};
+template <>
+struct BlockRun<erf_functor, float> {
+  static constexpr bool kHas = true;
+  static void run(float* o, const float* a, int64_t n) { vmath::erf_n(o, a, n); }
+};
+template <>
+struct BlockRun<gelu_functor, float> {
+  static constexpr bool kHas = true;
+  static void run(float* o, const float* a, int64_t n) { gelu_run(o, a, n); }
+};
+
 PointwiseTable unary_pointwise_kernels() {
   return {SMELT_PW_UNARY_FLOAT(SMELT_PW_TABLE_ROW) SMELT_PW_UNARY_OTHER(SMELT_PW_TABLE_ROW)};
 }

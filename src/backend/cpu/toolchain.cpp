@@ -272,8 +272,8 @@ const std::string& math_source() {
   static const std::string source =
       "// smelt JIT math support\n#define SMELT_VM_VISIBILITY \"hidden\"\n"
       "#define SMELT_REDUCE_JIT_DEFINE 1\n" +
-      kernels::embedded_source({"half.h", "vector_math.h", "vector_math_impl.h", "scalar_ops.h",
-                                "reduce_ops.h", "reduce_jit.h"},
+      kernels::embedded_source({"half.h", "vector_math.h", "piecewise_math.h", "vector_math_impl.h",
+                                "scalar_ops.h", "reduce_ops.h", "reduce_jit.h"},
                                true);
   return source;
 }

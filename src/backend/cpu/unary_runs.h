@@ -45,6 +45,7 @@
 #include <immintrin.h>
 #endif
 
+#include "kernels/piecewise_math.h"
 #include "kernels/scalar_ops.h"
 
 namespace smelt::cpu::SMELT_CPU_CAP {
@@ -180,6 +181,26 @@ inline void log_run(float* y, const float* x, int64_t n) {
   }
 #endif
   for (; i < n; ++i) y[i] = scalar::log<float>(x[i]);
+}
+
+#if defined(__AVX512F__)
+/// scalar::gelu<float> of 16 lanes where float erf is the piecewise polynomial
+/// (vmath::pw::erf16): its operations in its order, x 0.5 (1 + erf(x / sqrt(2)))
+/// then - (x - x) (+inf -> NaN).
+inline vmath::pw::F16 gelu16(vmath::pw::F16 a) {
+  const float kAlpha = static_cast<float>(0.70710678118654752440);  // as scalar::gelu's
+  const vmath::pw::F16 r = a * 0.5f * (1.0f + vmath::pw::erf16(a * kAlpha));
+  return r - (a - a);
+}
+#endif
+
+/// y[i] = scalar::gelu<float>(x[i]) for i < n (y may be x): one pass with the
+/// piecewise erf inline where it is the function (AVX-512F), else the loop.
+inline void gelu_run(float* y, const float* x, int64_t n) {
+#if defined(__AVX512F__)
+  if (::smelt_vm_piecewise() != 0) return vmath::pw::run16<gelu16>(y, x, n);
+#endif
+  for (int64_t i = 0; i < n; ++i) y[i] = scalar::gelu<float>(x[i]);
 }
 
 }  // namespace smelt::cpu::SMELT_CPU_CAP
