@@ -42,15 +42,22 @@ typedef double smelt_vm_d8 __attribute__((vector_size(64)));
 /// vector width, eager and JIT give the same bits on one machine. (FMA: the
 /// same accuracy, u10, in 25-40% less time: exp, sin and cos bound softmax
 /// and sin + cos.)
-static inline bool smelt_vm_fma() {
-  static int state = -1;  // constant-initialized: valid before any constructor
-  int s = __atomic_load_n(&state, __ATOMIC_RELAXED);
+/// `probe()` (a __builtin_cpu_supports test) run once into `state` (-1:
+/// not yet; constant-initialized, so valid before any constructor runs).
+static inline bool smelt_vm_cpu_once(int* state, int (*probe)()) {
+  int s = __atomic_load_n(state, __ATOMIC_RELAXED);
   if (s < 0) {
     __builtin_cpu_init();
-    s = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? 1 : 0;
-    __atomic_store_n(&state, s, __ATOMIC_RELAXED);
+    s = probe();
+    __atomic_store_n(state, s, __ATOMIC_RELAXED);
   }
   return s != 0;
+}
+static inline bool smelt_vm_fma() {
+  static int state = -1;
+  return smelt_vm_cpu_once(&state, [] {
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? 1 : 0;
+  });
 }
 #define SMELT_VM_PICK(cinz, finz, ...) (smelt_vm_fma() ? finz(__VA_ARGS__) : cinz(__VA_ARGS__))
 #else
@@ -344,14 +351,8 @@ SMELT_VM_DEFINE2(pow)
 // elsewhere (the same bits).
 #if defined(__x86_64__)
 static inline bool smelt_vm_pw() {
-  static int state = -1;  // constant-initialized: valid before any constructor
-  int s = __atomic_load_n(&state, __ATOMIC_RELAXED);
-  if (s < 0) {
-    __builtin_cpu_init();
-    s = __builtin_cpu_supports("avx512f") ? 1 : 0;
-    __atomic_store_n(&state, s, __ATOMIC_RELAXED);
-  }
-  return s != 0;
+  static int state = -1;
+  return smelt_vm_cpu_once(&state, [] { return __builtin_cpu_supports("avx512f") ? 1 : 0; });
 }
 extern "C" __attribute__((visibility(SMELT_VM_VISIBILITY))) int smelt_vm_piecewise() noexcept {
   return smelt_vm_pw() ? 1 : 0;
