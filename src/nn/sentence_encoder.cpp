@@ -167,17 +167,20 @@ std::tuple<Tensor, Tensor> SentenceEncoder::forward(const text::BatchEncoding& b
               "got {} and {}",
               ids.defined() ? S(ids) : "undefined",
               batch.attention_mask.defined() ? S(batch.attention_mask) : "undefined");
-  Tensor types = batch.token_type_ids.defined() ? batch.token_type_ids : zeros_like(ids);
-  if (!compiled_) return embed(*model, normalize, ids, batch.attention_mask, types);
+  // The tokenizer's tensors are on the CPU: they go to the model's device.
+  const Device device = model->embeddings->word_embeddings->weight.device();
+  const Tensor in_ids = ids.to(device), in_mask = batch.attention_mask.to(device);
+  const Tensor types =
+      batch.token_type_ids.defined() ? batch.token_type_ids.to(device) : zeros_like(in_ids);
+  if (!compiled_) return embed(*model, normalize, in_ids, in_mask, types);
   if (compiled_->normalize != normalize) set_compiled(true, compiled_->opts);
   // Pad the length to its bucket; padded keys are masked out, so no result changes.
   const int64_t T = ids.size(1);
   const int64_t bucket = std::max<int64_t>(
       T, std::min(max_seq_length, (T + kLengthBucket - 1) / kLengthBucket * kLengthBucket));
   const int64_t extra = bucket - T;
-  auto [h, e] =
-      compiled_->fn(pad_columns(ids, extra, tokenizer.pad_token_id()),
-                    pad_columns(batch.attention_mask, extra, 0), pad_columns(types, extra, 0));
+  auto [h, e] = compiled_->fn(pad_columns(in_ids, extra, tokenizer.pad_token_id()),
+                              pad_columns(in_mask, extra, 0), pad_columns(types, extra, 0));
   return {extra ? h.narrow(1, 0, T) : h, e};
 }
 
@@ -210,7 +213,7 @@ Tensor SentenceEncoder::encode(const std::vector<std::string>& sentences, int64_
   Tensor sorted = parts.size() == 1 ? parts[0] : cat(parts, 0);
   std::vector<int64_t> inverse(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) inverse[order[i]] = i;
-  return index_select(sorted, 0, from_vector(inverse, {n}));
+  return index_select(sorted, 0, from_vector(inverse, {n}).to(sorted.device()));
 }
 
 }  // namespace smelt::nn

