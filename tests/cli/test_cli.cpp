@@ -130,6 +130,21 @@ TEST(Cli, ErrorsArePrefixedOnce) {
   EXPECT_EQ(g.err, "smelt golden: cannot open manifest '/nonexistent/golden.json'\n");
 }
 
+// embed / similarity check --device before loading any model.
+TEST(Cli, EmbedNamesAWrongDevice) {
+  CliRun r = run_cli({"embed", "--device", "gpu", "a"});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_EQ(r.err, "smelt embed: --device must be cpu, cuda or cuda:N, got 'gpu'\n");
+  // No GPU here, or fewer than eight: either way, the device and what to do.
+  CliRun c = run_cli({"similarity", "a", "b", "--device", "cuda:7"});
+  EXPECT_EQ(c.rc, 2);
+  EXPECT_EQ(c.err.rfind("smelt embed: --device cuda:7: ", 0), 0u) << c.err;
+  EXPECT_TRUE(c.err.find("use --device cpu") != std::string::npos ||
+              c.err.find("pick an index below") != std::string::npos)
+      << c.err;
+  EXPECT_EQ(c.out, "");
+}
+
 TEST(Cli, BenchOpsTimesSingleOps) {
   CliRun r = run_cli({"bench", "ops", "--filter", "softmax", "--iters", "1", "--json"});
   EXPECT_EQ(r.rc, 0) << r.err;

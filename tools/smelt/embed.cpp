@@ -25,6 +25,10 @@ Device device_of(const std::string& device) {
               "smelt embed: --device {}: no CUDA device is available (this build has no CUDA "
               "backend, or this machine no GPU); use --device cpu",
               device);
+  SMELT_CHECK(d.is_cpu() || d.index < cuda::device_count(),
+              "smelt embed: --device {}: this machine has {} CUDA device(s); pick an index "
+              "below {}",
+              device, cuda::device_count(), cuda::device_count());
   return d;
 }
 
