@@ -29,6 +29,18 @@ struct BlockRun<log_functor, float> {
   static void run(float* o, const float* a, int64_t n) { log_run(o, a, n); }
 };
 
+// float sin and cos in whole runs (unary_runs.h: the same bits).
+template <>
+struct BlockRun<sin_functor, float> {
+  static constexpr bool kHas = true;
+  static void run(float* o, const float* a, int64_t n) { trig_run<false>(o, a, n); }
+};
+template <>
+struct BlockRun<cos_functor, float> {
+  static constexpr bool kHas = true;
+  static void run(float* o, const float* a, int64_t n) { trig_run<true>(o, a, n); }
+};
+
 // float tanh, erf and GELU in whole runs (unary_runs.h: the same bits).
 template <>
 struct BlockRun<tanh_functor, float> {
