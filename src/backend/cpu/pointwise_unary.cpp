@@ -18,6 +18,11 @@ struct BlockRun<exp_functor, float> {
   static void run(float* o, const float* a, int64_t n) { exp_run(o, a, n); }
 };
 template <>
+struct BlockRun<sigmoid_functor, float> {
+  static constexpr bool kHas = true;
+  static void run(float* o, const float* a, int64_t n) { sigmoid_run(o, a, n); }
+};
+template <>
 struct BlockRun<sqrt_functor, float> {
   static constexpr bool kHas = true;
   static void run(float* o, const float* a, int64_t n) { sqrt_run(o, a, n); }
