@@ -225,6 +225,78 @@ __attribute__((target("avx512f"))) inline F16 erf16(F16 a) {
   return eval16<6, true>(kErf, kErfOne, 1.1283791670955126, a);
 }
 
+// float sin and cos (vector_math.h's own functions of the FMA family, for
+// |x| <= 2^31) in double lanes: the one evaluation of every width
+// (vector_math_impl.h's scalar, 4-, 8- and 16-lane functions and the eager
+// kernels, backend/cpu/unary_runs.h), so all give the same bits. V: double
+// vectors of the width; U: unsigned 64-bit integers of the width; FMA: its
+// fused multiply-add; S: a double as V (a broadcast). Valid for sin (COS 0)
+// and cos (COS 1).
+#define SMELT_VM_TRIG_BODY(V, U, FMA, S, d, COS, out)                                            \
+  do {                                                                                           \
+    const V shift_ = S(0x1.8p52);                                                                \
+    V nb_, r_;                                                                                   \
+    if (COS) {                                                                                   \
+      nb_ = FMA(d, S(0x1.45f306dc9c883p-2), S(-0.5)) + shift_;                                   \
+      const V q_ = (nb_ - shift_) + S(0.5);                                                      \
+      r_ = FMA(q_, S(0x1.921fb54442d18p+1), -(d));                                               \
+      r_ = FMA(q_, S(0x1.1a62633145c07p-53), r_);                                                \
+    } else {                                                                                     \
+      nb_ = FMA(d, S(0x1.45f306dc9c883p-2), shift_);                                             \
+      const V n_ = nb_ - shift_;                                                                 \
+      r_ = FMA(n_, S(-0x1.921fb54442d18p+1), d);                                                 \
+      r_ = FMA(n_, S(-0x1.1a62633145c07p-53), r_);                                               \
+    }                                                                                            \
+    const V s_ = r_ * r_;                                                                        \
+    V p_ = FMA(S(0x1.5e14ddf26257cp-19), s_, S(-0x1.9f767c72335ffp-13));                         \
+    p_ = FMA(p_, s_, S(0x1.110ef8e3e33cdp-7));                                                   \
+    p_ = FMA(p_, s_, S(-0x1.55554cbbe7f4cp-3));                                                  \
+    const V y_ = r_ * FMA(s_, p_, S(1.0));                                                       \
+    out = __builtin_bit_cast(V, __builtin_bit_cast(U, y_) ^ (__builtin_bit_cast(U, nb_) << 63)); \
+  } while (0)
+// The body on the two halves lo, hi of a float vector (widened to V by WIDEN).
+#define SMELT_VM_TRIG_HALVES(V, U, FMA, S, WIDEN, lo, hi, COS, yl, yh) \
+  do {                                                                 \
+    const V dl_ = WIDEN(lo), dh_ = WIDEN(hi);                          \
+    SMELT_VM_TRIG_BODY(V, U, FMA, S, dl_, COS, yl);                    \
+    SMELT_VM_TRIG_BODY(V, U, FMA, S, dh_, COS, yh);                    \
+  } while (0)
+typedef unsigned long long U8 __attribute__((vector_size(64)));
+typedef float F8 __attribute__((vector_size(32)));
+// 8 floats to 8 doubles in one instruction (GCC's __builtin_convertvector
+// splits it into four).
+#if defined(__clang__)
+#define SMELT_VM_TRIG_WIDEN8(f) __builtin_convertvector(f, ::smelt::vmath::pw::D8)
+#else
+#define SMELT_VM_TRIG_WIDEN8(f) \
+  __builtin_ia32_cvtps2pd512_mask(f, ::smelt::vmath::pw::D8{}, 0xff, 4)
+#endif
+#define SMELT_VM_TRIG_S8(c) (::smelt::vmath::pw::D8{} + (c))
+#define SMELT_VM_TRIG_FMA8(a, b, c) __builtin_ia32_vfmaddpd512_mask(a, b, c, 0xff, 4)
+
+/// sin (kCos false) or cos (true) of 16 lanes of |x| <= 2^31 (other lanes:
+/// any value; vector_math_impl.h gives them SLEEF's).
+template <bool kCos>
+__attribute__((target("avx512f,fma"))) inline F16 trig16(F16 a) {
+  const F8 lo = __builtin_shufflevector(a, a, 0, 1, 2, 3, 4, 5, 6, 7);
+  const F8 hi = __builtin_shufflevector(a, a, 8, 9, 10, 11, 12, 13, 14, 15);
+  D8 yl, yh;
+  SMELT_VM_TRIG_HALVES(D8, U8, SMELT_VM_TRIG_FMA8, SMELT_VM_TRIG_S8, SMELT_VM_TRIG_WIDEN8, lo, hi,
+                       kCos, yl, yh);
+  return __builtin_shufflevector(__builtin_ia32_cvtpd2ps512_mask(yl, F8{}, 0xff, 4),
+                                 __builtin_ia32_cvtpd2ps512_mask(yh, F8{}, 0xff, 4), 0, 1, 2, 3, 4,
+                                 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+}
+#undef SMELT_VM_TRIG_WIDEN8
+#undef SMELT_VM_TRIG_S8
+#undef SMELT_VM_TRIG_FMA8
+
+/// The lanes of a outside trig16's range (|x| > 2^31, infinities, NaN), as a mask.
+__attribute__((target("avx512f"))) inline unsigned short trig_big16(F16 a) {
+  return __builtin_ia32_ucmpd512_mask(__builtin_bit_cast(I16, a) & 0x7fffffff, I16{} + 0x4f000000,
+                                      6, 0xffff);
+}
+
 /// y[i] = f(x[i]) for i < n, 16 at a time and the tail masked (y may be x).
 template <F16 (*F)(F16)>
 __attribute__((target("avx512f"))) inline void run16(float* y, const float* x, int64_t n) {

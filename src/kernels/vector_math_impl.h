@@ -68,60 +68,20 @@ static inline bool smelt_vm_fma() {
 // float sin and cos of the FMA family: smelt's own (vector_math.h says how and
 // why), for |x| <= 2^31; SLEEF's (finz, u10) above, for infinities and NaN
 // (a whole vector calls SLEEF where any lane needs it, and takes those lanes).
-// The same operations in every width (double lanes, fused multiply-adds), so
-// the same bits. V: double vectors of the width; FMA: its fused multiply-add;
-// S: a double as V (a broadcast). Valid for sin (COS 0) and cos (COS 1).
-#define SMELT_VM_TRIG_BODY(V, U, FMA, S, d, COS, out)                                            \
-  do {                                                                                           \
-    const V shift_ = S(0x1.8p52);                                                                \
-    V nb_, r_;                                                                                   \
-    if (COS) {                                                                                   \
-      nb_ = FMA(d, S(0x1.45f306dc9c883p-2), S(-0.5)) + shift_;                                   \
-      const V q_ = (nb_ - shift_) + S(0.5);                                                      \
-      r_ = FMA(q_, S(0x1.921fb54442d18p+1), -(d));                                               \
-      r_ = FMA(q_, S(0x1.1a62633145c07p-53), r_);                                                \
-    } else {                                                                                     \
-      nb_ = FMA(d, S(0x1.45f306dc9c883p-2), shift_);                                             \
-      const V n_ = nb_ - shift_;                                                                 \
-      r_ = FMA(n_, S(-0x1.921fb54442d18p+1), d);                                                 \
-      r_ = FMA(n_, S(-0x1.1a62633145c07p-53), r_);                                               \
-    }                                                                                            \
-    const V s_ = r_ * r_;                                                                        \
-    V p_ = FMA(S(0x1.5e14ddf26257cp-19), s_, S(-0x1.9f767c72335ffp-13));                         \
-    p_ = FMA(p_, s_, S(0x1.110ef8e3e33cdp-7));                                                   \
-    p_ = FMA(p_, s_, S(-0x1.55554cbbe7f4cp-3));                                                  \
-    const V y_ = r_ * FMA(s_, p_, S(1.0));                                                       \
-    out = __builtin_bit_cast(V, __builtin_bit_cast(U, y_) ^ (__builtin_bit_cast(U, nb_) << 63)); \
-  } while (0)
-// The body on the two halves lo, hi of a float vector (widened to V by WIDEN).
-#define SMELT_VM_TRIG_HALVES(V, U, FMA, S, WIDEN, lo, hi, COS, yl, yh) \
-  do {                                                                 \
-    const V dl_ = WIDEN(lo), dh_ = WIDEN(hi);                          \
-    SMELT_VM_TRIG_BODY(V, U, FMA, S, dl_, COS, yl);                    \
-    SMELT_VM_TRIG_BODY(V, U, FMA, S, dh_, COS, yh);                    \
-  } while (0)
+// The same operations in every width (double lanes, fused multiply-adds:
+// SMELT_VM_TRIG_BODY, piecewise_math.h, whose pw::trig16 is the 16-lane one
+// that the eager kernels inline as well), so the same bits.
 #define SMELT_VM_TRIG_SCALAR_S(c) (c)
 #define SMELT_VM_TRIG_SCALAR_FMA(a, b, c) __builtin_fma(a, b, c)
 typedef double smelt_vm_trig_d4 __attribute__((vector_size(32)));
-typedef double smelt_vm_trig_d8 __attribute__((vector_size(64)));
 typedef unsigned long long smelt_vm_trig_u4 __attribute__((vector_size(32)));
-typedef unsigned long long smelt_vm_trig_u8 __attribute__((vector_size(64)));
 typedef unsigned int smelt_vm_trig_i4 __attribute__((vector_size(16)));
 typedef unsigned int smelt_vm_trig_i8 __attribute__((vector_size(32)));
 typedef unsigned int smelt_vm_trig_i16 __attribute__((vector_size(64)));
 typedef int smelt_vm_trig_s16 __attribute__((vector_size(64)));
-// 8 floats to 8 doubles in one instruction (GCC's __builtin_convertvector
-// splits it into four).
 #define SMELT_VM_TRIG_WIDEN4(f) __builtin_convertvector(f, smelt_vm_trig_d4)
-#if defined(__clang__)
-#define SMELT_VM_TRIG_WIDEN8(f) __builtin_convertvector(f, smelt_vm_trig_d8)
-#else
-#define SMELT_VM_TRIG_WIDEN8(f) __builtin_ia32_cvtps2pd512_mask(f, smelt_vm_trig_d8{}, 0xff, 4)
-#endif
 #define SMELT_VM_TRIG_S4(c) (smelt_vm_trig_d4{} + (c))
-#define SMELT_VM_TRIG_S8(c) (smelt_vm_trig_d8{} + (c))
 #define SMELT_VM_TRIG_FMA4(a, b, c) __builtin_ia32_vfmaddpd256(a, b, c)
-#define SMELT_VM_TRIG_FMA8(a, b, c) __builtin_ia32_vfmaddpd512_mask(a, b, c, 0xff, 4)
 /// |x| <= 2^31 (false for infinities and NaN): the own functions' range.
 #define SMELT_VM_TRIG_SMALL(bits) (((bits)&0x7fffffffu) <= 0x4f000000u)
 // One own function `name` (sin / cos, COS 0 / 1): scalar, 4, 8 and 16 lanes.
@@ -176,23 +136,11 @@ typedef int smelt_vm_trig_s16 __attribute__((vector_size(64)));
   }                                                                                                \
   extern "C" __attribute__((visibility("hidden"), target("avx512f,fma")))                          \
   smelt_vm_f16 smelt_vm_own_##name##f16(smelt_vm_f16 a) {                                          \
-    const smelt_vm_f8 lo = __builtin_shufflevector(a, a, 0, 1, 2, 3, 4, 5, 6, 7);                  \
-    const smelt_vm_f8 hi = __builtin_shufflevector(a, a, 8, 9, 10, 11, 12, 13, 14, 15);            \
-    smelt_vm_trig_d8 yl, yh;                                                                       \
-    SMELT_VM_TRIG_HALVES(smelt_vm_trig_d8, smelt_vm_trig_u8, SMELT_VM_TRIG_FMA8, SMELT_VM_TRIG_S8, \
-                         SMELT_VM_TRIG_WIDEN8, lo, hi, COS, yl, yh);                               \
-    smelt_vm_f16 r =                                                                               \
-        __builtin_shufflevector(__builtin_ia32_cvtpd2ps512_mask(yl, smelt_vm_f8{}, 0xff, 4),       \
-                                __builtin_ia32_cvtpd2ps512_mask(yh, smelt_vm_f8{}, 0xff, 4), 0, 1, \
-                                2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);                   \
+    const smelt_vm_f16 r = smelt::vmath::pw::trig16<COS>(a);                                       \
+    if (__builtin_expect(smelt::vmath::pw::trig_big16(a) == 0, 1)) return r;                       \
     const smelt_vm_trig_i16 big =                                                                  \
         (__builtin_bit_cast(smelt_vm_trig_i16, a) & 0x7fffffffu) > 0x4f000000u;                    \
-    if (__builtin_expect(                                                                          \
-            __builtin_ia32_ucmpd512_mask(__builtin_bit_cast(smelt_vm_trig_s16, a) & 0x7fffffff,    \
-                                         smelt_vm_trig_s16{} + 0x4f000000, 6, 0xffff) != 0,        \
-            0))                                                                                    \
-      r = big ? Sleef_finz_##name##f16_u10avx512f(a) : r;                                          \
-    return r;                                                                                      \
+    return big ? Sleef_finz_##name##f16_u10avx512f(a) : r;                                         \
   }
 SMELT_VM_TRIG(sin, 0)
 SMELT_VM_TRIG(cos, 1)
@@ -453,10 +401,7 @@ extern "C" float smelt_vm_def_erff(float a) { return smelt::vmath::f32::erf(a); 
 #undef SMELT_VM_TRIG_SCALAR_S
 #undef SMELT_VM_TRIG_SCALAR_FMA
 #undef SMELT_VM_TRIG_S4
-#undef SMELT_VM_TRIG_S8
 #undef SMELT_VM_TRIG_FMA4
-#undef SMELT_VM_TRIG_FMA8
-#undef SMELT_VM_TRIG_WIDEN8
 #undef SMELT_VM_TRIG_WIDEN4
 #undef SMELT_VM_TRIG_HALVES
 #endif

@@ -18,6 +18,11 @@ struct BlockRun<exp_functor, float> {
   static void run(float* o, const float* a, int64_t n) { exp_run(o, a, n); }
 };
 template <>
+struct BlockRun<sigmoid_functor, float> {
+  static constexpr bool kHas = true;
+  static void run(float* o, const float* a, int64_t n) { sigmoid_run(o, a, n); }
+};
+template <>
 struct BlockRun<sqrt_functor, float> {
   static constexpr bool kHas = true;
   static void run(float* o, const float* a, int64_t n) { sqrt_run(o, a, n); }
@@ -27,6 +32,18 @@ template <>
 struct BlockRun<log_functor, float> {
   static constexpr bool kHas = true;
   static void run(float* o, const float* a, int64_t n) { log_run(o, a, n); }
+};
+
+// float sin and cos in whole runs (unary_runs.h: the same bits).
+template <>
+struct BlockRun<sin_functor, float> {
+  static constexpr bool kHas = true;
+  static void run(float* o, const float* a, int64_t n) { trig_run<false>(o, a, n); }
+};
+template <>
+struct BlockRun<cos_functor, float> {
+  static constexpr bool kHas = true;
+  static void run(float* o, const float* a, int64_t n) { trig_run<true>(o, a, n); }
 };
 
 // float tanh, erf and GELU in whole runs (unary_runs.h: the same bits).

@@ -62,12 +62,16 @@ struct Lanes16 {
   static void store(uint32_t* p, V v) { _mm512_storeu_si512(p, v); }
   static V splat(uint32_t u) { return _mm512_set1_epi32(static_cast<int>(u)); }
   static V zero() { return _mm512_setzero_si512(); }
-  static V xor3(V a, V b, V c) { return _mm512_xor_si512(_mm512_xor_si512(a, b), c); }
+  /// a ^ b ^ c in one instruction (vpternlogd).
+  static V xor3(V a, V b, V c) { return _mm512_ternarylogic_epi32(a, b, c, 0x96); }
+  /// Each half gathered by one masked in-lane shuffle: lo's odd dwords from
+  /// odd's even ones, hi's even dwords from even's odd ones (two instructions
+  /// where shifts and blends take four).
   static void mul_hi_lo(V a, V m, V& hi, V& lo) {
     const V even = _mm512_maskz_mul_epu32(kAll, a, m);
     const V odd = _mm512_maskz_mul_epu32(kAll, _mm512_maskz_srli_epi64(kAll, a, 32), m);
-    lo = _mm512_mask_blend_epi32(0xAAAA, even, _mm512_maskz_slli_epi64(kAll, odd, 32));
-    hi = _mm512_mask_blend_epi32(0xAAAA, _mm512_maskz_srli_epi64(kAll, even, 32), odd);
+    lo = _mm512_mask_shuffle_epi32(even, 0xAAAA, odd, _MM_PERM_CCAA);
+    hi = _mm512_mask_shuffle_epi32(odd, 0x5555, even, _MM_PERM_DDBB);
   }
 };
 #endif

@@ -1,4 +1,4 @@
-// Whole-run AVX-512 kernels of float exp, sqrt and log, bit for bit the
+// Whole-run AVX-512 kernels of float exp, sqrt, log, sin and cos, bit for bit the
 // scalar functions (scalar::exp, scalar::sqrt, scalar::log), in fewer instructions than the loop
 // the compiler makes of them. For the eager kernels built once per CPU
 // capability (capability.h): include it only from their sources (it defines
@@ -32,6 +32,9 @@
 // Seven multiply-adds that pipeline instead of vsqrtps, which a core issues
 // once per several cycles: 0.14 against 0.22 ns per element (as above).
 // Checked on all 2^32 float32 inputs against vsqrtps: no bit apart.
+//
+// sin, cos: vmath::pw::trig16 (the functions' own evaluation) inline, two
+// vectors a step, instead of a call of the 16-lane function per vector.
 //
 // log: vmath::f32::log's operations; a vector of normal positive finite
 // numbers only (one unsigned compare of the bits) skips the scaling of
@@ -95,6 +98,21 @@ inline void exp_run(float* y, const float* x, int64_t n) {
   for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, exp16(_mm512_loadu_ps(x + i)));
 #endif
   for (; i < n; ++i) y[i] = scalar::exp<float>(x[i]);
+}
+
+/// y[i] = scalar::sigmoid<float>(x[i]) = 1 / (1 + exp(-x[i])) for i < n (y may
+/// be x): Exp16 inline in place of a call of the vector exp per vector.
+inline void sigmoid_run(float* y, const float* x, int64_t n) {
+  int64_t i = 0;
+#if defined(__AVX512F__)
+  const Exp16 exp16;
+  const __m512 one = _mm512_set1_ps(1.0f), sign = _mm512_set1_ps(-0.0f);
+  for (; i + 16 <= n; i += 16) {
+    const __m512 e = exp16(_mm512_xor_ps(_mm512_loadu_ps(x + i), sign));
+    _mm512_storeu_ps(y + i, _mm512_div_ps(one, _mm512_add_ps(one, e)));
+  }
+#endif
+  for (; i < n; ++i) y[i] = scalar::sigmoid<float>(x[i]);
 }
 
 /// y[i] = scalar::sqrt<float>(x[i]) (IEEE, correctly rounded) for i < n (y may be x).
@@ -181,6 +199,34 @@ inline void log_run(float* y, const float* x, int64_t n) {
   }
 #endif
   for (; i < n; ++i) y[i] = scalar::log<float>(x[i]);
+}
+
+/// y[i] = scalar::sin<float>(x[i]) (kCos false) or scalar::cos<float>(x[i])
+/// (true) for i < n (y may be x): vmath::pw::trig16, the functions' own
+/// evaluation, inline, two vectors a step; a step with a lane outside its
+/// range (|x| > 2^31, infinities, NaN) calls the functions.
+template <bool kCos>
+inline void trig_run(float* y, const float* x, int64_t n) {
+  int64_t i = 0;
+#if defined(__AVX512F__)
+  namespace pw = ::smelt::vmath::pw;
+  // Two at a time: 0.21 -> 0.18 ms for sin of 2^19 floats against one (the
+  // ABI function of 16 lanes, called: 0.22 ms; one thread of a Sapphire Rapids).
+  for (; i + 32 <= n; i += 32) {
+    pw::F16 a, b;
+    __builtin_memcpy(&a, x + i, sizeof a);
+    __builtin_memcpy(&b, x + i + 16, sizeof b);
+    if (__builtin_expect((pw::trig_big16(a) | pw::trig_big16(b)) != 0, 0)) {
+      for (int64_t k = i; k < i + 32; ++k)
+        y[k] = kCos ? scalar::cos<float>(x[k]) : scalar::sin<float>(x[k]);
+      continue;
+    }
+    const pw::F16 ya = pw::trig16<kCos>(a), yb = pw::trig16<kCos>(b);
+    __builtin_memcpy(y + i, &ya, sizeof ya);
+    __builtin_memcpy(y + i + 16, &yb, sizeof yb);
+  }
+#endif
+  for (; i < n; ++i) y[i] = kCos ? scalar::cos<float>(x[i]) : scalar::sin<float>(x[i]);
 }
 
 #if defined(__AVX512F__)
