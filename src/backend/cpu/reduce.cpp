@@ -166,6 +166,54 @@ inline void step_columns(typename Op::acc_t* __restrict part, const T* __restric
   }
 }
 
+/// Reduced elements step_rows takes at a time.
+constexpr int64_t kStepRows = 8;
+
+/// Whether step_rows folds kStepRows rows per pass for Op: sums and products
+/// of floats (their steps vectorize across the columns when nested; a
+/// column's steps are the same ones in the same order either way).
+template <class Op>
+constexpr bool kFoldsRows = !Op::kIndexed && std::is_floating_point_v<typename Op::acc_t> &&
+                            (std::is_same_v<Op, r::Sum<typename Op::acc_t>> ||
+                             std::is_same_v<Op, r::Prod<typename Op::acc_t>>);
+
+/// The reduced elements [rr, rr + n) of `jn` neighbouring columns (Counter c
+/// at rr, advanced past them) stepped into their partials, kStepRows rows
+/// per pass over the partials where kFoldsRows<Op>: a partial is loaded and
+/// stored once per kStepRows rows instead of once per row, so a narrow block
+/// (64 columns: four vectors, 16 threads on 512 x 1024 over dim 0) is no
+/// longer bound by storing a partial and loading it back for the next row.
+/// One thread, 512 x 64 columns of a 512 x 1024 float32 over dim 0: 3.75 ->
+/// 2.90 us (PyTorch 3.70); 512 x 512: 20.2 -> 16.4 us (PyTorch 20.2); 4
+/// rows: 3.19 and 18.9, 16 rows: 3.18 and 19.8.
+template <class Op, class T>
+inline void step_rows(typename Op::acc_t* __restrict part, const T* base, Counter& c, int64_t sv,
+                      int64_t jn, int64_t rr, int64_t n) {
+  using A = typename Op::value_t;
+  int64_t k = 0;
+  if constexpr (kFoldsRows<Op>) {
+    if (sv == 1) {
+      for (; k + kStepRows <= n; k += kStepRows) {
+        const T* __restrict p[kStepRows];
+        for (int64_t u = 0; u < kStepRows; ++u) {
+          p[u] = base + c.off;
+          c.next();
+        }
+        for (int64_t j = 0; j < jn; ++j) {
+          typename Op::acc_t a = part[j];
+#pragma GCC unroll 16
+          for (int64_t u = 0; u < kStepRows; ++u) a = Op::step(a, r::to_acc<A>(p[u][j]));
+          part[j] = a;
+        }
+      }
+    }
+  }
+  for (; k < n; ++k) {
+    step_columns<Op>(part, base + c.off, sv, jn, rr + k);
+    c.next();
+  }
+}
+
 /// Outer schedule: outputs j0 .. j0 + jn along kept dim v (input stride sv)
 /// accumulated side by side over reduced elements [r0, r1); results in `res`.
 /// Each column is combined in ColumnOrder (reduce_ops.h): the partials are
@@ -181,14 +229,10 @@ void accumulate_block(const T* base, const ReduceGeom& g, int64_t sv, int64_t jn
   CascadeColumns<Op> cas(jn);
   const int64_t nd = static_cast<int64_t>(g.red_sizes.size());
   Counter c(g.red_sizes, g.red_strides, nd, r0);
-  int64_t rows = 0;
-  for (int64_t rr = r0; rr < r1; ++rr) {
-    step_columns<Op>(part, base + c.off, sv, jn, rr);
-    c.next();
-    if (++rows == r::kColumnChunk) {
-      cas.add(part);
-      rows = 0;
-    }
+  for (int64_t rr = r0; rr < r1; rr += r::kColumnChunk) {
+    const int64_t n = std::min(r::kColumnChunk, r1 - rr);
+    step_rows<Op>(part, base, c, sv, jn, rr, n);
+    if (n == r::kColumnChunk) cas.add(part);
   }
   cas.result_after(part, res);
 }
@@ -204,11 +248,8 @@ void column_chunks(const T* base, const ReduceGeom& g, int64_t sv, int64_t jn, i
   for (int64_t ch = c0; ch < c1; ++ch) {
     typename Op::acc_t* __restrict part = out + ch * stride;
     for (int64_t j = 0; j < jn; ++j) part[j] = Op::init();
-    const int64_t e = std::min(g.n_red, (ch + 1) * r::kColumnChunk);
-    for (int64_t rr = ch * r::kColumnChunk; rr < e; ++rr) {
-      step_columns<Op>(part, base + c.off, sv, jn, rr);
-      c.next();
-    }
+    const int64_t b = ch * r::kColumnChunk, e = std::min(g.n_red, b + r::kColumnChunk);
+    step_rows<Op>(part, base, c, sv, jn, b, e - b);
   }
 }
 
