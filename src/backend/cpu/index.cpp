@@ -30,6 +30,21 @@ std::vector<int64_t> index_values(const Tensor& index) {
   return v;
 }
 
+/// An index tensor's values as int64: read in place when they are contiguous
+/// int64, else copied (index_values).
+struct IndexData {
+  std::vector<int64_t> copied;
+  const int64_t* p = nullptr;
+  explicit IndexData(const Tensor& index) {
+    if (index.dtype() == DType::Int64 && index.is_contiguous()) {
+      p = static_cast<const int64_t*>(index.data_ptr());
+    } else {
+      copied = index_values(index);
+      p = copied.data();
+    }
+  }
+};
+
 int64_t prod(const Shape& s, size_t begin, size_t end) {
   int64_t n = 1;
   for (size_t i = begin; i < end; ++i) n *= s[i];
@@ -40,8 +55,9 @@ int64_t prod(const Shape& s, size_t begin, size_t end) {
 
 void index_select(const Tensor& out, const Tensor& x, int64_t dim, const Tensor& index) {
   if (out.numel() == 0) return;
-  const std::vector<int64_t> idx = index_values(index);
-  const int64_t n = static_cast<int64_t>(idx.size());
+  const IndexData index_data(index);
+  const int64_t* idx = index_data.p;
+  const int64_t n = index.numel();
   if (x.dim() == 0) {  // every index is 0: n copies of the one element
     const size_t isz = x.element_size();
     for (int64_t k = 0; k < n; ++k)
@@ -56,17 +72,28 @@ void index_select(const Tensor& out, const Tensor& x, int64_t dim, const Tensor&
     const int64_t row = prod(xs, dim + 1, xs.size()) * isz;
     const char* src = static_cast<const char*>(x.data_ptr());
     char* dst = static_cast<char*>(out.data_ptr());
-    // One row copy per (outer, selected) pair, split across threads by the grain rule.
+    // One row copy per (outer, selected) pair, split across threads by the
+    // grain rule. Pair j is (j / n, j % n): divided once per range, then
+    // counted (two divisions per row took 40% of embedding's 4096 rows of
+    // one float, at one thread: 23 us against PyTorch's 10).
     parallel_for(0, outer * n, grain_for(row / isz), [&](int64_t j0, int64_t j1) {
       constexpr int64_t kAhead = 4;  // rows whose reads are started early (random rows)
+      int64_t o = j0 / n, k = j0 % n;
+      int64_t oa = (j0 + kAhead) / n, ka = (j0 + kAhead) % n;
       for (int64_t j = j0; j < j1; ++j) {
         if (j + kAhead < j1) {
-          const int64_t oa = (j + kAhead) / n, ka = (j + kAhead) % n;
           const char* next = src + (oa * size + idx[ka]) * row;
           for (int64_t b = 0; b < row; b += 64) __builtin_prefetch(next + b);
+          if (++ka == n) {
+            ka = 0;
+            ++oa;
+          }
         }
-        const int64_t o = j / n, k = j % n;
         std::memcpy(dst + j * row, src + (o * size + idx[k]) * row, static_cast<size_t>(row));
+        if (++k == n) {
+          k = 0;
+          ++o;
+        }
       }
     });
     return;
@@ -134,15 +161,8 @@ bool gather_rows(T* dst, const T* src, const Shape& xst, const Shape& is, int64_
 void gather(const Tensor& out, const Tensor& x, int64_t dim, const Tensor& index) {
   const int64_t n = out.numel();
   if (n == 0) return;
-  // The index values, read in place when they are contiguous int64.
-  std::vector<int64_t> copied;
-  const int64_t* idx = nullptr;
-  if (index.dtype() == DType::Int64 && index.is_contiguous()) {
-    idx = static_cast<const int64_t*>(index.data_ptr());
-  } else {
-    copied = index_values(index);
-    idx = copied.data();
-  }
+  const IndexData index_data(index);
+  const int64_t* idx = index_data.p;
   const int64_t size = x.dim() == 0 ? 1 : x.sizes()[static_cast<size_t>(dim)];
   bool in_range = true;
   SMELT_DISPATCH_ALL(x.dtype(), "gather", [&] {

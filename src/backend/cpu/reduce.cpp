@@ -171,7 +171,9 @@ constexpr int64_t kStepRows = 8;
 
 /// Whether step_rows folds kStepRows rows per pass for Op: sums and products
 /// of floats (their steps vectorize across the columns when nested; a
-/// column's steps are the same ones in the same order either way).
+/// column's steps are the same ones in the same order either way). Not
+/// Max / Min: GCC 12 leaves their nested selects scalar (amax over dim 0 of
+/// 512 x 64 columns: 4.2 -> 40 us).
 template <class Op>
 constexpr bool kFoldsRows = !Op::kIndexed && std::is_floating_point_v<typename Op::acc_t> &&
                             (std::is_same_v<Op, r::Sum<typename Op::acc_t>> ||
