@@ -60,6 +60,27 @@ SMELT_VEC_INLINE float fold(const Vec& v, Op op) {
   return a;
 }
 
+#if defined(__AVX512F__)
+/// fold on a register: the same steps on its halves, quarters and lanes,
+/// without the trip through memory that a copy into a Vec makes GCC take
+/// (which, in a loop's accumulator, costs a store-to-load forward a step).
+template <class Op>
+SMELT_VEC_INLINE float fold512(__m512 v, Op op) {
+  // (The zero-masked extractions: GCC 12 warns that the plain ones' and the
+  // cast's undefined source may be used uninitialized.)
+  __m256 h = _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xff, _mm512_castps_pd(v), 0)),
+         h2 = _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xff, _mm512_castps_pd(v), 1));
+  op(h, h2);
+  __m128 q = _mm256_castps256_ps128(h), q2 = _mm256_extractf128_ps(h, 1);
+  op(q, q2);
+  float a = q[0], b = q[1];
+  op(a, q[2]);
+  op(b, q[3]);
+  op(a, b);
+  return a;
+}
+#endif
+
 /// kt[e * ld + j] = k[j * ks + e] for j < S and e < E (k^T): 16 x 16
 /// blocks transposed in registers where the capability has 512-bit vectors,
 /// the rest (and everything elsewhere) element by element.
@@ -104,6 +125,20 @@ void transpose_keys(const float* k, int64_t ks, int64_t S, int64_t E, float* kt,
 #endif
   for (int64_t j = j0; j < S; ++j)
     for (int64_t e = 0; e < E; ++e) kt[e * ld + j] = k[j * ks + e];
+}
+
+/// v [S, Ev] (row j at v + j * vs) packed in blocks of kCols dims: dim
+/// d0 + d of key j at vp[(d0 / kCols * S + j) * kCols + d], the last block's
+/// dims past Ev left as they are (zeros: the tiles compute them and drop
+/// them). Each value tile then reads one contiguous block (16 KB for
+/// MiniLM's 128 keys) instead of S rows a head's stride apart, which map to
+/// a few of L1's sets and evict one another.
+void pack_values(const float* v, int64_t vs, int64_t S, int64_t Ev, float* vp) {
+  for (int64_t d0 = 0; d0 < Ev; d0 += kCols) {
+    const int64_t width = std::min<int64_t>(kCols, Ev - d0);
+    float* block = vp + d0 * S;
+    for (int64_t j = 0; j < S; ++j) std::copy_n(v + j * vs + d0, width, block + j * kCols);
+  }
 }
 
 /// The mask of one query row as the kernels read it: keep[j] (nonzero:
@@ -153,17 +188,15 @@ void softmax_tile(int64_t S, bool masked, const float* mx, int rows, float* p, i
       _mm512_storeu_ps(s + j, x);
       acc = _mm512_add_ps(acc, x);
     }
-    Vec v;
-    __builtin_memcpy(&v, &acc, sizeof v);
     if (j < S) {
-      float tail = v[0];
+      float tail = _mm512_cvtss_f32(acc);
       for (; j < S; ++j) {
         s[j] = scalar::exp<float>(scalar::sub<float>(s[j], mx[r]));
         tail += s[j];
       }
-      v[0] = tail;
+      acc = _mm512_mask_mov_ps(acc, 1, _mm512_set1_ps(tail));
     }
-    sum[r] = fold(v, [](auto& x, const auto& y) { x += y; });
+    sum[r] = fold512(acc, [](auto& x, const auto& y) { x += y; });
 #else
     const float m = mx[r];
     for (int64_t j = 0; j < S; ++j) s[j] = scalar::exp<float>(scalar::sub<float>(s[j], m));
@@ -251,12 +284,12 @@ SMELT_VEC_INLINE void score_tile(const float* const* q, const float* kt, int64_t
   }
 }
 
-/// value_tile and value_tail at once, the sums times 1 / sum[r] (where it is
-/// 0, the sums themselves: the zero probabilities times v, 0 or NaN where v is
-/// not finite, as the decomposition's product gives) into out[r * os + d] for the first `rows` rows
-/// and `width` (<= kCols) dims.
-SMELT_VEC_INLINE void value_tile(const float* p, int64_t ldp, const float* v, int64_t vs, int64_t S,
-                                 int width, const float* sum, int rows, float* out, int64_t os) {
+/// value_tile on a block of packed values (pack_values), the sums times 1 /
+/// sum[r] (where it is 0, the sums themselves: the zero probabilities times v,
+/// 0 or NaN where v is not finite, as the decomposition's product gives) into
+/// out[r * os + d] for the first `rows` rows and `width` (<= kCols) dims.
+SMELT_VEC_INLINE void value_tile(const float* p, int64_t ldp, const float* v, int64_t S, int width,
+                                 const float* sum, int rows, float* out, int64_t os) {
   const __mmask16 m0 = static_cast<__mmask16>(width >= 16 ? 0xffff : (1u << width) - 1),
                   m1 = static_cast<__mmask16>(width >= 32   ? 0xffff
                                               : width <= 16 ? 0
@@ -265,8 +298,7 @@ SMELT_VEC_INLINE void value_tile(const float* p, int64_t ldp, const float* v, in
 #pragma GCC unroll 8
   for (int r = 0; r < kRows; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
   for (int64_t j = 0; j < S; ++j) {
-    const __m512 v0 = _mm512_maskz_loadu_ps(m0, v + j * vs),
-                 v1 = _mm512_maskz_loadu_ps(m1, v + j * vs + 16);
+    const __m512 v0 = _mm512_loadu_ps(v + j * kCols), v1 = _mm512_loadu_ps(v + j * kCols + 16);
 #pragma GCC unroll 8
     for (int r = 0; r < kRows; ++r) {
       const __m512 x = _mm512_set1_ps(p[r * ldp + j]);
@@ -325,17 +357,16 @@ inline void score_tile(const float* const* q, const float* kt, int64_t ld, int64
     }
 }
 
-/// o[r][d] = sum over j < S of p[r * ldp + j] * v[j * vs + d] for the kRows
-/// probability rows and kCols value dims from v: fused multiply-adds in the
-/// order of j.
-inline void value_tile(const float* p, int64_t ldp, const float* v, int64_t vs, int64_t S,
-                       float (*o)[kCols]) {
+/// o[r][d] = sum over j < S of p[r * ldp + j] * v[j * kCols + d] for the
+/// kRows probability rows and a block of packed values (pack_values): fused
+/// multiply-adds in the order of j.
+inline void value_tile(const float* p, int64_t ldp, const float* v, int64_t S, float (*o)[kCols]) {
   for (int r0 = 0; r0 < kRows; r0 += 4)
     for (int d0 = 0; d0 < kCols; d0 += 16) {
       __m256 acc[4][2];
       subtile_4x16(
           acc, S, [&](int r, int64_t j) { return p[(r0 + r) * ldp + j]; },
-          [&](int64_t j) { return v + j * vs + d0; });
+          [&](int64_t j) { return v + j * kCols + d0; });
       for (int r = 0; r < 4; ++r) {
         _mm256_storeu_ps(o[r0 + r] + d0, acc[r][0]);
         _mm256_storeu_ps(o[r0 + r] + d0 + 8, acc[r][1]);
@@ -360,14 +391,14 @@ inline void score_tile(const float* const* q, const float* kt, int64_t ld, int64
     for (int j = 0; j < kCols; ++j) c[r * ldc + j] = scalar::mul<float>(acc[r][j], scale);
 }
 
-/// o[r][d] = sum over j < S of p[r * ldp + j] * v[j * vs + d] for the kRows
-/// probability rows and kCols value dims from v (the fixed width keeps the
-/// sums in registers): fused multiply-adds in the order of j.
-inline void value_tile(const float* p, int64_t ldp, const float* v, int64_t vs, int64_t S,
-                       float (*o)[kCols]) {
+/// o[r][d] = sum over j < S of p[r * ldp + j] * v[j * kCols + d] for the
+/// kRows probability rows and a block of packed values (pack_values; the
+/// fixed width keeps the sums in registers): fused multiply-adds in the
+/// order of j.
+inline void value_tile(const float* p, int64_t ldp, const float* v, int64_t S, float (*o)[kCols]) {
   float acc[kRows][kCols] = {};
   for (int64_t j = 0; j < S; ++j) {
-    const float* vr = v + j * vs;
+    const float* vr = v + j * kCols;
     for (int r = 0; r < kRows; ++r) {
       const float x = p[r * ldp + j];
       for (int d = 0; d < kCols; ++d) acc[r][d] = __builtin_fmaf(x, vr[d], acc[r][d]);
@@ -378,20 +409,6 @@ inline void value_tile(const float* p, int64_t ldp, const float* v, int64_t vs, 
 }
 
 #endif
-
-/// value_tile for the last `width` (< kCols) value dims.
-inline void value_tail(const float* p, int64_t ldp, const float* v, int64_t vs, int64_t S,
-                       int width, float (*o)[kCols]) {
-  for (int r = 0; r < kRows; ++r)
-    for (int d = 0; d < width; ++d) o[r][d] = 0.f;
-  for (int64_t j = 0; j < S; ++j) {
-    const float* vr = v + j * vs;
-    for (int r = 0; r < kRows; ++r) {
-      const float x = p[r * ldp + j];
-      for (int d = 0; d < width; ++d) o[r][d] = __builtin_fmaf(x, vr[d], o[r][d]);
-    }
-  }
-}
 
 /// Scaled scores s[0 .. S) of query i with the causal triangle and then the
 /// mask applied in place, as the decomposition applies them; returns their
@@ -461,10 +478,13 @@ void attention(const AttentionCall& a) {
   const int64_t* ms = a.mask.stride;
   const bool bool_mask = a.mask.data && a.mask.dtype == DType::Bool;
   parallel_for(0, pairs * blocks, 1, [&](int64_t t0, int64_t t1) {
-    // Per thread: k^T of the current pair packed (the keys padded to whole
-    // tiles; v is read in place), a tile's scores, and a tile's mask rows converted (one
-    // row per slot; the slots remember which row they hold).
-    std::vector<float> kt(static_cast<size_t>(E * Sp)), p(static_cast<size_t>(kRows * Sp)),
+    // Per thread: k^T and v of the current pair packed (the keys padded to
+    // whole tiles, v in blocks of kCols dims), a tile's scores, and a tile's
+    // mask rows converted (one row per slot; the slots remember which row
+    // they hold).
+    const int64_t Evp = (Ev + kCols - 1) / kCols * kCols;
+    std::vector<float> kt(static_cast<size_t>(E * Sp)), vp(static_cast<size_t>(Evp * S)),
+        p(static_cast<size_t>(kRows * Sp)),
         add_rows(a.mask.data && !bool_mask ? static_cast<size_t>(kRows * S) : 0);
     std::vector<int32_t> keep_rows(bool_mask ? static_cast<size_t>(kRows * S) : 0);
     const void* converted[kRows] = {};
@@ -474,14 +494,25 @@ void attention(const AttentionCall& a) {
       const int64_t pair = t / blocks, b = pair / a.heads, h = pair % a.heads;
       const float* q = a.q + b * a.q_stride[0] + h * a.q_stride[1];
       float* out = a.out + b * a.o_stride[0] + h * a.o_stride[1];
-      const float* v = a.v + b * a.v_stride[0] + h * a.v_stride[1];
-      const int64_t vs = a.v_stride[2];
       if (packed != pair) {
         const float* k = a.k + b * a.k_stride[0] + h * a.k_stride[1];
-        // (kt's columns past S stay the zeros it was made with.)
+        const float* v = a.v + b * a.v_stride[0] + h * a.v_stride[1];
+        // (kt's columns past S and vp's dims past Ev stay the zeros they
+        // were made with.)
         transpose_keys(k, a.k_stride[2], S, E, kt.data(), Sp);
+        pack_values(v, a.v_stride[2], S, Ev, vp.data());
         packed = pair;
       }
+      // The next task's pair, when it is another one: its rows of q, k and v
+      // fetched into L2 a share per row tile of this task, while this one
+      // computes (they come from memory or L3, and packing them would
+      // otherwise wait for each line).
+      const int64_t next_pair = t + 1 < t1 ? (t + 1) / blocks : pair;
+      const int64_t next_b = next_pair / a.heads, next_h = next_pair % a.heads;
+      const float* next_q = a.q + next_b * a.q_stride[0] + next_h * a.q_stride[1] +
+                            (t + 1) % blocks * block_rows * a.q_stride[2];
+      const float* next_k = a.k + next_b * a.k_stride[0] + next_h * a.k_stride[1];
+      const float* next_v = a.v + next_b * a.v_stride[0] + next_h * a.v_stride[1];
       // Query i's mask row in `slot` (one another slot of the tile holds
       // already: that one; a key-padding mask converts once per batch).
       auto mask_row = [&](int64_t i, int slot) {
@@ -524,7 +555,18 @@ void attention(const AttentionCall& a) {
         return m;
       };
       const int64_t i_begin = t % blocks * block_rows, i_end = std::min(L, i_begin + block_rows);
+      const int64_t tiles = (i_end - i_begin + kRows - 1) / kRows;
       for (int64_t i0 = i_begin; i0 < i_end; i0 += kRows) {
+        if (next_pair != pair) {
+          const int64_t n = (i0 - i_begin) / kRows;
+          auto fetch = [&](const float* x, int64_t stride, int64_t rows, int64_t width) {
+            for (int64_t i = rows * n / tiles; i < rows * (n + 1) / tiles; ++i)
+              for (int64_t e = 0; e < width; e += 16) __builtin_prefetch(x + i * stride + e, 0, 2);
+          };
+          fetch(next_k, a.k_stride[2], S, E);
+          fetch(next_v, a.v_stride[2], S, Ev);
+          fetch(next_q, a.q_stride[2], std::min(block_rows, L), E);
+        }
         const int rows = static_cast<int>(std::min<int64_t>(kRows, i_end - i0));
         // The tile's queries and mask rows (rows past `rows` repeat row i0's).
         const float* qr[kRows];
@@ -546,11 +588,8 @@ void attention(const AttentionCall& a) {
           score_tile(qr, kt.data() + j0, Sp, E, a.scale, p.data() + j0, Sp, j0, S, i0, a.causal, m,
                      mx);
         float row_max[kRows];
-        for (int r = 0; r < rows; ++r) {
-          Vec lanes;
-          __builtin_memcpy(&lanes, &mx[r], sizeof lanes);
-          row_max[r] = fold(lanes, [](auto& x, const auto& y) { x = x > y ? x : y; });
-        }
+        for (int r = 0; r < rows; ++r)
+          row_max[r] = fold512(mx[r], [](auto& x, const auto& y) { x = x > y ? x : y; });
 #else
         for (int64_t j0 = 0; j0 < Sp; j0 += kCols)
           score_tile(qr, kt.data() + j0, Sp, E, a.scale, p.data() + j0, Sp);
@@ -564,15 +603,11 @@ void attention(const AttentionCall& a) {
         for (int64_t d0 = 0; d0 < Ev; d0 += kCols) {
           const int width = static_cast<int>(std::min<int64_t>(kCols, Ev - d0));
 #if defined(__AVX512F__)
-          value_tile(p.data(), Sp, v + d0, vs, S, width, sum, rows, out + i0 * a.o_stride[2] + d0,
-                     a.o_stride[2]);
+          value_tile(p.data(), Sp, vp.data() + d0 * S, S, width, sum, rows,
+                     out + i0 * a.o_stride[2] + d0, a.o_stride[2]);
 #else
           float o[kRows][kCols];
-          if (width == kCols) {
-            value_tile(p.data(), Sp, v + d0, vs, S, o);
-          } else {
-            value_tail(p.data(), Sp, v + d0, vs, S, width, o);
-          }
+          value_tile(p.data(), Sp, vp.data() + d0 * S, S, o);
           for (int r = 0; r < rows; ++r) {
             float* dst = out + (i0 + r) * a.o_stride[2] + d0;
             if (sum[r] == 0.f) {  // zero probabilities times v: 0, or NaN where v is not finite
