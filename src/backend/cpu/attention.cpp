@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
 #include <vector>
 
@@ -140,6 +141,46 @@ void pack_values(const float* v, int64_t vs, int64_t S, int64_t Ev, float* vp) {
     for (int64_t j = 0; j < S; ++j) std::copy_n(v + j * vs + d0, width, block + j * kCols);
   }
 }
+
+/// The cache lines of a few row sets (rows[x] rows of width[x] floats,
+/// row i at base[x] + i * stride[x]) fetched into L2 (prefetcht1) a few at a
+/// time: the next task's q, k and v while this one computes. A line is
+/// fetched as its own request only while one of L1's few fill buffers is
+/// free: many at once stall the core until memory answers, so they go out
+/// n at a time between the tiles.
+struct LinePrefetcher {
+  static constexpr int kSets = 3;
+  const float* base[kSets] = {};
+  int64_t stride[kSets] = {}, rows[kSets] = {}, width[kSets] = {};
+  int set = 0;
+  int64_t row = 0;
+  uintptr_t line = 0, end = 0;  // the current row's next line and its end
+
+  /// The lines of every row of every set (for the share per call).
+  int64_t lines() const {
+    int64_t n = 0;
+    for (int x = 0; x < kSets; ++x) n += rows[x] * ((width[x] * 4 + 63) / 64 + 1);
+    return n;
+  }
+  void fetch(int64_t n) {
+    for (; n > 0; --n) {
+      while (line >= end) {  // the next row
+        if (set == kSets) return;
+        if (row == rows[set] || width[set] == 0) {
+          ++set;
+          row = 0;
+          continue;
+        }
+        const auto at = reinterpret_cast<uintptr_t>(base[set] + row * stride[set]);
+        line = at & ~uintptr_t{63};
+        end = at + static_cast<uintptr_t>(width[set]) * 4;
+        ++row;
+      }
+      __builtin_prefetch(reinterpret_cast<const void*>(line), 0, 2);
+      line += 64;
+    }
+  }
+};
 
 /// The mask of one query row as the kernels read it: keep[j] (nonzero:
 /// kept) from a bool mask, or add[j] from a float32 one; both null: none.
@@ -503,16 +544,25 @@ void attention(const AttentionCall& a) {
         pack_values(v, a.v_stride[2], S, Ev, vp.data());
         packed = pair;
       }
-      // The next task's pair, when it is another one: its rows of q, k and v
-      // fetched into L2 a share per row tile of this task, while this one
-      // computes (they come from memory or L3, and packing them would
-      // otherwise wait for each line).
-      const int64_t next_pair = t + 1 < t1 ? (t + 1) / blocks : pair;
-      const int64_t next_b = next_pair / a.heads, next_h = next_pair % a.heads;
-      const float* next_q = a.q + next_b * a.q_stride[0] + next_h * a.q_stride[1] +
-                            (t + 1) % blocks * block_rows * a.q_stride[2];
-      const float* next_k = a.k + next_b * a.k_stride[0] + next_h * a.k_stride[1];
-      const float* next_v = a.v + next_b * a.v_stride[0] + next_h * a.v_stride[1];
+      // The next task's pair, when it is another one: its rows of k, v and
+      // q fetched into L2 while this task computes, a share before each of
+      // its tiles (they come from memory or L3: a GEMM just wrote them; the
+      // packing and the first tiles would otherwise wait for each line).
+      LinePrefetcher next;
+      if (t + 1 < t1 && (t + 1) / blocks != pair) {
+        const int64_t nb = (t + 1) / blocks / a.heads, nh = (t + 1) / blocks % a.heads;
+        const int64_t ni = (t + 1) % blocks * block_rows;
+        next.base[0] = a.k + nb * a.k_stride[0] + nh * a.k_stride[1];
+        next.base[1] = a.v + nb * a.v_stride[0] + nh * a.v_stride[1];
+        next.base[2] = a.q + nb * a.q_stride[0] + nh * a.q_stride[1] + ni * a.q_stride[2];
+        const int64_t strides[] = {a.k_stride[2], a.v_stride[2], a.q_stride[2]};
+        const int64_t rows[] = {S, S, std::min(block_rows, L - ni)}, widths[] = {E, Ev, E};
+        for (int x = 0; x < LinePrefetcher::kSets; ++x) {
+          next.stride[x] = strides[x];
+          next.rows[x] = rows[x];
+          next.width[x] = widths[x];
+        }
+      }
       // Query i's mask row in `slot` (one another slot of the tile holds
       // already: that one; a key-padding mask converts once per batch).
       auto mask_row = [&](int64_t i, int slot) {
@@ -555,18 +605,11 @@ void attention(const AttentionCall& a) {
         return m;
       };
       const int64_t i_begin = t % blocks * block_rows, i_end = std::min(L, i_begin + block_rows);
-      const int64_t tiles = (i_end - i_begin + kRows - 1) / kRows;
+      // The prefetches' share before each score and value tile.
+      const int64_t tiles = (i_end - i_begin + kRows - 1) / kRows * (Sp + Evp) / kCols;
+      static const int pf_mode = getenv("PF") ? atoi(getenv("PF")) : 1;
+      const int64_t share = pf_mode ? (next.lines() + tiles - 1) / tiles : 0;
       for (int64_t i0 = i_begin; i0 < i_end; i0 += kRows) {
-        if (next_pair != pair) {
-          const int64_t n = (i0 - i_begin) / kRows;
-          auto fetch = [&](const float* x, int64_t stride, int64_t rows, int64_t width) {
-            for (int64_t i = rows * n / tiles; i < rows * (n + 1) / tiles; ++i)
-              for (int64_t e = 0; e < width; e += 16) __builtin_prefetch(x + i * stride + e, 0, 2);
-          };
-          fetch(next_k, a.k_stride[2], S, E);
-          fetch(next_v, a.v_stride[2], S, Ev);
-          fetch(next_q, a.q_stride[2], std::min(block_rows, L), E);
-        }
         const int rows = static_cast<int>(std::min<int64_t>(kRows, i_end - i0));
         // The tile's queries and mask rows (rows past `rows` repeat row i0's).
         const float* qr[kRows];
@@ -584,15 +627,19 @@ void attention(const AttentionCall& a) {
 #if defined(__AVX512F__)
         __m512 mx[kRows];
         for (int r = 0; r < kRows; ++r) mx[r] = _mm512_set1_ps(-__builtin_inff());
-        for (int64_t j0 = 0; j0 < Sp; j0 += kCols)
+        for (int64_t j0 = 0; j0 < Sp; j0 += kCols) {
+          next.fetch(share);
           score_tile(qr, kt.data() + j0, Sp, E, a.scale, p.data() + j0, Sp, j0, S, i0, a.causal, m,
                      mx);
+        }
         float row_max[kRows];
         for (int r = 0; r < rows; ++r)
           row_max[r] = fold512(mx[r], [](auto& x, const auto& y) { x = x > y ? x : y; });
 #else
-        for (int64_t j0 = 0; j0 < Sp; j0 += kCols)
+        for (int64_t j0 = 0; j0 < Sp; j0 += kCols) {
+          next.fetch(share);
           score_tile(qr, kt.data() + j0, Sp, E, a.scale, p.data() + j0, Sp);
+        }
         float row_max[kRows];
         for (int r = 0; r < rows; ++r)
           row_max[r] = mask_and_max(S, a.causal, i0 + r, m[r], p.data() + r * Sp);
@@ -602,6 +649,7 @@ void attention(const AttentionCall& a) {
         // Normalized at the end: times 1 / sum, as the CUDA kernel does.
         for (int64_t d0 = 0; d0 < Ev; d0 += kCols) {
           const int width = static_cast<int>(std::min<int64_t>(kCols, Ev - d0));
+          next.fetch(share);
 #if defined(__AVX512F__)
           value_tile(p.data(), Sp, vp.data() + d0 * S, S, width, sum, rows,
                      out + i0 * a.o_stride[2] + d0, a.o_stride[2]);
