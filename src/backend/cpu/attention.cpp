@@ -10,7 +10,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <limits>
 #include <vector>
 
@@ -607,8 +606,7 @@ void attention(const AttentionCall& a) {
       const int64_t i_begin = t % blocks * block_rows, i_end = std::min(L, i_begin + block_rows);
       // The prefetches' share before each score and value tile.
       const int64_t tiles = (i_end - i_begin + kRows - 1) / kRows * (Sp + Evp) / kCols;
-      static const int pf_mode = getenv("PF") ? atoi(getenv("PF")) : 1;
-      const int64_t share = pf_mode ? (next.lines() + tiles - 1) / tiles : 0;
+      const int64_t share = (next.lines() + tiles - 1) / tiles;
       for (int64_t i0 = i_begin; i0 < i_end; i0 += kRows) {
         const int rows = static_cast<int>(std::min<int64_t>(kRows, i_end - i0));
         // The tile's queries and mask rows (rows past `rows` repeat row i0's).
@@ -619,9 +617,6 @@ void attention(const AttentionCall& a) {
           qr[r] = q + i * a.q_stride[2];
           if (a.mask.data) m[r] = mask_row(i, r);
         }
-        for (int r = 0; r < kRows && i0 + kRows + r < i_end; ++r)  // the next tile's queries
-          for (int64_t e = 0; e < E; e += 16)
-            __builtin_prefetch(q + (i0 + kRows + r) * a.q_stride[2] + e);
         const bool masked = a.causal || a.mask.data;
         float sum[kRows];
 #if defined(__AVX512F__)
