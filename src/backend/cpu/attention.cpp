@@ -81,6 +81,33 @@ SMELT_VEC_INLINE float fold512(__m512 v, Op op) {
 }
 #endif
 
+#if defined(__AVX512F__)
+/// Exp16 (hence scalar::exp's bits) for x <= 0 or NaN, as softmax's
+/// score minus its row's max is, with fewer instructions on the vector
+/// ports: no clamp from above (min(100, x) is x there), and t = x log2(e)
+/// rounded to an integer by adding and subtracting 1.5 * 2^23 (for |t| <
+/// 2^22 the sum's last bit is t's nearest integer, ties to even, as
+/// roundscale gives; a zero's sign may differ, which q * ln2 + x, the
+/// polynomial and the scaling make no difference of).
+struct ExpOfNonPositive : Exp16 {
+  const __m512 shift = _mm512_set1_ps(0x1.8p23f);
+
+  SMELT_VEC_INLINE __m512 operator()(__m512 x) const {
+    const __m512 a = _mm512_mask_max_ps(lo, kAll, lo, x);  // NaN: x (the second operand)
+    const __m512 q = _mm512_sub_ps(_mm512_add_ps(_mm512_mul_ps(a, log2e), shift), shift);
+    __m512 s = _mm512_fmadd_ps(q, l2u, a);
+    s = _mm512_fmadd_ps(q, l2l, s);
+    __m512 u = _mm512_fmadd_ps(c5, s, c4);
+    u = _mm512_fmadd_ps(u, s, c3);
+    u = _mm512_fmadd_ps(u, s, c2);
+    u = _mm512_fmadd_ps(u, s, c1);
+    u = _mm512_fmadd_ps(u, s, c0);
+    u = _mm512_add_ps(_mm512_fmadd_ps(_mm512_mul_ps(s, s), u, s), one);
+    return _mm512_mask_scalef_ps(u, kAll, u, q);
+  }
+};
+#endif
+
 /// kt[e * ld + j] = k[j * ks + e] for j < S and e < E (k^T): 16 x 16
 /// blocks transposed in registers where the capability has 512-bit vectors,
 /// the rest (and everything elsewhere) element by element.
@@ -217,32 +244,50 @@ void softmax_tile(int64_t S, bool masked, const float* mx, int rows, float* p, i
       if (sum[r] == 0.f) std::fill(s, s + S, 0.f);
       continue;
     }
-#if defined(__AVX512F__)
-    // exp and the sum in one pass, the sum's lanes in a register.
-    const Exp16 exp16;
-    const __m512 m = _mm512_set1_ps(mx[r]);
-    __m512 acc = _mm512_setzero_ps();
-    int64_t j = 0;
-    for (; j + kLanes <= S; j += kLanes) {
-      const __m512 x = exp16(_mm512_sub_ps(_mm512_loadu_ps(s + j), m));
-      _mm512_storeu_ps(s + j, x);
-      acc = _mm512_add_ps(acc, x);
-    }
-    if (j < S) {
-      float tail = _mm512_cvtss_f32(acc);
-      for (; j < S; ++j) {
-        s[j] = scalar::exp<float>(scalar::sub<float>(s[j], mx[r]));
-        tail += s[j];
-      }
-      acc = _mm512_mask_mov_ps(acc, 1, _mm512_set1_ps(tail));
-    }
-    sum[r] = fold512(acc, [](auto& x, const auto& y) { x += y; });
-#else
+#if !defined(__AVX512F__)
     const float m = mx[r];
     for (int64_t j = 0; j < S; ++j) s[j] = scalar::exp<float>(scalar::sub<float>(s[j], m));
 #endif
   }
-#if !defined(__AVX512F__)
+#if defined(__AVX512F__)
+  // exp and the sum in one pass, the sum's lanes in a register, two rows at
+  // a time (two independent chains through exp's long one).
+  int todo[kRows], n = 0;
+  for (int r = 0; r < rows; ++r)
+    if (!decided[r]) todo[n++] = r;
+  const ExpOfNonPositive exp16;
+  for (int t = 0; t < n; t += 2) {
+    const int r0 = todo[t], r1 = todo[t + 1 < n ? t + 1 : t];  // (an odd row out: twice)
+    float *s0 = p + r0 * ldp, *s1 = p + r1 * ldp;
+    const __m512 m0 = _mm512_set1_ps(mx[r0]), m1 = _mm512_set1_ps(mx[r1]);
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+    int64_t j = 0;
+    for (; j + kLanes <= S; j += kLanes) {
+      const __m512 x0 = exp16(_mm512_sub_ps(_mm512_loadu_ps(s0 + j), m0));
+      const __m512 x1 = exp16(_mm512_sub_ps(_mm512_loadu_ps(s1 + j), m1));
+      _mm512_storeu_ps(s0 + j, x0);
+      _mm512_storeu_ps(s1 + j, x1);
+      acc0 = _mm512_add_ps(acc0, x0);
+      acc1 = _mm512_add_ps(acc1, x1);
+    }
+    const int64_t j_tail = j;
+    const __m512 accs[2] = {acc0, acc1};
+    for (int u = 0; u < 2 && t + u < n; ++u) {
+      const int r = todo[t + u];
+      float* s = p + r * ldp;
+      __m512 acc = accs[u];
+      if (j_tail < S) {
+        float tail = _mm512_cvtss_f32(acc);
+        for (j = j_tail; j < S; ++j) {
+          s[j] = scalar::exp<float>(scalar::sub<float>(s[j], mx[r]));
+          tail += s[j];
+        }
+        acc = _mm512_mask_mov_ps(acc, 1, _mm512_set1_ps(tail));
+      }
+      sum[r] = fold512(acc, [](auto& x, const auto& y) { x += y; });
+    }
+  }
+#else
   Vec vsum[kRows];
 #pragma GCC unroll 8
   for (int r = 0; r < kRows; ++r) vsum[r] = Vec{};
