@@ -170,10 +170,10 @@ void pack_values(const float* v, int64_t vs, int64_t S, int64_t Ev, float* vp) {
 
 /// The cache lines of a few row sets (rows[x] rows of width[x] floats,
 /// row i at base[x] + i * stride[x]) fetched into L2 (prefetcht1) a few at a
-/// time: the next task's q, k and v while this one computes. A line is
-/// fetched as its own request only while one of L1's few fill buffers is
-/// free: many at once stall the core until memory answers, so they go out
-/// n at a time between the tiles.
+/// time: the q, k and v of the tasks a thread takes next while it computes
+/// the ones before. A line is fetched as its own request only while one of
+/// L1's few fill buffers is free: many at once stall the core until memory
+/// answers, so they go out n at a time between the tiles.
 struct LinePrefetcher {
   static constexpr int kSets = 3;
   const float* base[kSets] = {};
@@ -562,6 +562,28 @@ void attention(const AttentionCall& a) {
   const int64_t block_rows = (row_tiles + blocks - 1) / blocks * kRows;
   const int64_t* ms = a.mask.stride;
   const bool bool_mask = a.mask.data && a.mask.dtype == DType::Bool;
+  // k, v and q each holding a batch's rows of every head in one span
+  // without gaps (heads packed in rows, [B, T, H * D] as BERT's and GPT-2's
+  // projections give, or [B, H, T, D]): the prefetches then fetch a batch at
+  // a time in address order, whole pages instead of a head's two lines of
+  // each row (when each task is a whole pair: batch_spans).
+  struct Span {
+    const float* data;
+    int64_t batch_stride, extent;
+  } spans[LinePrefetcher::kSets];
+  bool batch_spans = blocks == 1;
+  {
+    const float* data[] = {a.k, a.v, a.q};
+    const int64_t* strides[] = {a.k_stride, a.v_stride, a.q_stride};
+    const int64_t rows[] = {S, S, L}, widths[] = {E, Ev, E};
+    for (int x = 0; x < LinePrefetcher::kSets; ++x) {
+      const int64_t* st = strides[x];
+      const int64_t extent = (a.heads - 1) * st[1] + (rows[x] - 1) * st[2] + widths[x];
+      spans[x] = {data[x], st[0], extent};
+      batch_spans = batch_spans && st[1] >= 0 && st[2] >= 0 &&
+                    extent == a.heads * rows[x] * widths[x] && st[0] >= extent;
+    }
+  }
   parallel_for(0, pairs * blocks, 1, [&](int64_t t0, int64_t t1) {
     // Per thread: k^T and v of the current pair packed (the keys padded to
     // whole tiles, v in blocks of kCols dims), a tile's scores, and a tile's
@@ -575,6 +597,8 @@ void attention(const AttentionCall& a) {
     const void* converted[kRows] = {};
     bool all_kept[kRows] = {};  // a converted bool row that keeps every key: read as no mask
     int64_t packed = -1;
+    LinePrefetcher ahead;  // the next batch's or task's q, k and v
+    int64_t share = 0;     // its lines per tile
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t pair = t / blocks, b = pair / a.heads, h = pair % a.heads;
       const float* q = a.q + b * a.q_stride[0] + h * a.q_stride[1];
@@ -588,24 +612,39 @@ void attention(const AttentionCall& a) {
         pack_values(v, a.v_stride[2], S, Ev, vp.data());
         packed = pair;
       }
-      // The next task's pair, when it is another one: its rows of k, v and
-      // q fetched into L2 while this task computes, a share before each of
-      // its tiles (they come from memory or L3: a GEMM just wrote them; the
-      // packing and the first tiles would otherwise wait for each line).
-      LinePrefetcher next;
-      if (t + 1 < t1 && (t + 1) / blocks != pair) {
-        const int64_t nb = (t + 1) / blocks / a.heads, nh = (t + 1) / blocks % a.heads;
-        const int64_t ni = (t + 1) % blocks * block_rows;
-        next.base[0] = a.k + nb * a.k_stride[0] + nh * a.k_stride[1];
-        next.base[1] = a.v + nb * a.v_stride[0] + nh * a.v_stride[1];
-        next.base[2] = a.q + nb * a.q_stride[0] + nh * a.q_stride[1] + ni * a.q_stride[2];
-        const int64_t strides[] = {a.k_stride[2], a.v_stride[2], a.q_stride[2]};
-        const int64_t rows[] = {S, S, std::min(block_rows, L - ni)}, widths[] = {E, Ev, E};
-        for (int x = 0; x < LinePrefetcher::kSets; ++x) {
-          next.stride[x] = strides[x];
-          next.rows[x] = rows[x];
-          next.width[x] = widths[x];
+      // What the thread computes next fetched into L2 while it computes
+      // this (q, k and v come from memory or L3: a GEMM just wrote them; the
+      // packing and the first tiles would otherwise wait for each line), a
+      // share before each tile: with batch_spans, the next batch's spans
+      // (in address order, a page at a time) over this batch's tasks; else
+      // the next task's rows of k, v and q over this task.
+      const int64_t i_begin = t % blocks * block_rows, i_end = std::min(L, i_begin + block_rows);
+      const int64_t tiles = (i_end - i_begin + kRows - 1) / kRows * (Sp + Evp) / kCols;
+      if (batch_spans ? t == t0 || h == 0 : true) {
+        ahead = LinePrefetcher();
+        int64_t tasks = 1;  // this thread's tasks before those fetched
+        if (batch_spans && (b + 1) * a.heads < t1) {
+          for (int x = 0; x < LinePrefetcher::kSets; ++x) {
+            ahead.base[x] = spans[x].data + (b + 1) * spans[x].batch_stride;
+            ahead.rows[x] = 1;
+            ahead.width[x] = spans[x].extent;
+          }
+          tasks = (b + 1) * a.heads - t;
+        } else if (!batch_spans && t + 1 < t1 && (t + 1) / blocks != pair) {
+          const int64_t nb = (t + 1) / blocks / a.heads, nh = (t + 1) / blocks % a.heads;
+          const int64_t ni = (t + 1) % blocks * block_rows;
+          ahead.base[0] = a.k + nb * a.k_stride[0] + nh * a.k_stride[1];
+          ahead.base[1] = a.v + nb * a.v_stride[0] + nh * a.v_stride[1];
+          ahead.base[2] = a.q + nb * a.q_stride[0] + nh * a.q_stride[1] + ni * a.q_stride[2];
+          const int64_t strides[] = {a.k_stride[2], a.v_stride[2], a.q_stride[2]};
+          const int64_t rows[] = {S, S, std::min(block_rows, L - ni)}, widths[] = {E, Ev, E};
+          for (int x = 0; x < LinePrefetcher::kSets; ++x) {
+            ahead.stride[x] = strides[x];
+            ahead.rows[x] = rows[x];
+            ahead.width[x] = widths[x];
+          }
         }
+        share = (ahead.lines() + tasks * tiles - 1) / (tasks * tiles);
       }
       // Query i's mask row in `slot` (one another slot of the tile holds
       // already: that one; a key-padding mask converts once per batch).
@@ -648,10 +687,6 @@ void attention(const AttentionCall& a) {
         }
         return m;
       };
-      const int64_t i_begin = t % blocks * block_rows, i_end = std::min(L, i_begin + block_rows);
-      // The prefetches' share before each score and value tile.
-      const int64_t tiles = (i_end - i_begin + kRows - 1) / kRows * (Sp + Evp) / kCols;
-      const int64_t share = (next.lines() + tiles - 1) / tiles;
       for (int64_t i0 = i_begin; i0 < i_end; i0 += kRows) {
         const int rows = static_cast<int>(std::min<int64_t>(kRows, i_end - i0));
         // The tile's queries and mask rows (rows past `rows` repeat row i0's).
@@ -668,7 +703,7 @@ void attention(const AttentionCall& a) {
         __m512 mx[kRows];
         for (int r = 0; r < kRows; ++r) mx[r] = _mm512_set1_ps(-__builtin_inff());
         for (int64_t j0 = 0; j0 < Sp; j0 += kCols) {
-          next.fetch(share);
+          ahead.fetch(share);
           score_tile(qr, kt.data() + j0, Sp, E, a.scale, p.data() + j0, Sp, j0, S, i0, a.causal, m,
                      mx);
         }
@@ -677,7 +712,7 @@ void attention(const AttentionCall& a) {
           row_max[r] = fold512(mx[r], [](auto& x, const auto& y) { x = x > y ? x : y; });
 #else
         for (int64_t j0 = 0; j0 < Sp; j0 += kCols) {
-          next.fetch(share);
+          ahead.fetch(share);
           score_tile(qr, kt.data() + j0, Sp, E, a.scale, p.data() + j0, Sp);
         }
         float row_max[kRows];
@@ -689,7 +724,7 @@ void attention(const AttentionCall& a) {
         // Normalized at the end: times 1 / sum, as the CUDA kernel does.
         for (int64_t d0 = 0; d0 < Ev; d0 += kCols) {
           const int width = static_cast<int>(std::min<int64_t>(kCols, Ev - d0));
-          next.fetch(share);
+          ahead.fetch(share);
 #if defined(__AVX512F__)
           value_tile(p.data(), Sp, vp.data() + d0 * S, S, width, sum, rows,
                      out + i0 * a.o_stride[2] + d0, a.o_stride[2]);
