@@ -164,7 +164,12 @@ void pack_values(const float* v, int64_t vs, int64_t S, int64_t Ev, float* vp) {
   for (int64_t d0 = 0; d0 < Ev; d0 += kCols) {
     const int64_t width = std::min<int64_t>(kCols, Ev - d0);
     float* block = vp + d0 * S;
-    for (int64_t j = 0; j < S; ++j) std::copy_n(v + j * vs + d0, width, block + j * kCols);
+    if (width == kCols) {  // (a copy of constant size: vector moves, no call)
+      for (int64_t j = 0; j < S; ++j)
+        __builtin_memcpy(block + j * kCols, v + j * vs + d0, kCols * sizeof(float));
+    } else {
+      for (int64_t j = 0; j < S; ++j) std::copy_n(v + j * vs + d0, width, block + j * kCols);
+    }
   }
 }
 
