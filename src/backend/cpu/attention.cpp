@@ -379,7 +379,8 @@ SMELT_VEC_INLINE void score_tile(const float* const* q, const float* kt, int64_t
 /// 0 or NaN where v is not finite, as the decomposition's product gives) into
 /// out[r * os + d] for the first `rows` rows and `width` (<= kCols) dims.
 SMELT_VEC_INLINE void value_tile(const float* p, int64_t ldp, const float* v, int64_t S, int width,
-                                 const float* sum, int rows, float* out, int64_t os) {
+                                 const float* sum, int rows, float* out, int64_t os,
+                                 LinePrefetcher& ahead, int64_t share) {
   const __mmask16 m0 = static_cast<__mmask16>(width >= 16 ? 0xffff : (1u << width) - 1),
                   m1 = static_cast<__mmask16>(width >= 32   ? 0xffff
                                               : width <= 16 ? 0
@@ -387,13 +388,16 @@ SMELT_VEC_INLINE void value_tile(const float* p, int64_t ldp, const float* v, in
   __m512 acc[kRows][2];
 #pragma GCC unroll 8
   for (int r = 0; r < kRows; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
-  for (int64_t j = 0; j < S; ++j) {
-    const __m512 v0 = _mm512_loadu_ps(v + j * kCols), v1 = _mm512_loadu_ps(v + j * kCols + 16);
+  for (int half = 0; half < 2; ++half) {
+    ahead.fetch(share);  // (between the halves too)
+    for (int64_t j = half * S / 2; j < (half + 1) * S / 2; ++j) {
+      const __m512 v0 = _mm512_loadu_ps(v + j * kCols), v1 = _mm512_loadu_ps(v + j * kCols + 16);
 #pragma GCC unroll 8
-    for (int r = 0; r < kRows; ++r) {
-      const __m512 x = _mm512_set1_ps(p[r * ldp + j]);
-      acc[r][0] = _mm512_fmadd_ps(x, v0, acc[r][0]);
-      acc[r][1] = _mm512_fmadd_ps(x, v1, acc[r][1]);
+      for (int r = 0; r < kRows; ++r) {
+        const __m512 x = _mm512_set1_ps(p[r * ldp + j]);
+        acc[r][0] = _mm512_fmadd_ps(x, v0, acc[r][0]);
+        acc[r][1] = _mm512_fmadd_ps(x, v1, acc[r][1]);
+      }
     }
   }
 #pragma GCC unroll 8
@@ -624,7 +628,9 @@ void attention(const AttentionCall& a) {
       // (in address order, a page at a time) over this batch's tasks; else
       // the next task's rows of k, v and q over this task.
       const int64_t i_begin = t % blocks * block_rows, i_end = std::min(L, i_begin + block_rows);
-      const int64_t tiles = (i_end - i_begin + kRows - 1) / kRows * (Sp + Evp) / kCols;
+      // (The prefetches' calls: before each score tile, the softmax, and each
+      // half of each value tile.)
+      const int64_t tiles = (i_end - i_begin + kRows - 1) / kRows * ((Sp + 2 * Evp) / kCols + 1);
       if (batch_spans ? t == t0 || h == 0 : true) {
         ahead = LinePrefetcher();
         int64_t tasks = 1;  // this thread's tasks before those fetched
@@ -724,16 +730,17 @@ void attention(const AttentionCall& a) {
         for (int r = 0; r < rows; ++r)
           row_max[r] = mask_and_max(S, a.causal, i0 + r, m[r], p.data() + r * Sp);
 #endif
+        ahead.fetch(share);
         softmax_tile(S, masked, row_max, rows, p.data(), Sp, sum);
         for (int r = rows; r < kRows; ++r) std::fill(p.data() + r * Sp, p.data() + r * Sp + S, 0.f);
         // Normalized at the end: times 1 / sum, as the CUDA kernel does.
         for (int64_t d0 = 0; d0 < Ev; d0 += kCols) {
           const int width = static_cast<int>(std::min<int64_t>(kCols, Ev - d0));
-          ahead.fetch(share);
 #if defined(__AVX512F__)
           value_tile(p.data(), Sp, vp.data() + d0 * S, S, width, sum, rows,
-                     out + i0 * a.o_stride[2] + d0, a.o_stride[2]);
+                     out + i0 * a.o_stride[2] + d0, a.o_stride[2], ahead, share);
 #else
+          ahead.fetch(2 * share);
           float o[kRows][kCols];
           value_tile(p.data(), Sp, vp.data() + d0 * S, S, o);
           for (int r = 0; r < rows; ++r) {
