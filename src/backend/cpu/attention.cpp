@@ -255,37 +255,44 @@ void softmax_tile(int64_t S, bool masked, const float* mx, int rows, float* p, i
 #endif
   }
 #if defined(__AVX512F__)
-  // exp and the sum in one pass, the sum's lanes in a register, two rows at
-  // a time (two independent chains through exp's long one).
+  // exp and the sum in one pass, the sum's lanes in a register, kGroup
+  // rows at a time (independent chains through exp's long one).
+  constexpr int kGroup = 4;
   int todo[kRows], n = 0;
   for (int r = 0; r < rows; ++r)
     if (!decided[r]) todo[n++] = r;
   const ExpOfNonPositive exp16;
-  for (int t = 0; t < n; t += 2) {
-    const int r0 = todo[t], r1 = todo[t + 1 < n ? t + 1 : t];  // (an odd row out: twice)
-    float *s0 = p + r0 * ldp, *s1 = p + r1 * ldp;
-    const __m512 m0 = _mm512_set1_ps(mx[r0]), m1 = _mm512_set1_ps(mx[r1]);
-    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+  for (int t = 0; t < n; t += kGroup) {
+    float* s[kGroup];
+    __m512 m[kGroup], accs[kGroup];
+#pragma GCC unroll 4
+    for (int u = 0; u < kGroup; ++u) {
+      const int r = todo[t + u < n ? t + u : t];  // (rows past n: the first again)
+      s[u] = p + r * ldp;
+      m[u] = _mm512_set1_ps(mx[r]);
+      accs[u] = _mm512_setzero_ps();
+    }
     int64_t j = 0;
     for (; j + kLanes <= S; j += kLanes) {
-      const __m512 x0 = exp16(_mm512_sub_ps(_mm512_loadu_ps(s0 + j), m0));
-      const __m512 x1 = exp16(_mm512_sub_ps(_mm512_loadu_ps(s1 + j), m1));
-      _mm512_storeu_ps(s0 + j, x0);
-      _mm512_storeu_ps(s1 + j, x1);
-      acc0 = _mm512_add_ps(acc0, x0);
-      acc1 = _mm512_add_ps(acc1, x1);
+      __m512 x[kGroup];
+#pragma GCC unroll 4
+      for (int u = 0; u < kGroup; ++u) x[u] = exp16(_mm512_sub_ps(_mm512_loadu_ps(s[u] + j), m[u]));
+#pragma GCC unroll 4
+      for (int u = 0; u < kGroup; ++u) {
+        _mm512_storeu_ps(s[u] + j, x[u]);
+        accs[u] = _mm512_add_ps(accs[u], x[u]);
+      }
     }
     const int64_t j_tail = j;
-    const __m512 accs[2] = {acc0, acc1};
-    for (int u = 0; u < 2 && t + u < n; ++u) {
+    for (int u = 0; u < kGroup && t + u < n; ++u) {
       const int r = todo[t + u];
-      float* s = p + r * ldp;
+      float* row = p + r * ldp;
       __m512 acc = accs[u];
       if (j_tail < S) {
         float tail = _mm512_cvtss_f32(acc);
         for (j = j_tail; j < S; ++j) {
-          s[j] = scalar::exp<float>(scalar::sub<float>(s[j], mx[r]));
-          tail += s[j];
+          row[j] = scalar::exp<float>(scalar::sub<float>(row[j], mx[r]));
+          tail += row[j];
         }
         acc = _mm512_mask_mov_ps(acc, 1, _mm512_set1_ps(tail));
       }
