@@ -25,6 +25,8 @@ namespace {
 constexpr int kRows = 8;
 /// Keys per score tile and value dims per output tile (two 512-bit vectors).
 constexpr int kCols = 32;
+/// Outputs from this size on are written with non-temporal stores.
+constexpr int64_t kStreamBytes = int64_t{4} << 20;
 /// Independent lanes of a row's max and sum (one 512-bit vector).
 constexpr int kLanes = 16;
 /// kLanes floats and their int32 masks as GCC vectors (one
@@ -384,10 +386,11 @@ SMELT_VEC_INLINE void score_tile(const float* const* q, const float* kt, int64_t
 /// value_tile on a block of packed values (pack_values), the sums times 1 /
 /// sum[r] (where it is 0, the sums themselves: the zero probabilities times v,
 /// 0 or NaN where v is not finite, as the decomposition's product gives) into
-/// out[r * os + d] for the first `rows` rows and `width` (<= kCols) dims.
+/// out[r * os + d] for the first `rows` rows and `width` (<= kCols) dims;
+/// with `stream`, a row's whole cache lines by non-temporal stores.
 SMELT_VEC_INLINE void value_tile(const float* p, int64_t ldp, const float* v, int64_t S, int width,
                                  const float* sum, int rows, float* out, int64_t os,
-                                 LinePrefetcher& ahead, int64_t share) {
+                                 LinePrefetcher& ahead, int64_t share, bool stream) {
   const __mmask16 m0 = static_cast<__mmask16>(width >= 16 ? 0xffff : (1u << width) - 1),
                   m1 = static_cast<__mmask16>(width >= 32   ? 0xffff
                                               : width <= 16 ? 0
@@ -412,8 +415,16 @@ SMELT_VEC_INLINE void value_tile(const float* p, int64_t ldp, const float* v, in
     if (r >= rows) break;
     const __m512 inv = _mm512_set1_ps(scalar::div<float>(1.f, sum[r]));
     const bool zero = sum[r] == 0.f;
-    _mm512_mask_storeu_ps(out + r * os, m0, zero ? acc[r][0] : _mm512_mul_ps(acc[r][0], inv));
-    _mm512_mask_storeu_ps(out + r * os + 16, m1, zero ? acc[r][1] : _mm512_mul_ps(acc[r][1], inv));
+    const __m512 y0 = zero ? acc[r][0] : _mm512_mul_ps(acc[r][0], inv),
+                 y1 = zero ? acc[r][1] : _mm512_mul_ps(acc[r][1], inv);
+    float* dst = out + r * os;
+    if (stream && width == kCols && (reinterpret_cast<uintptr_t>(dst) & 63) == 0) {
+      _mm512_stream_ps(dst, y0);
+      _mm512_stream_ps(dst + 16, y1);
+    } else {
+      _mm512_mask_storeu_ps(dst, m0, y0);
+      _mm512_mask_storeu_ps(dst + 16, m1, y1);
+    }
   }
 }
 #else
@@ -600,6 +611,13 @@ void attention(const AttentionCall& a) {
                     extent == a.heads * rows[x] * widths[x] && st[0] >= extent;
     }
   }
+  // A large output (MiniLM's: 6 MiB) is written with non-temporal stores
+  // (AVX-512, whole lines): its lines are not read first from memory, where
+  // they are (a block the allocator handed out again, long out of cache),
+  // which costs MiniLM's attention as much as its softmax; a small one stays
+  // in cache for what reads it next.
+  [[maybe_unused]] const bool stream =
+      pairs * L * Ev * static_cast<int64_t>(sizeof(float)) >= kStreamBytes;
   parallel_for(0, pairs * blocks, 1, [&](int64_t t0, int64_t t1) {
     // Per thread: k^T and v of the current pair packed (the keys padded to
     // whole tiles, v in blocks of kCols dims), a tile's scores, and a tile's
@@ -745,7 +763,7 @@ void attention(const AttentionCall& a) {
           const int width = static_cast<int>(std::min<int64_t>(kCols, Ev - d0));
 #if defined(__AVX512F__)
           value_tile(p.data(), Sp, vp.data() + d0 * S, S, width, sum, rows,
-                     out + i0 * a.o_stride[2] + d0, a.o_stride[2], ahead, share);
+                     out + i0 * a.o_stride[2] + d0, a.o_stride[2], ahead, share, stream);
 #else
           ahead.fetch(2 * share);
           float o[kRows][kCols];
@@ -763,6 +781,9 @@ void attention(const AttentionCall& a) {
         }
       }
     }
+#if defined(__AVX512F__)
+    if (stream) _mm_sfence();  // the streamed lines written before the threads join
+#endif
   });
 }
 
