@@ -3,8 +3,9 @@
 // value dims), q, k and v as head views of packed tensors, bool and float
 // masks of every broadcast, the causal triangle, fully masked rows (zeros),
 // NaN scores, one and two threads; every CPU capability giving the same
-// bits (the AVX-512 tiles against the portable ones); the cases the kernel
-// declines; and smelt::compile keeping float32 attention whole on the CPU.
+// bits (the AVX-512 tiles against the portable ones), also for outputs large
+// enough to be streamed; the cases the kernel declines; and smelt::compile
+// keeping float32 attention whole on the CPU.
 #include <gtest/gtest.h>
 #include <omp.h>
 

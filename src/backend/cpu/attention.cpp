@@ -650,8 +650,8 @@ void attention(const AttentionCall& a) {
       // this (q, k and v come from memory or L3: a GEMM just wrote them; the
       // packing and the first tiles would otherwise wait for each line), a
       // share before each tile: with batch_spans, the next batch's spans
-      // (in address order, a page at a time) over this batch's tasks; else
-      // the next task's rows of k, v and q over this task.
+      // (in address order) over this batch's tasks; else the next task's
+      // rows of k, v and q over this task.
       const int64_t i_begin = t % blocks * block_rows, i_end = std::min(L, i_begin + block_rows);
       // (The prefetches' calls: before each score tile, the softmax, and each
       // half of each value tile.)
