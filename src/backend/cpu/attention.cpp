@@ -96,16 +96,7 @@ struct ExpOfNonPositive : Exp16 {
 
   SMELT_VEC_INLINE __m512 operator()(__m512 x) const {
     const __m512 a = _mm512_mask_max_ps(lo, kAll, lo, x);  // NaN: x (the second operand)
-    const __m512 q = _mm512_sub_ps(_mm512_add_ps(_mm512_mul_ps(a, log2e), shift), shift);
-    __m512 s = _mm512_fmadd_ps(q, l2u, a);
-    s = _mm512_fmadd_ps(q, l2l, s);
-    __m512 u = _mm512_fmadd_ps(c5, s, c4);
-    u = _mm512_fmadd_ps(u, s, c3);
-    u = _mm512_fmadd_ps(u, s, c2);
-    u = _mm512_fmadd_ps(u, s, c1);
-    u = _mm512_fmadd_ps(u, s, c0);
-    u = _mm512_add_ps(_mm512_fmadd_ps(_mm512_mul_ps(s, s), u, s), one);
-    return _mm512_mask_scalef_ps(u, kAll, u, q);
+    return from_reduced(a, _mm512_sub_ps(_mm512_add_ps(_mm512_mul_ps(a, log2e), shift), shift));
   }
 };
 #endif
