@@ -3,8 +3,9 @@
 // value dims), q, k and v as head views of packed tensors, bool and float
 // masks of every broadcast, the causal triangle, fully masked rows (zeros),
 // NaN scores, one and two threads; every CPU capability giving the same
-// bits (the AVX-512 tiles against the portable ones); the cases the kernel
-// declines; and smelt::compile keeping float32 attention whole on the CPU.
+// bits (the AVX-512 tiles against the portable ones), also for outputs large
+// enough to be streamed; the cases the kernel declines; and smelt::compile
+// keeping float32 attention whole on the CPU.
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -484,6 +485,43 @@ TEST(CpuAttention, AllTrueBoolMaskRowsGiveTheBitsOfNoMask) {
         const std::vector<double> want =
             vals(scaled_dot_product_attention(h.q, h.k, h.v, keep_some));
         for (size_t i = 0; i < some.size(); ++i) EXPECT_NEAR(some[i], want[i], 1e-5) << "at " << i;
+      }
+    }
+  }
+  cpu::set_cpu_capability(saved);
+}
+
+// Outputs of 4 MiB and more (MiniLM's attention at 24 sentences: q, k and v
+// heads of packed [B, T, H * D] tensors, the batch prefetched a span at a
+// time) are written with non-temporal stores on AVX-512, whole lines where a
+// row's start allows (Ev 40: rows at every 32-byte offset, the last 8 dims
+// stored as before): the bits of the portable copy, and the float64
+// decomposition's values.
+TEST(CpuAttention, LargeOutputsAreStreamedWithTheSameBits) {
+  using cpu::CpuCapability;
+  const CpuCapability saved = cpu::cpu_capability();
+  const Sizes cases[] = {{24, 12, 128, 128, 32, 32}, {22, 12, 128, 128, 32, 40}};
+  uint64_t seed = 91;
+  for (const Sizes& s : cases) {
+    const Heads h = heads(s, seed++);
+    Tensor lengths = from_vector<int64_t>(std::vector<int64_t>(s.B, s.S - 37), {s.B, 1, 1, 1});
+    const Tensor padding = lt(arange(s.S).view({1, 1, 1, s.S}), lengths);
+    const Tensor keep_all = ones({s.B, 1, 1, s.S}, TensorOptions(DType::Bool));
+    const Tensor masks_of_case[] = {Tensor(), padding, keep_all};
+    for (int m = 0; m < 3; ++m) {
+      const Tensor& mask = masks_of_case[m];
+      cpu::set_cpu_capability(CpuCapability::Default);
+      const std::vector<double> want = vals(fused(h.q, h.k, h.v, mask, false));
+      for (int c = 1; c <= static_cast<int>(cpu::hardware_cpu_capability()); ++c) {
+        cpu::set_cpu_capability(static_cast<CpuCapability>(c));
+        EXPECT_EQ(vals(fused(h.q, h.k, h.v, mask, false)), want)
+            << "Ev " << s.Ev << " mask " << mask.defined() << " on "
+            << cpu::cpu_capability_name(static_cast<CpuCapability>(c));
+      }
+      if (m == 1) {  // against float64, with the padding
+        cpu::set_cpu_capability(saved);
+        expect_close(vals(fused(h.q, h.k, h.v, mask, false)), vals(reference(h, mask, false)),
+                     2e-5);
       }
     }
   }

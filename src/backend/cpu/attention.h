@@ -13,7 +13,10 @@
 // -inf gives zeros under a mask or the causal triangle (PyTorch's
 // _safe_softmax, as the decomposition applies it: zero probabilities, whose
 // product with a v holding inf or NaN is NaN) and NaN without one
-// (softmax's). Built once per CPU capability.
+// (softmax's). Memory: k^T and v packed per (batch, head); the next
+// batch's (or task's) q, k and v prefetched into L2 a share before each tile;
+// outputs of 4 MiB and more written with non-temporal stores (AVX-512).
+// Built once per CPU capability.
 #pragma once
 #include <cstdint>
 

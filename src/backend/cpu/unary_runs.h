@@ -77,6 +77,12 @@ struct Exp16 {
     const __m512 a = _mm512_mask_min_ps(hi, kAll, hi, _mm512_mask_max_ps(lo, kAll, lo, x));
     const __m512 q = _mm512_mask_roundscale_ps(a, kAll, _mm512_mul_ps(a, log2e),
                                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    return from_reduced(a, q);
+  }
+
+  /// e^a from the clamped a and q = a log2(e) rounded to the nearest integer:
+  /// the steps after the rounding.
+  inline __attribute__((always_inline)) __m512 from_reduced(__m512 a, __m512 q) const {
     __m512 s = _mm512_fmadd_ps(q, l2u, a);
     s = _mm512_fmadd_ps(q, l2l, s);
     __m512 u = _mm512_fmadd_ps(c5, s, c4);
