@@ -5,12 +5,14 @@
 // The kernel record and the lookup by functor name are in pointwise_table.h.
 //
 // A kernel is instantiated per (functor, compute type C) only. Rows (from
-// for_each_row: broadcasting, coalescing, OpenMP) are processed in blocks: each
-// input block is converted to C into a small buffer unless it already is C and
-// contiguous, the functor runs over plain C arrays (a loop the compiler can
-// vectorize), and results are converted to the output dtype unless they already
-// are of it. Loads/stores are shared by all functors (load_block/store_block),
-// so mixed input dtypes cost no extra instantiations.
+// for_each_row: broadcasting, coalescing, OpenMP; or, where every input is
+// contiguous like the output or one element, one row split by parallel_for
+// directly) are processed in blocks: each input block is converted to C into
+// a small buffer unless it already is C and contiguous, the functor runs over
+// plain C arrays (a loop the compiler can vectorize), and results are
+// converted to the output dtype unless they already are of it; a row whose
+// operands all are read and written in place is one block. Loads/stores are shared by all functors
+// (load_block/store_block), so mixed input dtypes cost no extra instantiations.
 #pragma once
 #include <algorithm>
 #include <array>
@@ -118,61 +120,93 @@ void run_kernel(const Tensor& out, const std::vector<Tensor>& in, const F& f) {
   constexpr DType rdt = dtype_of<R>::value;
   const DType odt = out.dtype();
   std::array<DType, N> idt;
+  for (size_t k = 0; k < N; ++k) idt[k] = in[k].dtype();
+  const auto row = [&](char** p, const int64_t* s, int64_t n) {
+    alignas(64) C buf[N][kBlock];
+    alignas(64) R obuf[kBlock];
+    const bool direct = odt == rdt && s[0] == static_cast<int64_t>(sizeof(R));
+    // A broadcast input (stride 0) fills its buffer once per row.
+    for (size_t k = 0; k < N; ++k)
+      if (s[k + 1] == 0) load_block<C>(p[k + 1], 0, idt[k], std::min(kBlock, n), buf[k]);
+    // Floating operands after the first all one value along the row (x * 0.5,
+    // clamp(x, -1, 1)): compute_const.
+    bool rest_const = false;
+    C cval[N > 1 ? N - 1 : 1] = {};
+    if constexpr (N >= 2 && std::is_floating_point_v<C>) {
+      rest_const = true;
+      for (size_t k = 1; k < N; ++k) {
+        rest_const = rest_const && s[k + 1] == 0;
+        if (s[k + 1] == 0) cval[k - 1] = buf[k][0];
+      }
+    }
+    // Every operand read in place (C, contiguous) or a value of compute_const,
+    // and the result written in place: the row in one call, without a block's
+    // bookkeeping, call and vzeroupper per 512 elements.
+    bool whole = direct;
+    for (size_t k = 0; k < N; ++k)
+      whole = whole && ((idt[k] == cdt && s[k + 1] == static_cast<int64_t>(sizeof(C))) ||
+                        (k >= 1 && rest_const));
+    const int64_t step = whole ? n : kBlock;
+    for (int64_t i0 = 0; i0 < n; i0 += step) {
+      const int64_t m = std::min(step, n - i0);
+      const C* a[N];
+      for (size_t k = 0; k < N; ++k) {
+        const char* src = p[k + 1] + i0 * s[k + 1];
+        if (idt[k] == cdt && s[k + 1] == static_cast<int64_t>(sizeof(C))) {
+          a[k] = reinterpret_cast<const C*>(src);
+        } else {
+          if (s[k + 1] != 0) load_block<C>(src, s[k + 1], idt[k], m, buf[k]);
+          a[k] = buf[k];
+        }
+      }
+      char* dst = p[0] + i0 * s[0];
+      R* o = direct ? reinterpret_cast<R*>(dst) : obuf;
+      if constexpr (N == 1 && std::is_same_v<R, C> && BlockRun<Fn, C>::kHas) {
+        BlockRun<Fn, C>::run(o, a[0], m);
+      } else if constexpr (N >= 2 && std::is_floating_point_v<C>) {
+        if (rest_const) {
+          compute_const<R, C>(o, a[0], cval, m, f, std::make_index_sequence<N - 1>{});
+        } else {
+          compute<R, C>(o, a, m, f, std::make_index_sequence<N>{});
+        }
+      } else {
+        compute<R, C>(o, a, m, f, std::make_index_sequence<N>{});
+      }
+      if (!direct) store_block<R>(obuf, dst, s[0], odt, m);
+    }
+  };
+  // Every input contiguous with the output's sizes or one element (x + y,
+  // clamp(x, -1, 1)): one long row split by parallel_for as for_each_row
+  // splits it, without its vectors of pointers and strides and the
+  // coalescing (a dozen allocations per call of a three-operand op, on the
+  // path every thread waits for).
+  const int64_t numel = out.numel();
+  bool flat = numel > 0 && out.is_contiguous();
+  for (size_t k = 0; k < N && flat; ++k)
+    flat = in[k].numel() == 1 || (in[k].sizes() == out.sizes() && in[k].is_contiguous());
+  if (flat) {
+    std::array<char*, N + 1> base;
+    std::array<int64_t, N + 1> st;
+    base[0] = static_cast<char*>(out.data_ptr());
+    st[0] = static_cast<int64_t>(out.element_size());
+    for (size_t k = 0; k < N; ++k) {
+      base[k + 1] = static_cast<char*>(in[k].data_ptr());
+      st[k + 1] = in[k].numel() == 1 ? 0 : static_cast<int64_t>(in[k].element_size());
+    }
+    parallel_for(0, numel, kParallelGrain, [&](int64_t b, int64_t e) {
+      std::array<char*, N + 1> p;
+      for (size_t k = 0; k <= N; ++k) p[k] = base[k] + b * st[k];
+      row(p.data(), st.data(), e - b);
+    });
+    return;
+  }
   std::vector<char*> ptrs{static_cast<char*>(out.data_ptr())};
   std::vector<std::vector<int64_t>> strides{broadcast_byte_strides(out, out.sizes())};
   for (size_t k = 0; k < N; ++k) {
-    idt[k] = in[k].dtype();
     ptrs.push_back(static_cast<char*>(in[k].data_ptr()));
     strides.push_back(broadcast_byte_strides(in[k], out.sizes()));
   }
-  for_each_row(out.sizes(), std::move(ptrs), std::move(strides),
-               [&](char** p, const int64_t* s, int64_t n) {
-                 alignas(64) C buf[N][kBlock];
-                 alignas(64) R obuf[kBlock];
-                 const bool direct = odt == rdt && s[0] == static_cast<int64_t>(sizeof(R));
-                 // A broadcast input (stride 0) fills its buffer once per row.
-                 for (size_t k = 0; k < N; ++k)
-                   if (s[k + 1] == 0)
-                     load_block<C>(p[k + 1], 0, idt[k], std::min(kBlock, n), buf[k]);
-                 // Floating operands after the first all one value along the
-                 // row (x * 0.5, clamp(x, -1, 1)): compute_const.
-                 bool rest_const = false;
-                 C cval[N > 1 ? N - 1 : 1] = {};
-                 if constexpr (N >= 2 && std::is_floating_point_v<C>) {
-                   rest_const = true;
-                   for (size_t k = 1; k < N; ++k) {
-                     rest_const = rest_const && s[k + 1] == 0;
-                     if (s[k + 1] == 0) cval[k - 1] = buf[k][0];
-                   }
-                 }
-                 for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
-                   const int64_t m = std::min(kBlock, n - i0);
-                   const C* a[N];
-                   for (size_t k = 0; k < N; ++k) {
-                     const char* src = p[k + 1] + i0 * s[k + 1];
-                     if (idt[k] == cdt && s[k + 1] == static_cast<int64_t>(sizeof(C))) {
-                       a[k] = reinterpret_cast<const C*>(src);
-                     } else {
-                       if (s[k + 1] != 0) load_block<C>(src, s[k + 1], idt[k], m, buf[k]);
-                       a[k] = buf[k];
-                     }
-                   }
-                   char* dst = p[0] + i0 * s[0];
-                   R* o = direct ? reinterpret_cast<R*>(dst) : obuf;
-                   if constexpr (N == 1 && std::is_same_v<R, C> && BlockRun<Fn, C>::kHas) {
-                     BlockRun<Fn, C>::run(o, a[0], m);
-                   } else if constexpr (N >= 2 && std::is_floating_point_v<C>) {
-                     if (rest_const) {
-                       compute_const<R, C>(o, a[0], cval, m, f, std::make_index_sequence<N - 1>{});
-                     } else {
-                       compute<R, C>(o, a, m, f, std::make_index_sequence<N>{});
-                     }
-                   } else {
-                     compute<R, C>(o, a, m, f, std::make_index_sequence<N>{});
-                   }
-                   if (!direct) store_block<R>(obuf, dst, s[0], odt, m);
-                 }
-               });
+  for_each_row(out.sizes(), std::move(ptrs), std::move(strides), row);
 }
 
 /// Calls g(Tag<C>{}) for compute dtype `c` when its category is in Set.
