@@ -247,10 +247,24 @@ inline vmath::pw::F16 gelu16(vmath::pw::F16 a) {
 #endif
 
 /// y[i] = scalar::gelu<float>(x[i]) for i < n (y may be x): one pass with the
-/// piecewise erf inline where it is the function (AVX-512F), else the loop.
+/// piecewise erf inline where it is the function (AVX-512F), two vectors a
+/// step, else the loop.
 inline void gelu_run(float* y, const float* x, int64_t n) {
 #if defined(__AVX512F__)
-  if (::smelt_vm_piecewise() != 0) return vmath::pw::run16<gelu16>(y, x, n);
+  if (::smelt_vm_piecewise() != 0) {
+    // Two vectors a step (as trig_run): 9.6 -> 9.3 us for 32x1024 floats in
+    // the second-level cache at one thread, a thread's share at 16 threads.
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+      vmath::pw::F16 a, b;
+      __builtin_memcpy(&a, x + i, sizeof a);
+      __builtin_memcpy(&b, x + i + 16, sizeof b);
+      const vmath::pw::F16 ya = gelu16(a), yb = gelu16(b);
+      __builtin_memcpy(y + i, &ya, sizeof ya);
+      __builtin_memcpy(y + i + 16, &yb, sizeof yb);
+    }
+    return vmath::pw::run16<gelu16>(y + i, x + i, n - i);
+  }
 #endif
   for (int64_t i = 0; i < n; ++i) y[i] = scalar::gelu<float>(x[i]);
 }
