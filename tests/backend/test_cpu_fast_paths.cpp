@@ -4,7 +4,7 @@
 // the row copies of index_select / embedding and the contiguous gather
 // against loops over the elements, and pointwise rows split across threads
 // against one thread, on tiny and large (above the grain), contiguous,
-// strided and broadcast inputs, with NaN and -0.0.
+// strided and broadcast inputs (one-element operands too), with NaN and -0.0.
 #include <gtest/gtest.h>
 #include <omp.h>
 #include <sys/syscall.h>
@@ -254,6 +254,9 @@ TEST(CpuFastPaths, PointwiseRowsSplitAcrossThreadsEqualOneThread) {
       r.push_back(where(mask, x, y));            // bool loaded as 0 / 1
       r.push_back(to_dtype(mask, float32) + x);  // bool -> float in a pointwise op
       if (x.dim() == 2) r.push_back(where(mask.t(), x.t(), y.t() * Scalar(0.0)));  // strided bool
+      // One-element operands of one dim (not 0-dim): the flat path's stride 0.
+      r.push_back(smelt_test::make({0.75}, {1}, float32) * x);
+      r.push_back(x - smelt_test::make({0.25}, {1}, float32));
       return r;
     };
     omp_set_num_threads(1);
@@ -269,12 +272,16 @@ TEST(CpuFastPaths, PointwiseRowsSplitAcrossThreadsEqualOneThread) {
     const size_t at = x.dim() == 2 ? 6 : 5;  // where(mask, x, y), then mask + x
     const std::vector<double> picked = got[at].to_vector<double>();
     const std::vector<double> masked = got[at + 1].to_vector<double>();
+    const std::vector<double> scaled = got[got.size() - 2].to_vector<double>();
+    const std::vector<double> shifted = got.back().to_vector<double>();
     for (size_t i = 0; i < xv.size(); ++i) {
       const float xf = static_cast<float>(xv[i]), yf = static_cast<float>(yv[i]);
       ASSERT_TRUE(same_values({sum[i]}, {static_cast<double>(xf + yf)})) << i;
       ASSERT_TRUE(same_values({picked[i]}, {yf > 0.5f ? xf : yf})) << i;
       ASSERT_TRUE(same_values({masked[i]}, {static_cast<double>((yf > 0.5f ? 1.0f : 0.0f) + xf)}))
           << i;
+      ASSERT_TRUE(same_values({scaled[i]}, {static_cast<double>(0.75f * xf)})) << i;
+      ASSERT_TRUE(same_values({shifted[i]}, {static_cast<double>(xf - 0.25f)})) << i;
     }
   }
 }
