@@ -450,6 +450,9 @@ TEST(CpuCapability, AmaxAminKeepTheirBitsOnEveryCapability) {
         r.push_back(f(x2, {1, 2}));
         r.push_back(f(neg(x), {2}));
         r.push_back(f(neg(x2), {1, 2}));
+        // Over the leading dim (columns: 8 rows a pass, then the rest).
+        r.push_back(f(x, {0}));
+        r.push_back(f(neg(reshape(x, {rows * runs, len})), {0}));
       }
       return r;
     };

@@ -10,6 +10,10 @@
 #include <numeric>
 #include <type_traits>
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 #include "backend/cpu/loops.h"
 #include "kernels/reduce_ops.h"
 
@@ -173,11 +177,38 @@ constexpr int64_t kStepRows = 8;
 /// of floats (their steps vectorize across the columns when nested; a
 /// column's steps are the same ones in the same order either way). Not
 /// Max / Min: GCC 12 leaves their nested selects scalar (amax over dim 0 of
-/// 512 x 64 columns: 4.2 -> 40 us).
+/// 512 x 64 columns: 4.2 -> 40 us); float's fold is written out for AVX-512
+/// instead (max_min_step16: 4.3 -> 3.2 us).
 template <class Op>
 constexpr bool kFoldsRows = !Op::kIndexed && std::is_floating_point_v<typename Op::acc_t> &&
                             (std::is_same_v<Op, r::Sum<typename Op::acc_t>> ||
                              std::is_same_v<Op, r::Prod<typename Op::acc_t>>);
+
+/// Whether step_rows folds float Max / Min with max_min_step16 (AVX-512).
+template <class Op, class T>
+constexpr bool kMaxMinVector =
+#if defined(__AVX512F__)
+    std::is_same_v<T, float> &&
+    (std::is_same_v<Op, r::Max<float>> || std::is_same_v<Op, r::Min<float>>);
+#else
+    false;
+#endif
+
+#if defined(__AVX512F__)
+/// The compare predicate of float Max / Min's step (x against acc; true where
+/// x is NaN).
+template <class Op>
+constexpr int kMaxMinCompare = std::is_same_v<Op, r::Max<float>> ? _CMP_NLE_UQ : _CMP_NGE_UQ;
+
+/// Op::step of float Max / Min on 16 lanes: x where acc is a number and x is
+/// NaN or beyond acc, else acc (the same select, so the same bits, NaN
+/// payloads and signed zeros included).
+template <class Op>
+inline __m512 max_min_step16(__m512 acc, __m512 x) {
+  const __mmask16 number = _mm512_cmp_ps_mask(acc, acc, _CMP_ORD_Q);
+  return _mm512_mask_mov_ps(acc, _mm512_mask_cmp_ps_mask(number, x, acc, kMaxMinCompare<Op>), x);
+}
+#endif
 
 /// The reduced elements [rr, rr + n) of `jn` neighbouring columns (Counter c
 /// at rr, advanced past them) stepped into their partials, kStepRows rows
@@ -193,7 +224,7 @@ inline void step_rows(typename Op::acc_t* __restrict part, const T* base, Counte
                       int64_t jn, int64_t rr, int64_t n) {
   using A = typename Op::value_t;
   int64_t k = 0;
-  if constexpr (kFoldsRows<Op>) {
+  if constexpr (kFoldsRows<Op> || kMaxMinVector<Op, T>) {
     if (sv == 1) {
       for (; k + kStepRows <= n; k += kStepRows) {
         const T* __restrict p[kStepRows];
@@ -201,7 +232,18 @@ inline void step_rows(typename Op::acc_t* __restrict part, const T* base, Counte
           p[u] = base + c.off;
           c.next();
         }
-        for (int64_t j = 0; j < jn; ++j) {
+        int64_t j = 0;
+#if defined(__AVX512F__)
+        if constexpr (kMaxMinVector<Op, T>) {
+          for (; j + 16 <= jn; j += 16) {
+            __m512 a = _mm512_loadu_ps(part + j);
+            for (int64_t u = 0; u < kStepRows; ++u)
+              a = max_min_step16<Op>(a, _mm512_loadu_ps(p[u] + j));
+            _mm512_storeu_ps(part + j, a);
+          }
+        }
+#endif
+        for (; j < jn; ++j) {
           typename Op::acc_t a = part[j];
 #pragma GCC unroll 16
           for (int64_t u = 0; u < kStepRows; ++u) a = Op::step(a, r::to_acc<A>(p[u][j]));
