@@ -40,6 +40,11 @@
 // than one ulp from the correctly rounded value (glibc's double tanh rounded;
 // glibc's own tanhf is 2 ulp off near 0.03-0.2).
 //
+// The file also holds the double-lane evaluation of float sin and cos
+// (SMELT_VM_TRIG_BODY, trig16: vector_math.h's own functions of the FMA
+// family), for the same reason: one definition for vector_math_impl.h's
+// functions of every width and the eager kernels that inline it.
+//
 // One evaluation (eval16) serves every path: the whole-run function
 // (smelt_vm_<f>f_n: 16 lanes, the tail masked), the scalar function and the
 // 4-, 8- and 16-lane variants of the vector function ABI (vector_math_impl.h),

@@ -67,8 +67,10 @@
 // twice the time: 0.77 -> 0.35 ms for 2^19 floats on AVX-512.)
 //
 // float sin and cos on a processor with AVX2 and FMA (the FMA family) are
-// smelt's own as well (vector_math_impl.h, SMELT_VM_TRIG: SLEEF's u10 sinf
-// works in float pairs, 50 instructions a vector), computed in double lanes
+// smelt's own as well (vector_math_impl.h, SMELT_VM_TRIG, with the one
+// evaluation SMELT_VM_TRIG_BODY of piecewise_math.h, which the eager kernels
+// inline too: SLEEF's u10 sinf works in float pairs, 50 instructions a
+// vector), computed in double lanes
 // with fused multiply-adds (an instruction everywhere it runs):
 // n = rint(x / pi) (cos: rint(x / pi - 1/2) + 1/2), r = x - n pi with pi as
 // two doubles (the first step exact), sin r = r (1 + s P(s)), s = r^2, P of
