@@ -21,25 +21,32 @@ using smelt_test::expect_error_mentions;
 
 namespace {
 
-nn::BertConfig tiny_config() {
+/// A BERT config of these sizes (the other fields: BertConfig's defaults).
+nn::BertConfig bert_config(int64_t vocab, int64_t hidden, int64_t layers, int64_t heads,
+                           int64_t intermediate, int64_t max_positions) {
   nn::BertConfig c;
-  c.vocab_size = 50;
-  c.hidden_size = 16;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.intermediate_size = 32;
-  c.max_position_embeddings = 24;
+  c.vocab_size = vocab;
+  c.hidden_size = hidden;
+  c.num_hidden_layers = layers;
+  c.num_attention_heads = heads;
+  c.intermediate_size = intermediate;
+  c.max_position_embeddings = max_positions;
   return c;
 }
 
-/// A tiny BERT with weights drawn at scale 0.5 (so attention is not uniform).
-nn::BertModel tiny_bert(uint64_t seed = 0) {
+nn::BertConfig tiny_config() { return bert_config(50, 16, 2, 4, 32, 24); }
+
+/// A BERT of config `c` with every parameter drawn from N(0, scale^2) after manual_seed(seed).
+nn::BertModel random_bert(const nn::BertConfig& c, uint64_t seed, double scale) {
   manual_seed(seed);
-  nn::BertModel m(tiny_config());
+  nn::BertModel m(c);
   NoGradGuard no_grad;  // parameters are leaves that require grad
-  for (auto& p : m->parameters()) p.copy_(randn(p.sizes()) * 0.5);
+  for (auto& p : m->parameters()) p.copy_(randn(p.sizes()) * scale);
   return m;
 }
+
+/// A tiny BERT with weights drawn at scale 0.5 (so attention is not uniform).
+nn::BertModel tiny_bert(uint64_t seed = 0) { return random_bert(tiny_config(), seed, 0.5); }
 
 double max_err(const Tensor& a, const Tensor& b) { return models::compare(a, b).max_abs_err; }
 
@@ -175,21 +182,9 @@ namespace {
 /// in two layers, random weights (scale 0.1), the tiny tokenizer: a
 /// SentenceEncoder that needs no download.
 nn::SentenceEncoder minilm_shaped_encoder() {
-  nn::BertConfig c;
-  c.vocab_size = 64;
-  c.hidden_size = 384;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 12;
-  c.intermediate_size = 1536;
-  c.max_position_embeddings = 64;
-  manual_seed(3);
-  nn::BertModel m(c);
-  {
-    NoGradGuard no_grad;
-    for (auto& p : m->parameters()) p.copy_(randn(p.sizes()) * 0.1);
-  }
   return nn::SentenceEncoder(
-      m, text::WordPieceTokenizer::from_json(smelt_test::tokenizer_json().dump()), 64);
+      random_bert(bert_config(64, 384, 2, 12, 1536, 64), /*seed=*/3, /*scale=*/0.1),
+      text::WordPieceTokenizer::from_json(smelt_test::tokenizer_json().dump()), 64);
 }
 
 double min_row_cosine(const Tensor& got, const Tensor& want) {

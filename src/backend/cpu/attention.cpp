@@ -40,13 +40,28 @@ typedef int32_t Ints __attribute__((vector_size(kLanes * sizeof(int32_t))));
 SMELT_VEC_INLINE void load(const float* p, Vec& v) { __builtin_memcpy(&v, p, sizeof v); }
 SMELT_VEC_INLINE void store(float* p, const Vec& v) { __builtin_memcpy(p, &v, sizeof v); }
 
+/// Four lanes (a quarter of a 512-bit vector: the SSE register's shape).
+typedef float Quarter __attribute__((vector_size(4 * sizeof(float))));
+
+/// q op q2 lane by lane, then lane 0 with 2 and 1 with 3, then those two:
+/// the last steps of fold and fold512.
+template <class Op>
+SMELT_VEC_INLINE float fold_quarters(Quarter q, const Quarter& q2, Op op) {
+  op(q, q2);
+  float a = q[0], b = q[1];
+  op(a, q[2]);
+  op(b, q[3]);
+  op(a, b);
+  return a;
+}
+
 /// The kLanes lanes of v folded pairwise by `op` (op(a, b) sets a to a op b,
 /// for vectors and floats): lane l with lane l + w for w = 8, 4, 2, 1, as
 /// halves of the vector (no trip through memory).
 template <class Op>
 SMELT_VEC_INLINE float fold(const Vec& v, Op op) {
   typedef float Half __attribute__((vector_size(kLanes / 2 * sizeof(float))));
-  typedef float Quarter __attribute__((vector_size(kLanes / 4 * sizeof(float))));
+  static_assert(kLanes == 16, "fold: halves of quarters");
   Half h, h2;
   __builtin_memcpy(&h, &v, sizeof h);
   __builtin_memcpy(&h2, reinterpret_cast<const char*>(&v) + sizeof h, sizeof h);
@@ -54,12 +69,7 @@ SMELT_VEC_INLINE float fold(const Vec& v, Op op) {
   Quarter q, q2;
   __builtin_memcpy(&q, &h, sizeof q);
   __builtin_memcpy(&q2, reinterpret_cast<const char*>(&h) + sizeof q, sizeof q);
-  op(q, q2);
-  float a = q[0], b = q[1];
-  op(a, q[2]);
-  op(b, q[3]);
-  op(a, b);
-  return a;
+  return fold_quarters(q, q2, op);
 }
 
 #if defined(__AVX512F__)
@@ -73,13 +83,7 @@ SMELT_VEC_INLINE float fold512(__m512 v, Op op) {
   __m256 h = _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xff, _mm512_castps_pd(v), 0)),
          h2 = _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xff, _mm512_castps_pd(v), 1));
   op(h, h2);
-  __m128 q = _mm256_castps256_ps128(h), q2 = _mm256_extractf128_ps(h, 1);
-  op(q, q2);
-  float a = q[0], b = q[1];
-  op(a, q[2]);
-  op(b, q[3]);
-  op(a, b);
-  return a;
+  return fold_quarters(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1), op);
 }
 #endif
 
