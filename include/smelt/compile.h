@@ -184,6 +184,14 @@ struct CompileOptions {
   bool fold_constants = true;
   bool fuse = true;
   bool gemm_epilogue = true;
+  /// Linear layers of a graph that read the same input with module
+  /// parameters as weights (a transformer's Q, K and V projections) run as
+  /// one GEMM over the weights concatenated at compile time (Inductor's
+  /// concat_linear). The graph keeps that copy (the weights' bytes once more)
+  /// and guards the parameters' version counters: an in-place update of one
+  /// (an optimizer step, load_state_dict) recompiles. Not applied to graphs
+  /// that train. Off: one GEMM per linear.
+  bool concat_linear = true;
   /// Round every float16/bfloat16 intermediate inside a fused kernel to its
   /// dtype, as eager mode stores it, so compiled results equal eager ones
   /// (Inductor's emulate_precision_casts). Off: intermediates stay in float32

@@ -22,6 +22,7 @@
 #include "compiler/codegen/printer.h"
 #include "compiler/fusion/scheduler.h"
 #include "compiler/logs.h"
+#include "compiler/passes/concat_linear.h"
 #include "compiler/passes/partition.h"
 #include "compiler/passes/passes.h"
 #include "compiler/runtime/autotune.h"
@@ -151,6 +152,9 @@ struct Guards {
   /// Storage::serial() of each (unique in the process: a freed storage whose
   /// address is reused by a new one cannot pass for it).
   std::vector<uint64_t> param_storage;
+  /// (parameter index, Tensor::_version()) of the parameters whose values the
+  /// graph holds a copy of (concat_linear's concatenated weights).
+  std::vector<std::pair<int, uint32_t>> param_versions;
   std::string mode_key;
   /// Grad mode when traced: a graph traced under NoGradGuard is not reused with
   /// grad mode on (a tensor captured by the function may require grad).
@@ -208,6 +212,12 @@ struct Guards {
         return fmt::format("{}: expected {}, got {}", param_labels[i], param_meta[i].str(),
                            TensorGuard::of(t).str());
     }
+    for (const auto& [i, version] : param_versions)
+      if (p[static_cast<size_t>(i)].tensor._version() != version)
+        return fmt::format(
+            "{} was written in place since compiling (the graph holds a copy of it: "
+            "concat_linear's concatenated weights)",
+            param_labels[static_cast<size_t>(i)]);
     if (mode != mode_key) return "a module switched between train() and eval()";
     if (GradMode::is_enabled() != grad_enabled)
       return fmt::format("grad mode changed: the graph was traced with grad mode {}",
@@ -238,6 +248,9 @@ struct Guards {
       s += fmt::format("  argument {}: {}\n", i, args[i].str());
     for (size_t i = 0; i < params.size(); ++i)
       s += fmt::format("  {}: this very tensor, {}\n", param_labels[i], param_meta[i].str());
+    for (const auto& [i, version] : param_versions)
+      s += fmt::format("  {}: version {} (the graph holds a copy)\n",
+                       param_labels[static_cast<size_t>(i)], version);
     if (!mode_key.empty())
       s += fmt::format("  module training flags (T = train, E = eval, per module): {}\n", mode_key);
     s += fmt::format("  grad mode: {}\n", grad_enabled ? "on" : "off");
@@ -625,6 +638,16 @@ class CompiledState {
           "move every tensor the function reads to one device");
       graph_break(br);
       return e;
+    }
+    // Linears over one input as one GEMM (inference only: a graph that
+    // trains or updates its parameters reads them as they change).
+    if (opts.concat_linear && opts.fuse && !traced && !trains) {
+      const ConcatLinearResult cl = concat_linear(g, params);
+      for (int p : cl.params)
+        e.guards.param_versions.emplace_back(p, params[static_cast<size_t>(p)]._version());
+      if (cl.groups > 0 && log_enabled("graph"))
+        log_artifact("graph", "after " + cl.str(), g.str());
+      ph.passes_ms += lap();
     }
     // A joint graph: split into the forward graph and the backward graph.
     std::optional<JointPartition> part;

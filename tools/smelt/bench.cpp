@@ -526,8 +526,13 @@ Workload minilm_workload(DType dt, Device device, const std::string& model_dir) 
     auto layer = enc->model->encoder->layer->at<nn::BertLayerImpl>(0);
     Tensor h = randn({B, T, enc->model->config.hidden_size}).to(dt).to(device);
     Tensor keep = ones({B, 1, 1, T}, TensorOptions(DType::Bool).device(device));
-    auto c =
-        smelt::compile([layer](const Tensor& x, const Tensor& m) { return layer->forward(x, m); });
+    // The layer's weights as module parameters (as SentenceEncoder compiles
+    // them), not captured tensors: concat_linear may fold them.
+    auto fn = [layer](const Tensor& x, const Tensor& m) { return layer->forward(x, m); };
+    detail::CompiledCore core(
+        {}, [layer] { return detail::module_state(*layer); },
+        [layer] { return detail::module_mode_key(*layer); });
+    Compiled<decltype(fn)> c(std::move(fn), std::move(core));
     c(h, keep);
     nlohmann::json j;
     j["layer_kernels"] = c.stats().kernels;
@@ -665,6 +670,7 @@ nlohmann::json bench_one(const std::string& name, const BenchOptions& opts) {
     CompileOptions co;
     co.mode = opts.mode;
     co.round_intermediates = opts.round_intermediates;
+    co.concat_linear = opts.concat_linear;
     if (opts.codegen_only) {
       nlohmann::json j =
           cuda_codegen(name, w.eager, w.inputs,

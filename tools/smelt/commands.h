@@ -43,6 +43,7 @@ struct BenchOptions {
   bool json = false;
   int iters = 0;                    // 0 = automatic
   bool round_intermediates = true;  // CompileOptions::round_intermediates
+  bool concat_linear = true;        // CompileOptions::concat_linear
   /// set_float32_matmul_precision for the run: "highest" (exact float32
   /// products), "high" or "medium" (TF32 tensor cores on a GPU).
   std::string matmul_precision = "highest";

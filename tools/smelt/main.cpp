@@ -93,6 +93,10 @@ int main(int argc, char** argv) {
   b->add_flag("--no-round-intermediates", no_round,
               "keep float16/bfloat16 intermediates in float32 inside kernels (faster, may drift "
               "from eager); off: they are rounded as eager stores them");
+  bool no_concat = false;
+  b->add_flag("--no-concat-linear", no_concat,
+              "keep one GEMM per linear where linears read the same input (off: they run as one "
+              "GEMM over concatenated weights)");
   b->footer(bench_columns_help());
 
   EmbedOptions embed;
@@ -152,6 +156,7 @@ int main(int argc, char** argv) {
     if (app.got_subcommand(d)) return cmd_demo(shared_dir);
     if (app.got_subcommand(b)) {
       bench.round_intermediates = !no_round;
+      bench.concat_linear = !no_concat;
       return cmd_bench(bench);
     }
     if (app.got_subcommand(f)) return cmd_fuzz(fuzz);
