@@ -372,13 +372,30 @@ class Compiled {
 
 /// Compiles an nn module (a holder such as nn::Sequential, or any pointer-like
 /// to a Module): its parameters and buffers become graph inputs.
+template <detail::ModuleLike M, class Fn>
+requires(!std::is_same_v<std::decay_t<Fn>, CompileOptions>) auto compile(M module, Fn fn,
+                                                                         CompileOptions opts = {});
+
+/// Compiles an nn module (a holder such as nn::Sequential, or any pointer-like
+/// to a Module): its parameters and buffers become graph inputs.
 template <detail::ModuleLike M>
 auto compile(M module, CompileOptions opts = {}) {
-  auto fn = [module](const Tensor& x) { return (*module)(x); };
+  return compile(
+      module, [module](const Tensor& x) { return (*module)(x); }, std::move(opts));
+}
+
+/// Compiles `fn`, a function of Tensors that calls `module` (a layer whose
+/// forward takes several tensors, or more than its forward): as compile(fn),
+/// except that the module's parameters and buffers become graph inputs,
+/// guarded as compile(module)'s are, rather than tensors `fn` captures (so
+/// passes over parameters, such as CompileOptions::concat_linear, apply).
+template <detail::ModuleLike M, class Fn>
+requires(!std::is_same_v<std::decay_t<Fn>, CompileOptions>) auto compile(M module, Fn fn,
+                                                                         CompileOptions opts) {
   detail::CompiledCore core(
       std::move(opts), [module] { return detail::module_state(*module); },
       [module] { return detail::module_mode_key(*module); });
-  return Compiled<decltype(fn)>(std::move(fn), std::move(core));
+  return Compiled<Fn>(std::move(fn), std::move(core));
 }
 
 /// Compiles a function or lambda taking Tensors and returning a Tensor, a

@@ -25,7 +25,7 @@
 // ulp of the exact value; smelt_vm_tanhf / smelt_vm_erff, simd-declared,
 // pick them once from the hardware, vector_math_impl.h, so the scalar
 // function, every vector width, eager and JIT give the same bits); elsewhere
-// they are f32::tanh / f32::erf below. Host code computes those and log here,
+// they are f32::tanh / f32::erf (erf: on the GPU too). Host code computes those and log here,
 // with IEEE operations only (no contraction:
 // -ffp-contract=off; each explicit fmaf rounds once), as plain inline code
 // that GCC vectorizes in any vector width with the same bits:

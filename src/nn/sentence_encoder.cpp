@@ -146,11 +146,8 @@ void SentenceEncoder::set_compiled(bool on, CompileOptions opts) {
                                         const Tensor& types) {
     return embed(*impl, norm, ids, mask, types);
   };
-  detail::CompiledCore core(
-      std::move(opts), [impl] { return detail::module_state(*impl); },
-      [impl] { return detail::module_mode_key(*impl); });
   compiled_ = std::make_shared<CompiledForward>(
-      CompiledForward{Compiled<CompiledForward::Fn>(std::move(fn), std::move(core)), norm, kept});
+      CompiledForward{smelt::compile(impl, std::move(fn), std::move(opts)), norm, kept});
 }
 
 bool SentenceEncoder::compiled() const { return compiled_ != nullptr; }

@@ -528,11 +528,8 @@ Workload minilm_workload(DType dt, Device device, const std::string& model_dir) 
     Tensor keep = ones({B, 1, 1, T}, TensorOptions(DType::Bool).device(device));
     // The layer's weights as module parameters (as SentenceEncoder compiles
     // them), not captured tensors: concat_linear may fold them.
-    auto fn = [layer](const Tensor& x, const Tensor& m) { return layer->forward(x, m); };
-    detail::CompiledCore core(
-        {}, [layer] { return detail::module_state(*layer); },
-        [layer] { return detail::module_mode_key(*layer); });
-    Compiled<decltype(fn)> c(std::move(fn), std::move(core));
+    auto c = smelt::compile(
+        layer, [layer](const Tensor& x, const Tensor& m) { return layer->forward(x, m); });
     c(h, keep);
     nlohmann::json j;
     j["layer_kernels"] = c.stats().kernels;
