@@ -512,6 +512,47 @@ TEST(Reduce, NaNPropagation) {
   EXPECT_EQ(amin(make({kInf, 3}, {2})).item<double>(), 3);
 }
 
+/// argmax / argmin / max(dim) / min(dim) over contiguous float32 rows of every
+/// length from 1 to 70 (whole 16-lane blocks and tails), each row drawn
+/// from few values so that ties are common, with signed zeros, infinities
+/// and NaNs at random places: indices against rargmax / rargmin, values the
+/// element at that index (the first of tied +0 / -0, a NaN's payload kept).
+TEST(Reduce, ArgExtremesOfContiguousRowsEveryLength) {
+  std::mt19937 gen(7);
+  const std::vector<double> pool = {-0.0, 0.0, 1.5, -1.5, 3.0, kInf, -kInf};
+  for (int64_t n = 1; n <= 70; ++n) {
+    for (int trial = 0; trial < 6; ++trial) {
+      const int64_t rows = 3;
+      std::vector<double> v(static_cast<size_t>(rows * n));
+      for (double& x : v) x = pool[gen() % pool.size()];
+      if (trial >= 3) v[gen() % v.size()] = kNaN;  // some row has a NaN
+      if (trial == 5) v[gen() % v.size()] = kNaN;
+      Tensor x = make(v, {rows, n});
+      const std::vector<double> am = vals(argmax(x, 1)), an = vals(argmin(x, 1));
+      auto [maxv, maxi] = max(x, 1);
+      auto [minv, mini] = min(x, 1);
+      const std::vector<double> mv = vals(maxv), mvi = vals(maxi), nv = vals(minv),
+                                nvi = vals(mini);
+      for (int64_t r = 0; r < rows; ++r) {
+        const std::vector<double> row(v.begin() + r * n, v.begin() + (r + 1) * n);
+        const double ia = rargmax(row), in = rargmin(row);
+        SCOPED_TRACE("n " + std::to_string(n) + " trial " + std::to_string(trial) + " row " +
+                     std::to_string(r));
+        EXPECT_EQ(am[r], ia);
+        EXPECT_EQ(an[r], in);
+        EXPECT_EQ(mvi[r], ia);
+        EXPECT_EQ(nvi[r], in);
+        const double want_max = row[static_cast<size_t>(ia)],
+                     want_min = row[static_cast<size_t>(in)];
+        EXPECT_TRUE(std::isnan(want_max) ? std::isnan(mv[r]) : mv[r] == want_max);
+        EXPECT_EQ(std::signbit(mv[r]), std::signbit(want_max));
+        EXPECT_TRUE(std::isnan(want_min) ? std::isnan(nv[r]) : nv[r] == want_min);
+        EXPECT_EQ(std::signbit(nv[r]), std::signbit(want_min));
+      }
+    }
+  }
+}
+
 TEST(Reduce, IntegerExtremes) {
   const int32_t imax = std::numeric_limits<int32_t>::max();
   Tensor a = make_exact<int32_t>({imax, imax, imax, 1}, {4});

