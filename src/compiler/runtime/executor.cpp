@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <iterator>
@@ -95,36 +96,57 @@ std::vector<int> last_uses(const Graph& g, const Schedule& s) {
 }
 
 /// Places the intermediates that neither escape nor have memory of their own
-/// in one arena: in step order, each takes the smallest freed block that fits
-/// (else the arena grows); a block is freed after the step that uses it last.
+/// in one arena, offline over their lifetimes (from the step that first
+/// writes one to the step that uses it last, both included: a kernel's inputs
+/// never share memory with its outputs): largest first, each at the lowest
+/// offset where it overlaps no placed buffer alive at the same time (the
+/// "greedy by size" offset assignment of Pisarchyk and Lee, "Efficient Memory
+/// Management for Deep Neural Net Inference", 2020, as TFLite plans its
+/// arena). Placing in step order into freed blocks instead left holes that a
+/// later, larger buffer could not use: MiniLM's forward took an 88 MB arena
+/// for a peak of 38 MB alive.
 void place_in_arena(const Graph& g, const Schedule& s, const std::vector<bool>& esc,
                     MemoryPlan& mp) {
-  std::vector<int> last_use = last_uses(g, s);
-  std::multimap<int64_t, int64_t> free_blocks;  // size -> offset
-  for (size_t i = 0; i < s.steps.size(); ++i) {
+  struct Life {
+    int buf;
+    int64_t bytes;
+    int first, last;
+  };
+  const std::vector<int> last_use = last_uses(g, s);
+  std::vector<Life> lives;
+  std::vector<bool> seen(g.buffers.size(), false);
+  for (size_t i = 0; i < s.steps.size(); ++i)
     for (int b : s.steps[i].writes) {
       const Buffer& buf = g.buffers[b];
-      if (buf.kind != BufferKind::Node || esc[b] || mp.own[b] || mp.offset[b] >= 0) continue;
-      int64_t need = align_up(buffer_bytes(buf));
-      auto it = free_blocks.lower_bound(need);
-      if (it != free_blocks.end()) {
-        mp.offset[b] = it->second;
-        if (it->first > need) free_blocks.emplace(it->first - need, it->second + need);
-        free_blocks.erase(it);
-        ++mp.reused;
-      } else {
-        mp.offset[b] = mp.arena_bytes;
-        mp.arena_bytes += need;
-      }
+      if (seen[b] || buf.kind != BufferKind::Node || esc[b] || mp.own[b]) continue;
+      seen[b] = true;
+      lives.push_back({b, align_up(buffer_bytes(buf)), static_cast<int>(i), last_use[b]});
     }
-    // Free after the step: inputs of a kernel never share memory with its outputs.
-    std::vector<int> touched = s.steps[i].reads;
-    touched.insert(touched.end(), s.steps[i].writes.begin(), s.steps[i].writes.end());
-    for (int b : touched)
-      if (last_use[b] == static_cast<int>(i) && mp.offset[b] >= 0) {
-        free_blocks.emplace(align_up(buffer_bytes(g.buffers[b])), mp.offset[b]);
-        last_use[b] = -2;
+  std::stable_sort(lives.begin(), lives.end(), [](const Life& a, const Life& b) {
+    return a.bytes != b.bytes ? a.bytes > b.bytes : a.first < b.first;
+  });
+  std::vector<const Life*> placed;
+  std::vector<std::pair<int64_t, int64_t>> busy;  // [offset, end) of placed buffers alive with it
+  for (const Life& l : lives) {
+    busy.clear();
+    for (const Life* o : placed)
+      if (o->first <= l.last && l.first <= o->last)
+        busy.push_back({mp.offset[o->buf], mp.offset[o->buf] + o->bytes});
+    std::sort(busy.begin(), busy.end());
+    int64_t at = 0;
+    for (const auto& [b0, b1] : busy) {
+      if (b0 >= at + l.bytes) break;  // the gap below this one fits
+      at = std::max(at, b1);
+    }
+    mp.offset[l.buf] = at;
+    mp.arena_bytes = std::max(mp.arena_bytes, at + l.bytes);
+    // Reuse: memory that a buffer alive at another time also takes.
+    for (const Life* o : placed)
+      if (mp.offset[o->buf] < at + l.bytes && at < mp.offset[o->buf] + o->bytes) {
+        ++mp.reused;
+        break;
       }
+    placed.push_back(&l);
   }
 }
 
