@@ -125,28 +125,35 @@ void place_in_arena(const Graph& g, const Schedule& s, const std::vector<bool>& 
   std::stable_sort(lives.begin(), lives.end(), [](const Life& a, const Life& b) {
     return a.bytes != b.bytes ? a.bytes > b.bytes : a.first < b.first;
   });
-  std::vector<const Life*> placed;
-  std::vector<std::pair<int64_t, int64_t>> busy;  // [offset, end) of placed buffers alive with it
+  // Placed buffers by offset: a buffer's lowest free offset is found in one
+  // walk that stops at the first gap wide enough (no sort per buffer; the
+  // review measured 1 s for 12,000 long-lived buffers when each sorted its
+  // neighbours).
+  std::vector<std::pair<int64_t, const Life*>> placed;
+  const auto together = [](const Life& a, const Life& b) {
+    return a.first <= b.last && b.first <= a.last;
+  };
   for (const Life& l : lives) {
-    busy.clear();
-    for (const Life* o : placed)
-      if (o->first <= l.last && l.first <= o->last)
-        busy.push_back({mp.offset[o->buf], mp.offset[o->buf] + o->bytes});
-    std::sort(busy.begin(), busy.end());
     int64_t at = 0;
-    for (const auto& [b0, b1] : busy) {
-      if (b0 >= at + l.bytes) break;  // the gap below this one fits
-      at = std::max(at, b1);
+    for (const auto& [off, o] : placed) {
+      if (!together(*o, l)) continue;
+      if (off >= at + l.bytes) break;  // the gap below this one fits
+      at = std::max(at, off + o->bytes);
     }
     mp.offset[l.buf] = at;
     mp.arena_bytes = std::max(mp.arena_bytes, at + l.bytes);
-    // Reuse: memory that a buffer alive at another time also takes.
-    for (const Life* o : placed)
-      if (mp.offset[o->buf] < at + l.bytes && at < mp.offset[o->buf] + o->bytes) {
+    // Reuse: bytes that a (larger) buffer alive at another time also takes.
+    for (const auto& [off, o] : placed) {
+      if (off >= at + l.bytes) break;
+      if (off + o->bytes > at) {
         ++mp.reused;
         break;
       }
-    placed.push_back(&l);
+    }
+    const auto pos = std::upper_bound(
+        placed.begin(), placed.end(), at,
+        [](int64_t v, const std::pair<int64_t, const Life*>& e) { return v < e.first; });
+    placed.insert(pos, {at, &l});
   }
 }
 

@@ -29,7 +29,7 @@ namespace smelt::compiler {
 struct MemoryPlan {
   std::vector<int64_t> offset;
   int64_t arena_bytes = 0;
-  int reused = 0;  // buffers placed in memory freed by an earlier one
+  int reused = 0;  // buffers sharing bytes with a (larger) one alive at other steps
   /// Per buffer: an intermediate with memory of its own, allocated when its
   /// first writer runs and freed after its last reader (plan_memory's
   /// `release_early`): the arena lives for the whole run, so an activation in
