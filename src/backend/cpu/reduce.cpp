@@ -90,18 +90,16 @@ inline typename Op::acc_t arg_run16(const float* p, int64_t n, int64_t i0) {
   const auto extreme = [](__m512 v, __m512 ext) {
     return kMax ? _mm512_mask_max_ps(ext, 0xffff, v, ext) : _mm512_mask_min_ps(ext, 0xffff, v, ext);
   };
+  // The lanes of the block at j that lie in the run.
+  const auto lanes = [n](int64_t j) {
+    return n - j >= 16 ? static_cast<__mmask16>(0xffff)
+                       : static_cast<__mmask16>((1u << (n - j)) - 1);
+  };
   const __m512 fill = _mm512_set1_ps(kMax ? -INFINITY : INFINITY);
   __m512 ext = fill;
   __mmask16 nan = 0;
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m512 v = _mm512_loadu_ps(p + i);
-    nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-    ext = extreme(v, ext);
-  }
-  if (i < n) {
-    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
-    const __m512 v = _mm512_mask_loadu_ps(fill, m, p + i);
+  for (int64_t j = 0; j < n; j += 16) {
+    const __m512 v = _mm512_mask_loadu_ps(fill, lanes(j), p + j);
     nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
     ext = extreme(v, ext);
   }
@@ -112,8 +110,7 @@ inline typename Op::acc_t arg_run16(const float* p, int64_t n, int64_t i0) {
   for (int k = 1; k < 16; ++k) e = kMax ? std::max(e, lane[k]) : std::min(e, lane[k]);
   const __m512 target = _mm512_set1_ps(e);
   for (int64_t j = 0; j < n; j += 16) {
-    const __mmask16 in =
-        n - j >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << (n - j)) - 1);
+    const __mmask16 in = lanes(j);
     const __m512 v = _mm512_maskz_loadu_ps(in, p + j);
     const __mmask16 hit = nan ? _mm512_mask_cmp_ps_mask(in, v, v, _CMP_UNORD_Q)
                               : _mm512_mask_cmp_ps_mask(in, v, target, _CMP_EQ_OQ);
