@@ -1138,10 +1138,10 @@ def main():
     p.add_argument("--workloads", default="",
                    help="compiled-cuda: comma list of case names (default: every case)")
     p.add_argument("--matmul-precision", default="highest", choices=["highest", "high", "medium"],
-                   help="compiled-cuda, compiled --device cuda: float32 GEMMs on both sides "
-                        "(torch.set_float32_matmul_precision, smelt bench --matmul-precision): "
-                        "highest = exact float32, high / medium = TF32 tensor cores allowed; "
-                        "refused elsewhere")
+                   help="compiled-cuda, compiled or minilm --device cuda: float32 GEMMs on "
+                        "both sides (torch.set_float32_matmul_precision, smelt bench "
+                        "--matmul-precision): highest = exact float32, high / medium = TF32 "
+                        "tensor cores allowed; refused elsewhere")
     args = p.parse_args()
     try:
         import torch
@@ -1158,11 +1158,11 @@ def main():
     # compiled rows on a GPU (TF32). On the CPU smelt's float32 GEMMs stay
     # exact, while PyTorch's "medium" runs them in bfloat16 through oneDNN
     # (AMX / AVX512-BF16 CPUs: 0.26 max error on a 256x512 @ 512x256 product).
-    on_gpu = args.workload == "compiled-cuda" or (args.workload == "compiled"
+    on_gpu = args.workload == "compiled-cuda" or (args.workload in ("compiled", "minilm")
                                                   and args.device.startswith("cuda"))
     if args.matmul_precision != "highest" and not on_gpu:
-        p.error("--matmul-precision high / medium applies to compiled-cuda, or compiled with "
-                "--device cuda: elsewhere smelt's float32 GEMMs stay exact (PyTorch's CPU "
+        p.error("--matmul-precision high / medium applies to compiled-cuda, or compiled or "
+                "minilm with --device cuda: elsewhere smelt's float32 GEMMs stay exact (PyTorch's CPU "
                 "'medium' is bfloat16)")
     torch.set_float32_matmul_precision(args.matmul_precision)
     row = WORKLOADS[args.workload](args, torch)

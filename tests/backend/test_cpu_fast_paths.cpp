@@ -285,3 +285,88 @@ TEST(CpuFastPaths, PointwiseRowsSplitAcrossThreadsEqualOneThread) {
     }
   }
 }
+
+TEST(CpuFastPaths, RowBlockCopyMovesOnlyABlockTrailingTheStores) {
+  using cpu::RowBlockCopy;
+  EXPECT_TRUE(cpu::is_trailing_block({1024}, {512, 1024}));
+  EXPECT_TRUE(cpu::is_trailing_block({1, 1, 8, 4}, {3, 8, 4}));
+  EXPECT_TRUE(cpu::is_trailing_block({3, 8, 4}, {3, 8, 4}));
+  EXPECT_FALSE(cpu::is_trailing_block({8, 1}, {3, 8, 4}));
+  EXPECT_FALSE(cpu::is_trailing_block({2, 8, 4}, {3, 8, 4}));
+  EXPECT_FALSE(cpu::is_trailing_block({5, 3, 8, 4}, {3, 8, 4}));
+  alignas(4096) static char page[3 * 4096];
+  char* dst = page + 4096;
+  for (int64_t trail : {0, 64, 448, 512, 2048, 4032}) {
+    char* block = page + 2 * 4096 - trail;  // its page offset trails dst's by `trail`
+    std::memset(block, static_cast<int>(trail / 64 + 1), 256);
+    RowBlockCopy moved;
+    char* got = moved.away_from_stores(block, 256, dst, 4096);
+    if (trail >= 512) {
+      EXPECT_EQ(got, block) << trail;
+    } else {
+      ASSERT_NE(got, block) << trail;
+      EXPECT_EQ(std::memcmp(got, block, 256), 0) << trail;
+      EXPECT_EQ((reinterpret_cast<uintptr_t>(dst) - reinterpret_cast<uintptr_t>(got)) % 4096,
+                2048u);
+    }
+    // Rows whose starts move across the page, or a block too large to stay
+    // in cache: left where it is.
+    EXPECT_EQ(moved.away_from_stores(block, 256, dst, 4096 + 64), block) << trail;
+    EXPECT_EQ(moved.away_from_stores(block, int64_t{1} << 20, dst, 4096), block) << trail;
+  }
+}
+
+TEST(CpuFastPaths, RepeatedTrailingBlocksEqualElementLoops) {
+  ThreadsGuard guard;
+  omp_set_num_threads(2);
+  // Inputs that repeat along the output (a bias row, a [T, C] block of a
+  // [B, T, C] output, with leading 1s), of the compute dtype or not, beside
+  // full and one-element operands, above and below the parallel grain.
+  for (Shape shape : {Shape{3, 5}, Shape{64, 1024}, Shape{4, 33, 70}, Shape{40, 3000}}) {
+    const int64_t n = shape[0] * (shape.size() == 3 ? shape[1] * shape[2] : shape[1]);
+    const int64_t c = shape.back(), block = shape.size() == 3 ? shape[1] * c : c;
+    Tensor x = smelt_test::make(special_seq(n), shape, float32);
+    Shape bs(shape.begin() + 1, shape.end());
+    Tensor b = smelt_test::make(smelt_test::seq(block, 0.37, 0.3), bs, float32);
+    Tensor b1 = b.unsqueeze(0);
+    Tensor bi = to_dtype(b * Scalar(10.0), int32);
+    Tensor mask = b > Scalar(0.0);
+    const std::vector<double> xv = x.to_vector<double>(), bv = b.to_vector<double>(),
+                              biv = bi.to_vector<double>();
+    const std::vector<double> add = (x + b).to_vector<double>(), mul = (b1 * x).to_vector<double>(),
+                              mixed = (x - bi).to_vector<double>(),
+                              pick = where(mask, x, smelt_test::make({-2.0}, {1}, float32))
+                                         .to_vector<double>();
+    for (int64_t i = 0; i < n; ++i) {
+      const size_t u = static_cast<size_t>(i), p = static_cast<size_t>(i % block);
+      const float xf = static_cast<float>(xv[u]), bf = static_cast<float>(bv[p]);
+      ASSERT_TRUE(same_values({add[u]}, {static_cast<double>(xf + bf)})) << i;
+      ASSERT_TRUE(same_values({mul[u]}, {static_cast<double>(bf * xf)})) << i;
+      ASSERT_TRUE(same_values({mixed[u]}, {static_cast<double>(xf - static_cast<float>(biv[p]))}))
+          << i;
+      ASSERT_TRUE(same_values({pick[u]}, {bf > 0.0f ? xf : -2.0f})) << i;
+    }
+  }
+  // x.add_(b) with b's page offset trailing x's by 0 to 448 bytes: b is read
+  // from the moved copy, and the values are the same.
+  Tensor storage = zeros({64 * 1024 + 2048}, float32);
+  const auto page_offset = [](const Tensor& t) {
+    return static_cast<int64_t>(reinterpret_cast<uintptr_t>(t.data_ptr()) % 4096) / 4;
+  };
+  const int64_t x0 = (1024 - page_offset(storage)) % 1024;  // x starts on a page
+  Tensor row_src = smelt_test::make(smelt_test::seq(2048 + 1024, 0.21, 0.5), {3072}, float32);
+  for (int64_t trail : {0, 16, 112, 512}) {
+    Tensor x = storage.slice(0, x0, x0 + 64 * 1024).view({64, 1024});
+    x.copy_(smelt_test::make(special_seq(64 * 1024), {64, 1024}, float32));
+    const std::vector<double> before = x.to_vector<double>();
+    const int64_t b0 = ((page_offset(x) - trail - page_offset(row_src)) % 1024 + 1024) % 1024;
+    Tensor b = row_src.slice(0, b0, b0 + 1024);
+    ASSERT_EQ((page_offset(x) - page_offset(b) + 1024) % 1024, trail);
+    x.add_(b);
+    const std::vector<double> after = x.to_vector<double>(), bv = b.to_vector<double>();
+    for (size_t i = 0; i < after.size(); ++i)
+      ASSERT_TRUE(same_values({after[i]}, {static_cast<double>(static_cast<float>(before[i]) +
+                                                               static_cast<float>(bv[i % 1024]))}))
+          << "trail " << trail << " element " << i;
+  }
+}

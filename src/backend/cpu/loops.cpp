@@ -2,6 +2,8 @@
 #include "backend/cpu/loops.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <cstring>
 #include <limits>
 
 namespace smelt::cpu {
@@ -16,6 +18,32 @@ std::vector<int64_t> broadcast_byte_strides(const Tensor& t, const Shape& out_sh
     s[od] = t.sizes()[i] == 1 ? 0 : t.strides()[i] * isz;
   }
   return s;
+}
+
+bool is_trailing_block(const Shape& in, const Shape& out) {
+  size_t lead = 0;
+  while (lead < in.size() && in[lead] == 1) ++lead;
+  const size_t n = in.size() - lead;
+  if (n > out.size()) return false;
+  return std::equal(in.begin() + static_cast<std::ptrdiff_t>(lead), in.end(),
+                    out.end() - static_cast<std::ptrdiff_t>(n));
+}
+
+char* RowBlockCopy::away_from_stores(char* block, int64_t bytes, const char* dst,
+                                     int64_t row_bytes) {
+  constexpr int64_t kPage = 4096, kWindow = 512, kMaxBytes = int64_t{64} << 10;
+  const auto offset = [](const char* p) {
+    return static_cast<int64_t>(reinterpret_cast<uintptr_t>(p) % kPage);
+  };
+  if (row_bytes % kPage != 0 || bytes > kMaxBytes) return block;
+  const int64_t trail = ((offset(dst) - offset(block)) % kPage + kPage) % kPage;
+  if (trail >= kWindow) return block;
+  buf_.resize(static_cast<size_t>(bytes + kPage));
+  // The address in buf_ whose page offset is the rows' plus half a page.
+  const int64_t want = (offset(dst) + kPage / 2) % kPage;
+  char* copy = buf_.data() + ((want - offset(buf_.data())) % kPage + kPage) % kPage;
+  std::memcpy(copy, block, static_cast<size_t>(bytes));
+  return copy;
 }
 
 Coalesced coalesce(const Shape& shape_in, const std::vector<std::vector<int64_t>>& strides) {

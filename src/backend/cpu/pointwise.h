@@ -7,12 +7,14 @@
 // A kernel is instantiated per (functor, compute type C) only. Rows (from
 // for_each_row: broadcasting, coalescing, OpenMP; or, where every input is
 // contiguous like the output or one element, one row split by parallel_for
-// directly) are processed in blocks: each input block is converted to C into
-// a small buffer unless it already is C and contiguous, the functor runs over
-// plain C arrays (a loop the compiler can vectorize), and results are
-// converted to the output dtype unless they already are of it; a row whose
-// operands all are read and written in place is one block. Loads/stores are shared by all functors
-// (load_block/store_block), so mixed input dtypes cost no extra instantiations.
+// directly; or, where inputs repeat as a contiguous trailing block of the
+// output's sizes, rows of that block's length) are processed in blocks: each
+// input block is converted to C into a small buffer unless it already is C
+// and contiguous, the functor runs over plain C arrays (a loop the compiler
+// can vectorize), and results are converted to the output dtype unless they
+// already are of it; a row whose operands all are read and written in place
+// is one block. Loads/stores are shared by all functors (load_block /
+// store_block), so mixed input dtypes cost no extra instantiations.
 #pragma once
 #include <algorithm>
 #include <array>
@@ -179,24 +181,61 @@ void run_kernel(const Tensor& out, const std::vector<Tensor>& in, const F& f) {
   // clamp(x, -1, 1)): one long row split by parallel_for as for_each_row
   // splits it, without its vectors of pointers and strides and the
   // coalescing (a dozen allocations per call of a three-operand op, on the
-  // path every thread waits for).
+  // path every thread waits for). Inputs that are a contiguous trailing block
+  // of the output's sizes (a bias row: x + b with b of x's last dims) repeat
+  // with that block's length as the period: rows of the period, each a call
+  // of `row` (or of the functor's loop itself, below).
   const int64_t numel = out.numel();
   bool flat = numel > 0 && out.is_contiguous();
-  for (size_t k = 0; k < N && flat; ++k)
-    flat = in[k].numel() == 1 || (in[k].sizes() == out.sizes() && in[k].is_contiguous());
+  int64_t period = numel;
+  for (size_t k = 0; k < N && flat; ++k) {
+    const Tensor& t = in[k];
+    if (t.numel() == 1 || (t.sizes() == out.sizes() && t.is_contiguous())) continue;
+    flat = t.is_contiguous() && t.numel() > 1 && is_trailing_block(t.sizes(), out.sizes()) &&
+           (period == numel || period == t.numel());
+    period = t.numel();
+  }
   if (flat) {
     std::array<char*, N + 1> base;
     std::array<int64_t, N + 1> st;
+    std::array<bool, N + 1> repeats{};
     base[0] = static_cast<char*>(out.data_ptr());
     st[0] = static_cast<int64_t>(out.element_size());
+    RowBlockCopy moved;
     for (size_t k = 0; k < N; ++k) {
       base[k + 1] = static_cast<char*>(in[k].data_ptr());
       st[k + 1] = in[k].numel() == 1 ? 0 : static_cast<int64_t>(in[k].element_size());
+      repeats[k + 1] = period < numel && in[k].numel() == period;
+      if (repeats[k + 1])
+        base[k + 1] =
+            moved.away_from_stores(base[k + 1], period * st[k + 1], base[0], period * st[0]);
     }
-    parallel_for(0, numel, kParallelGrain, [&](int64_t b, int64_t e) {
+    if (period == numel) {
+      parallel_for(0, numel, kParallelGrain, [&](int64_t b, int64_t e) {
+        std::array<char*, N + 1> p;
+        for (size_t k = 0; k <= N; ++k) p[k] = base[k] + b * st[k];
+        row(p.data(), st.data(), e - b);
+      });
+      return;
+    }
+    // Operands all of the compute dtype and read in place, the result stored
+    // in place: each row straight into the functor's loop (`row`'s per-call
+    // checks cost as much as a row of a thousand elements takes to stream).
+    bool direct = odt == rdt;
+    for (size_t k = 0; k < N; ++k) direct = direct && idt[k] == cdt && st[k + 1] != 0;
+    parallel_for(0, numel / period, grain_for(period), [&](int64_t r0, int64_t r1) {
       std::array<char*, N + 1> p;
-      for (size_t k = 0; k <= N; ++k) p[k] = base[k] + b * st[k];
-      row(p.data(), st.data(), e - b);
+      for (int64_t r = r0; r < r1; ++r) {
+        for (size_t k = 0; k <= N; ++k) p[k] = repeats[k] ? base[k] : base[k] + r * period * st[k];
+        if (direct) {
+          std::array<const C*, N> a;
+          for (size_t k = 0; k < N; ++k) a[k] = reinterpret_cast<const C*>(p[k + 1]);
+          compute<R, C>(reinterpret_cast<R*>(p[0]), a.data(), period, f,
+                        std::make_index_sequence<N>{});
+        } else {
+          row(p.data(), st.data(), period);
+        }
+      }
     });
     return;
   }
