@@ -523,6 +523,13 @@ class Backend {
   /// dim into out (fresh, x's shape and dtype): in opmath, shifted = x - max,
   /// exp(shifted) / sum (log: shifted - log(sum)), rounded once.
   virtual bool fused_softmax(const Tensor& x, bool log, const Tensor& out) { return false; }
+  /// cat of `inputs` (each non-empty along `dim`, of out's sizes elsewhere)
+  /// along `dim` into out (fresh) in one pass where the backend has one for
+  /// them; false, with nothing written, otherwise: cat then copies each
+  /// input into its slice of out.
+  virtual bool cat(const Tensor& out, const std::vector<Tensor>& inputs, int64_t dim) {
+    return false;
+  }
   /// layer_norm of contiguous floating x over its last n elements into out
   /// (fresh, x's shape and dtype), as the decomposition: mean and biased
   /// variance accumulated in double and rounded to opmath, then

@@ -210,13 +210,16 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   }
   return detail::run_op1("cat", tensors, {{"dim", d}}, {out_shape, dt, ref->device()},
                          [&](const std::vector<Tensor>& outs) {
+                           std::vector<Tensor> parts;  // the inputs with elements along d
+                           for (const Tensor& t : tensors)
+                             if (!(t.dim() == 1 && t.sizes()[0] == 0) && t.sizes()[d] > 0)
+                               parts.push_back(t);
                            backend::Backend& be = backend::backend(ref->device());
+                           if (be.cat(outs[0], parts, d)) return;
                            int64_t offset = 0;
-                           for (const Tensor& t : tensors) {
-                             if (t.dim() == 1 && t.sizes()[0] == 0) continue;
-                             int64_t len = t.sizes()[d];
-                             if (len > 0) be.copy(out_slice(outs[0], d, offset, len), t);
-                             offset += len;
+                           for (const Tensor& t : parts) {
+                             be.copy(out_slice(outs[0], d, offset, t.sizes()[d]), t);
+                             offset += t.sizes()[d];
                            }
                          });
 }

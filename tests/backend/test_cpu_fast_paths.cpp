@@ -370,3 +370,50 @@ TEST(CpuFastPaths, RepeatedTrailingBlocksEqualElementLoops) {
           << "trail " << trail << " element " << i;
   }
 }
+
+TEST(CpuFastPaths, CatInOnePassEqualsSliceCopies) {
+  ThreadsGuard guard;
+  omp_set_num_threads(2);
+  // Contiguous inputs of out's dtype in one pass (rows before dim >= 2), and
+  // the per-input copies otherwise (dim 0, a transposed input, another
+  // dtype), against element loops; empty inputs are skipped.
+  const Tensor a = smelt_test::make(special_seq(64 * 3 * 40), {64, 3, 40}, float32);
+  const Tensor b = smelt_test::make(smelt_test::seq(64 * 5 * 40, 0.29, 0.1), {64, 5, 40}, float32);
+  const Tensor e = zeros({64, 0, 40}, float32);
+  const Tensor big = smelt_test::make(smelt_test::seq(600 * 700, 0.31), {600, 700}, float32);
+  const Tensor big2 = smelt_test::make(special_seq(600 * 300), {600, 300}, float32);
+  const Tensor side = smelt_test::make(smelt_test::seq(700 * 50), {700, 50}, float32);
+  struct Case {
+    std::vector<Tensor> in;
+    int64_t dim;
+  };
+  const std::vector<Case> cases = {
+      {{a, e, b, a}, 1},                  // middle dim, an empty input
+      {{big, big2}, 1},                   // above the grain: rows split across threads
+      {{a, a}, 0},                        // dim 0: per-input copies
+      {{big.t(), side}, 1},               // a transposed input
+      {{a, to_dtype(a, float64)}, 2},     // another dtype: promoted
+      {{big.slice(1, 0, 300), big2}, 0},  // a strided view
+  };
+  for (size_t ci = 0; ci < cases.size(); ++ci) {
+    const Case& c = cases[ci];
+    const Tensor got = cat(c.in, c.dim);
+    // The expected values: each input's elements at their place in out.
+    const Shape& os = got.sizes();
+    int64_t outer = 1, inner = 1;
+    for (int64_t k = 0; k < c.dim; ++k) outer *= os[k];
+    for (int64_t k = c.dim + 1; k < got.dim(); ++k) inner *= os[k];
+    std::vector<double> want(static_cast<size_t>(got.numel()));
+    int64_t at = 0;
+    for (const Tensor& t : c.in) {
+      const std::vector<double> v = t.contiguous().to_vector<double>();
+      const int64_t len = t.sizes()[c.dim];
+      for (int64_t o = 0; o < outer; ++o)
+        for (int64_t j = 0; j < len * inner; ++j)
+          want[static_cast<size_t>(o * os[c.dim] * inner + at * inner + j)] =
+              v[static_cast<size_t>(o * len * inner + j)];
+      at += len;
+    }
+    EXPECT_TRUE(same_values(got.to_vector<double>(), want)) << "case " << ci;
+  }
+}

@@ -477,24 +477,27 @@ std::pair<typename Op::acc_t, typename Op::acc_t> by_runs_and_by_chunks(int64_t 
 
 // Chunks grouped within a run (four or two side by side: reduce::fold_chunks,
 // welford_chunks) wherever a chunk begins, also after the chunk the previous
-// run left open is completed (runs of 600 are not whole chunks): the same bits
-// as chunk by chunk, for Sum, Max and Welford.
+// run left open is completed (runs of 600 and 2000 are not whole chunks; 2000
+// and 4800 hold several groups): the same bits as chunk by chunk, for Sum,
+// Max and Welford.
 TEST(ReductionAccumulation, ChunksGroupWithinRunsWithTheSameBits) {
-  const int64_t run = 600, n = 8 * run;
-  manual_seed(3);
-  const std::vector<float> xs = randn({n}).to_vector<float>();
-  const reduce::ContiguousRun<float, OrderTestTag> cont{xs.data()};
-  auto [s0, s1] = by_runs_and_by_chunks<reduce::Sum<float>>(n, run, cont);
-  EXPECT_EQ(s0, s1);
-  EXPECT_NE(s0, 0.0f);
-  auto [m0, m1] = by_runs_and_by_chunks<reduce::Max<float>>(n, run, cont);
-  EXPECT_EQ(m0, m1);
-  auto as_double = [&](int64_t r) { return static_cast<double>(xs[r]); };
-  auto [w0, w1] = by_runs_and_by_chunks<reduce::Welford<double>>(n, run, as_double);
-  EXPECT_EQ(w0.mean, w1.mean);
-  EXPECT_EQ(w0.m2, w1.m2);
-  EXPECT_EQ(w0.count, w1.count);
-  EXPECT_EQ(w0.count, n);
+  for (int64_t run : {600, 2000, 4800}) {
+    const int64_t n = 8 * run;
+    manual_seed(3);
+    const std::vector<float> xs = randn({n}).to_vector<float>();
+    const reduce::ContiguousRun<float, OrderTestTag> cont{xs.data()};
+    auto [s0, s1] = by_runs_and_by_chunks<reduce::Sum<float>>(n, run, cont);
+    EXPECT_EQ(s0, s1) << run;
+    EXPECT_NE(s0, 0.0f);
+    auto [m0, m1] = by_runs_and_by_chunks<reduce::Max<float>>(n, run, cont);
+    EXPECT_EQ(m0, m1) << run;
+    auto as_double = [&](int64_t r) { return static_cast<double>(xs[r]); };
+    auto [w0, w1] = by_runs_and_by_chunks<reduce::Welford<double>>(n, run, as_double);
+    EXPECT_EQ(w0.mean, w1.mean) << run;
+    EXPECT_EQ(w0.m2, w1.m2) << run;
+    EXPECT_EQ(w0.count, w1.count);
+    EXPECT_EQ(w0.count, n);
+  }
 }
 
 // Welford's lanes whose sums overflow (elements near the largest double) take

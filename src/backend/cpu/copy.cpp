@@ -206,8 +206,33 @@ void copy_kernel(const Tensor& dst, const Tensor& src) {
   });
 }
 
+bool cat_kernel(const Tensor& out, const std::vector<Tensor>& inputs, int64_t dim) {
+  if (!out.is_contiguous()) return false;
+  for (const Tensor& t : inputs)
+    if (t.dtype() != out.dtype() || !t.is_contiguous()) return false;
+  int64_t outer = 1, inner = 1;
+  for (int64_t k = 0; k < dim; ++k) outer *= out.sizes()[k];
+  for (int64_t k = dim + 1; k < out.dim(); ++k) inner *= out.sizes()[k];
+  if (outer < 2 || inner == 0) return false;
+  const int64_t es = static_cast<int64_t>(out.element_size());
+  const int64_t row = out.sizes()[dim] * inner;  // elements of out per outer index
+  char* dst = static_cast<char*>(out.data_ptr());
+  parallel_for(0, outer, grain_for(row), [&](int64_t o0, int64_t o1) {
+    for (int64_t o = o0; o < o1; ++o) {
+      char* d = dst + o * row * es;
+      for (const Tensor& t : inputs) {
+        const int64_t n = t.sizes()[dim] * inner * es;
+        std::memcpy(d, static_cast<const char*>(t.data_ptr()) + o * n, static_cast<size_t>(n));
+        d += n;
+      }
+    }
+  });
+  return true;
+}
+
 }  // namespace
 
 }  // namespace smelt::cpu::SMELT_CPU_CAP
 
 SMELT_REGISTER_DISPATCH(copy_stub, &::smelt::cpu::SMELT_CPU_CAP::copy_kernel);
+SMELT_REGISTER_DISPATCH(cat_stub, &::smelt::cpu::SMELT_CPU_CAP::cat_kernel);

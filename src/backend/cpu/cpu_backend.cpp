@@ -158,6 +158,9 @@ class CpuBackend final : public backend::Backend {
     cumsum_kernel(x, dim, out);
   }
 
+  bool cat(const Tensor& out, const std::vector<Tensor>& inputs, int64_t dim) override {
+    return cat_contiguous(out, inputs, dim);
+  }
   bool fused_softmax(const Tensor& x, bool log, const Tensor& out) override {
     if (x.dim() == 0 || !fused_rows_ok(x, x.sizes().back(), out)) return false;
     softmax_rows_stub(x, log, out);
