@@ -417,3 +417,43 @@ TEST(CpuFastPaths, CatInOnePassEqualsSliceCopies) {
     EXPECT_TRUE(same_values(got.to_vector<double>(), want)) << "case " << ci;
   }
 }
+
+TEST(CpuFastPaths, GatherOfEveryElementSizeAndRowLengthEqualsAnElementLoop) {
+  ThreadsGuard guard;
+  // Rows along a contiguous last dim, eight elements per vector gather where
+  // the capability has it and one by one after: every dtype size, lengths
+  // around multiples of 8, NaN payloads and -0.0 moved as bits.
+  for (CpuCapability want_cap :
+       {CpuCapability::Default, CpuCapability::AVX2, CpuCapability::AVX512}) {
+    const CpuCapability cap = cpu::set_cpu_capability(want_cap);  // at most the hardware's
+    for (DType dt : {float32, float64, int32, int64, float16, int8}) {
+      for (int64_t len : {1, 7, 8, 9, 17, 64, 70}) {
+        const int64_t rows = 5, width = 13;
+        Tensor x =
+            to_dtype(smelt_test::make(special_seq(rows * width), {rows, width}, float64), dt);
+        std::vector<int64_t> iv;
+        for (int64_t k = 0; k < rows * len; ++k) iv.push_back((k * 7 + 3) % width);
+        const Tensor got = gather(x, 1, from_vector(iv, {rows, len}));
+        const std::vector<double> xv = x.to_vector<double>();
+        std::vector<double> want;
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t j = 0; j < len; ++j)
+            want.push_back(
+                xv[static_cast<size_t>(r * width + iv[static_cast<size_t>(r * len + j)])]);
+        EXPECT_TRUE(same_values(got.to_vector<double>(), want))
+            << dtype_name(dt) << " len " << len << " " << cpu::cpu_capability_name(cap);
+        // An index out of range in any lane: the first one in element order is named.
+        for (int64_t bad : {int64_t{0}, len / 2, len - 1}) {
+          std::vector<int64_t> jv = iv;
+          jv[static_cast<size_t>(len + bad)] = width;  // row 1
+          if (bad + 1 < len) jv[static_cast<size_t>(len + bad + 1)] = -1;
+          smelt_test::expect_error_mentions(
+              [&] {
+                gather(x, 1, from_vector(jv, {rows, len}));
+              },
+              "index 13 is out of bounds for dimension 1 with size 13");
+        }
+      }
+    }
+  }
+}

@@ -1,13 +1,13 @@
 // Eager CPU indexing kernels (see index.h).
 #include "backend/cpu/index.h"
 
-#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
 #include <vector>
 
 #include "backend/cpu/copy.h"
+#include "backend/cpu/gather_rows.h"
 #include "backend/cpu/loops.h"
 #include "kernels/scalar_ops.h"
 
@@ -114,50 +114,6 @@ void index_select(const Tensor& out, const Tensor& x, int64_t dim, const Tensor&
   }
 }
 
-namespace {
-/// gather's rows along index's last dim (shape `is`): each row's offset in x
-/// (without dim `dim`) once, then a plain loop over the row. Checks every index
-/// against `size` (x's size along dim) as it reads it, in the same pass (an
-/// index out of range reads element 0 instead): true when all were in range.
-template <class T>
-bool gather_rows(T* dst, const T* src, const Shape& xst, const Shape& is, int64_t dim,
-                 const int64_t* idx, int64_t n, int64_t size) {
-  const int64_t last = static_cast<int64_t>(is.size()) - 1, len = is[last], rows = n / len;
-  const int64_t s_dim = xst[dim], s_last = dim == last ? 0 : xst[last];
-  const uint64_t usize = static_cast<uint64_t>(size);
-  std::atomic<bool> all_in{true};
-  parallel_for(0, rows, grain_for(len), [&](int64_t r0, int64_t r1) {
-    bool in = true;
-    for (int64_t r = r0; r < r1; ++r) {
-      int64_t rem = r, base = 0;
-      for (int64_t k = last - 1; k >= 0; --k) {
-        const int64_t i = rem % is[k];
-        rem /= is[k];
-        if (k != dim) base += i * xst[k];
-      }
-      const int64_t* __restrict ix = idx + r * len;
-      T* __restrict d = dst + r * len;
-      const T* __restrict row = src + base;
-      if (s_last == 0 && s_dim == 1) {  // along a contiguous last dim: a plain gather
-        for (int64_t j = 0; j < len; ++j) {
-          const bool ok = static_cast<uint64_t>(ix[j]) < usize;
-          in &= ok;
-          d[j] = row[ok ? ix[j] : 0];
-        }
-      } else {
-        for (int64_t j = 0; j < len; ++j) {
-          const bool ok = static_cast<uint64_t>(ix[j]) < usize;
-          in &= ok;
-          d[j] = row[j * s_last + (ok ? ix[j] : 0) * s_dim];
-        }
-      }
-    }
-    if (!in) all_in.store(false, std::memory_order_relaxed);
-  });
-  return all_in.load();
-}
-}  // namespace
-
 void gather(const Tensor& out, const Tensor& x, int64_t dim, const Tensor& index) {
   const int64_t n = out.numel();
   if (n == 0) return;
@@ -165,18 +121,18 @@ void gather(const Tensor& out, const Tensor& x, int64_t dim, const Tensor& index
   const int64_t* idx = index_data.p;
   const int64_t size = x.dim() == 0 ? 1 : x.sizes()[static_cast<size_t>(dim)];
   bool in_range = true;
-  SMELT_DISPATCH_ALL(x.dtype(), "gather", [&] {
-    const T* src = static_cast<const T*>(x.data_ptr());
-    T* dst = static_cast<T*>(out.data_ptr());
-    if (x.dim() == 0) {
+  if (x.dim() == 0) {
+    SMELT_DISPATCH_ALL(x.dtype(), "gather", [&] {
+      const T* src = static_cast<const T*>(x.data_ptr());
+      T* dst = static_cast<T*>(out.data_ptr());
       for (int64_t i = 0; i < n; ++i) {
         in_range &= idx[i] == 0;
         dst[i] = src[0];
       }
-    } else {
-      in_range = gather_rows<T>(dst, src, x.strides(), index.sizes(), dim, idx, n, size);
-    }
-  });
+    });
+  } else {
+    in_range = gather_rows_stub(out, x, dim, idx, size);
+  }
   if (in_range) return;
   // The first index out of range in element order.
   for (int64_t i = 0; i < n; ++i)
