@@ -457,3 +457,36 @@ TEST(CpuFastPaths, GatherOfEveryElementSizeAndRowLengthEqualsAnElementLoop) {
     }
   }
 }
+
+TEST(CpuFastPaths, TwoRepeatingBlocksMovedFromTheStoresKeepTheirOwnValues) {
+  ThreadsGuard guard;
+  omp_set_num_threads(2);
+  // Outputs of 2 MiB and more start on a page; each repeating block is a
+  // slice whose page offset trails theirs by `trail` bytes (under 512: moved
+  // to a copy). The same op on the blocks expanded to full tensors (the flat
+  // path, nothing moved) gives the expected values.
+  const auto slice_trailing = [](const Tensor& src, int64_t trail) {
+    const int64_t es = static_cast<int64_t>(src.element_size());
+    const int64_t off = static_cast<int64_t>(reinterpret_cast<uintptr_t>(src.data_ptr()) % 4096);
+    const int64_t start = ((4096 - trail - off) % 4096 + 4096) % 4096 / es;
+    return src.slice(0, start, start + 1024);
+  };
+  const auto full = [](const Tensor& row) { return contiguous(expand(row, {512, 1024})); };
+  const Tensor x = smelt_test::make(special_seq(512 * 1024), {512, 1024}, float32);
+  const Tensor cond = x > Scalar(0.0);
+  const Tensor f32a = smelt_test::make(smelt_test::seq(4096, 0.23, -0.4), {4096}, float32);
+  const Tensor f32b = smelt_test::make(smelt_test::seq(4096, 0.19, 0.3), {4096}, float32);
+  const Tensor f64 = smelt_test::make(smelt_test::seq(2048, 0.31, 0.2), {2048}, float64);
+  for (int64_t ta : {0, 64, 448, 2048})
+    for (int64_t tb : {0, 128, 3072}) {
+      const Tensor lo = slice_trailing(f32a, ta), hi = slice_trailing(f32b, tb);
+      const Tensor wide = slice_trailing(f64, tb);
+      // Blocks of one size (clamp, float32) and a larger second one (where, float64).
+      EXPECT_TRUE(same_values(clamp(x, lo, hi).to_vector<double>(),
+                              clamp(x, full(lo), full(hi)).to_vector<double>()))
+          << "clamp, trails " << ta << ", " << tb;
+      EXPECT_TRUE(same_values(where(cond, lo, wide).to_vector<double>(),
+                              where(cond, full(lo), full(wide)).to_vector<double>()))
+          << "where, trails " << ta << ", " << tb;
+    }
+}

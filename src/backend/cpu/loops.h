@@ -100,7 +100,7 @@ class RowBlockCopy {
   /// `block` itself, or a copy of its `bytes` bytes placed half a page from
   /// the stores, when rows of `row_bytes` (a multiple of 4 KiB) written from
   /// `dst` on would trail it by less than 512 bytes modulo 4 KiB; the copy
-  /// lives as long as this object.
+  /// lives as long as this object, until its next call (one object per block).
   char* away_from_stores(char* block, int64_t bytes, const char* dst, int64_t row_bytes);
 
  private:

@@ -201,14 +201,14 @@ void run_kernel(const Tensor& out, const std::vector<Tensor>& in, const F& f) {
     std::array<bool, N + 1> repeats{};
     base[0] = static_cast<char*>(out.data_ptr());
     st[0] = static_cast<int64_t>(out.element_size());
-    RowBlockCopy moved;
+    std::array<RowBlockCopy, N + 1> moved;  // one per repeating input: each keeps its own copy
     for (size_t k = 0; k < N; ++k) {
       base[k + 1] = static_cast<char*>(in[k].data_ptr());
       st[k + 1] = in[k].numel() == 1 ? 0 : static_cast<int64_t>(in[k].element_size());
       repeats[k + 1] = period < numel && in[k].numel() == period;
       if (repeats[k + 1])
         base[k + 1] =
-            moved.away_from_stores(base[k + 1], period * st[k + 1], base[0], period * st[0]);
+            moved[k + 1].away_from_stores(base[k + 1], period * st[k + 1], base[0], period * st[0]);
     }
     if (period == numel) {
       parallel_for(0, numel, kParallelGrain, [&](int64_t b, int64_t e) {
