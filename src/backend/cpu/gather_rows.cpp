@@ -3,7 +3,6 @@
 
 #include <atomic>
 #include <cstdint>
-#include <type_traits>
 
 #include "backend/cpu/loops.h"
 #include "core/dtype_dispatch.h"

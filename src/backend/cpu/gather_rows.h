@@ -9,11 +9,12 @@
 
 namespace smelt::cpu {
 
-/// out[r, j] = x[row r's offset + idx[r, j] * x.stride(dim)] (rows along the
-/// index's last dim), as gather computes it: index `is` shape, x's strides
-/// `xst`; every index checked against `size` (x's size along dim) as it is
-/// read, an index out of range reading element 0 instead. True when every
-/// index was in range (gather then raises on the first one that was not).
+/// gather(x, dim, index) into out (contiguous, the index's shape) with `idx`
+/// the index's values (contiguous int64): along out's last dim, row by row,
+/// out[.., j] = x[.., idx[.., j] along dim, ..] at any strides of x. Every
+/// index is checked against `size` (x's size along dim) as it is read, an
+/// index out of range reading element 0 instead. True when every index was in
+/// range (gather then raises on the first one that was not).
 using GatherRowsFn = bool (*)(const Tensor& out, const Tensor& x, int64_t dim, const int64_t* idx,
                               int64_t size);
 SMELT_DECLARE_DISPATCH(GatherRowsFn, gather_rows_stub);
