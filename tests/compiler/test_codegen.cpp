@@ -5,6 +5,7 @@
 
 #include <limits>
 
+#include "backend/toolchain_files.h"
 #include "compiler/codegen/printer.h"
 #include "compiler/compile_test_util.h"
 #include "compiler/fusion/kernel_config.h"
@@ -392,6 +393,17 @@ TEST_F(Codegen, LiteralsAndTypes) {
   EXPECT_TRUE(has(d.literal(Scalar(-INFINITY), DType::Float32), "-std::numeric_limits"));
   EXPECT_EQ(d.literal(Scalar(true), DType::Bool), "true");
   EXPECT_TRUE(has(d.literal(Scalar(int64_t{-9}), DType::Int32), "-9"));
+}
+
+// The C++ preamble leaves out C++17's special math functions (their templates
+// were instantiated again at the end of every unit, a quarter of a one-kernel
+// unit's compile): libstdc++'s guard is defined before the first standard header.
+TEST_F(Codegen, PreambleLeavesOutSpecialMathFunctions) {
+  const std::string p = CppDialect().preamble();
+  const size_t guard = p.find(backend::kNoSpecialMathFunctions);
+  ASSERT_NE(guard, std::string::npos);
+  EXPECT_LT(guard, p.find("#include <"));
+  EXPECT_LT(guard, p.find(backend::kPreambleEnd));
 }
 
 TEST_F(Codegen, LaunchPlanNamesEveryStep) {

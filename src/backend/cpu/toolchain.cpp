@@ -288,8 +288,8 @@ class ObjectFile final : public backend::Module {
 /// they keep reduce_ops.h's chunk pairs, which change no bit).
 const std::string& math_source() {
   static const std::string source =
-      "// smelt JIT math support\n#define SMELT_VM_VISIBILITY \"hidden\"\n"
-      "#define SMELT_REDUCE_JIT_DEFINE 1\n" +
+      std::string("// smelt JIT math support\n") + backend::kNoSpecialMathFunctions +
+      "#define SMELT_VM_VISIBILITY \"hidden\"\n#define SMELT_REDUCE_JIT_DEFINE 1\n" +
       kernels::embedded_source({"half.h", "vector_math.h", "piecewise_math.h", "vector_math_impl.h",
                                 "scalar_ops.h", "reduce_ops.h", "reduce_jit.h"},
                                true);

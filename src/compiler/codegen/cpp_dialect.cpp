@@ -18,7 +18,8 @@ std::string CppDialect::preamble() const {
   // The math functions' definitions (vector_math_impl.h) are not here: the
   // toolchain links them, compiled once (backend/cpu/toolchain.cpp).
   static const std::string prelude =
-      "// smelt JIT translation unit\n#include <cmath>\n#include <cstdint>\n#include "
+      "// smelt JIT translation unit\n" + std::string(backend::kNoSpecialMathFunctions) +
+      "#include <cmath>\n#include <cstdint>\n#include "
       "<limits>\n#include <type_traits>\n#include <vector>\n#include <omp.h>\n"
       "// No pairs of Welford chunks (reduce_ops.h: the same bits, less to compile).\n"
       "#define SMELT_REDUCE_CHUNK_PAIRS 0\n" +
