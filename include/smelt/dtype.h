@@ -66,6 +66,19 @@ inline DType opmath_type(DType t) {
   return (t == DType::Float16 || t == DType::BFloat16) ? DType::Float32 : t;
 }
 
+/// True when an operand of dtype `from` in arithmetic on `common` must be
+/// rounded to `common` before it enters the opmath computation: PyTorch casts
+/// every tensor operand to the common dtype first, so int16 257 + bfloat16 0.5
+/// is bfloat16(257) = 256 plus 0.5, which rounds to 256, not 258. That changes
+/// values only where `common` is float16/bfloat16 (opmath float32) and
+/// `from` holds values it cannot represent (not bool, int8 or uint8).
+/// Wrapped numbers are not operands of this kind: the op's NumberRule has
+/// already converted them (ops/numbers.h).
+inline bool rounds_to_common(DType from, DType common) {
+  return (common == DType::Float16 || common == DType::BFloat16) && from != common &&
+         from != DType::Bool && from != DType::Int8 && from != DType::UInt8;
+}
+
 /// Default floating dtype for factories and int->float promotion (float32).
 DType default_dtype();
 

@@ -10,11 +10,23 @@
 // once per functor. The groups only split the instantiations over several
 // translation units (compile time); together they are the whole set.
 #pragma once
+#include <string_view>
 
 namespace smelt::pw {
 
 /// Compute-type categories (bit mask over the category of the compute type C).
 enum : int { kB = 1, kI = 2, kF = 4, kIB = kI | kB, kIF = kI | kF, kAll = kB | kI | kF };
+
+/// True for the functors whose second operand, where it is one element (a
+/// one-element tensor, broadcast), enters at the opmath precision without the
+/// rounding to a float16/bfloat16 compute dtype that other operands of
+/// another dtype take (rounds_to_common): PyTorch's CPU mul and div kernels
+/// read such an operand as original_scalar_value<opmath_t>, so bfloat16 x *
+/// int16 tensor(257) multiplies by 257, not by bfloat16(257) = 256 (as
+/// NumberRule::Opmath reads a number). Host code only.
+inline bool unrounded_single_operand(std::string_view functor) {
+  return functor == "mul" || functor == "div" || functor == "div_trunc" || functor == "div_floor";
+}
 
 }  // namespace smelt::pw
 

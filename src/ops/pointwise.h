@@ -10,7 +10,11 @@
 // One element is then computed as
 //    out = store(smelt::scalar::<functor><C>(C(in_0), ..., C(in_k), C(extra)...))
 // with C = opmath_type(dtype) and (functor, extra) = pointwise_call(op, attrs);
-// conversions are static_cast (via float for float16/bfloat16: Half(float)).
+// conversions are scalar::cast (via float for float16/bfloat16: Half(float)),
+// and an operand of another dtype than a float16/bfloat16 `dtype` is rounded
+// to `dtype` first, as PyTorch casts operands to the common dtype
+// (rounds_to_common; not a wrapped number, nor the one-element second operand
+// of mul and div: pw::unrounded_single_operand).
 // The eager kernel follows exactly this convention, so compiled code can match
 // it bit for bit.
 #pragma once

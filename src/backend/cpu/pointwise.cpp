@@ -38,6 +38,16 @@ void store_block(const R* src, char* dst, int64_t stride, DType to, int64_t n) {
   });
 }
 
+void round_block(float* p, int64_t n, DType to) {
+  if (to == DType::Float16) {
+    for (int64_t i = 0; i < n; ++i) p[i] = scalar::cast<float>(scalar::cast<Half>(p[i]));
+  } else {
+    SMELT_INTERNAL_ASSERT(to == DType::BFloat16, "round_block: {} is not a half type",
+                          dtype_name(to));
+    for (int64_t i = 0; i < n; ++i) p[i] = scalar::cast<float>(scalar::cast<BFloat16>(p[i]));
+  }
+}
+
 #define SMELT_PW_INSTANTIATE(T)                                          \
   template void load_block<T>(const char*, int64_t, DType, int64_t, T*); \
   template void store_block<T>(const T*, char*, int64_t, DType, int64_t);

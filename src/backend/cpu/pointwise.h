@@ -45,6 +45,7 @@ using ::smelt::cpu::pw::kIB;
 using ::smelt::cpu::pw::kIF;
 using ::smelt::cpu::pw::PointwiseKernel;
 using ::smelt::cpu::pw::PointwiseTable;
+using ::smelt::pw::unrounded_single_operand;
 
 template <class T>
 struct Tag {
@@ -60,6 +61,9 @@ void load_block(const char* src, int64_t stride, DType from, int64_t n, C* dst);
 /// dst[i * stride] = (dtype `to`)(src[i]) (stride in bytes).
 template <class R>
 void store_block(const R* src, char* dst, int64_t stride, DType to, int64_t n);
+/// p[i] = float(to(p[i])) for `to` float16 or bfloat16: an operand rounded to
+/// the common dtype before its float computation (rounds_to_common).
+void round_block(float* p, int64_t n, DType to);
 
 #define SMELT_PW_EXTERN(T)                                                      \
   extern template void load_block<T>(const char*, int64_t, DType, int64_t, T*); \
@@ -113,23 +117,42 @@ struct BlockRun {
   static constexpr bool kHas = false;
 };
 
-/// out (fresh, contiguous) = f(C(in_0), ..., C(in_{N-1})) with broadcasting;
-/// blocks go through BlockRun<Fn, C> where it has a kernel.
+/// out (fresh, contiguous) = f(C(in_0), ..., C(in_{N-1})) with broadcasting,
+/// an operand first rounded to the compute dtype `common` where
+/// rounds_to_common says so, except a wrapped number (its NumberRule
+/// converted it) and, where `single_unrounded` (unrounded_single_operand), a
+/// one-element second operand; blocks go through BlockRun<Fn, C> where it has
+/// a kernel.
 template <class C, size_t N, class Fn, class F>
-void run_kernel(const Tensor& out, const std::vector<Tensor>& in, const F& f) {
+void run_kernel(DType common, bool single_unrounded, const Tensor& out,
+                const std::vector<Tensor>& in, const F& f) {
   using R = decltype(result_of<C, F>(std::make_index_sequence<N>{}));
   constexpr DType cdt = dtype_of<C>::value;
   constexpr DType rdt = dtype_of<R>::value;
   const DType odt = out.dtype();
   std::array<DType, N> idt;
-  for (size_t k = 0; k < N; ++k) idt[k] = in[k].dtype();
+  std::array<bool, N> rounds{};  // operand k is rounded to `common` after its load
+  for (size_t k = 0; k < N; ++k) {
+    idt[k] = in[k].dtype();
+    if constexpr (std::is_same_v<C, float>)
+      rounds[k] = !in[k].is_wrapped_number() && rounds_to_common(idt[k], common) &&
+                  !(k == 1 && single_unrounded && in[k].numel() == 1);
+  }
+  // Operand k read in place: of the compute type and not rounded.
+  const auto in_place = [&](size_t k) { return idt[k] == cdt && !rounds[k]; };
+  // load_block, then the rounding to `common` where operand k takes it.
+  const auto load = [&](size_t k, const char* src, int64_t stride, int64_t m, C* dst) {
+    load_block<C>(src, stride, idt[k], m, dst);
+    if constexpr (std::is_same_v<C, float>)
+      if (rounds[k]) round_block(dst, m, common);
+  };
   const auto row = [&](char** p, const int64_t* s, int64_t n) {
     alignas(64) C buf[N][kBlock];
     alignas(64) R obuf[kBlock];
     const bool direct = odt == rdt && s[0] == static_cast<int64_t>(sizeof(R));
     // A broadcast input (stride 0) fills its buffer once per row.
     for (size_t k = 0; k < N; ++k)
-      if (s[k + 1] == 0) load_block<C>(p[k + 1], 0, idt[k], std::min(kBlock, n), buf[k]);
+      if (s[k + 1] == 0) load(k, p[k + 1], 0, std::min(kBlock, n), buf[k]);
     // Floating operands after the first all one value along the row (x * 0.5,
     // clamp(x, -1, 1)): compute_const.
     bool rest_const = false;
@@ -146,7 +169,7 @@ void run_kernel(const Tensor& out, const std::vector<Tensor>& in, const F& f) {
     // bookkeeping, call and vzeroupper per 512 elements.
     bool whole = direct;
     for (size_t k = 0; k < N; ++k)
-      whole = whole && ((idt[k] == cdt && s[k + 1] == static_cast<int64_t>(sizeof(C))) ||
+      whole = whole && ((in_place(k) && s[k + 1] == static_cast<int64_t>(sizeof(C))) ||
                         (k >= 1 && rest_const));
     const int64_t step = whole ? n : kBlock;
     for (int64_t i0 = 0; i0 < n; i0 += step) {
@@ -154,10 +177,10 @@ void run_kernel(const Tensor& out, const std::vector<Tensor>& in, const F& f) {
       const C* a[N];
       for (size_t k = 0; k < N; ++k) {
         const char* src = p[k + 1] + i0 * s[k + 1];
-        if (idt[k] == cdt && s[k + 1] == static_cast<int64_t>(sizeof(C))) {
+        if (in_place(k) && s[k + 1] == static_cast<int64_t>(sizeof(C))) {
           a[k] = reinterpret_cast<const C*>(src);
         } else {
-          if (s[k + 1] != 0) load_block<C>(src, s[k + 1], idt[k], m, buf[k]);
+          if (s[k + 1] != 0) load(k, src, s[k + 1], m, buf[k]);
           a[k] = buf[k];
         }
       }
@@ -222,7 +245,7 @@ void run_kernel(const Tensor& out, const std::vector<Tensor>& in, const F& f) {
     // in place: each row straight into the functor's loop (`row`'s per-call
     // checks cost as much as a row of a thousand elements takes to stream).
     bool direct = odt == rdt;
-    for (size_t k = 0; k < N; ++k) direct = direct && idt[k] == cdt && st[k + 1] != 0;
+    for (size_t k = 0; k < N; ++k) direct = direct && in_place(k) && st[k + 1] != 0;
     parallel_for(0, numel / period, grain_for(period), [&](int64_t r0, int64_t r1) {
       std::array<char*, N + 1> p;
       for (int64_t r = r0; r < r1; ++r) {
@@ -292,12 +315,13 @@ PointwiseKernel make_kernel() {
   k.set = Set;
   k.run = [](DType compute, const Tensor& out, const std::vector<Tensor>& in,
              const std::vector<Scalar>& extra) {
+    [[maybe_unused]] static const bool single_unrounded = unrounded_single_operand(F::name());
     dispatch<Set>(opmath_type(compute), F::name(), [&](auto tag) {
       using C = typename decltype(tag)::type;
       std::array<C, E> ex{};
       if constexpr (E > 0)
         for (size_t i = 0; i < E; ++i) ex[i] = scalar_to<C>(extra[i]);
-      run_kernel<C, N, F>(out, in, [ex](auto... v) {
+      run_kernel<C, N, F>(compute, single_unrounded, out, in, [ex](auto... v) {
         return std::apply([&](auto... e) { return F::template call<C>(v..., e...); }, ex);
       });
     });

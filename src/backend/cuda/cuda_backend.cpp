@@ -383,6 +383,9 @@ class CudaBackend final : public backend::Backend {
     PointwiseArgs a;
     make_elementwise(out, inputs, a);
     a.compute = compute;
+    if (inputs.size() >= 2 && inputs[1].numel() == 1 &&
+        ::smelt::pw::unrounded_single_operand(functor))
+      a.in[1].unrounded = true;
     a.nextra = static_cast<int>(extra.size());
     for (size_t e = 0; e < extra.size(); ++e) a.extra[e] = scalar_value(extra[e]);
     a.device = out.device().index;

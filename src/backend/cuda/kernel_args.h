@@ -45,6 +45,11 @@ struct Operand {
   DType dtype = DType::Float32;
   bool host = false;  // a host value (0-dim CPU tensor): `value` holds it
   HostValue value;
+  /// Never rounded to the compute dtype as other operands of another dtype
+  /// are (rounds_to_common): a wrapped number, which its op's NumberRule
+  /// converted (ops/numbers.h), or the one-element second operand of a
+  /// functor that reads it so (pw::unrounded_single_operand).
+  bool unrounded = false;
 };
 
 /// Backend::pointwise for one functor: out = f(C(in)..., C(extra)...) with

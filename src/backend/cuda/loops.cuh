@@ -134,6 +134,13 @@ __device__ __forceinline__ C load_as(const char* p, DType dt) {
   return C();
 }
 
+/// v rounded to `to` (float16 or bfloat16) and back to float: an operand
+/// rounded to the common dtype before its float computation (rounds_to_common).
+__host__ __device__ __forceinline__ float round_to_half(float v, DType to) {
+  return to == DType::Float16 ? scalar::cast<float>(scalar::cast<Half>(v))
+                              : scalar::cast<float>(scalar::cast<BFloat16>(v));
+}
+
 /// Stores v converted (scalar::cast) to dtype dt at p.
 template <class R>
 __device__ __forceinline__ void store_as(char* p, DType dt, R v) {

@@ -3,7 +3,9 @@
 // Every element is computed as on the CPU:
 //    out = cast<out dtype>(scalar::<functor><C>(cast<C>(in)..., C(extra)...))
 // with C = opmath(compute dtype), calling the very functor of
-// src/kernels/scalar_ops.h. Two kernels per functor:
+// src/kernels/scalar_ops.h; an operand that rounds_to_common (an integer
+// operand of a float16/bfloat16 computation, say) is rounded to the compute
+// dtype after its conversion to C. Two kernels per functor:
 //  * contig_kernel<S>: the common case of contiguous operands that all have
 //    the compute dtype S (host values and broadcast device scalars allowed),
 //    with aligned 16-byte vector loads and stores, 64-bit indices; one
@@ -64,6 +66,21 @@ __device__ __forceinline__ auto apply(const C* v, const C* ex) {
   return apply<F, C, N, E>(v, ex, std::make_index_sequence<N>{}, std::make_index_sequence<E>{});
 }
 
+/// True when operand `o` of a computation in `compute` is rounded to it
+/// first (rounds_to_common, unless the operand is marked unrounded).
+inline bool rounds(const Operand& o, DType compute) {
+  return !o.unrounded && rounds_to_common(o.dtype, compute);
+}
+
+/// The host value of operand `o` as C, rounded to `compute` where it rounds.
+template <class C>
+C operand_value(const Operand& o, DType compute) {
+  C v = host_value_as<C>(o.value);
+  if constexpr (std::is_same_v<C, float>)
+    if (rounds(o, compute)) v = round_to_half(v, compute);
+  return v;
+}
+
 /// The divisor check of Backend::pointwise_checked_divisor: when operand 1 of
 /// an integer computation is zero, the launch's code goes to the error flag.
 template <int N, class C>
@@ -84,6 +101,8 @@ struct StridedParams {
   const char* in[N];
   DType in_dt[N];
   bool host[N];
+  bool round[N];  // a device operand rounded to `compute` after its load
+  DType compute;
   C value[N];
   C extra[3];
   int* flag;
@@ -100,8 +119,11 @@ __global__ void __launch_bounds__(kBlockThreads)
     p.calc.get(i, off);
     C v[N];
 #pragma unroll
-    for (int k = 0; k < N; ++k)
+    for (int k = 0; k < N; ++k) {
       v[k] = p.host[k] ? p.value[k] : load_as<C>(p.in[k] + off[k + 1], p.in_dt[k]);
+      if constexpr (std::is_same_v<C, float>)
+        if (p.round[k]) v[k] = round_to_half(v[k], p.compute);
+    }
     check_divisor<N>(v, p.flag, p.code);
     store_as(p.out + off[0], p.out_dt, apply<F, C, N, E>(v, p.extra));
   }
@@ -121,8 +143,10 @@ void launch_strided(const PointwiseArgs& a) {
     p.in[k] = a.in[k].data;
     p.in_dt[k] = a.in[k].dtype;
     p.host[k] = a.in[k].host;
-    p.value[k] = a.in[k].host ? host_value_as<C>(a.in[k].value) : C();
+    p.round[k] = !a.in[k].host && rounds(a.in[k], a.compute);
+    p.value[k] = a.in[k].host ? operand_value<C>(a.in[k], a.compute) : C();
   }
+  p.compute = a.compute;
   for (int e = 0; e < 3; ++e) p.extra[e] = e < E ? host_value_as<C>(a.extra[e]) : C();
   p.flag = a.error_flag;
   p.code = a.error_code;
@@ -234,7 +258,7 @@ bool try_contig(const PointwiseArgs& a) {
     p.value[k] = C();
     if (op.host) {
       p.mode[k] = kHostValue;
-      p.value[k] = host_value_as<C>(op.value);
+      p.value[k] = operand_value<C>(op, a.compute);
     } else if (op.dtype != a.compute) {
       return false;
     } else if (op.strides[0] == 0) {

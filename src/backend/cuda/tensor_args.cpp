@@ -102,6 +102,7 @@ void make_elementwise(const Tensor& out, const std::vector<Tensor>& inputs, Poin
   a.geom.numel = detail::shape_numel(shape);
   auto fill = [&](Operand& o, const Tensor& t, int k) {
     o.dtype = t.dtype();
+    o.unrounded = t.is_wrapped_number();
     if (k > 0 && t.device().is_cpu()) {
       o.host = true;
       o.value = host_value(t);

@@ -16,6 +16,7 @@
 #include "compiler/fusion/legality.h"
 #include "compiler/lower/movement.h"
 #include "core/tensor_impl.h"
+#include "kernels/pointwise_list.h"
 #include "ops/op_table.h"
 #include "ops/pointwise.h"
 
@@ -440,12 +441,22 @@ class Builder {
     e.kind = Expr::Kind::Call;
     e.name = call.functor;
     e.from = c;
-    // Operands go to the compute type's opmath type (float for float16)
-    // without rounding, as the eager kernels do.
+    // Operands go to the compute type's opmath type (float for float16), as
+    // the eager kernels take them: rounded to the compute dtype first where
+    // PyTorch casts them to it (rounds_to_common: an int16 operand of a
+    // bfloat16 add), otherwise without rounding. A scalar operand is a
+    // wrapped number, which its NumberRule has converted already; a
+    // one-element second operand of mul or div is read unrounded
+    // (pw::unrounded_single_operand).
     for (size_t k = 0; k < in.size(); ++k) {
-      DType t = n.inputs[k].dtype;
+      const Operand& o = n.inputs[k];
+      DType t = o.dtype;
+      const bool unrounded = o.is_scalar() || (k == 1 && detail::shape_numel(o.sizes) == 1 &&
+                                               ::smelt::pw::unrounded_single_operand(call.functor));
       if (c == DType::Bool && t != DType::Bool)
         e.operands.push_back(convert(in[k], t, DType::Bool));
+      else if (!unrounded && rounds_to_common(t, c))
+        e.operands.push_back(convert(in[k], t, c));
       else if (value_dtype(t) != value_dtype(c))
         e.operands.push_back(cast(in[k], t, c));
       else

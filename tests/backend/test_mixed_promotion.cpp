@@ -1,0 +1,401 @@
+// Integer (and other non-half) operands of float16/bfloat16 arithmetic, eager
+// and compiled, on every device, against the values PyTorch 2.11 computes on
+// the CPU (the tables below come from PyTorch, not from smelt). PyTorch's
+// TensorIterator casts each operand to the common dtype first and then
+// computes in float (opmath), so int16 257 + bfloat16 0.5 is bfloat16(257) =
+// 256 plus 0.5, which rounds to 256 (not 258 from 257.5). The exceptions it
+// keeps are checked too: a wrapped number is converted by its op's NumberRule
+// (bfloat16 x * 257 multiplies by 257), and mul and div read a one-element
+// second operand unrounded (bfloat16 x * int16 tensor(257) also multiplies by
+// 257), while add, sub and where round it. Every result is compared bit for
+// bit (NaN with NaN, the sign of a zero); so is lerp, which PyTorch rounds
+// once (a fused multiply-add). The CUDA instances skip themselves ("no CUDA
+// device") without a GPU.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "compiler/compile_test_util.h"
+#include "smelt/cuda.h"
+
+using namespace smelt;
+using smelt_test::kInf;
+using smelt_test::kNaN;
+
+namespace {
+
+/// One op over an integer tensor `a` and a float16/bfloat16 tensor `b`.
+struct Case {
+  const char* op;
+  DType a, b, out;
+  std::vector<double> want;
+};
+
+// clang-format off
+const std::vector<Case>& cases() {
+  static const std::vector<Case> c = {
+    {"add", DType::Int8, DType::Float16, DType::Float16, {-127.5, 126.5, 4.5, -6.25, 97.0, 2.5, 1.2998046875, 6.0}},
+    {"radd", DType::Int8, DType::Float16, DType::Float16, {-127.5, 126.5, 4.5, -6.25, 97.0, 2.5, 1.2998046875, 6.0}},
+    {"sub", DType::Int8, DType::Float16, DType::Float16, {-128.5, 127.5, 1.5, -7.75, 103.0, -2.5, 0.7001953125, -8.0}},
+    {"rsub", DType::Int8, DType::Float16, DType::Float16, {128.5, -127.5, -1.5, 7.75, -103.0, 2.5, -0.7001953125, 8.0}},
+    {"mul", DType::Int8, DType::Float16, DType::Float16, {-64.0, -63.5, 4.5, -5.25, -300.0, 0.0, 0.300048828125, -7.0}},
+    {"div", DType::Int8, DType::Float16, DType::Float16, {-256.0, -254.0, 2.0, -9.3359375, -33.34375, 0.0, 3.33203125, -0.142822265625}},
+    {"rdiv", DType::Int8, DType::Float16, DType::Float16, {-0.00390625, -0.003936767578125, 0.5, -0.10711669921875, -0.029998779296875, kInf, 0.300048828125, -7.0}},
+    {"where", DType::Int8, DType::Float16, DType::Float16, {-128.0, -0.5, 3.0, 0.75, 100.0, 0.0, 0.300048828125, -1.0}},
+    {"rwhere", DType::Int8, DType::Float16, DType::Float16, {0.5, 127.0, 1.5, -7.0, -3.0, 2.5, 1.0, 7.0}},
+    {"add_alpha", DType::Int8, DType::Float16, DType::Float16, {-383.5, 380.5, 10.5, -20.25, 297.0, 2.5, 3.30078125, 4.0}},
+    {"maximum", DType::Int8, DType::Float16, DType::Float16, {0.5, 127.0, 3.0, 0.75, 100.0, 2.5, 1.0, 7.0}},
+    {"eq", DType::Int8, DType::Float16, DType::Bool, {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0}},
+    {"lt", DType::Int8, DType::Float16, DType::Bool, {0.0, 1.0, 1.0, 0.0, 1.0, 0.0, 1.0, 0.0}},
+    {"add", DType::Int8, DType::BFloat16, DType::BFloat16, {-127.5, 126.5, 4.5, -6.25, 97.0, 2.5, 1.296875, 6.0}},
+    {"radd", DType::Int8, DType::BFloat16, DType::BFloat16, {-127.5, 126.5, 4.5, -6.25, 97.0, 2.5, 1.296875, 6.0}},
+    {"sub", DType::Int8, DType::BFloat16, DType::BFloat16, {-128.0, 127.5, 1.5, -7.75, 103.0, -2.5, 0.69921875, -8.0}},
+    {"rsub", DType::Int8, DType::BFloat16, DType::BFloat16, {128.0, -127.5, -1.5, 7.75, -103.0, 2.5, -0.69921875, 8.0}},
+    {"mul", DType::Int8, DType::BFloat16, DType::BFloat16, {-64.0, -63.5, 4.5, -5.25, -300.0, 0.0, 0.30078125, -7.0}},
+    {"div", DType::Int8, DType::BFloat16, DType::BFloat16, {-256.0, -254.0, 2.0, -9.3125, -33.25, 0.0, 3.328125, -0.142578125}},
+    {"rdiv", DType::Int8, DType::BFloat16, DType::BFloat16, {-0.00390625, -0.003936767578125, 0.5, -0.10693359375, -0.030029296875, kInf, 0.30078125, -7.0}},
+    {"where", DType::Int8, DType::BFloat16, DType::BFloat16, {-128.0, -0.5, 3.0, 0.75, 100.0, 0.0, 0.30078125, -1.0}},
+    {"rwhere", DType::Int8, DType::BFloat16, DType::BFloat16, {0.5, 127.0, 1.5, -7.0, -3.0, 2.5, 1.0, 7.0}},
+    {"add_alpha", DType::Int8, DType::BFloat16, DType::BFloat16, {-384.0, 380.0, 10.5, -20.25, 296.0, 2.5, 3.296875, 4.0}},
+    {"maximum", DType::Int8, DType::BFloat16, DType::BFloat16, {0.5, 127.0, 3.0, 0.75, 100.0, 2.5, 1.0, 7.0}},
+    {"eq", DType::Int8, DType::BFloat16, DType::Bool, {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0}},
+    {"lt", DType::Int8, DType::BFloat16, DType::Bool, {0.0, 1.0, 1.0, 0.0, 1.0, 0.0, 1.0, 0.0}},
+    {"add", DType::UInt8, DType::Float16, DType::Float16, {255.5, 253.5, 4.5, 7.75, 126.0, 2.5, 1.2998046875, 207.0}},
+    {"radd", DType::UInt8, DType::Float16, DType::Float16, {255.5, 253.5, 4.5, 7.75, 126.0, 2.5, 1.2998046875, 207.0}},
+    {"sub", DType::UInt8, DType::Float16, DType::Float16, {254.5, 254.5, 1.5, 6.25, 132.0, -2.5, 0.7001953125, 193.0}},
+    {"rsub", DType::UInt8, DType::Float16, DType::Float16, {-254.5, -254.5, -1.5, -6.25, -132.0, 2.5, -0.7001953125, -193.0}},
+    {"mul", DType::UInt8, DType::Float16, DType::Float16, {127.5, -127.0, 4.5, 5.25, -387.0, 0.0, 0.300048828125, 1400.0}},
+    {"div", DType::UInt8, DType::Float16, DType::Float16, {510.0, -508.0, 2.0, 9.3359375, -43.0, 0.0, 3.33203125, 28.578125}},
+    {"rdiv", DType::UInt8, DType::Float16, DType::Float16, {0.00196075439453125, -0.0019683837890625, 0.5, 0.10711669921875, -0.02325439453125, kInf, 0.300048828125, 0.035003662109375}},
+    {"where", DType::UInt8, DType::Float16, DType::Float16, {255.0, -0.5, 3.0, 0.75, 129.0, 0.0, 0.300048828125, 200.0}},
+    {"rwhere", DType::UInt8, DType::Float16, DType::Float16, {0.5, 254.0, 1.5, 7.0, -3.0, 2.5, 1.0, 7.0}},
+    {"add_alpha", DType::UInt8, DType::Float16, DType::Float16, {765.5, 761.5, 10.5, 21.75, 384.0, 2.5, 3.30078125, 607.0}},
+    {"maximum", DType::UInt8, DType::Float16, DType::Float16, {255.0, 254.0, 3.0, 7.0, 129.0, 2.5, 1.0, 200.0}},
+    {"eq", DType::UInt8, DType::Float16, DType::Bool, {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0}},
+    {"lt", DType::UInt8, DType::Float16, DType::Bool, {1.0, 1.0, 1.0, 1.0, 1.0, 0.0, 1.0, 1.0}},
+    {"add", DType::UInt8, DType::BFloat16, DType::BFloat16, {256.0, 254.0, 4.5, 7.75, 126.0, 2.5, 1.296875, 207.0}},
+    {"radd", DType::UInt8, DType::BFloat16, DType::BFloat16, {256.0, 254.0, 4.5, 7.75, 126.0, 2.5, 1.296875, 207.0}},
+    {"sub", DType::UInt8, DType::BFloat16, DType::BFloat16, {254.0, 254.0, 1.5, 6.25, 132.0, -2.5, 0.69921875, 193.0}},
+    {"rsub", DType::UInt8, DType::BFloat16, DType::BFloat16, {-254.0, -254.0, -1.5, -6.25, -132.0, 2.5, -0.69921875, -193.0}},
+    {"mul", DType::UInt8, DType::BFloat16, DType::BFloat16, {127.5, -127.0, 4.5, 5.25, -388.0, 0.0, 0.30078125, 1400.0}},
+    {"div", DType::UInt8, DType::BFloat16, DType::BFloat16, {510.0, -508.0, 2.0, 9.3125, -43.0, 0.0, 3.328125, 28.625}},
+    {"rdiv", DType::UInt8, DType::BFloat16, DType::BFloat16, {0.0019683837890625, -0.0019683837890625, 0.5, 0.10693359375, -0.0233154296875, kInf, 0.30078125, 0.034912109375}},
+    {"where", DType::UInt8, DType::BFloat16, DType::BFloat16, {255.0, -0.5, 3.0, 0.75, 129.0, 0.0, 0.30078125, 200.0}},
+    {"rwhere", DType::UInt8, DType::BFloat16, DType::BFloat16, {0.5, 254.0, 1.5, 7.0, -3.0, 2.5, 1.0, 7.0}},
+    {"add_alpha", DType::UInt8, DType::BFloat16, DType::BFloat16, {764.0, 760.0, 10.5, 21.75, 384.0, 2.5, 3.296875, 608.0}},
+    {"maximum", DType::UInt8, DType::BFloat16, DType::BFloat16, {255.0, 254.0, 3.0, 7.0, 129.0, 2.5, 1.0, 200.0}},
+    {"eq", DType::UInt8, DType::BFloat16, DType::Bool, {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0}},
+    {"lt", DType::UInt8, DType::BFloat16, DType::Bool, {1.0, 1.0, 1.0, 1.0, 1.0, 0.0, 1.0, 1.0}},
+    {"add", DType::Int16, DType::Float16, DType::Float16, {257.5, -257.5, 2050.0, -2047.0, 32768.0, -32768.0, 4096.0, 8.0}},
+    {"radd", DType::Int16, DType::Float16, DType::Float16, {257.5, -257.5, 2050.0, -2047.0, 32768.0, -32768.0, 4096.0, 8.0}},
+    {"sub", DType::Int16, DType::Float16, DType::Float16, {256.5, -256.5, 2046.0, -2048.0, 32768.0, -32768.0, 4096.0, -6.0}},
+    {"rsub", DType::Int16, DType::Float16, DType::Float16, {-256.5, 256.5, -2046.0, 2048.0, -32768.0, 32768.0, -4096.0, 6.0}},
+    {"mul", DType::Int16, DType::Float16, DType::Float16, {128.5, 128.5, 3072.0, -1536.0, -kInf, -kInf, 1229.0, 7.0}},
+    {"div", DType::Int16, DType::Float16, DType::Float16, {514.0, 514.0, 1365.0, -2730.0, -10920.0, -13104.0, 13648.0, 0.142822265625}},
+    {"rdiv", DType::Int16, DType::Float16, DType::Float16, {0.00194549560546875, 0.00194549560546875, 0.000732421875, -0.0003662109375, -9.1552734375e-05, -7.62939453125e-05, 7.325410842895508e-05, 7.0}},
+    {"where", DType::Int16, DType::Float16, DType::Float16, {257.0, -0.5, 2048.0, 0.75, 32768.0, -32768.0, 0.300048828125, 1.0}},
+    {"rwhere", DType::Int16, DType::Float16, DType::Float16, {0.5, -257.0, 1.5, -2048.0, -3.0, 2.5, 4096.0, 7.0}},
+    {"add_alpha", DType::Int16, DType::Float16, DType::Float16, {771.5, -771.5, 6144.0, -6144.0, kInf, -kInf, 12288.0, 10.0}},
+    {"maximum", DType::Int16, DType::Float16, DType::Float16, {257.0, -0.5, 2048.0, 0.75, 32768.0, 2.5, 4096.0, 7.0}},
+    {"eq", DType::Int16, DType::Float16, DType::Bool, {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0}},
+    {"lt", DType::Int16, DType::Float16, DType::Bool, {1.0, 0.0, 1.0, 0.0, 1.0, 0.0, 1.0, 0.0}},
+    {"add", DType::Int16, DType::BFloat16, DType::BFloat16, {256.0, -256.0, 2048.0, -2048.0, 32768.0, -32768.0, 4096.0, 8.0}},
+    {"radd", DType::Int16, DType::BFloat16, DType::BFloat16, {256.0, -256.0, 2048.0, -2048.0, 32768.0, -32768.0, 4096.0, 8.0}},
+    {"sub", DType::Int16, DType::BFloat16, DType::BFloat16, {256.0, -256.0, 2048.0, -2048.0, 32768.0, -32768.0, 4096.0, -6.0}},
+    {"rsub", DType::Int16, DType::BFloat16, DType::BFloat16, {-256.0, 256.0, -2048.0, 2048.0, -32768.0, 32768.0, -4096.0, 6.0}},
+    {"mul", DType::Int16, DType::BFloat16, DType::BFloat16, {128.0, 128.0, 3072.0, -1536.0, -98304.0, -81920.0, 1232.0, 7.0}},
+    {"div", DType::Int16, DType::BFloat16, DType::BFloat16, {512.0, 512.0, 1368.0, -2736.0, -10944.0, -13120.0, 13632.0, 0.142578125}},
+    {"rdiv", DType::Int16, DType::BFloat16, DType::BFloat16, {0.001953125, 0.001953125, 0.000732421875, -0.0003662109375, -9.1552734375e-05, -7.62939453125e-05, 7.343292236328125e-05, 7.0}},
+    {"where", DType::Int16, DType::BFloat16, DType::BFloat16, {256.0, -0.5, 2048.0, 0.75, 32768.0, -32768.0, 0.30078125, 1.0}},
+    {"rwhere", DType::Int16, DType::BFloat16, DType::BFloat16, {0.5, -256.0, 1.5, -2048.0, -3.0, 2.5, 4096.0, 7.0}},
+    {"add_alpha", DType::Int16, DType::BFloat16, DType::BFloat16, {768.0, -768.0, 6144.0, -6144.0, 98304.0, -98304.0, 12288.0, 10.0}},
+    {"maximum", DType::Int16, DType::BFloat16, DType::BFloat16, {256.0, -0.5, 2048.0, 0.75, 32768.0, 2.5, 4096.0, 7.0}},
+    {"eq", DType::Int16, DType::BFloat16, DType::Bool, {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0}},
+    {"lt", DType::Int16, DType::BFloat16, DType::Bool, {1.0, 0.0, 1.0, 0.0, 1.0, 0.0, 1.0, 0.0}},
+    {"add", DType::Int32, DType::Float16, DType::Float16, {kInf, -kInf, 2050.0, 257.75, kInf, -kInf, kInf, kInf}},
+    {"radd", DType::Int32, DType::Float16, DType::Float16, {kInf, -kInf, 2050.0, 257.75, kInf, -kInf, kInf, kInf}},
+    {"sub", DType::Int32, DType::Float16, DType::Float16, {kInf, -kInf, 2046.0, 256.25, kInf, -kInf, kInf, kInf}},
+    {"rsub", DType::Int32, DType::Float16, DType::Float16, {-kInf, kInf, -2046.0, -256.25, -kInf, kInf, -kInf, -kInf}},
+    {"mul", DType::Int32, DType::Float16, DType::Float16, {kInf, kInf, 3072.0, 192.75, -kInf, -kInf, kInf, kInf}},
+    {"div", DType::Int32, DType::Float16, DType::Float16, {kInf, kInf, 1365.0, 342.75, -kInf, -kInf, kInf, kInf}},
+    {"rdiv", DType::Int32, DType::Float16, DType::Float16, {0.0, 0.0, 0.000732421875, 0.002918243408203125, -0.0, -0.0, 0.0, 0.0}},
+    {"where", DType::Int32, DType::Float16, DType::Float16, {kInf, -0.5, 2048.0, 0.75, kInf, -kInf, 0.300048828125, kInf}},
+    {"rwhere", DType::Int32, DType::Float16, DType::Float16, {0.5, -kInf, 1.5, 257.0, -3.0, 2.5, kInf, 7.0}},
+    {"add_alpha", DType::Int32, DType::Float16, DType::Float16, {kInf, -kInf, 6144.0, 772.0, kInf, -kInf, kInf, kInf}},
+    {"maximum", DType::Int32, DType::Float16, DType::Float16, {kInf, -0.5, 2048.0, 257.0, kInf, 2.5, kInf, kInf}},
+    {"eq", DType::Int32, DType::Float16, DType::Bool, {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0}},
+    {"lt", DType::Int32, DType::Float16, DType::Bool, {1.0, 0.0, 1.0, 1.0, 1.0, 0.0, 1.0, 1.0}},
+    {"add", DType::Int32, DType::BFloat16, DType::BFloat16, {16777216.0, -16777216.0, 2048.0, 256.0, 2147483648.0, -2147483648.0, 65536.0, 99840.0}},
+    {"radd", DType::Int32, DType::BFloat16, DType::BFloat16, {16777216.0, -16777216.0, 2048.0, 256.0, 2147483648.0, -2147483648.0, 65536.0, 99840.0}},
+    {"sub", DType::Int32, DType::BFloat16, DType::BFloat16, {16777216.0, -16777216.0, 2048.0, 255.0, 2147483648.0, -2147483648.0, 65536.0, 99840.0}},
+    {"rsub", DType::Int32, DType::BFloat16, DType::BFloat16, {-16777216.0, 16777216.0, -2048.0, -255.0, -2147483648.0, 2147483648.0, -65536.0, -99840.0}},
+    {"mul", DType::Int32, DType::BFloat16, DType::BFloat16, {8388608.0, 8388608.0, 3072.0, 192.0, -6442450944.0, -5368709120.0, 19712.0, 700416.0}},
+    {"div", DType::Int32, DType::BFloat16, DType::BFloat16, {33554432.0, 33554432.0, 1368.0, 342.0, -717225984.0, -859832320.0, 218112.0, 14272.0}},
+    {"rdiv", DType::Int32, DType::BFloat16, DType::BFloat16, {2.9802322387695312e-08, 2.9802322387695312e-08, 0.000732421875, 0.0029296875, -1.3969838619232178e-09, -1.1641532182693481e-09, 4.589557647705078e-06, 7.009506225585938e-05}},
+    {"where", DType::Int32, DType::BFloat16, DType::BFloat16, {16777216.0, -0.5, 2048.0, 0.75, 2147483648.0, -2147483648.0, 0.30078125, 99840.0}},
+    {"rwhere", DType::Int32, DType::BFloat16, DType::BFloat16, {0.5, -16777216.0, 1.5, 256.0, -3.0, 2.5, 65536.0, 7.0}},
+    {"add_alpha", DType::Int32, DType::BFloat16, DType::BFloat16, {50331648.0, -50331648.0, 6144.0, 768.0, 6442450944.0, -6442450944.0, 196608.0, 299008.0}},
+    {"maximum", DType::Int32, DType::BFloat16, DType::BFloat16, {16777216.0, -0.5, 2048.0, 256.0, 2147483648.0, 2.5, 65536.0, 99840.0}},
+    {"eq", DType::Int32, DType::BFloat16, DType::Bool, {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0}},
+    {"lt", DType::Int32, DType::BFloat16, DType::Bool, {1.0, 0.0, 1.0, 1.0, 1.0, 0.0, 1.0, 1.0}},
+  };
+  return c;
+}
+// clang-format on
+
+/// The operands of every case of a dtype pair (PyTorch computed the table
+/// from exactly these).
+std::vector<double> int_values(DType t) {
+  switch (t) {
+    case DType::Int8:
+      return {-128, 127, 3, -7, 100, 0, 1, -1};
+    case DType::UInt8:
+      return {255, 254, 3, 7, 129, 0, 1, 200};
+    case DType::Int16:
+      return {257, -257, 2049, -2049, 32767, -32768, 4097, 1};
+    default:
+      return {16777217, -16777217, 2049, 257, 2147483647, -2147483647, 65537, 100001};
+  }
+}
+const std::vector<double> kHalfValues = {0.5, -0.5, 1.5, 0.75, -3.0, 2.5, 0.3, 7.0};
+const std::vector<double> kCond = {1, 0, 1, 0, 1, 1, 0, 1};
+
+/// Every op of the table, in its order, over (a, b) with where's condition c.
+std::vector<Tensor> all_ops(const Tensor& a, const Tensor& b, const Tensor& c) {
+  return {a + b,          b + a,          a - b,        b - a,         a * b,    a / b,   b / a,
+          where(c, a, b), where(c, b, a), add(b, a, 3), maximum(a, b), eq(a, b), lt(b, a)};
+}
+const std::vector<std::string> kOps = {"add",     "radd", "sub",   "rsub",   "mul",
+                                       "div",     "rdiv", "where", "rwhere", "add_alpha",
+                                       "maximum", "eq",   "lt"};
+
+/// got equals want bit for bit as doubles: NaN for NaN, the same sign of zero.
+::testing::AssertionResult same_values(const Tensor& got, DType dtype,
+                                       const std::vector<double>& want) {
+  if (got.dtype() != dtype)
+    return ::testing::AssertionFailure()
+           << "dtype " << dtype_name(got.dtype()) << ", want " << dtype_name(dtype);
+  const std::vector<double> v = got.cpu().to_vector<double>();
+  if (v.size() != want.size()) return ::testing::AssertionFailure() << v.size() << " elements";
+  for (size_t i = 0; i < v.size(); ++i) {
+    const bool ok = std::isnan(want[i])
+                        ? std::isnan(v[i])
+                        : v[i] == want[i] && std::signbit(v[i]) == std::signbit(want[i]);
+    if (!ok)
+      return ::testing::AssertionFailure()
+             << "element " << i << ": got " << v[i] << ", want " << want[i];
+  }
+  return ::testing::AssertionSuccess();
+}
+
+class MixedPromotion : public smelt_test::CompilerTest,
+                       public ::testing::WithParamInterface<Device> {
+ protected:
+  void SetUp() override {
+    smelt_test::CompilerTest::SetUp();
+    SMELT_SKIP_UNLESS_DEVICE(GetParam());
+  }
+  Tensor T(const std::vector<double>& v, DType dt, const Shape& s) const {
+    return from_vector<double>(v, s, TensorOptions(dt)).to(GetParam());
+  }
+  Tensor T(const std::vector<double>& v, DType dt) const {
+    return T(v, dt, {static_cast<int64_t>(v.size())});
+  }
+  /// A 0-dim tensor (of the device under test, or of the CPU: a CPU scalar).
+  Tensor scalar_tensor(double v, DType dt, bool cpu = false) const {
+    Tensor t = from_vector<double>({v}, {}, TensorOptions(dt));
+    return cpu ? t : t.to(GetParam());
+  }
+};
+
+CompileOptions fullgraph() {
+  CompileOptions o;
+  o.fullgraph = true;  // a graph break would hide the compiled path
+  return o;
+}
+
+}  // namespace
+
+INSTANTIATE_TEST_SUITE_P(Devices, MixedPromotion, testing::ValuesIn(smelt_test::test_devices()),
+                         smelt_test::device_name);
+
+// int8/uint8/int16/int32 with float16/bfloat16: add, sub, mul, div (both
+// orders), where, add with alpha, maximum and comparisons.
+TEST_P(MixedPromotion, IntegerWithHalfMatchesPyTorch) {
+  for (DType it : {DType::Int8, DType::UInt8, DType::Int16, DType::Int32}) {
+    for (DType ht : {DType::Float16, DType::BFloat16}) {
+      SCOPED_TRACE(std::string(dtype_name(it)) + " with " + std::string(dtype_name(ht)));
+      const Tensor a = T(int_values(it), it), b = T(kHalfValues, ht), c = T(kCond, DType::Bool);
+      const std::vector<Tensor> eager = all_ops(a, b, c);
+      auto compiled = compile(all_ops, fullgraph());
+      const std::vector<Tensor> got = compiled(a, b, c);
+      EXPECT_EQ(compiled.stats().eager_calls, 0);
+      ASSERT_EQ(got.size(), kOps.size());
+      size_t checked = 0;
+      for (const Case& k : cases()) {
+        if (k.a != it || k.b != ht) continue;
+        const size_t i = static_cast<size_t>(
+            std::find(kOps.begin(), kOps.end(), std::string(k.op)) - kOps.begin());
+        ASSERT_LT(i, kOps.size()) << k.op;
+        EXPECT_TRUE(same_values(eager[i], k.out, k.want)) << k.op << " eager";
+        EXPECT_TRUE(same_values(got[i], k.out, k.want)) << k.op << " compiled";
+        ++checked;
+      }
+      EXPECT_EQ(checked, kOps.size());
+    }
+  }
+}
+
+namespace {
+
+/// One expression over the tensors of ScalarOperands and what PyTorch gives.
+struct Expected {
+  const char* expr;
+  DType out;
+  std::vector<double> want;
+};
+
+// clang-format off
+const std::vector<Expected>& scalar_cases() {
+  static const std::vector<Expected> c = {
+      {"i0 + B", DType::BFloat16, {256.0, 258.0, 255.0, 260.0}},
+      {"B - i0", DType::BFloat16, {-256.0, -254.0, -256.0, -253.0}},
+      {"add(B, i0, 2)", DType::BFloat16, {512.0, 512.0, 512.0, 516.0}},
+      {"add(B, n32, 3)", DType::BFloat16, {50331648.0, 50331648.0, 50331648.0, 50331648.0}},
+      {"B + f0", DType::BFloat16, {256.0, 258.0, 255.0, 260.0}},
+      {"where(C, i0, B)", DType::BFloat16, {256.0, 1.5, 256.0, 3.0}},
+      {"H + b0", DType::Float16, {2048.0, 2050.0, 2047.0, 2052.0}},
+      {"H - j0", DType::Float16, {-2048.0, -2046.0, -2048.0, -2045.0}},
+      {"i0 * B", DType::BFloat16, {128.0, 384.0, -192.0, 768.0}},
+      {"B * i0", DType::BFloat16, {128.0, 386.0, -193.0, 772.0}},
+      {"B * i1", DType::BFloat16, {128.0, 386.0, -193.0, 772.0}},
+      {"B * I4", DType::BFloat16, {128.0, 384.0, -192.0, 768.0}},
+      {"B * d0", DType::BFloat16, {128.0, 386.0, -193.0, 772.0}},
+      {"B / i0", DType::BFloat16, {0.00194549560546875, 0.005828857421875, -0.0029144287109375, 0.01165771484375}},
+      {"i0 / B", DType::BFloat16, {512.0, 171.0, -342.0, 85.5}},
+      {"div(B2, i0, \"trunc\")", DType::BFloat16, {7.0, -7.0, 3.0, 19.0}},
+      {"div(B2, i0, \"floor\")", DType::BFloat16, {7.0, -8.0, 3.0, 19.0}},
+      {"div(B2, I4, \"trunc\")", DType::BFloat16, {8.0, -8.0, 3.0, 19.0}},
+      {"remainder(B2, i0)", DType::BFloat16, {0.0, -0.0, 232.0, 128.0}},
+      {"B + 257", DType::BFloat16, {256.0, 258.0, 255.0, 260.0}},
+      {"B * 257", DType::BFloat16, {128.0, 386.0, -193.0, 772.0}},
+      {"H * 2049", DType::Float16, {1024.0, 3074.0, -1537.0, 6148.0}},
+      {"B / 257", DType::BFloat16, {0.00194549560546875, 0.005828857421875, -0.0029144287109375, 0.01165771484375}},
+      {"lerp(B, E, 0.3)", DType::BFloat16, {90.5, -89.0, 1.578125, 302.0}},
+  };
+  return c;
+}
+// clang-format on
+
+/// The expressions of scalar_cases(), in its order: B, H bfloat16/float16
+/// [0.5, 1.5, -0.75, 3], E bfloat16 [300, -300, 7, 1000], B2 bfloat16
+/// [2048, -2048, 1000, 5000], C bool [1, 0, 1, 0], I4 int16 [257] * 4, i1
+/// int16 [257]; 0-dim: i0 int16 257, n32 int32 16777217, f0 float32 257, d0
+/// float64 257, b0 bfloat16 2049, j0 int32 2049.
+std::vector<Tensor> scalar_exprs(const Tensor& B, const Tensor& H, const Tensor& E,
+                                 const Tensor& B2, const Tensor& C, const Tensor& I4,
+                                 const Tensor& i1, const Tensor& i0, const Tensor& n32,
+                                 const Tensor& f0, const Tensor& d0, const Tensor& b0,
+                                 const Tensor& j0) {
+  (void)E;
+  return {i0 + B,
+          B - i0,
+          add(B, i0, 2),
+          add(B, n32, 3),
+          B + f0,
+          where(C, i0, B),
+          H + b0,
+          H - j0,
+          i0 * B,
+          B * i0,
+          B * i1,
+          B * I4,
+          B * d0,
+          B / i0,
+          i0 / B,
+          div(B2, i0, "trunc"),
+          div(B2, i0, "floor"),
+          div(B2, I4, "trunc"),
+          remainder(B2, i0),
+          B + 257,
+          B * 257,
+          H * 2049,
+          B / 257,
+          lerp(B, E, 0.3)};
+}
+
+}  // namespace
+
+// 0-dim tensors, one-element tensors and numbers with float16/bfloat16
+// tensors: rounded to the common dtype (add, sub, where, remainder, a
+// 0-dim integer with alpha), except a number mul, div and lerp read at opmath
+// precision and a one-element second operand of mul and div (trunc, floor).
+TEST_P(MixedPromotion, ZeroDimAndNumbersMatchPyTorch) {
+  const std::vector<double> v = {0.5, 1.5, -0.75, 3.0};
+  const Tensor B = T(v, DType::BFloat16), H = T(v, DType::Float16),
+               E = T({300, -300, 7, 1000}, DType::BFloat16),
+               B2 = T({2048, -2048, 1000, 5000}, DType::BFloat16), C = T({1, 0, 1, 0}, DType::Bool),
+               I4 = T({257, 257, 257, 257}, DType::Int16), i1 = T({257}, DType::Int16);
+  for (bool cpu_scalars : {false, true}) {
+    SCOPED_TRACE(cpu_scalars ? "0-dim CPU tensors" : "0-dim tensors on the device");
+    const Tensor i0 = scalar_tensor(257, DType::Int16, cpu_scalars),
+                 n32 = scalar_tensor(16777217, DType::Int32, cpu_scalars),
+                 f0 = scalar_tensor(257, DType::Float32, cpu_scalars),
+                 d0 = scalar_tensor(257, DType::Float64, cpu_scalars),
+                 b0 = scalar_tensor(2049, DType::BFloat16, cpu_scalars),
+                 j0 = scalar_tensor(2049, DType::Int32, cpu_scalars);
+    const std::vector<Tensor> eager = scalar_exprs(B, H, E, B2, C, I4, i1, i0, n32, f0, d0, b0, j0);
+    std::vector<Tensor> got;
+    // Compiled with 0-dim tensors of the device (on the CPU both runs are that).
+    if (!cpu_scalars) {
+      auto compiled = compile(scalar_exprs, fullgraph());
+      got = compiled(B, H, E, B2, C, I4, i1, i0, n32, f0, d0, b0, j0);
+      EXPECT_EQ(compiled.stats().eager_calls, 0);
+    }
+    ASSERT_EQ(eager.size(), scalar_cases().size());
+    for (size_t i = 0; i < eager.size(); ++i) {
+      const Expected& k = scalar_cases()[i];
+      EXPECT_EQ(eager[i].device(), GetParam()) << k.expr;
+      EXPECT_TRUE(same_values(eager[i], k.out, k.want)) << k.expr << " eager";
+      if (!got.empty()) {
+        EXPECT_TRUE(same_values(got[i], k.out, k.want)) << k.expr << " compiled";
+      }
+    }
+  }
+}
+
+// lerp as PyTorch's CPU kernel computes it: one fused multiply-add from the
+// nearer end (lerp_vec), rounded once; values where the unfused formula is one
+// float32 ulp away, with a tensor weight and a number, and in bfloat16.
+TEST_P(MixedPromotion, LerpRoundsOnceAsPyTorch) {
+  // clang-format off
+  const std::vector<double> s = {0x1.b28a2a0000000p-1, 0x1.961a000000000p+0, -0x1.289ea60000000p-2, -0x1.78096e0000000p+0, 0x1.9c8bbc0000000p-1, -0x1.7e5ab80000000p-4, 0x1.0e2be80000000p+0, -0x1.3bf0460000000p+0, -0x1.ffac840000000p-2, -0x1.2018580000000p-3, -0x1.99a28e0000000p-2, -0x1.e9ba7a0000000p-1};
+  const std::vector<double> e = {0x1.8cf42a0000000p+5, 0x1.a68bb40000000p+6, 0x1.bf9b4e0000000p+7, -0x1.6b6ae40000000p+6, -0x1.7f890c0000000p+6, 0x1.0cb0d60000000p+5, 0x1.8c432e0000000p+5, -0x1.9bc4d20000000p+6, 0x1.2693900000000p+2, 0x1.6ac3ec0000000p+4, -0x1.f8f9ce0000000p+5, -0x1.2f918e0000000p+8};
+  const std::vector<double> w = {-0x1.2687b00000000p-3, -0x1.497de00000000p-4, -0x1.d282a00000000p-2, -0x1.41c2280000000p-2, 0x1.595a080000000p-2, -0x1.8f72380000000p-2, 0x1.244a640000000p+0, 0x1.6a75180000000p-1, 0x1.6efe640000000p-1, 0x1.2d66b80000000p+0, 0x1.e14dd00000000p-1, 0x1.47f47e0000000p+0};
+  const std::vector<double> want = {-0x1.8a91c60000000p+2, -0x1.b228120000000p+2, -0x1.99864e0000000p+6, 0x1.a9e18c0000000p+4, -0x1.fcdb480000000p+4, -0x1.a766820000000p+3, 0x1.c33d620000000p+5, -0x1.24f1720000000p+6, 0x1.942e720000000p+1, 0x1.ab801a0000000p+4, -0x1.dae48a0000000p+5, -0x1.84a0060000000p+8};
+  const std::vector<double> want_03 = {0x1.ef5b0c0000000p+3, 0x1.0669320000000p+5, 0x1.0bc0c00000000p+6, -0x1.c48d7c0000000p+4, -0x1.c337ce0000000p+4, 0x1.4056840000000p+3, 0x1.f327a80000000p+3, -0x1.fbf1e60000000p+4, 0x1.07f2e40000000p+0, 0x1.ad042c0000000p+2, -0x1.3377440000000p+4, -0x1.6ef5e20000000p+6};
+  const std::vector<double> want_bf16 = {-0x1.8800000000000p+2, -0x1.b200000000000p+2, -0x1.9a00000000000p+6, 0x1.aa00000000000p+4, -0x1.fe00000000000p+4, -0x1.a600000000000p+3, 0x1.c200000000000p+5, -0x1.2400000000000p+6, 0x1.9200000000000p+1, 0x1.ac00000000000p+4, -0x1.da00000000000p+5, -0x1.8600000000000p+8};
+  // clang-format on
+  auto f = [](const Tensor& a, const Tensor& b, const Tensor& c) {
+    return std::vector<Tensor>{lerp(a, b, c), lerp(a, b, 0.3)};
+  };
+  auto compiled = compile(f, fullgraph());
+  for (DType dt : {DType::Float32, DType::BFloat16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const Tensor a = T(s, dt), b = T(e, dt), c = T(w, dt);
+    const std::vector<Tensor> eager = f(a, b, c), got = compiled(a, b, c);
+    if (dt == DType::Float32) {
+      EXPECT_TRUE(same_values(eager[0], dt, want));
+      EXPECT_TRUE(same_values(got[0], dt, want));
+      EXPECT_TRUE(same_values(eager[1], dt, want_03));
+      EXPECT_TRUE(same_values(got[1], dt, want_03));
+    } else {
+      EXPECT_TRUE(same_values(eager[0], dt, want_bf16));
+      EXPECT_TRUE(same_values(got[0], dt, want_bf16));
+    }
+  }
+  EXPECT_EQ(compiled.stats().eager_calls, 0);
+}
