@@ -6,6 +6,7 @@
 #include <string>
 
 #include "ops/decompose.h"
+#include "ops/numbers.h"
 #include "ops/pointwise_impl.h"
 #include "smelt/ops.h"
 
@@ -68,6 +69,13 @@ Tensor add_sub(const char* op, const Tensor& a, const Tensor& b, const Scalar& a
   SMELT_CHECK(dt == DType::Bool || !alpha.is_bool(),
               "{}: boolean alpha is only supported for bool results (dtypes {}); pass a number", op,
               dtypes_str(a, b));
+  // PyTorch converts alpha to the result dtype with c10's overflow check
+  // (int8 with alpha 257 raises instead of wrapping the product).
+  SMELT_CHECK(!detail::number_overflows(alpha, dt),
+              "{}: alpha {} cannot be converted to type {} without overflow (as in PyTorch; "
+              "dtypes {}); pass an alpha within the range of {}, or convert the tensors to a "
+              "wider dtype first",
+              op, alpha.str(), dtype_name(dt), dtypes_str(a, b), dtype_name(dt));
   return binary(op, a, b, {{"alpha", alpha}}, nullptr, false, dt);
 }
 

@@ -55,6 +55,20 @@ TEST(Errors, DTypeMismatch) {
   expect_error("where", [&] { where(f, f, f); });  // condition must be bool
 }
 
+// alpha is converted to the result dtype with PyTorch's overflow check.
+TEST(Errors, AlphaOutsideTheResultDtype) {
+  Tensor i8 = iota({2}).to(DType::Int8), h = iota({2}).to(DType::Float16);
+  expect_error("add", [&] { add(i8, i8, 257); });
+  expect_error("sub", [&] { sub(i8, i8, -129); });
+  expect_error("add", [&] { add(h, h, 1e5); });
+  expect_error("add", [&] { add(iota({2}), iota({2}), 1e300); });
+  // In range (uint8 lets a negative integer wrap, as c10 does): no error.
+  EXPECT_EQ(add(i8, i8, 127).to(DType::Int64).to_vector<int64_t>(),
+            (std::vector<int64_t>{0, -128}));
+  Tensor u8 = iota({2}).to(DType::UInt8);
+  EXPECT_EQ(sub(u8, u8, -1).to(DType::Int64).to_vector<int64_t>(), (std::vector<int64_t>{0, 2}));
+}
+
 TEST(Errors, OutOfRangeIndex) {
   Tensor w = iota({10, 4});
   expect_error("embedding", [&] { embedding(w, make_exact<int64_t>({10}, {1})); });
