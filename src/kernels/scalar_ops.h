@@ -372,10 +372,34 @@ SMELT_HD T mul(T a, T b) {
     return a * b;
   }
 }
-/// a + alpha * b.
+/// a * b + c rounded once (IEEE fused multiply-add) for float or double.
+template <class T>
+SMELT_HD T fused_multiply_add(T a, T b, T c) {
+#if defined(__CUDA_ARCH__)
+  if constexpr (std::is_same_v<T, float>) {
+    return __fmaf_rn(a, b, c);
+  } else {
+    return __fma_rn(a, b, c);
+  }
+#else
+  if constexpr (std::is_same_v<T, float>) {
+    return __builtin_fmaf(a, b, c);
+  } else {
+    return __builtin_fma(a, b, c);
+  }
+#endif
+}
+/// a + alpha * b: for floating types one fused multiply-add, as PyTorch's
+/// add kernels compute it (vec::fmadd(b, alpha, a) on the CPU; a contracted
+/// multiply-add on CUDA), so float32 results agree to the last bit; integers
+/// wrap. (A float16 / bfloat16 alpha is rounded to that dtype by the op.)
 template <class T>
 SMELT_HD T add_alpha(T a, T b, T alpha) {
-  return add(a, mul(alpha, b));
+  if constexpr (std::is_floating_point_v<T>) {
+    return fused_multiply_add(alpha, b, a);
+  } else {
+    return add(a, mul(alpha, b));
+  }
 }
 template <class T>
 SMELT_HD T sub(T a, T b) {
@@ -387,10 +411,15 @@ SMELT_HD T sub(T a, T b) {
     return a - b;
   }
 }
-/// a - alpha * b.
+/// a - alpha * b: PyTorch's add(a, b, -alpha), so for floating types one
+/// fused multiply-add (add_alpha).
 template <class T>
 SMELT_HD T sub_alpha(T a, T b, T alpha) {
-  return sub(a, mul(alpha, b));
+  if constexpr (std::is_floating_point_v<T>) {
+    return fused_multiply_add(-alpha, b, a);
+  } else {
+    return sub(a, mul(alpha, b));
+  }
 }
 /// True division (floating types only).
 template <class T>
@@ -651,19 +680,7 @@ SMELT_HD T lerp(T start, T end, T weight) {
   const bool small = std::fabs(weight) < T(0.5);
   const T coeff = small ? weight : weight - T(1);
   const T base = small ? start : end;
-#if defined(__CUDA_ARCH__)
-  if constexpr (std::is_same_v<T, float>) {
-    return __fmaf_rn(coeff, diff, base);
-  } else {
-    return __fma_rn(coeff, diff, base);
-  }
-#else
-  if constexpr (std::is_same_v<T, float>) {
-    return __builtin_fmaf(coeff, diff, base);
-  } else {
-    return __builtin_fma(coeff, diff, base);
-  }
-#endif
+  return fused_multiply_add(coeff, diff, base);
 }
 
 }  // namespace scalar

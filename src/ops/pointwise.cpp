@@ -156,9 +156,14 @@ PointwiseCall pointwise_call(const std::string& op, const Attrs& attrs) {
                         "pointwise_call: '{}' is not a pointwise op", op);
   auto is_one = [](const Scalar& s) { return s.to_double() == 1.0; };
   if (op == "add" || op == "sub") {
-    if (attrs.has("alpha") && !is_one(attrs.as<Scalar>("alpha")))
-      return {op + "_alpha", {attrs.as<Scalar>("alpha")}};
-    return {op, {}};
+    if (!attrs.has("alpha") || is_one(attrs.as<Scalar>("alpha"))) return {op, {}};
+    // PyTorch converts alpha to the op's dtype (alpha.to<scalar_t>()): a
+    // float16 / bfloat16 add multiplies by float16(0.1), not by 0.1. The
+    // recorded attr keeps the number itself (autograd multiplies by it).
+    const Scalar alpha = attrs.as<Scalar>("alpha");
+    const DType dt = attrs.has("dtype") ? attrs.as<DType>("dtype") : DType::Float32;
+    const bool half = dt == DType::Float16 || dt == DType::BFloat16;
+    return {op + "_alpha", {half ? number_to_dtype(alpha, dt) : alpha}};
   }
   if (op == "nan_to_num") {
     return {"nan_to_num",

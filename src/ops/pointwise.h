@@ -31,8 +31,11 @@ struct PointwiseCall {
   std::vector<Scalar> extra;  // trailing arguments, converted to the compute type
 };
 
-/// How one element of pointwise node `op` (with the attrs it recorded) is computed:
+/// How one element of pointwise node `op` (with the attrs it recorded, and
+/// "dtype": its compute dtype) is computed:
 /// smelt::scalar::<functor><C>(operands converted to C..., extra converted to C...).
+/// add / sub with alpha != 1: add_alpha / sub_alpha, alpha rounded to a
+/// float16 / bfloat16 compute dtype first (as PyTorch converts it).
 /// Internal error for an op that is not pointwise.
 PointwiseCall pointwise_call(const std::string& op, const Attrs& attrs);
 
