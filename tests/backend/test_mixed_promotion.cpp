@@ -1,5 +1,5 @@
 // Integer (and other non-half) operands of float16/bfloat16 arithmetic, eager
-// and compiled, on every device, against the values PyTorch 2.11 computes on
+// and compiled, on every device, against the values PyTorch 2.15 computes on
 // the CPU (the tables below come from PyTorch, not from smelt). PyTorch's
 // TensorIterator casts each operand to the common dtype first and then
 // computes in float (opmath), so int16 257 + bfloat16 0.5 is bfloat16(257) =
