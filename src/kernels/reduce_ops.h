@@ -492,8 +492,10 @@ struct Cascade {
     }
   }
   /// Combines `a` into level 0; a level that has taken kCascadeFanout
-  /// partials is combined into the next and restarts.
-  SMELT_HD void add(const acc_t& a) {
+  /// partials is combined into the next and restarts. (Always inlined on the
+  /// host, as SMELT_HD_INLINE says why: GCC 12 left it out of line in the AVX
+  /// copies of fold_contiguous_sum.)
+  SMELT_HD_INLINE void add(const acc_t& a) {
     lv[0] = Op::combine(lv[0], a);
     for (int l = 0; l + 1 < kCascadeLevels && ++cnt[l] == kCascadeFanout; ++l) {
       lv[l + 1] = Op::combine(lv[l + 1], lv[l]);
@@ -1300,12 +1302,45 @@ struct InnerOrder {
   }
 };
 
+#if !defined(__CUDACC__) && !defined(__CUDACC_RTC__)
+/// InnerOrder over one contiguous run of a Sum, from a chunk boundary (a
+/// whole row, or a stretch of one): what InnerOrder(first).run<true>(0, n,
+/// run) then result() give, bit for bit, written as straight loops (whole
+/// chunks four at a time, the cascade a local) without InnerOrder's state.
+template <class Op, class Run>
+inline typename Op::acc_t fold_contiguous_sum(const Run& run, int64_t n) {
+  static_assert(std::is_same<Op, Sum<typename Op::value_t>>::value, "Sum only");
+  constexpr int64_t kChunk = chunk_size<Op>();
+  if (n < kChunk) return fold_run<Op, true>(Op::init(), Run{run.p}, n, 0);
+  Cascade<Op> cas;
+  int64_t i = 0;
+#if SMELT_HOST_VECTOR_LANES
+  if constexpr (is_vector_lane_op<Op>::value) {
+    constexpr int kGroup = 4;
+    for (; n - i >= kGroup * kChunk; i += kGroup * kChunk) {
+      typename Op::acc_t parts[kGroup];
+      fold_chunks<Op, kGroup>(Run{run.p + i}, parts);
+      for (int g = 0; g < kGroup; ++g) cas.add(parts[g]);
+    }
+  }
+#endif
+  for (; n - i >= kChunk; i += kChunk)
+    cas.add(fold_run<Op, true>(Op::init(), Run{run.p + i}, kChunk, i));
+  cas.add(n > i ? fold_run<Op, true>(Op::init(), Run{run.p + i}, n - i, i) : Op::init());
+  return cas.result();
+}
+#endif
+
 /// One row of n elements get(0), ..., get(n - 1), contiguous in memory,
 /// folded as eager's reduce kernels fold a contiguous row: one run, InnerOrder
 /// from index 0 (fused eager kernels use it to reduce exactly as the ops they
 /// fuse).
 template <class Op, class Get>
 SMELT_HD typename Op::acc_t fold_contiguous_row(int64_t n, const Get& get) {
+#if !defined(__CUDACC__) && !defined(__CUDACC_RTC__)
+  if constexpr (is_contiguous_run<Get>::value && std::is_same<Op, Sum<typename Op::value_t>>::value)
+    return fold_contiguous_sum<Op>(get, n);
+#endif
   InnerOrder<Op> order(0);
   order.template run<true>(0, n, get);
   return order.result();
