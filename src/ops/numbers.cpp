@@ -13,9 +13,6 @@
 
 namespace smelt::detail {
 
-namespace {
-
-/// The finite range of dtype `t` as doubles (lowest, max).
 std::pair<double, double> dtype_range(DType t) {
   switch (t) {
     case DType::Bool:
@@ -42,8 +39,6 @@ std::pair<double, double> dtype_range(DType t) {
       return {-DBL_MAX, DBL_MAX};
   }
 }
-
-}  // namespace
 
 bool number_overflows(const Scalar& s, DType t) {
   if (t == DType::Bool || s.is_bool()) return false;

@@ -4,12 +4,18 @@
 // rule each pointwise op follows is its op-table NumberRule; pw::launch applies
 // it, so eager kernels and generated code see the same converted number.
 #pragma once
+#include <utility>
 #include <vector>
 
 #include "smelt/scalar.h"
 #include "smelt/tensor.h"
 
 namespace smelt::detail {
+
+/// The finite range of dtype `t` as doubles (lowest, max): bool [0, 1], the
+/// integers' exact limits (int64's rounded to doubles), the floating types'
+/// largest finite values.
+std::pair<double, double> dtype_range(DType t);
 
 /// True when PyTorch's checked conversion of `s` to dtype `t` (Scalar::to<T>,
 /// c10::overflows) raises: a finite value outside t's range; NaN or ±inf for an

@@ -200,7 +200,39 @@ Tensor clamp(const Tensor& x, const std::optional<Tensor>& min, const std::optio
   const char* record = has_min && has_max ? "clamp" : has_min ? "clamp_min" : "clamp_max";
   return launch({"clamp", record, dt, dt, {}}, in);
 }
+namespace {
+
+/// clamp's integer bound `b` (`min` when is_min) for a tensor of integer dtype
+/// t, as PyTorch 2.15: a bound outside t's range on the side that changes no
+/// element (a min below t's lowest value, a max above its highest) is
+/// dropped; one on the other side is refused, since every element would have
+/// to become a value t cannot hold. (Not the checked conversion of other
+/// numbers: uint8's min -1 does not wrap to 255 here.)
+std::optional<Scalar> integer_clamp_bound(const Tensor& x, std::optional<Scalar> b, bool is_min) {
+  const DType t = x.dtype();
+  if (!b || !is_integral(t) || t == DType::Bool || t == DType::Int64 || b->is_floating() ||
+      b->is_bool())
+    return b;
+  const auto [lo, hi] = detail::dtype_range(t);
+  const double v = static_cast<double>(b->to_int());
+  if (v >= lo && v <= hi) return b;
+  SMELT_CHECK(is_min ? v < lo : v > hi,
+              "clamp: {} value {} is outside the representable range of {} [{}, {}] (tensor of "
+              "shape {}): every element would become it; pass a bound within the range, or "
+              "convert the tensor to a wider dtype first",
+              is_min ? "min" : "max", b->to_int(), dtype_name(t), lo, hi,
+              detail::shape_str(x.sizes()));
+  return std::nullopt;
+}
+
+}  // namespace
+
 Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max) {
+  SMELT_CHECK(x.defined(), "clamp: got an undefined tensor");
+  const bool given = min || max;
+  min = integer_clamp_bound(x, min, true);
+  max = integer_clamp_bound(x, max, false);
+  if (given && !min && !max) return x.clone();  // bounds past the range on their harmless side
   std::optional<Tensor> lo, hi;
   if (min) lo = wrap_scalar(*min);
   if (max) hi = wrap_scalar(*max);
@@ -216,10 +248,17 @@ Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight) {
               dtype_name(dt));
   SMELT_CHECK(end.dtype() == dt, "lerp: expected dtype {} for `end` but got dtype {}",
               dtype_name(dt), dtype_name(end.dtype()));
-  SMELT_CHECK(weight.is_wrapped_number() || weight.dtype() == dt,
-              "lerp: expected dtype {} for `weight` but got dtype {}", dtype_name(dt),
-              dtype_name(weight.dtype()));
-  return launch({"lerp", "lerp", dt, dt, {}}, {start, end, weight});
+  SMELT_CHECK(weight.is_wrapped_number() || weight.dtype() == dt || weight.dim() == 0,
+              "lerp: expected dtype {} for `weight` but got dtype {} (shape {}); only a 0-dim "
+              "weight may have another dtype; convert it first, e.g. weight.to({})",
+              dtype_name(dt), dtype_name(weight.dtype()), detail::shape_str(weight.sizes()),
+              dtype_name(dt));
+  // A 0-dim weight of another dtype is read at start's opmath precision, as
+  // PyTorch reads it (weight.item<opmath_t>()); its gradient flows back
+  // through the conversion in its own dtype.
+  const Tensor w =
+      weight.is_wrapped_number() || weight.dtype() == dt ? weight : weight.to(opmath_type(dt));
+  return launch({"lerp", "lerp", dt, dt, {}}, {start, end, w});
 }
 Tensor lerp(const Tensor& start, const Tensor& end, const Scalar& weight) {
   return lerp(start, end, wrap_scalar(weight));

@@ -405,6 +405,52 @@ TEST_P(MixedPromotion, LerpRoundsOnceAsPyTorch) {
 // (its values, PyTorch 2.15 on the CPU; inputs exact in their dtype). 32
 // elements: PyTorch's vectorized loop; its scalar loop for a tail shorter than
 // a vector rounds a float16 / bfloat16 product to that dtype before the add.
+// A 0-dim weight of another dtype (a tensor, not a number): PyTorch reads it
+// at start's opmath precision (float32 for float16 / bfloat16, unrounded).
+// Values from PyTorch 2.15.
+TEST_P(MixedPromotion, LerpTakesAZeroDimWeightOfAnotherDtype) {
+  const std::vector<double> s = {0, 1, 2, -3.5, 100}, e = {10, 10, -7.25, 4, -50};
+  struct Row {
+    DType dt, wdt;
+    double w;
+    std::vector<double> want;
+  };
+  const std::vector<Row> rows = {
+      {DType::Float16, DType::Float32, 0.3, {3.0, 3.701171875, -0.775390625, -1.25, 55.0}},
+      {DType::BFloat16, DType::Float64, 0.3, {3.0, 3.703125, -0.78125, -1.2421875, 55.0}},
+      {DType::Float32,
+       DType::Float64,
+       0.1,
+       {1.0, 1.899999976158142, 1.0749999284744263, -2.75, 85.0}},
+      {DType::Float32, DType::Int64, 1, {10.0, 10.0, -7.25, 4.0, -50.0}},
+      {DType::Float16,
+       DType::BFloat16,
+       0.7,
+       {6.9921875, 7.29296875, -4.46875, 1.744140625, -4.8828125}},
+  };
+  auto f = [](const Tensor& a, const Tensor& b, const Tensor& w) {
+    return std::vector<Tensor>{lerp(a, b, w)};
+  };
+  for (const Row& r : rows) {
+    SCOPED_TRACE(std::string(dtype_name(r.dt)) + " with a 0-dim " + std::string(dtype_name(r.wdt)));
+    const Tensor a = T(s, r.dt), b = T(e, r.dt), w = scalar_tensor(r.w, r.wdt);
+    auto compiled = compile(f, fullgraph());
+    EXPECT_TRUE(same_values(f(a, b, w)[0], r.dt, r.want)) << "eager";
+    EXPECT_TRUE(same_values(compiled(a, b, w)[0], r.dt, r.want)) << "compiled";
+    EXPECT_EQ(compiled.stats().eager_calls, 0);
+  }
+  // Only a 0-dim weight may differ: a one-element [1] float64 weight is refused, as in PyTorch.
+  const Tensor a = T(s, DType::Float32), b = T(e, DType::Float32);
+  EXPECT_THROW(lerp(a, b, T({0.5}, DType::Float64)), Error);
+  // Its gradient comes back in its own dtype: d/dw sum(lerp) = sum(e - s).
+  AutoGradMode grad(true);  // the fixture turns it off
+  Tensor w = scalar_tensor(0.5, DType::Float64).requires_grad_(true);
+  lerp(a, b, w).sum().backward();
+  ASSERT_TRUE(w.grad().defined());
+  EXPECT_EQ(w.grad().dtype(), DType::Float64);
+  EXPECT_EQ(w.grad().cpu().item().to_double(), -132.75);
+}
+
 TEST_P(MixedPromotion, AddAndSubWithAlphaAsPyTorch) {
   struct AlphaCase {
     DType dt;

@@ -92,7 +92,8 @@ TEST(Numbers, CheckedConversionsRaise) {
   expect_error_mentions([&] { masked_fill(i8, mask, Scalar(200)); },
                         "cannot be converted to type int8 without overflow");
   expect_error_mentions([&] { where(mask, i8, Scalar(200)); }, "without overflow");
-  expect_error_mentions([&] { clamp(i8, Scalar(200), std::nullopt); }, "without overflow");
+  expect_error_mentions([&] { clamp(i8, Scalar(200), std::nullopt); },
+                        "min value 200 is outside the representable range of int8");
   expect_error_mentions([&] { pow(i8, Scalar(255)); }, "without overflow");
   expect_error_mentions([&] { masked_fill(i8, mask, Scalar(kNaN)); }, "without overflow");
   Tensor h = make({1, 2, 3}, {3}).to(DType::Float16);
@@ -108,6 +109,31 @@ TEST(Numbers, CheckedConversionsRaise) {
   EXPECT_EQ(vals(i8 + 200)[0], -55);
   // pow's base may be any number (only the exponent is checked).
   EXPECT_EQ(vals(pow(num(100000), make({1}, {1}).to(DType::Int8)))[0], 100000 % 256 - 256);
+}
+
+// An integer bound outside an integer tensor's range, as PyTorch 2.15: on the
+// side that changes no element it is dropped; on the other it is refused.
+TEST(Numbers, ClampBoundsPastAnIntegerRange) {
+  Tensor i8 = make({-100, 0, 100, 127}, {4}).to(DType::Int8);
+  const std::vector<double> same = {-100, 0, 100, 127};
+  EXPECT_EQ(vals(clamp(i8, std::nullopt, Scalar(200))), same);
+  EXPECT_EQ(vals(clamp(i8, Scalar(-200), std::nullopt)), same);
+  EXPECT_EQ(vals(clamp(i8, Scalar(-200), Scalar(200))), same);
+  EXPECT_EQ(vals(clamp(i8, Scalar(-200), Scalar(50))), (std::vector<double>{-100, 0, 50, 50}));
+  EXPECT_EQ(clamp(i8, std::nullopt, Scalar(200)).dtype(), DType::Int8);
+  expect_error_mentions([&] { clamp(i8, std::nullopt, Scalar(-200)); },
+                        "max value -200 is outside the representable range of int8");
+  // uint8: -1 is below the range here (no wrap to 255, as a checked conversion would).
+  Tensor u8 = make({0, 100, 255}, {3}).to(DType::UInt8);
+  EXPECT_EQ(vals(clamp(u8, Scalar(-1), std::nullopt)), (std::vector<double>{0, 100, 255}));
+  EXPECT_EQ(vals(clamp(u8, Scalar(-5), Scalar(50))), (std::vector<double>{0, 50, 50}));
+  expect_error_mentions([&] { clamp(u8, std::nullopt, Scalar(-1)); }, "max value -1");
+  // A float bound promotes instead (int8 with 1.5 is float32), and float16 keeps its check.
+  EXPECT_EQ(vals(clamp(i8, Scalar(1.5), std::nullopt)), (std::vector<double>{1.5, 1.5, 100, 127}));
+  expect_error_mentions([&] { clamp(i8.to(DType::Float16), Scalar(1e5), std::nullopt); },
+                        "without overflow");
+  // The input is left as it was.
+  EXPECT_EQ(vals(i8), same);
 }
 
 TEST(Numbers, FillsCheckTheValue) {
