@@ -68,18 +68,22 @@ inline bool unrounded_single_operand(std::string_view functor) {
   X(nan_to_num, 1, 3, kAll)
 
 /// Binary arithmetic (add_alpha / sub_alpha take alpha as their extra).
-#define SMELT_PW_BINARY_ARITH(X) \
-  X(add, 2, 0, kAll)             \
-  X(add_alpha, 2, 1, kAll)       \
-  X(sub, 2, 0, kIF)              \
-  X(sub_alpha, 2, 1, kIF)        \
-  X(mul, 2, 0, kAll)             \
-  X(div, 2, 0, kF)               \
-  X(div_trunc, 2, 0, kIF)        \
-  X(div_floor, 2, 0, kIF)        \
-  X(remainder, 2, 0, kIF)        \
-  X(fmod, 2, 0, kIF)             \
-  X(pow, 2, 0, kIF)              \
+#define SMELT_PW_BINARY_ARITH(X)  \
+  X(add, 2, 0, kAll)              \
+  X(add_alpha, 2, 1, kAll)        \
+  X(sub, 2, 0, kIF)               \
+  X(sub_alpha, 2, 1, kIF)         \
+  X(mul, 2, 0, kAll)              \
+  X(div, 2, 0, kF)                \
+  X(div_trunc, 2, 0, kIF)         \
+  X(div_floor, 2, 0, kIF)         \
+  X(div_trunc_float16, 2, 0, kF)  \
+  X(div_trunc_bfloat16, 2, 0, kF) \
+  X(div_floor_float16, 2, 0, kF)  \
+  X(div_floor_bfloat16, 2, 0, kF) \
+  X(remainder, 2, 0, kIF)         \
+  X(fmod, 2, 0, kIF)              \
+  X(pow, 2, 0, kIF)               \
   X(atan2, 2, 0, kF)
 
 /// Binary min/max, comparisons, logical and bitwise functors.

@@ -150,7 +150,8 @@ Shape broadcast_all(const std::vector<Tensor>& tensors, const char* op) {
   return s;
 }
 
-PointwiseCall pointwise_call(const std::string& op, const Attrs& attrs) {
+PointwiseCall pointwise_call(const std::string& op, const Attrs& attrs,
+                             bool single_second_operand) {
   const OpDef* def = find_op(op);
   SMELT_INTERNAL_ASSERT(def && def->kind == OpKind::Pointwise && !def->functor.empty(),
                         "pointwise_call: '{}' is not a pointwise op", op);
@@ -171,7 +172,14 @@ PointwiseCall pointwise_call(const std::string& op, const Attrs& attrs) {
              Scalar(attrs.as<double>("neginf"))}};
   }
   // attribute variants (gelu approximate, div rounding_mode) come from the op table
-  return {std::string(op_functor(*def, attrs)), {}};
+  std::string functor(op_functor(*def, attrs));
+  if ((functor == "div_trunc" || functor == "div_floor") && !single_second_operand &&
+      attrs.has("dtype")) {
+    // float16 / bfloat16 by a tensor divisor: rounded as PyTorch rounds it.
+    const DType dt = attrs.as<DType>("dtype");
+    if (dt == DType::Float16 || dt == DType::BFloat16) functor += "_" + std::string(dtype_name(dt));
+  }
+  return {functor, {}};
 }
 
 }  // namespace detail
@@ -251,7 +259,8 @@ Tensor launch(const Launch& l, const std::vector<Tensor>& operands) {
   attrs.items.reserve(l.attrs.items.size() + 1);
   attrs.set("dtype", l.dtype);
   for (auto& [k, v] : l.attrs.items) attrs.set(k, v);
-  const PointwiseCall call = pointwise_call(l.record, attrs);
+  const PointwiseCall call =
+      pointwise_call(l.record, attrs, inputs.size() >= 2 && inputs[1].numel() == 1);
   backend::Backend& be = backend::backend(dev);
   SMELT_CHECK(be.has_pointwise(call.functor, l.dtype),
               "{}: not implemented for dtype {}; convert the input first", l.op,

@@ -451,6 +451,79 @@ TEST_P(MixedPromotion, LerpTakesAZeroDimWeightOfAnotherDtype) {
   EXPECT_EQ(w.grad().cpu().item().to_double(), -132.75);
 }
 
+// div with rounding_mode trunc / floor and floor_divide of float16 / bfloat16
+// by a tensor: PyTorch rounds the quotient to the dtype before truncating,
+// and each step of c10's div_floor_floating (bfloat16 256 / -1.5: trunc
+// -171, as -170.67 rounds to -171 first). A one-element divisor keeps float
+// until the one rounding (trunc -170). Values from PyTorch 2.15: pairs where
+// the two rules differ, and a few where they agree.
+TEST_P(MixedPromotion, HalfDivisionRoundsAsPyTorch) {
+  struct Row {
+    DType dt;
+    double a, b, trunc, floor;
+  };
+  // clang-format off
+  const std::vector<Row> rows = {
+      {DType::Float16, -0x1.7980000000000p-4, 0x1.cec0000000000p+0, -0x0.0p+0, -0x1.0000000000000p+0},
+      {DType::Float16, 0x1.2480000000000p-9, 0x1.1e00000000000p+3, 0x0.0p+0, 0x0.0p+0},
+      {DType::Float16, -0x1.6d40000000000p+1, -0x1.b440000000000p-11, 0x1.acc0000000000p+11, 0x1.acc0000000000p+11},
+      {DType::Float16, 0x1.1780000000000p+5, 0x1.9b40000000000p-2, 0x1.5c00000000000p+6, 0x1.5800000000000p+6},
+      {DType::Float16, 0x1.a900000000000p+1, 0x1.4080000000000p-8, 0x1.5380000000000p+9, 0x1.5300000000000p+9},
+      {DType::Float16, 0x1.a7c0000000000p+6, -0x1.2980000000000p-4, -0x1.6cc0000000000p+10, -0x1.6cc0000000000p+10},
+      {DType::Float16, -0x1.fcc0000000000p+1, -0x1.9940000000000p-9, 0x1.3e40000000000p+10, 0x1.3e00000000000p+10},
+      {DType::Float16, -0x1.1040000000000p+1, 0x1.9f40000000000p-12, -0x1.4fc0000000000p+12, -0x1.4fc0000000000p+12},
+      {DType::Float16, 0x1.2480000000000p+8, -0x1.0840000000000p-5, -0x1.1b40000000000p+13, -0x1.1b40000000000p+13},
+      {DType::Float16, -0x1.0800000000000p+6, 0x1.2e40000000000p-5, -0x1.bf40000000000p+10, -0x1.bf80000000000p+10},
+      {DType::Float16, 0x1.ff40000000000p+6, 0x1.1740000000000p-6, 0x1.d4c0000000000p+12, 0x1.d4c0000000000p+12},
+      {DType::Float16, -0x1.cfc0000000000p+9, -0x1.cf80000000000p-3, 0x1.0040000000000p+12, 0x1.0040000000000p+12},
+      {DType::Float16, 0x1.5140000000000p+11, 0x1.9000000000000p-2, 0x1.afc0000000000p+12, 0x1.afc0000000000p+12},
+      {DType::Float16, 0x1.0000000000000p+8, -0x1.8000000000000p+0, -0x1.5400000000000p+7, -0x1.5600000000000p+7},
+      {DType::BFloat16, 0x1.9400000000000p-11, -0x1.3800000000000p-3, -0x0.0p+0, -0x1.0000000000000p+0},
+      {DType::BFloat16, 0x1.5600000000000p+0, -0x1.8c00000000000p+2, -0x0.0p+0, -0x1.0000000000000p+0},
+      {DType::BFloat16, -0x1.ae00000000000p+0, 0x1.3c00000000000p-4, -0x1.5000000000000p+4, -0x1.6000000000000p+4},
+      {DType::BFloat16, -0x1.cc00000000000p-1, 0x1.0c00000000000p-7, -0x1.b800000000000p+6, -0x1.b800000000000p+6},
+      {DType::BFloat16, -0x1.6a00000000000p+3, -0x1.be00000000000p-4, 0x1.a000000000000p+6, 0x1.9800000000000p+6},
+      {DType::BFloat16, 0x1.a600000000000p+2, -0x1.1000000000000p-5, -0x1.8e00000000000p+7, -0x1.8e00000000000p+7},
+      {DType::BFloat16, -0x1.3600000000000p+6, -0x1.3000000000000p-6, 0x1.0600000000000p+12, 0x1.0600000000000p+12},
+      {DType::BFloat16, -0x1.1800000000000p+6, 0x1.e200000000000p-3, -0x1.2a00000000000p+8, -0x1.2c00000000000p+8},
+      {DType::BFloat16, 0x1.ee00000000000p+4, -0x1.6800000000000p-1, -0x1.6000000000000p+5, -0x1.6000000000000p+5},
+      {DType::BFloat16, -0x1.ae00000000000p+2, -0x1.1600000000000p-6, 0x1.8c00000000000p+8, 0x1.8a00000000000p+8},
+      {DType::BFloat16, -0x1.7a00000000000p+5, 0x1.7000000000000p-7, -0x1.0600000000000p+12, -0x1.0600000000000p+12},
+      {DType::BFloat16, -0x1.8200000000000p+2, 0x1.3e00000000000p-7, -0x1.3600000000000p+9, -0x1.3600000000000p+9},
+      {DType::BFloat16, 0x1.0000000000000p+8, -0x1.8000000000000p+0, -0x1.5600000000000p+7, -0x1.5600000000000p+7},
+  };
+  // clang-format on
+  auto f = [](const Tensor& a, const Tensor& b, const Tensor& s) {
+    return std::vector<Tensor>{div(a, b, std::string("trunc")), div(a, b, std::string("floor")),
+                               floor_divide(a, b), div(a, s, std::string("trunc"))};
+  };
+  auto compiled = compile(f, fullgraph());
+  for (DType dt : {DType::Float16, DType::BFloat16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    std::vector<double> a, b, trunc, floor;
+    for (const Row& r : rows) {
+      if (r.dt != dt) continue;
+      a.push_back(r.a);
+      b.push_back(r.b);
+      trunc.push_back(r.trunc);
+      floor.push_back(r.floor);
+    }
+    // The last row is 256 / -1.5; by the one-element tensor [-1.5]: float's -170.
+    const Tensor ta = T(a, dt), tb = T(b, dt), s = T({-1.5}, dt);
+    const std::vector<Tensor> eager = f(ta, tb, s), got = compiled(ta, tb, s);
+    for (const auto* r : {&eager, &got}) {
+      const char* how = r == &eager ? "eager" : "compiled";
+      EXPECT_TRUE(same_values((*r)[0], dt, trunc)) << "trunc " << how;
+      EXPECT_TRUE(same_values((*r)[1], dt, floor)) << "floor " << how;
+      EXPECT_TRUE(same_values((*r)[2], dt, floor)) << "floor_divide " << how;
+      EXPECT_EQ((*r)[3].select(0, static_cast<int64_t>(a.size()) - 1).cpu().item().to_double(),
+                -170.0)
+          << "256 / [-1.5] " << how;
+    }
+  }
+  EXPECT_EQ(compiled.stats().eager_calls, 0);
+}
+
 TEST_P(MixedPromotion, AddAndSubWithAlphaAsPyTorch) {
   struct AlphaCase {
     DType dt;

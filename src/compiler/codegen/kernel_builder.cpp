@@ -436,7 +436,10 @@ class Builder {
       return emit(convert(in[0], n.inputs[0].dtype, out), out);
     SMELT_INTERNAL_ASSERT(n.attrs.has("dtype"), "pointwise node {} has no compute dtype", n.op);
     DType c = n.attrs.as<DType>("dtype");
-    detail::PointwiseCall call = detail::pointwise_call(n.op, n.attrs);
+    const bool single_second =
+        n.inputs.size() >= 2 &&
+        (n.inputs[1].is_scalar() || detail::shape_numel(n.inputs[1].sizes) == 1);
+    detail::PointwiseCall call = detail::pointwise_call(n.op, n.attrs, single_second);
     Expr e;
     e.kind = Expr::Kind::Call;
     e.name = call.functor;
