@@ -254,10 +254,13 @@ Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight) {
               dtype_name(dt), dtype_name(weight.dtype()), detail::shape_str(weight.sizes()),
               dtype_name(dt));
   // A 0-dim weight of another dtype is read at start's opmath precision, as
-  // PyTorch reads it (weight.item<opmath_t>()); its gradient flows back
-  // through the conversion in its own dtype.
-  const Tensor w =
-      weight.is_wrapped_number() || weight.dtype() == dt ? weight : weight.to(opmath_type(dt));
+  // PyTorch reads it (weight.item<opmath_t>()). For a float32 / float64
+  // start the kernel converts it so, and it stays the recorded input: start's
+  // gradient takes 1 - weight in the weight's dtype, as PyTorch's formula
+  // does. A float16 / bfloat16 start would round it to its own dtype, so it
+  // is converted to float32 first.
+  const bool convert = !weight.is_wrapped_number() && weight.dtype() != dt && opmath_type(dt) != dt;
+  const Tensor w = convert ? weight.to(opmath_type(dt)) : weight;
   return launch({"lerp", "lerp", dt, dt, {}}, {start, end, w});
 }
 Tensor lerp(const Tensor& start, const Tensor& end, const Scalar& weight) {

@@ -449,6 +449,12 @@ TEST_P(MixedPromotion, LerpTakesAZeroDimWeightOfAnotherDtype) {
   ASSERT_TRUE(w.grad().defined());
   EXPECT_EQ(w.grad().dtype(), DType::Float64);
   EXPECT_EQ(w.grad().cpu().item().to_double(), -132.75);
+  // start's gradient takes 1 - weight in the weight's dtype, as PyTorch's
+  // formula: 1 - float16(0.3) = 0.69995 rounds to 0.70020 in float16.
+  Tensor s32 = T({0, 1}, DType::Float32).requires_grad_(true), e32 = T({10, 10}, DType::Float32);
+  lerp(s32, e32, scalar_tensor(0.3, DType::Float16)).sum().backward();
+  EXPECT_EQ(s32.grad().cpu().to_vector<double>(),
+            (std::vector<double>{0.7001953125, 0.7001953125}));
 }
 
 // div with rounding_mode trunc / floor and floor_divide of float16 / bfloat16
