@@ -241,24 +241,31 @@ Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> m
 
 Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight) {
   req("lerp", {&start, &end, &weight});
-  DType dt = start.dtype();
-  SMELT_CHECK(is_floating(dt),
-              "lerp: not implemented for dtype {} (floating dtypes only); convert first, e.g. "
-              "start.to(float32)",
-              dtype_name(dt));
-  SMELT_CHECK(end.dtype() == dt, "lerp: expected dtype {} for `end` but got dtype {}",
-              dtype_name(dt), dtype_name(end.dtype()));
-  SMELT_CHECK(weight.is_wrapped_number() || weight.dtype() == dt || weight.dim() == 0,
+  const DType st = start.dtype();
+  SMELT_CHECK(end.dtype() == st,
+              "lerp: expected dtype {} for `end` but got dtype {} (shapes {} and {}); convert "
+              "end first, e.g. end.to({})",
+              dtype_name(st), dtype_name(end.dtype()), detail::shape_str(start.sizes()),
+              detail::shape_str(end.sizes()), dtype_name(st));
+  SMELT_CHECK(weight.is_wrapped_number() || weight.dtype() == st || weight.dim() == 0,
               "lerp: expected dtype {} for `weight` but got dtype {} (shape {}); only a 0-dim "
               "weight may have another dtype; convert it first, e.g. weight.to({})",
-              dtype_name(dt), dtype_name(weight.dtype()), detail::shape_str(weight.sizes()),
-              dtype_name(dt));
-  // A 0-dim weight of another dtype is read at start's opmath precision, as
-  // PyTorch reads it (weight.item<opmath_t>()). For a float32 / float64
-  // start the kernel converts it so, and it stays the recorded input: start's
-  // gradient takes 1 - weight in the weight's dtype, as PyTorch's formula
-  // does. A float16 / bfloat16 start would round it to its own dtype, so it
-  // is converted to float32 first.
+              dtype_name(st), dtype_name(weight.dtype()), detail::shape_str(weight.sizes()),
+              dtype_name(st));
+  // The result dtype promotes the three, as PyTorch's (a 0-dim weight decides
+  // it only against 0-dim or integer ends: uint8 ends with a float32 0-dim
+  // weight give float32); a number weight leaves it start's.
+  const DType dt = weight.is_wrapped_number() ? st : detail::result_type({start, end, weight});
+  SMELT_CHECK(is_floating(dt),
+              "lerp: not implemented for dtype {} (start of shape {}; floating dtypes only); "
+              "convert first, e.g. start.to(float32)",
+              dtype_name(dt), detail::shape_str(start.sizes()));
+  // A 0-dim weight of another dtype is read at the result's opmath precision,
+  // as PyTorch reads it (weight.item<opmath_t>()). For a float32 / float64
+  // result the kernel converts it so, and it stays the recorded input:
+  // start's gradient takes 1 - weight in the weight's dtype, as PyTorch's
+  // formula does. A float16 / bfloat16 result would round it to its own
+  // dtype, so it is converted to float32 first.
   const bool convert = !weight.is_wrapped_number() && weight.dtype() != dt && opmath_type(dt) != dt;
   const Tensor w = convert ? weight.to(opmath_type(dt)) : weight;
   return launch({"lerp", "lerp", dt, dt, {}}, {start, end, w});

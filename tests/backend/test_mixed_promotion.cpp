@@ -431,14 +431,23 @@ TEST_P(MixedPromotion, LerpTakesAZeroDimWeightOfAnotherDtype) {
   auto f = [](const Tensor& a, const Tensor& b, const Tensor& w) {
     return std::vector<Tensor>{lerp(a, b, w)};
   };
+  auto compiled = compile(f, fullgraph());
   for (const Row& r : rows) {
     SCOPED_TRACE(std::string(dtype_name(r.dt)) + " with a 0-dim " + std::string(dtype_name(r.wdt)));
     const Tensor a = T(s, r.dt), b = T(e, r.dt), w = scalar_tensor(r.w, r.wdt);
-    auto compiled = compile(f, fullgraph());
     EXPECT_TRUE(same_values(f(a, b, w)[0], r.dt, r.want)) << "eager";
     EXPECT_TRUE(same_values(compiled(a, b, w)[0], r.dt, r.want)) << "compiled";
     EXPECT_EQ(compiled.stats().eager_calls, 0);
   }
+  // The result dtype promotes the three, as PyTorch's: uint8 ends with a float32
+  // 0-dim weight give float32; 0-dim float32 ends with a float64 one, float64.
+  const std::vector<Tensor> u8 = compiled(T({1, 2}, DType::UInt8), T({3, 4}, DType::UInt8),
+                                          scalar_tensor(0.5, DType::Float32));
+  EXPECT_TRUE(same_values(u8[0], DType::Float32, {2, 3}));
+  const std::vector<Tensor> d0 =
+      f(scalar_tensor(1, DType::Float32), scalar_tensor(3, DType::Float32),
+        scalar_tensor(0.3, DType::Float64));
+  EXPECT_TRUE(same_values(d0[0].reshape({1}), DType::Float64, {0x1.999999999999ap+0}));
   // Only a 0-dim weight may differ: a one-element [1] float64 weight is refused, as in PyTorch.
   const Tensor a = T(s, DType::Float32), b = T(e, DType::Float32);
   EXPECT_THROW(lerp(a, b, T({0.5}, DType::Float64)), Error);
