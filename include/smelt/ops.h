@@ -101,8 +101,15 @@ Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha = 1);
 Tensor sub(const Tensor& a, const Tensor& b, const Scalar& alpha = 1);
 Tensor mul(const Tensor& a, const Tensor& b);
 /// rounding_mode: std::nullopt (true division, float result), "trunc" or "floor".
+/// float16 / bfloat16 with "trunc" / "floor" round as PyTorch's CPU kernels:
+/// by a divisor of more than one element, the quotient is rounded to the
+/// dtype before trunc (bfloat16 256 / -1.5 is -171), and each step of floor
+/// (c10's div_floor_floating) is rounded; by a one-element divisor (a number,
+/// a 0-dim or [1] tensor) they compute in float and round once (-170).
+/// Integer division by zero raises smelt::Error.
 Tensor div(const Tensor& a, const Tensor& b,
            const std::optional<std::string>& rounding_mode = std::nullopt);
+/// div(a, b, "floor").
 Tensor floor_divide(const Tensor& a, const Tensor& b);
 /// Python modulo: result has the sign of the divisor.
 Tensor remainder(const Tensor& a, const Tensor& b);
@@ -130,10 +137,21 @@ Tensor bitwise_or(const Tensor& a, const Tensor& b);
 Tensor bitwise_xor(const Tensor& a, const Tensor& b);
 /// condition ? a : b (condition must be bool), broadcast over all three.
 Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b);
-/// Number bounds must fit the result dtype (Error otherwise, as PyTorch: int8 x and 200).
+/// min(max(x, min), max) with either bound optional (not both absent), in
+/// result_type(x, bounds). As PyTorch 2.15: an integer bound past an integer
+/// x's range on the side that changes nothing (int8 x, max 200) is dropped;
+/// on the other side (int8 x, max -200) it raises smelt::Error; other number
+/// bounds must convert to the result dtype without overflow (float16 x, min
+/// 1e5: Error). Bool x: one bool tensor bound clamps (maximum / minimum);
+/// both bounds, or bool number bounds, raise (PyTorch has no such kernel).
 Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max);
 Tensor clamp(const Tensor& x, const std::optional<Tensor>& min, const std::optional<Tensor>& max);
-/// start + weight * (end - start).
+/// start + weight * (end - start), as PyTorch's lerp (one fused multiply-add
+/// from the nearer end). start and end must share a dtype; weight too,
+/// unless it is 0-dim: then it is read at the result's opmath precision
+/// (float32 for float16 / bfloat16) and takes part in type promotion (uint8
+/// ends with a float32 0-dim weight give float32). The result must be
+/// floating. Errors (smelt::Error) name the dtypes and shapes.
 Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight);
 Tensor lerp(const Tensor& start, const Tensor& end, const Scalar& weight);
 

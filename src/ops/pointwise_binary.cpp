@@ -194,9 +194,18 @@ Tensor clamp(const Tensor& x, const std::optional<Tensor>& min, const std::optio
   if (has_min) in.push_back(*min);
   if (has_max) in.push_back(*max);
   DType dt = detail::result_type(in);
-  SMELT_CHECK(dt != DType::Bool,
-              "clamp: not implemented for bool tensors; convert first, e.g. "
-              "x.to(int64)");
+  if (dt == DType::Bool) {
+    // PyTorch clamps a bool tensor by one bool tensor bound (clamp_min is
+    // maximum, clamp_max minimum); with both bounds, or number bounds, it
+    // has no bool kernel, and neither do we.
+    const bool number =
+        (has_min && min->is_wrapped_number()) || (has_max && max->is_wrapped_number());
+    SMELT_CHECK(!number && !(has_min && has_max),
+                "clamp: not implemented for a bool tensor (shape {}) with {}, as in PyTorch; pass "
+                "one bound as a bool tensor, or convert first, e.g. x.to(int64)",
+                detail::shape_str(x.sizes()), number ? "bool number bounds" : "both bounds");
+    return has_min ? maximum(x, *min) : minimum(x, *max);
+  }
   const char* record = has_min && has_max ? "clamp" : has_min ? "clamp_min" : "clamp_max";
   return launch({"clamp", record, dt, dt, {}}, in);
 }

@@ -384,6 +384,25 @@ TEST(Pointwise, NaNPropagationMaxMinClamp) {
                         "clamp");
 }
 
+// Bool tensors, as PyTorch 2.15: one bool tensor bound clamps (maximum for
+// min, minimum for max); both bounds, or bool number bounds, have no kernel.
+TEST(Pointwise, ClampOfBoolTensors) {
+  const Tensor b = T_({1, 0, 1, 0}).to(DType::Bool);
+  const Tensor lo = T_({0, 1, 0, 1}).to(DType::Bool), hi = T_({0, 0, 1, 1}).to(DType::Bool);
+  const Tensor mn = clamp(b, std::optional<Tensor>(lo), std::nullopt);
+  EXPECT_EQ(mn.dtype(), DType::Bool);
+  EXPECT_EQ(vals(mn), (std::vector<double>{1, 1, 1, 1}));
+  EXPECT_EQ(vals(clamp(b, std::nullopt, std::optional<Tensor>(hi))),
+            (std::vector<double>{0, 0, 1, 0}));
+  expect_error_mentions([&] { clamp(b, std::optional<Tensor>(lo), std::optional<Tensor>(hi)); },
+                        "both bounds");
+  expect_error_mentions([&] { clamp(b, Scalar(true), std::nullopt); }, "bool number bounds");
+  // An integer bound promotes to int64, as in PyTorch.
+  const Tensor ci = clamp(b, Scalar(1), std::nullopt);
+  EXPECT_EQ(ci.dtype(), DType::Int64);
+  EXPECT_EQ(vals(ci), (std::vector<double>{1, 1, 1, 1}));
+}
+
 TEST(Pointwise, WhereAndLerp) {
   Tensor c = T_({1, 0, 1, 0, 1, 0}, {2, 3}, kBool);
   Tensor a = T_({1, 2, 3, 4, 5, 6}, {2, 3});
