@@ -182,6 +182,14 @@ PointwiseCall pointwise_call(const std::string& op, const Attrs& attrs,
   return {functor, {}};
 }
 
+bool single_divisor(const Shape& sizes, const Shape& strides, DType dtype, DType common) {
+  if (shape_numel(sizes) == 1) return true;
+  if (dtype != common) return false;
+  for (size_t d = 0; d < sizes.size(); ++d)
+    if (sizes[d] != 1 && strides[d] != 0) return false;
+  return true;
+}
+
 }  // namespace detail
 
 DType result_type(const Tensor& a, const Tensor& b) { return detail::result_type({a, b}); }
@@ -260,7 +268,9 @@ Tensor launch(const Launch& l, const std::vector<Tensor>& operands) {
   attrs.set("dtype", l.dtype);
   for (auto& [k, v] : l.attrs.items) attrs.set(k, v);
   const PointwiseCall call =
-      pointwise_call(l.record, attrs, inputs.size() >= 2 && inputs[1].numel() == 1);
+      pointwise_call(l.record, attrs,
+                     inputs.size() >= 2 && single_divisor(inputs[1].sizes(), inputs[1].strides(),
+                                                          inputs[1].dtype(), l.dtype));
   backend::Backend& be = backend::backend(dev);
   SMELT_CHECK(be.has_pointwise(call.functor, l.dtype),
               "{}: not implemented for dtype {}; convert the input first", l.op,

@@ -44,6 +44,14 @@ struct PointwiseCall {
 PointwiseCall pointwise_call(const std::string& op, const Attrs& attrs,
                              bool single_second_operand = false);
 
+/// Whether a division's second operand (of these sizes, strides and dtype,
+/// in an op computing in `common`) is a scalar to PyTorch's division
+/// kernels (TensorIterator::is_scalar: every dim of size 1 or stride 0, so
+/// an expanded one-element tensor too), which then compute in float and
+/// round once. An operand of another dtype counts only with one element:
+/// TensorIterator casts it to a dense copy first.
+bool single_divisor(const Shape& sizes, const Shape& strides, DType dtype, DType common);
+
 /// A wrapped-number 0-dim CPU tensor holding `s` (dtype bool / int64 / float64 by
 /// the scalar's kind); it has the lowest priority in type promotion.
 Tensor wrap_scalar(const Scalar& s);

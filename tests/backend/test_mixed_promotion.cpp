@@ -509,8 +509,10 @@ TEST_P(MixedPromotion, HalfDivisionRoundsAsPyTorch) {
   };
   // clang-format on
   auto f = [](const Tensor& a, const Tensor& b, const Tensor& s) {
+    // An expanded one-element divisor is a scalar to PyTorch too (its stride is 0).
     return std::vector<Tensor>{div(a, b, std::string("trunc")), div(a, b, std::string("floor")),
-                               floor_divide(a, b), div(a, s, std::string("trunc"))};
+                               floor_divide(a, b), div(a, s, std::string("trunc")),
+                               div(a, s.expand(a.sizes()), std::string("trunc"))};
   };
   auto compiled = compile(f, fullgraph());
   for (DType dt : {DType::Float16, DType::BFloat16}) {
@@ -534,6 +536,9 @@ TEST_P(MixedPromotion, HalfDivisionRoundsAsPyTorch) {
       EXPECT_EQ((*r)[3].select(0, static_cast<int64_t>(a.size()) - 1).cpu().item().to_double(),
                 -170.0)
           << "256 / [-1.5] " << how;
+      EXPECT_EQ((*r)[4].select(0, static_cast<int64_t>(a.size()) - 1).cpu().item().to_double(),
+                -170.0)
+          << "256 / [-1.5].expand " << how;
     }
   }
   EXPECT_EQ(compiled.stats().eager_calls, 0);

@@ -438,7 +438,8 @@ class Builder {
     DType c = n.attrs.as<DType>("dtype");
     const bool single_second =
         n.inputs.size() >= 2 &&
-        (n.inputs[1].is_scalar() || detail::shape_numel(n.inputs[1].sizes) == 1);
+        (n.inputs[1].is_scalar() ||
+         detail::single_divisor(n.inputs[1].sizes, n.inputs[1].strides, n.inputs[1].dtype, c));
     detail::PointwiseCall call = detail::pointwise_call(n.op, n.attrs, single_second);
     Expr e;
     e.kind = Expr::Kind::Call;
