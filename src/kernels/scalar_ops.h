@@ -475,13 +475,14 @@ template <class H, class T>
 SMELT_HD T round_through(T v) {
   return cast<T>(cast<H>(v));
 }
-/// div_trunc and div_floor of float16 / bfloat16 tensors (H) by a divisor of
-/// more than one element, computed in T (float) as PyTorch's CPU kernels do
-/// in that case (checked against PyTorch 2.15 on 38,400 random pairs of each
-/// dtype): trunc of the quotient rounded to H (bfloat16 256 / -1.5 is -171,
-/// as -170.67 rounds to -171 first), and c10's div_floor_floating with each
-/// operation rounded to H. A one-element divisor takes div_trunc / div_floor
-/// in float, rounded once (ops/pointwise.h, pointwise_call).
+/// div_trunc and div_floor of float16 / bfloat16 tensors (H) by a tensor
+/// divisor, computed in T (float) as PyTorch's CPU kernels do in that case
+/// (checked against PyTorch 2.15 on 20,000 random pairs of each dtype, eager
+/// and compiled): trunc of the quotient rounded to H (bfloat16 256 / -1.5 is
+/// -171, as -170.67 rounds to -171 first), and c10's div_floor_floating with
+/// each operation rounded to H. A divisor PyTorch takes as a scalar (a
+/// number, one element, or expanded from one: ops/pointwise.h,
+/// single_divisor) takes div_trunc / div_floor in float, rounded once.
 template <class T, class H>
 SMELT_HD T div_trunc_rounded(T a, T b) {
   return std::trunc(round_through<H>(a / b));

@@ -37,9 +37,10 @@ struct PointwiseCall {
 /// add / sub with alpha != 1: add_alpha / sub_alpha, alpha rounded to a
 /// float16 / bfloat16 compute dtype first (as PyTorch converts it).
 /// div with rounding_mode trunc / floor (and floor_divide) of a float16 /
-/// bfloat16 compute dtype whose second operand has more than one element
-/// (`single_second_operand` false): div_trunc_<dtype> / div_floor_<dtype>,
-/// which round their intermediates to it, as PyTorch's kernels do there.
+/// bfloat16 compute dtype whose divisor is not a scalar to PyTorch
+/// (`single_second_operand` false: see single_divisor): div_trunc_<dtype> /
+/// div_floor_<dtype>, which round their intermediates to it, as PyTorch's
+/// kernels do there.
 /// Internal error for an op that is not pointwise.
 PointwiseCall pointwise_call(const std::string& op, const Attrs& attrs,
                              bool single_second_operand = false);
