@@ -267,10 +267,13 @@ Tensor launch(const Launch& l, const std::vector<Tensor>& operands) {
   attrs.items.reserve(l.attrs.items.size() + 1);
   attrs.set("dtype", l.dtype);
   for (auto& [k, v] : l.attrs.items) attrs.set(k, v);
-  const PointwiseCall call =
-      pointwise_call(l.record, attrs,
-                     inputs.size() >= 2 && single_divisor(inputs[1].sizes(), inputs[1].strides(),
-                                                          inputs[1].dtype(), l.dtype));
+  // (pointwise_call reads single_second_operand only for float16 / bfloat16
+  // divisions: the other launches skip the operand's walk.)
+  const bool half = l.dtype == DType::Float16 || l.dtype == DType::BFloat16;
+  const PointwiseCall call = pointwise_call(
+      l.record, attrs,
+      half && inputs.size() >= 2 &&
+          single_divisor(inputs[1].sizes(), inputs[1].strides(), inputs[1].dtype(), l.dtype));
   backend::Backend& be = backend::backend(dev);
   SMELT_CHECK(be.has_pointwise(call.functor, l.dtype),
               "{}: not implemented for dtype {}; convert the input first", l.op,

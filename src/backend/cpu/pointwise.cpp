@@ -40,11 +40,11 @@ void store_block(const R* src, char* dst, int64_t stride, DType to, int64_t n) {
 
 void round_block(float* p, int64_t n, DType to) {
   if (to == DType::Float16) {
-    for (int64_t i = 0; i < n; ++i) p[i] = scalar::cast<float>(scalar::cast<Half>(p[i]));
+    for (int64_t i = 0; i < n; ++i) p[i] = scalar::round_through<Half>(p[i]);
   } else {
     SMELT_INTERNAL_ASSERT(to == DType::BFloat16, "round_block: {} is not a half type",
                           dtype_name(to));
-    for (int64_t i = 0; i < n; ++i) p[i] = scalar::cast<float>(scalar::cast<BFloat16>(p[i]));
+    for (int64_t i = 0; i < n; ++i) p[i] = scalar::round_through<BFloat16>(p[i]);
   }
 }
 
