@@ -7,6 +7,8 @@
 // backward graphs against the CPU's eager gradients.
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include "backend/backend.h"
 #include "compiler/compile_test_util.h"
 #include "compiler/fusion_patterns.h"
@@ -181,6 +183,38 @@ TEST_F(CudaCompile, ReduceOverheadKeepsOneArena) {
   Tensor want = (sum(exp(x) * 2, {1}) + amax(x, {1})).cpu();
   for (int i = 0; i < 3; ++i) EXPECT_TRUE(close(f(x).cpu(), want, 1e-4));
   EXPECT_EQ(f.stats().compiles, 1);
+}
+
+TEST_F(CudaCompile, PointwiseKernelWritesIntoTheMemoryOfTheBufferItReadsLast) {
+  // The GELU between two bfloat16 GEMMs (the seed MLP's) and exp * 2 between
+  // two float32 ones: each pointwise kernel writes its result into its
+  // input's memory (Step::in_place), in both modes, with CUDA eager's values.
+  SMELT_SKIP_WITHOUT_CUDA();
+  auto mlp = [](const Tensor& x, const Tensor& w1, const Tensor& b1, const Tensor& w2) {
+    return matmul(gelu(linear(x, w1, b1)), w2);
+  };
+  auto ex = [](const Tensor& x, const Tensor& w1, const Tensor& b1, const Tensor& w2) {
+    return matmul(exp(matmul(x, w1) + b1), w2);
+  };
+  for (DType dt : {DType::BFloat16, DType::Float32}) {
+    const TensorOptions o = TensorOptions().device(kGpu).dtype(dt);
+    const Tensor x = randn({256, 1024}, o), w1 = randn({512, 1024}, o) * 0.03,
+                 b1 = randn({512}, o) * 0.1, w2 = randn({512, 64}, o) * 0.05;
+    const Tensor wt = dt == DType::BFloat16 ? w1 : w1.t().contiguous();
+    const auto f = dt == DType::BFloat16 ? std::function(mlp) : std::function(ex);
+    const Tensor want = f(x, wt, b1, w2).cpu();
+    for (const char* mode : {"default", "reduce-overhead"}) {
+      CompileOptions co;
+      co.mode = mode;
+      auto cf = compile(f, co);
+      for (int call = 0; call < 3; ++call)
+        EXPECT_TRUE(close(cf(x, wt, b1, w2).cpu(), want, dt == DType::BFloat16 ? 2e-2 : 1e-4))
+            << dtype_name(dt) << " " << mode;
+      EXPECT_NE(cf.launch_plan().find("written into the memory of"), std::string::npos)
+          << cf.launch_plan();
+      EXPECT_NE(cf.generated_code().find("_unused"), std::string::npos);
+    }
+  }
 }
 
 TEST_F(CudaCompile, OutputCodeLogShowsLaunchConfigs) {

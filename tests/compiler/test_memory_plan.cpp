@@ -9,6 +9,8 @@
 #include <random>
 #include <utility>
 
+#include "compiler/codegen/generate.h"
+#include "compiler/codegen/printer.h"
 #include "compiler/compile_test_util.h"
 #include "compiler/runtime/executor.h"
 #include "smelt/smelt.h"
@@ -198,4 +200,116 @@ TEST_F(MemoryPlanTest, BuffersAliveTogetherNeverShareBytesInRandomSchedules) {
     }
   }
   EXPECT_GT(checked, 10000);  // the schedules do put many buffers in the arena
+}
+
+namespace {
+/// y1 = x @ w1, then a pointwise kernel computes `mid` from y1 (y1 read
+/// there last), and the result is mid @ w2.
+template <class Mid>
+auto gemm_pointwise_gemm(Mid mid) {
+  return [mid](const Tensor& x, const Tensor& w1, const Tensor& w2) {
+    return matmul(mid(matmul(x, w1)), w2);
+  };
+}
+}  // namespace
+
+TEST_F(MemoryPlanTest, APointwiseKernelWritesIntoTheMemoryOfTheBufferItReadsLast) {
+  // exp(y1) * 2 is one pointwise kernel reading y1 for the last time: its
+  // result takes y1's memory (Inductor's in-place reuse), so the arena holds
+  // one [64, 64] buffer instead of two.
+  const auto f = gemm_pointwise_gemm([](const Tensor& y) { return exp(y) * 2.0; });
+  const Tensor x = randn({64, 64}) * 0.1, w1 = randn({64, 64}) * 0.1, w2 = randn({64, 8});
+  Graph after;
+  const Schedule s = schedule_of(trace_graph(f, x, w1, w2), {}, {}, &after);
+  ASSERT_EQ(s.steps.size(), 3u);
+  const int y1 = s.steps[0].writes[0], e = s.steps[1].writes[0];
+  EXPECT_EQ(s.steps[1].kernel_kind, "poi");
+  EXPECT_EQ(s.steps[1].in_place, (std::vector<std::pair<int, int>>{{y1, e}}));
+  const MemoryPlan mp = plan_memory(after, s);
+  EXPECT_EQ(mp.in_place[e], y1);
+  EXPECT_EQ(mp.arena_bytes, 64 * 64 * 4) << mp.str(after);
+  EXPECT_NE(mp.str(after).find("written into the memory of"), std::string::npos);
+  // The result's pointer is declared from the read buffer's (one object to
+  // the C++ compiler, which still vectorizes); the read one is not const.
+  Schedule built = s;
+  generate_kernels(after, built, CppDialect());
+  const std::string& src = built.steps[1].source;
+  const std::string in = fmt::format("in_{}", after.buffers[y1].name());
+  EXPECT_NE(src.find(fmt::format("float* __restrict__ {} = static_cast<float*>(args[0]);", in)),
+            std::string::npos)
+      << src;
+  EXPECT_NE(src.find(fmt::format("= reinterpret_cast<float*>({});", in)), std::string::npos) << src;
+  // Large buffers with memory of their own (exp after each of two GEMMs,
+  // then a third GEMM): each exp takes its GEMM's memory, which is freed
+  // after the exp's last reader, so at most two [256, 256] buffers are alive
+  // (one arena would hold two for the whole run, and the result on top).
+  const auto chain = [](const Tensor& x, const Tensor& w1, const Tensor& w2, const Tensor& w3) {
+    return matmul(exp(matmul(exp(matmul(x, w1)), w2)), w3);
+  };
+  const Tensor bx = randn({256, 256}) * 0.05, bw1 = randn({256, 256}) * 0.05,
+               bw2 = randn({256, 256}) * 0.05, bw3 = randn({256, 256}) * 0.05;
+  const Schedule big = schedule_of(trace_graph(chain, bx, bw1, bw2, bw3), {}, {}, &after);
+  ASSERT_EQ(big.steps.size(), 5u);
+  const int a = big.steps[0].writes[0], ea = big.steps[1].writes[0];
+  const int b = big.steps[2].writes[0], eb = big.steps[3].writes[0];
+  const MemoryPlan early = plan_memory(after, big, /*release_early=*/true);
+  constexpr int64_t kBig = 256 * 256 * 4;
+  EXPECT_EQ(early.in_place[ea], a) << early.str(after);
+  EXPECT_EQ(early.in_place[eb], b);
+  EXPECT_TRUE(early.own[a] && early.own[b]) << early.str(after);
+  EXPECT_FALSE(early.own[ea] || early.own[eb]);
+  EXPECT_EQ(early.release_after[2], std::vector<int>{a}) << early.str(after);
+  EXPECT_EQ(early.release_after[4], std::vector<int>{b});
+  EXPECT_TRUE(early.release_after[1].empty() && early.release_after[3].empty());
+  EXPECT_EQ(early.peak_bytes, 2 * kBig) << early.str(after);
+  EXPECT_EQ(early.peak_bytes_one_arena, 3 * kBig);
+  smelt_test::expect_close(smelt_test::vals(compile(chain)(bx, bw1, bw2, bw3)),
+                           smelt_test::vals(chain(bx, bw1, bw2, bw3)), 1e-5);
+  // Compiled (one arena, and large buffers with memory of their own), eager's values.
+  for (const char* mode : {"default", "reduce-overhead"}) {
+    CompileOptions o;
+    o.mode = mode;
+    auto cf = compile(f, o);
+    for (int call = 0; call < 2; ++call)
+      smelt_test::expect_close(smelt_test::vals(cf(x, w1, w2)), smelt_test::vals(f(x, w1, w2)),
+                               1e-5);
+    const Tensor bx = randn({256, 256}) * 0.05, bw1 = randn({256, 256}) * 0.05,
+                 bw2 = randn({256, 8});
+    smelt_test::expect_close(smelt_test::vals(cf(bx, bw1, bw2)), smelt_test::vals(f(bx, bw1, bw2)),
+                             1e-5);
+  }
+}
+
+TEST_F(MemoryPlanTest, NoInPlaceWriteWhereTheKernelReadsElsewhereOrTheBufferLivesOn) {
+  const Tensor x = randn({64, 64}) * 0.1, w1 = randn({64, 64}) * 0.1, w2 = randn({64, 8});
+  const auto in_place_writes = [&](auto f) {
+    const Schedule s = schedule_of(trace_graph(f, x, w1, w2));
+    size_t n = 0;
+    for (const Step& st : s.steps) n += st.in_place.size();
+    smelt_test::expect_close(smelt_test::vals(compile(f)(x, w1, w2)),
+                             smelt_test::vals(f(x, w1, w2)), 1e-5);
+    return n;
+  };
+  // Read transposed: element (i, j) of the result needs y1's (j, i), which
+  // another thread may have overwritten.
+  EXPECT_EQ(in_place_writes(gemm_pointwise_gemm([](const Tensor& y) { return exp(y.t()); })), 0u);
+  // Read through a broadcast row: every row of the result reads y1's first.
+  EXPECT_EQ(in_place_writes(gemm_pointwise_gemm([](const Tensor& y) {
+              return exp(y) + y.narrow(0, 0, 1).expand({64, 64});
+            })),
+            0u);
+  // y1 is read again by a later step.
+  EXPECT_EQ(in_place_writes([](const Tensor& x, const Tensor& w1, const Tensor& w2) {
+              const Tensor y = matmul(x, w1);
+              return matmul(y, matmul(exp(y), w2));  // y's product needs exp(y)'s first
+            }),
+            0u);
+  // Another element size: a float64 result over float32 memory would
+  // overwrite elements not yet read.
+  EXPECT_EQ(in_place_writes([](const Tensor& x, const Tensor& w1, const Tensor& w2) {
+              return matmul(exp(matmul(x, w1).to(DType::Float64)), w2.to(DType::Float64));
+            }),
+            0u);
+  // The control: an elementwise kernel over the whole buffer in order.
+  EXPECT_EQ(in_place_writes(gemm_pointwise_gemm([](const Tensor& y) { return exp(y); })), 1u);
 }

@@ -34,10 +34,15 @@ void CppDialect::kernel_begin(const KernelDesc& k, CodeBuffer& out) const {
   out.indent();
   for (size_t a = 0; a < k.args.size(); ++a) {
     const KernelArg& arg = k.args[a];
-    const char* c = arg.write ? "" : "const ";
+    if (!arg.memory_of.empty()) continue;  // below
+    const char* c = const_of(arg);
     out.line(fmt::format("{}{}* __restrict__ {} = static_cast<{}{}*>(args[{}]);", c,
                          storage_type(arg.dtype), arg.name, c, storage_type(arg.dtype), a));
   }
+  for (const KernelArg& arg : k.args)
+    if (!arg.memory_of.empty())
+      out.line(fmt::format("{0}* const {1} = reinterpret_cast<{0}*>({2});  // in place",
+                           storage_type(arg.dtype), arg.name, arg.memory_of));
   if (!k.error_ops.empty())
     out.line(fmt::format("int* smelt_error = static_cast<int*>(args[{}]);", k.args.size()));
 }

@@ -149,8 +149,6 @@ std::string CudaDialect::preamble() const {
 
 namespace {
 
-std::string const_of(const KernelArg& a) { return a.write ? "" : "const "; }
-
 /// Steps of `vec` elements in a row of `extent` elements.
 std::string units_of(const Range& r, const KernelConfig& c) {
   return c.vec > 1 ? fmt::format("({}) / {}", r.extent.str(), c.vec) : r.extent.str();
@@ -161,8 +159,10 @@ std::string units_of(const Range& r, const KernelConfig& c) {
 void CudaDialect::kernel_begin(const KernelDesc& k, CodeBuffer& out) const {
   std::vector<std::string> params;
   for (auto& a : k.args)
-    params.push_back(fmt::format("{}{}* __restrict__ {}{}", const_of(a), storage_type(a.dtype),
-                                 a.name, a.aligned ? "_p" : ""));
+    params.push_back(a.memory_of.empty()
+                         ? fmt::format("{}{}* __restrict__ {}{}", const_of(a),
+                                       storage_type(a.dtype), a.name, a.aligned ? "_p" : "")
+                         : fmt::format("{}* {}_unused", storage_type(a.dtype), a.name));
   if (!k.error_ops.empty()) params.push_back("int* __restrict__ smelt_error");
   out.line(fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}({}) {{",
                        std::max(1, k.config.block_size), k.name, fmt::join(params, ", ")));
@@ -171,10 +171,16 @@ void CudaDialect::kernel_begin(const KernelDesc& k, CodeBuffer& out) const {
   // arena, inputs whose alignment the guards check): the compiler then
   // merges consecutive accesses into vector loads and stores.
   for (auto& a : k.args)
-    if (a.aligned)
+    if (a.aligned && a.memory_of.empty())
       out.line(fmt::format(
           "{0}{1}* __restrict__ {2} = static_cast<{0}{1}*>(__builtin_assume_aligned({2}_p, 16));",
           const_of(a), storage_type(a.dtype), a.name));
+  // A result written in place: a pointer based on the read argument's
+  // (Step::in_place), its own parameter unused.
+  for (auto& a : k.args)
+    if (!a.memory_of.empty())
+      out.line(fmt::format("{0}* const {1} = reinterpret_cast<{0}*>({2});", storage_type(a.dtype),
+                           a.name, a.memory_of));
   const KernelConfig& c = k.config;
   if (c.threads_per_row > 0) {
     // The thread's row in its block and its place among the row's threads.

@@ -9,7 +9,20 @@
 namespace smelt::compiler {
 
 KernelDesc describe_kernel(const Graph& g, const Schedule& s, const Step& st) {
-  return build_kernel(g, s.materialized, st.group, st.config, st.name);
+  KernelDesc k = build_kernel(g, s.materialized, st.group, st.config, st.name);
+  for (auto [r, w] : st.in_place) {
+    auto arg = [&](int buf, bool write) {
+      return std::find_if(k.args.begin(), k.args.end(),
+                          [&](const KernelArg& a) { return a.buf == buf && a.write == write; });
+    };
+    const auto in = arg(r, false), out = arg(w, true);
+    SMELT_INTERNAL_ASSERT(in != k.args.end() && out != k.args.end(),
+                          "kernel {}: in-place pair %{} -> %{} is not among its arguments", st.name,
+                          r, w);
+    in->written_through = true;
+    out->memory_of = in->name;
+  }
+  return k;
 }
 
 void generate_kernel(const Graph& g, const Schedule& s, Step& st, const Dialect& dialect) {

@@ -116,7 +116,8 @@ class Builder {
     std::string name = fmt::format("{}_{}", write ? "out" : "in", g_.buffers[buf].name());
     for (auto& a : args_)
       if (a.buf == buf && a.write == write) return name;
-    args_.push_back(KernelArg{buf, g_.buffers[buf].dtype, write, name, g_.buffers[buf].aligned});
+    args_.push_back(
+        KernelArg{buf, g_.buffers[buf].dtype, write, name, g_.buffers[buf].aligned, {}, false});
     return name;
   }
 

@@ -42,7 +42,21 @@ struct KernelArg {
   std::string name;  // "in_buf3", "out_buf5"
   /// The pointer is 16-byte aligned at every call (Buffer::aligned).
   bool aligned = false;
+  /// A result written into the memory of a read argument (Step::in_place,
+  /// Inductor's in_out_ptr): the read argument's name, else "". The result's
+  /// pointer is declared from the read one's, so the C++ compiler sees one
+  /// object whose elements the kernel reads and writes at distinct offsets
+  /// (restrict stays true, loads still merge into vectors); its own
+  /// parameter is not used.
+  std::string memory_of;
+  /// A read argument whose memory a result takes: declared non-const, as
+  /// its memory is written through it.
+  bool written_through = false;
 };
+/// "const " for an argument the kernel only reads, else "".
+inline const char* const_of(const KernelArg& a) {
+  return a.write || a.written_through ? "" : "const ";
+}
 
 /// A scalar value expression. Values a kernel computes are named temporaries
 /// (Let statements); expressions are shallow trees over them.

@@ -3,6 +3,7 @@
 // materialized in memory or only computed inside the kernels that read it.
 #pragma once
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "compiler/fusion/kernel_config.h"
@@ -48,6 +49,11 @@ struct Step {
   /// Extern: the GEMM algorithm max-autotune chose (backend::Gemm::algorithm);
   /// -1: the library's own choice.
   int gemm_algorithm = -1;
+  /// Kernel (pointwise): pairs (read buffer, written buffer) where the
+  /// written one takes the read one's memory, the read one being dead after
+  /// this step (in-place buffer reuse, fusion/in_place.h); their kernel
+  /// arguments may alias.
+  std::vector<std::pair<int, int>> in_place;
   std::vector<int> reads;   // buffers read (kernel argument order: reads then writes)
   std::vector<int> writes;  // buffers written
   KernelConfig config;      // Kernel: its layout (chosen in fusion/, printed by codegen/)

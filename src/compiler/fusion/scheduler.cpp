@@ -7,6 +7,7 @@
 #include <optional>
 #include <set>
 
+#include "compiler/fusion/in_place.h"
 #include "compiler/fusion/kernel_config.h"
 #include "compiler/fusion/legality.h"
 #include "core/tensor_impl.h"
@@ -38,6 +39,7 @@ class Scheduler {
       if (!absorbed_[n]) place(static_cast<int>(n));
     if (opts_.fuse) fold_permuted_copies();
     finalize_names();
+    plan_in_place_writes(g_, s_);
     return std::move(s_);
   }
 

@@ -45,8 +45,10 @@ std::string MemoryPlan::str(const Graph& g) const {
                        dtype_name(g.buffers[b].dtype), g.buffers[b].extent, offset[b]);
   for (size_t b = 0; b < in_place.size(); ++b)
     if (in_place[b] >= 0)
-      s += fmt::format("  {} written in place into {}\n", g.buffers[b].name(),
-                       g.buffers[in_place[b]].name());
+      s += fmt::format(fmt::runtime(g.buffers[in_place[b]].kind == BufferKind::Node
+                                        ? "  {} written into the memory of {} (its last use)\n"
+                                        : "  {} written in place into {}\n"),
+                       g.buffers[b].name(), g.buffers[in_place[b]].name());
   for (size_t i = 0; i < release_after.size(); ++i)
     for (int b : release_after[i])
       s += fmt::format("  {} {} x {}: memory of its own, freed after step {}\n",
@@ -82,16 +84,25 @@ std::vector<int> plan_in_place(const Graph& g, const Schedule& s) {
       taken[in.buf] = true;
     }
   }
+  // Pointwise kernels' results written into a dead intermediate's memory
+  // (Step::in_place), through chains to the buffer that has the memory.
+  for (const Step& st : s.steps)
+    for (auto [r, w] : st.in_place) in_place[w] = in_place[r] >= 0 ? in_place[r] : r;
   return in_place;
 }
 
-/// Per buffer: the last step that reads or writes it (-1: none).
-std::vector<int> last_uses(const Graph& g, const Schedule& s) {
+/// Per buffer: the last step that reads or writes it (-1: none); for an
+/// intermediate whose memory others are written into (`in_place`), the last
+/// step that uses any of them.
+std::vector<int> last_uses(const Graph& g, const Schedule& s, const std::vector<int>& in_place) {
   std::vector<int> last_use(g.buffers.size(), -1);
   for (size_t i = 0; i < s.steps.size(); ++i) {
     for (int b : s.steps[i].reads) last_use[b] = static_cast<int>(i);
     for (int b : s.steps[i].writes) last_use[b] = std::max(last_use[b], static_cast<int>(i));
   }
+  for (size_t b = 0; b < g.buffers.size(); ++b)
+    if (in_place[b] >= 0 && g.buffers[in_place[b]].kind == BufferKind::Node)
+      last_use[in_place[b]] = std::max(last_use[in_place[b]], last_use[b]);
   return last_use;
 }
 
@@ -106,19 +117,20 @@ std::vector<int> last_uses(const Graph& g, const Schedule& s) {
 /// later, larger buffer could not use: MiniLM's forward took an 88 MB arena
 /// for a peak of 38 MB alive.
 void place_in_arena(const Graph& g, const Schedule& s, const std::vector<bool>& esc,
-                    MemoryPlan& mp) {
+                    const std::vector<int>& in_place, MemoryPlan& mp) {
   struct Life {
     int buf;
     int64_t bytes;
     int first, last;
   };
-  const std::vector<int> last_use = last_uses(g, s);
+  const std::vector<int> last_use = last_uses(g, s, in_place);
   std::vector<Life> lives;
   std::vector<bool> seen(g.buffers.size(), false);
   for (size_t i = 0; i < s.steps.size(); ++i)
     for (int b : s.steps[i].writes) {
       const Buffer& buf = g.buffers[b];
-      if (seen[b] || buf.kind != BufferKind::Node || esc[b] || mp.own[b]) continue;
+      if (seen[b] || buf.kind != BufferKind::Node || esc[b] || mp.own[b] || in_place[b] >= 0)
+        continue;
       seen[b] = true;
       lives.push_back({b, align_up(buffer_bytes(buf)), static_cast<int>(i), last_use[b]});
     }
@@ -163,8 +175,8 @@ MemoryPlan plan_with(const Graph& g, const Schedule& s, const std::vector<bool>&
   MemoryPlan mp;
   mp.offset.assign(g.buffers.size(), -1);
   mp.own = std::move(own);
-  place_in_arena(g, s, esc, mp);
-  const std::vector<int> last_use = last_uses(g, s);
+  place_in_arena(g, s, esc, in_place, mp);
+  const std::vector<int> last_use = last_uses(g, s, in_place);
   mp.release_after.assign(s.steps.size(), {});
   for (size_t b = 0; b < g.buffers.size(); ++b)
     if (mp.own[b] && last_use[b] >= 0)
@@ -560,7 +572,12 @@ bool CompiledGraph::owns_memory(int id) const {
 }
 
 void CompiledGraph::allocate(RunBuffers& rb, int id) const {
-  if (rb.ptr[id] != nullptr || !owns_memory(id)) return;
+  if (rb.ptr[id] != nullptr) return;
+  if (const int into = mem_.in_place[static_cast<size_t>(id)]; into >= 0) {
+    rb.ptr[id] = rb.ptr[into];  // an intermediate of its own, allocated when first written
+    return;
+  }
+  if (!owns_memory(id)) return;
   const Buffer& b = g_.buffers[static_cast<size_t>(id)];
   rb.owned[id] = detail::make_empty({b.extent}, b.dtype, b.device);
   rb.ptr[id] = rb.owned[id].data_ptr();

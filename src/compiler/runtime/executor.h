@@ -47,10 +47,13 @@ struct MemoryPlan {
   /// intermediate (the plan without `release_early`).
   int64_t peak_bytes = 0;
   int64_t peak_bytes_one_arena = 0;
-  /// Per buffer: the input, parameter or constant whose memory it is written
-  /// into (-1: none). A multi-tensor step (an optimizer's) updates a tensor in
-  /// place when the tensor's old value is not read after it and the result is
-  /// written back into it anyway: the write-back then has nothing to copy.
+  /// Per buffer: the input, parameter, constant or intermediate whose memory
+  /// it is written into (-1: none). A multi-tensor step (an optimizer's)
+  /// updates a tensor in place when the tensor's old value is not read after
+  /// it and the result is written back into it anyway: the write-back then
+  /// has nothing to copy. A pointwise kernel writes a result into the memory
+  /// of an intermediate it reads last (Step::in_place; the intermediate then
+  /// lives until the result's last use).
   std::vector<int> in_place;
   std::string str(const Graph& g) const;
 };

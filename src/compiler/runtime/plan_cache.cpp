@@ -111,6 +111,7 @@ json step_json(const Step& st) {
           {"out_buffer", st.out_buffer},
           {"out_strides", st.out_strides},
           {"gemm_algorithm", st.gemm_algorithm},
+          {"in_place", st.in_place},
           {"reads", st.reads},
           {"writes", st.writes},
           {"config", config_json(st.config)},
@@ -138,6 +139,7 @@ Step step_of(const json& j) {
   st.out_buffer = j.at("out_buffer").get<int>();
   st.out_strides = j.at("out_strides").get<std::vector<int64_t>>();
   st.gemm_algorithm = j.at("gemm_algorithm").get<int>();
+  st.in_place = j.at("in_place").get<std::vector<std::pair<int, int>>>();
   st.reads = j.at("reads").get<std::vector<int>>();
   st.writes = j.at("writes").get<std::vector<int>>();
   st.config = config_of(j.at("config"));
@@ -156,6 +158,8 @@ bool fits(const Schedule& s, const Graph& g) {
       if (!buffer_ok(b)) return false;
     for (int b : st.writes)
       if (!buffer_ok(b)) return false;
+    for (auto [r, w] : st.in_place)
+      if (!buffer_ok(r) || !buffer_ok(w)) return false;
     for (int n : st.group.reductions)
       if (!node_ok(n)) return false;
     for (int n : st.group.stores)
