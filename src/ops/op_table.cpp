@@ -201,9 +201,14 @@ Scalar alpha_of(const GradContext& c) {
 }
 
 /// div: a / b for true division; with a rounding mode the result is piecewise
-/// constant and both gradients are 0 (div_tensor_self_backward).
+/// constant and both gradients are 0 (div_tensor_self_backward), except for
+/// floor_divide, which PyTorch gives no derivative: its backward raises.
 Grads div_backward(const GradContext& c) {
   const Tensor& g = c.grad();
+  SMELT_CHECK(!c.attrs.has("floor_divide"),
+              "floor_divide: the derivative for floor_divide is not implemented (as in PyTorch); "
+              "use div(a, b, \"floor\"), whose gradients are 0, or compute it under "
+              "smelt::NoGradGuard");
   if (c.attrs.has("rounding_mode")) return {zeros_like(g), zeros_like(g)};
   const Tensor& b = c.in(1);
   return {c.needs(0) ? g / b : Tensor(), c.needs(1) ? -g * c.in(0) / (b * b) : Tensor()};

@@ -88,6 +88,9 @@ Tensor div_impl(const char* op, const Tensor& a, const Tensor& b,
   DType dt = detail::result_type({a, b});
   refuse_bool_compute(op, a, b, dt);
   detail::Attrs attrs{{"rounding_mode", *mode}};
+  // floor_divide has no derivative in PyTorch (div with rounding_mode's is 0):
+  // its backward raises (div_backward).
+  if (std::string_view(op) == "floor_divide") attrs.set("floor_divide", true);
   return binary(op, a, b, attrs, "div", true, dt);
 }
 

@@ -389,3 +389,24 @@ TEST(Autograd, ScatterAddSumsRepeatedIndices) {
 }
 
 }  // namespace
+
+TEST(Autograd, FloorDivideHasNoDerivativeAsInPyTorch) {
+  // PyTorch: "derivative for aten::floor_divide is not implemented", while
+  // div with rounding_mode "floor" has zero gradients.
+  Tensor a = make({3, 5}, {2}).requires_grad_(), b = make({2, 2}, {2}).requires_grad_();
+  Tensor q = floor_divide(a, b);
+  EXPECT_EQ(vals(q), (std::vector<double>{1, 2}));  // the forward is unchanged
+  expect_error_mentions([&] { sum(q).backward(); },
+                        "the derivative for floor_divide is not implemented");
+  EXPECT_FALSE(a.grad().defined());
+  // Compiled, the same.
+  auto cf = compile([](const Tensor& x, const Tensor& y) { return floor_divide(x, y); });
+  Tensor cq = cf(a, b);
+  EXPECT_EQ(vals(cq), (std::vector<double>{1, 2}));
+  expect_error_mentions([&] { sum(cq).backward(); },
+                        "the derivative for floor_divide is not implemented");
+  EXPECT_FALSE(a.grad().defined());
+  sum(div(a, b, "floor")).backward();
+  EXPECT_EQ(vals(a.grad()), (std::vector<double>{0, 0}));
+  EXPECT_EQ(vals(b.grad()), (std::vector<double>{0, 0}));
+}
