@@ -17,6 +17,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device.h"
 #include "backend/cuda/scratch.h"
+#include "core/tensor_impl.h"
 
 namespace smelt::cuda::impl {
 
@@ -191,6 +192,25 @@ Problem& problem(const CublasGemm& p, int device) {
   if (!found.empty()) made.best = found.front();
   if (c.size() >= kMaxCachedKeys) c.clear();
   return c.emplace(key, std::move(made)).first->second;
+}
+
+/// cuBLASLt's workspace for work queued on `stream` of `device` outside a
+/// CUDA graph recording: one block of kLtMaxWorkspaceBytes per stream,
+/// allocated on first use and kept to the end of the process, as PyTorch
+/// keeps one per cuBLAS handle and stream. The GEMMs of one stream run in
+/// order, so they share it, and a call allocates nothing for it (its peak
+/// memory is its result's). (A recording takes scratch of its own instead,
+/// which the recording keeps: its replays may run on any stream.) Caller
+/// holds g_cache_mu.
+void* lt_workspace(int device, cudaStream_t stream) {
+  // Never destroyed: the blocks are in use until exit, when the CUDA runtime
+  // may already be gone.
+  static auto* blocks = new std::map<std::pair<int, cudaStream_t>, Tensor>();
+  Tensor& block = (*blocks)[{device, stream}];
+  if (!block.defined())
+    block = detail::make_empty({static_cast<int64_t>(kLtMaxWorkspaceBytes)}, DType::UInt8,
+                               Device(DeviceType::CUDA, device), "matmul workspace");
+  return block.data_ptr();
 }
 
 /// cuBLASLt's batch offsets: operands >= 0 (0 broadcasts), D (and C) > 0.
@@ -381,9 +401,16 @@ bool lt_matmul(const CublasGemm& p, int device, cudaStream_t stream, const LtAlg
   }
   const Descriptors& ds = *pr.ds;
   if (p.bias != nullptr) SMELT_LT_SET(set_desc, ds.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, p.bias);
+  SMELT_INTERNAL_ASSERT(chosen->workspace_bytes <= kLtMaxWorkspaceBytes,
+                        "cuBLASLt algorithm asks for {} bytes of workspace, above the {} asked for",
+                        chosen->workspace_bytes, kLtMaxWorkspaceBytes);
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  SMELT_CUDA_CHECK(cudaStreamIsCapturing(stream, &capturing));
   Scratch scratch(device, stream);
-  void* workspace =
-      chosen->workspace_bytes > 0 ? scratch.get(chosen->workspace_bytes, "matmul") : nullptr;
+  void* workspace = chosen->workspace_bytes == 0 ? nullptr
+                    : capturing == cudaStreamCaptureStatusNone
+                        ? lt_workspace(device, stream)
+                        : scratch.get(chosen->workspace_bytes, "matmul");
   const float alpha = static_cast<float>(p.alpha), beta = p.c != nullptr ? 1.0f : 0.0f;
   SMELT_CUBLAS_CHECK(cublasLtMatmul(lt_handle(device), ds.op, &alpha, p.a, ds.a, p.b, ds.b, &beta,
                                     p.c ? p.c : p.d, p.c ? ds.c : ds.d, p.d, ds.d, &chosen->algo,

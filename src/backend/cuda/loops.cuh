@@ -137,8 +137,7 @@ __device__ __forceinline__ C load_as(const char* p, DType dt) {
 /// v rounded to `to` (float16 or bfloat16) and back to float: an operand
 /// rounded to the common dtype before its float computation (rounds_to_common).
 __host__ __device__ __forceinline__ float round_to_half(float v, DType to) {
-  return to == DType::Float16 ? scalar::cast<float>(scalar::cast<Half>(v))
-                              : scalar::cast<float>(scalar::cast<BFloat16>(v));
+  return to == DType::Float16 ? scalar::round_through<Half>(v) : scalar::round_through<BFloat16>(v);
 }
 
 /// Stores v converted (scalar::cast) to dtype dt at p.
