@@ -131,9 +131,8 @@ class CompiledGraph {
   /// `reduce_overhead` (mode "reduce-overhead"): one arena kept across calls
   /// and, on a device that can capture (CUDA), the calls replayed as a CUDA
   /// graph (replay.h). `release_early`: plan_memory's, unless reduce_overhead
-  /// (smelt::compile asks for it on the CPU and for training graphs: on CUDA
-  /// an inference graph keeps one arena, whose single allocation costs less
-  /// host time than a pair per large intermediate).
+  /// (smelt::compile asks for it on every device; the autotuner's walk does
+  /// not).
   CompiledGraph(Graph g, Schedule s, std::shared_ptr<backend::Module> module, bool reduce_overhead,
                 bool release_early = true);
   ~CompiledGraph();
