@@ -66,10 +66,15 @@ void plan_in_place_writes(const Graph& g, Schedule& s) {
     Step& st = s.steps[i];
     st.in_place.clear();
     if (st.kind != Step::Kind::Kernel || st.group.reduction || st.group.scan) continue;
+    // Only the kernel's last store: the stores before it, and the loads
+    // their values need, are printed before it, so nothing the kernel reads
+    // at an element is loaded after that element's memory was overwritten.
+    if (st.group.stores.empty()) continue;
+    const int last = g.nodes[st.group.stores.back()].outputs[0];
     std::vector<bool> taken(g.buffers.size(), false);
     for (int w : st.writes) {
       const Buffer& out = g.buffers[w];
-      if (!intermediate(w) || out.sizes != st.group.shape) continue;
+      if (w != last || !intermediate(w) || out.sizes != st.group.shape) continue;
       for (int r : st.reads) {
         const Buffer& in = g.buffers[r];
         if (taken[r] || !intermediate(r) || last_use[r] != static_cast<int>(i) ||

@@ -22,7 +22,9 @@ namespace smelt::compiler {
 ///   value computed in the kernel, is the whole buffer in contiguous order,
 ///   so each element is read by the thread that writes the same element,
 ///   before it writes it.
-/// A buffer gives its memory to one result at most. Chains follow: a result
+/// The result is the kernel's last store (a horizontal kernel's others, and
+/// the loads they need, come before it). A buffer gives its memory to one
+/// result at most. Chains follow: a result
 /// written in place can give that memory on to a later kernel's result.
 void plan_in_place_writes(const Graph& g, Schedule& s);
 
