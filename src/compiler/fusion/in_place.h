@@ -2,10 +2,10 @@
 // a pointwise kernel writes a result into the memory of a buffer it reads
 // when nothing reads that buffer afterwards, so that the two never take memory
 // at the same time (a GELU after a GEMM: one activation's memory instead of
-// two). Decided after fusion, before code generation: the kernel's two
-// arguments are then printed as ones that may alias (no __restrict__), and
-// the memory plan (runtime/executor.h) gives the result the read buffer's
-// memory.
+// two). Decided after fusion, before code generation: the result's pointer
+// is then declared from the read argument's (codegen/kernel_desc.h's
+// KernelArg::memory_of), and the memory plan (runtime/executor.h) gives the
+// result the read buffer's memory.
 #pragma once
 #include "compiler/fusion/schedule.h"
 
@@ -24,8 +24,8 @@ namespace smelt::compiler {
 ///   before it writes it.
 /// The result is the kernel's last store (a horizontal kernel's others, and
 /// the loads they need, come before it). A buffer gives its memory to one
-/// result at most. Chains follow: a result
-/// written in place can give that memory on to a later kernel's result.
+/// result at most. Chains follow: a result written in place can give that
+/// memory on to a later kernel's result.
 void plan_in_place_writes(const Graph& g, Schedule& s);
 
 }  // namespace smelt::compiler
