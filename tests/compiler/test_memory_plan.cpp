@@ -310,6 +310,26 @@ TEST_F(MemoryPlanTest, NoInPlaceWriteWhereTheKernelReadsElsewhereOrTheBufferLive
               return matmul(exp(matmul(x, w1).to(DType::Float64)), w2.to(DType::Float64));
             }),
             0u);
+  // Another dtype of the same size: a horizontal kernel computes y + k and,
+  // last, k * 0 (int32), which does not read y: the C++ compiler may move
+  // that int32 store above the float load of y's element (strict aliasing).
+  {
+    const Tensor k = (randn({64, 64}) * 10).to(DType::Int32);
+    const auto f = [](const Tensor& x, const Tensor& w1, const Tensor& k) {
+      const Tensor y = matmul(x, w1);
+      const Tensor a = y + k;
+      const Tensor b = k * 0;  // traced after a: the kernel's last store
+      return std::make_tuple(matmul(a, x), stack({b, b}));
+    };
+    const Schedule s = schedule_of(trace_graph(f, x, w1, k));
+    size_t n = 0;
+    for (const Step& st : s.steps) n += st.in_place.size();
+    EXPECT_EQ(n, 0u);
+    const auto [a, b] = compile(f)(x, w1, k);
+    const auto [ea, eb] = f(x, w1, k);
+    smelt_test::expect_close(smelt_test::vals(a), smelt_test::vals(ea), 1e-5);
+    EXPECT_EQ(smelt_test::vals(b), smelt_test::vals(eb));
+  }
   // The control: an elementwise kernel over the whole buffer in order.
   EXPECT_EQ(in_place_writes(gemm_pointwise_gemm([](const Tensor& y) { return exp(y); })), 1u);
 }

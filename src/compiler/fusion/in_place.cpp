@@ -79,7 +79,7 @@ void plan_in_place_writes(const Graph& g, Schedule& s) {
         const Buffer& in = g.buffers[r];
         if (taken[r] || !intermediate(r) || last_use[r] != static_cast<int>(i) ||
             std::find(st.writes.begin(), st.writes.end(), r) != st.writes.end() ||
-            in.extent != out.extent || itemsize(in.dtype) != itemsize(out.dtype) ||
+            in.extent != out.extent || in.dtype != out.dtype ||
             !reads_in_order(g, s.materialized, st.group, r))
           continue;
         st.in_place.emplace_back(r, w);

@@ -14,7 +14,9 @@ namespace smelt::compiler {
 /// Fills Step::in_place of the pointwise kernel steps of `s`: a written buffer
 /// takes the memory of a read one when
 /// - both are intermediates (node outputs) that are neither graph results nor
-///   written back into an input, with one element count and element size;
+///   written back into an input, with one element count and one dtype (the
+///   C++ compiler may reorder accesses through pointers of different types,
+///   which strict aliasing says never overlap);
 /// - no later step reads or writes the read one;
 /// - the kernel reads it only where it writes the result: every node the
 ///   kernel computes is elementwise (an op of OpKind::Pointwise, not an index

@@ -296,6 +296,11 @@ AutotuneResult autotune(const Graph& g, Schedule& s, const Dialect& dialect,
     }
     if (st.kind != Step::Kind::Kernel) continue;
     ++res.kernels;
+    // A kernel that writes a result into the memory of a buffer it reads
+    // (Step::in_place) keeps its layout: timed repeatedly it would read its
+    // own results, and its candidates would write where the agreement check
+    // does not look.
+    if (!st.in_place.empty()) continue;
     const std::vector<KernelConfig> cands = candidate_configs(st.group, st.config);
     Tuning t;
     t.step = i;
@@ -327,9 +332,12 @@ AutotuneResult autotune(const Graph& g, Schedule& s, const Dialect& dialect,
     const backend::Stream stream = be.current_stream(device);
     RunBuffers rb = walk.bind(args, params, walk.allocate_arena());
     // A buffer updated in place into a parameter or argument (an optimizer's
-    // step) gets memory of its own: nothing the caller passed is written.
+    // step) gets memory of its own: nothing the caller passed is written. (A
+    // pointwise result written into an intermediate's memory keeps it: its
+    // kernel writes there.)
     for (const Buffer& b : g.buffers)
-      if (walk.memory().in_place[b.id] >= 0) {
+      if (const int into = walk.memory().in_place[b.id];
+          into >= 0 && g.buffers[static_cast<size_t>(into)].kind != BufferKind::Node) {
         rb.owned[b.id] = detail::make_empty({std::max<int64_t>(1, b.extent)}, b.dtype, device);
         rb.ptr[b.id] = rb.owned[b.id].data_ptr();
       }
