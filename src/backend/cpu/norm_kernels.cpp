@@ -7,6 +7,7 @@
 
 #include "backend/cpu/divide_run.h"
 #include "backend/cpu/loops.h"
+#include "backend/cpu/unary_runs.h"
 #include "kernels/reduce_ops.h"
 #include "kernels/scalar_ops.h"
 
@@ -18,6 +19,16 @@ namespace r = ::smelt::reduce;
 
 /// This copy's tag for reduce::ContiguousRun (an instantiation of its own).
 struct RunTag {};
+
+/// y[k] = exp(x[k] - m) for k < n, each op rounded in T.
+template <class T>
+void exp_shifted(T* __restrict y, const T* __restrict x, T m, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    exp_shifted_run(y, x, m, n);
+  } else {
+    for (int64_t k = 0; k < n; ++k) y[k] = scalar::exp<T>(scalar::sub<T>(x[k], m));
+  }
+}
 
 template <class T>
 void softmax_typed(const Tensor& x, bool log, const Tensor& out) {
@@ -40,13 +51,13 @@ void softmax_typed(const Tensor& x, bool log, const Tensor& out) {
       if (log) {
         // shifted - log(sum(exp(shifted))), shifted = x - max
         T* __restrict er = e.data();
-        for (int64_t k = 0; k < n; ++k) er[k] = scalar::exp<T>(scalar::sub<T>(xr[k], m));
+        exp_shifted(er, xr, m, n);
         const T s = r::fold_contiguous_row<r::Sum<SumA>>(n, r::ContiguousRun<T, RunTag>{er});
         const T ls = scalar::log<T>(s);
         for (int64_t k = 0; k < n; ++k) yr[k] = scalar::sub<T>(scalar::sub<T>(xr[k], m), ls);
       } else {
         // e / sum(e), e = exp(x - max)
-        for (int64_t k = 0; k < n; ++k) yr[k] = scalar::exp<T>(scalar::sub<T>(xr[k], m));
+        exp_shifted(yr, xr, m, n);
         const T s = r::fold_contiguous_row<r::Sum<T>>(n, r::ContiguousRun<T, RunTag>{yr});
         if constexpr (std::is_same_v<T, float>) {
           divide_run(yr, n, s);  // scalar::div's bits

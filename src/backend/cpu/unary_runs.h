@@ -109,6 +109,22 @@ inline void exp_run(float* y, const float* x, int64_t n) {
   for (; i < n; ++i) y[i] = scalar::exp<float>(x[i]);
 }
 
+/// y[i] = scalar::exp<float>(x[i] - m) for i < n (y may be x): softmax's
+/// exponentials of a row shifted by its max, Exp16 inline (a loop of
+/// scalar::exp vectorizes through one call of the vector function per
+/// vector: softmax of 512 x 1024 floats on 2 threads took 185 us where exp
+/// alone takes 59).
+inline void exp_shifted_run(float* y, const float* x, float m, int64_t n) {
+  int64_t i = 0;
+#if defined(__AVX512F__)
+  const Exp16 exp16;
+  const __m512 mv = _mm512_set1_ps(m);
+  for (; i + 16 <= n; i += 16)
+    _mm512_storeu_ps(y + i, exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i), mv)));
+#endif
+  for (; i < n; ++i) y[i] = scalar::exp<float>(scalar::sub<float>(x[i], m));
+}
+
 /// y[i] = scalar::sigmoid<float>(x[i]) = 1 / (1 + exp(-x[i])) for i < n (y may
 /// be x): Exp16 inline in place of a call of the vector exp per vector.
 inline void sigmoid_run(float* y, const float* x, int64_t n) {
