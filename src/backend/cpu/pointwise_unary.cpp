@@ -11,7 +11,7 @@ SMELT_PW_UNARY_FLOAT(SMELT_PW_DEFINE_FUNCTOR)
 SMELT_PW_UNARY_OTHER(SMELT_PW_DEFINE_FUNCTOR)
 }  // namespace
 
-// float exp, sqrt and log in whole blocks (unary_runs.h: the same bits).
+// float exp, sigmoid, silu, sqrt and log in whole blocks (unary_runs.h: the same bits).
 template <>
 struct BlockRun<exp_functor, float> {
   static constexpr bool kHas = true;
@@ -21,6 +21,11 @@ template <>
 struct BlockRun<sigmoid_functor, float> {
   static constexpr bool kHas = true;
   static void run(float* o, const float* a, int64_t n) { sigmoid_run(o, a, n); }
+};
+template <>
+struct BlockRun<silu_functor, float> {
+  static constexpr bool kHas = true;
+  static void run(float* o, const float* a, int64_t n) { sigmoid_run<true>(o, a, n); }
 };
 template <>
 struct BlockRun<sqrt_functor, float> {

@@ -125,19 +125,23 @@ inline void exp_shifted_run(float* y, const float* x, float m, int64_t n) {
   for (; i < n; ++i) y[i] = scalar::exp<float>(scalar::sub<float>(x[i], m));
 }
 
-/// y[i] = scalar::sigmoid<float>(x[i]) = 1 / (1 + exp(-x[i])) for i < n (y may
-/// be x): Exp16 inline in place of a call of the vector exp per vector.
+/// y[i] = scalar::sigmoid<float>(x[i]) = 1 / (1 + exp(-x[i])), or with kSilu
+/// scalar::silu<float>(x[i]) = x[i] / (1 + exp(-x[i])), for i < n (y may be
+/// x): Exp16 inline in place of a call of the vector exp per vector (silu of
+/// 512 x 1024 floats on 2 threads: 100 -> 70 us).
+template <bool kSilu = false>
 inline void sigmoid_run(float* y, const float* x, int64_t n) {
   int64_t i = 0;
 #if defined(__AVX512F__)
   const Exp16 exp16;
   const __m512 one = _mm512_set1_ps(1.0f), sign = _mm512_set1_ps(-0.0f);
   for (; i + 16 <= n; i += 16) {
-    const __m512 e = exp16(_mm512_xor_ps(_mm512_loadu_ps(x + i), sign));
-    _mm512_storeu_ps(y + i, _mm512_div_ps(one, _mm512_add_ps(one, e)));
+    const __m512 a = _mm512_loadu_ps(x + i);
+    const __m512 e = exp16(_mm512_xor_ps(a, sign));
+    _mm512_storeu_ps(y + i, _mm512_div_ps(kSilu ? a : one, _mm512_add_ps(one, e)));
   }
 #endif
-  for (; i < n; ++i) y[i] = scalar::sigmoid<float>(x[i]);
+  for (; i < n; ++i) y[i] = kSilu ? scalar::silu<float>(x[i]) : scalar::sigmoid<float>(x[i]);
 }
 
 /// y[i] = scalar::sqrt<float>(x[i]) (IEEE, correctly rounded) for i < n (y may be x).
