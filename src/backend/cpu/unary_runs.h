@@ -1,5 +1,6 @@
-// Whole-run AVX-512 kernels of float exp, sqrt, log, sin, cos and sigmoid, bit
-// for bit the scalar functions (scalar::exp, scalar::sqrt, ...), in fewer
+// Whole-run AVX-512 kernels of float exp (also of x - m, softmax's), sqrt, log,
+// sin, cos, sigmoid and silu, bit for bit the scalar functions (scalar::exp,
+// scalar::sqrt, ...), in fewer
 // instructions or calls than the loop the compiler makes of them. For the
 // eager kernels built once per CPU capability (capability.h): include it only
 // from their sources (it defines functions of the copy's namespace).
