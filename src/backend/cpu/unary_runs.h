@@ -1,7 +1,7 @@
 // Whole-run AVX-512 kernels of float exp (also of x - m, softmax's), sqrt, log,
 // sin, cos, sigmoid and silu, bit for bit the scalar functions (scalar::exp,
-// scalar::sqrt, ...), in fewer
-// instructions or calls than the loop the compiler makes of them. For the
+// scalar::sqrt, ...), in fewer instructions or calls than the loop the
+// compiler makes of them. For the
 // eager kernels built once per CPU capability (capability.h): include it only
 // from their sources (it defines functions of the copy's namespace).
 // Elsewhere (no AVX-512) the runs are the plain loops.
