@@ -16,6 +16,7 @@
 #include "backend/cuda/blas.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device.h"
+#include "backend/cuda/graphs.h"
 #include "backend/cuda/scratch.h"
 #include "core/tensor_impl.h"
 
@@ -195,7 +196,7 @@ Problem& problem(const CublasGemm& p, int device) {
 }
 
 /// cuBLASLt's workspace for work queued on `stream` of `device` outside a
-/// CUDA graph recording: one block of kLtMaxWorkspaceBytes per stream,
+/// CUDA graph recording (graphs.h's capturing()): one block of kLtMaxWorkspaceBytes per stream,
 /// allocated on first use and kept to the end of the process, as PyTorch
 /// keeps one per cuBLAS handle and stream. The GEMMs of one stream run in
 /// order, so they share it, and a call allocates nothing for it (its peak
@@ -404,13 +405,10 @@ bool lt_matmul(const CublasGemm& p, int device, cudaStream_t stream, const LtAlg
   SMELT_INTERNAL_ASSERT(chosen->workspace_bytes <= kLtMaxWorkspaceBytes,
                         "cuBLASLt algorithm asks for {} bytes of workspace, above the {} asked for",
                         chosen->workspace_bytes, kLtMaxWorkspaceBytes);
-  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
-  SMELT_CUDA_CHECK(cudaStreamIsCapturing(stream, &capturing));
   Scratch scratch(device, stream);
   void* workspace = chosen->workspace_bytes == 0 ? nullptr
-                    : capturing == cudaStreamCaptureStatusNone
-                        ? lt_workspace(device, stream)
-                        : scratch.get(chosen->workspace_bytes, "matmul");
+                    : capturing()                ? scratch.get(chosen->workspace_bytes, "matmul")
+                                                 : lt_workspace(device, stream);
   const float alpha = static_cast<float>(p.alpha), beta = p.c != nullptr ? 1.0f : 0.0f;
   SMELT_CUBLAS_CHECK(cublasLtMatmul(lt_handle(device), ds.op, &alpha, p.a, ds.a, p.b, ds.b, &beta,
                                     p.c ? p.c : p.d, p.c ? ds.c : ds.d, p.d, ds.d, &chosen->algo,

@@ -50,15 +50,8 @@ bool reads_in_order(const Graph& g, const std::vector<bool>& materialized, const
 }  // namespace
 
 void plan_in_place_writes(const Graph& g, Schedule& s) {
-  std::vector<bool> escaping(g.buffers.size(), false);
-  for (const Operand& o : g.outputs)
-    if (!o.is_scalar()) escaping[o.buf] = true;
-  for (const auto& [dst, src] : g.mutations) escaping[src] = escaping[dst] = true;
-  std::vector<int> last_use(g.buffers.size(), -1);
-  for (size_t i = 0; i < s.steps.size(); ++i) {
-    for (int b : s.steps[i].reads) last_use[b] = static_cast<int>(i);
-    for (int b : s.steps[i].writes) last_use[b] = static_cast<int>(i);
-  }
+  const std::vector<bool> escaping = g.escaping();
+  const std::vector<int> last_use = s.last_uses(g.buffers.size());
   const auto intermediate = [&](int b) {
     return g.buffers[b].kind == BufferKind::Node && !escaping[b];
   };

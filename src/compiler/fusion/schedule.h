@@ -65,6 +65,17 @@ struct Schedule {
   std::vector<Step> steps;
   std::vector<bool> materialized;      // per buffer
   std::vector<std::string> decisions;  // fusion log: each fuse / no-fuse with its reason
+
+  /// Per buffer (of `buffers` in all): the last step that reads or writes
+  /// it, -1 for none.
+  std::vector<int> last_uses(size_t buffers) const {
+    std::vector<int> last(buffers, -1);
+    for (size_t i = 0; i < steps.size(); ++i) {
+      for (int b : steps[i].reads) last[b] = static_cast<int>(i);
+      for (int b : steps[i].writes) last[b] = static_cast<int>(i);
+    }
+    return last;
+  }
 };
 
 }  // namespace smelt::compiler

@@ -27,10 +27,7 @@ class Scheduler {
     for (size_t n = 0; n < g_.nodes.size(); ++n)
       for (auto& in : g_.nodes[n].inputs)
         if (!in.is_scalar()) users_[in.buf].push_back(static_cast<int>(n));
-    escapes_.assign(g_.buffers.size(), false);
-    for (auto& o : g_.outputs)
-      if (!o.is_scalar()) escapes_[o.buf] = true;
-    for (auto& [dst, src] : g_.mutations) escapes_[src] = true;
+    escapes_ = g_.escaping();
     absorbed_.assign(g_.nodes.size(), false);
     plan_gemm_epilogues();
     plan_gemm_prologues();

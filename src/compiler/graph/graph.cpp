@@ -92,6 +92,14 @@ std::vector<int> Graph::use_counts() const {
   return uses;
 }
 
+std::vector<bool> Graph::escaping() const {
+  std::vector<bool> e(buffers.size(), false);
+  for (auto& o : outputs)
+    if (!o.is_scalar()) e[o.buf] = true;
+  for (auto& [dst, src] : mutations) e[src] = true;
+  return e;
+}
+
 std::string Graph::str() const {
   std::string s;
   for (auto& b : buffers)

@@ -91,6 +91,9 @@ struct Graph {
                const std::vector<detail::OutMeta>& outs);
   /// Number of times each buffer is read (nodes, outputs, mutations).
   std::vector<int> use_counts() const;
+  /// Per buffer: read after the run, as a result or as the source of a
+  /// write-back into an input or parameter.
+  std::vector<bool> escaping() const;
   /// Human-readable listing, one node per line.
   std::string str() const;
   /// A 64-bit hash of everything lowering, fusion and code generation read:

@@ -27,13 +27,6 @@ int64_t align_up(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 int64_t buffer_bytes(const Buffer& b) { return std::max<int64_t>(1, b.extent) * itemsize(b.dtype); }
 
-std::vector<bool> escaping(const Graph& g) {
-  std::vector<bool> e(g.buffers.size(), false);
-  for (auto& o : g.outputs)
-    if (!o.is_scalar()) e[o.buf] = true;
-  for (auto& [dst, src] : g.mutations) e[src] = true;
-  return e;
-}
 }  // namespace
 
 std::string MemoryPlan::str(const Graph& g) const {
@@ -95,11 +88,7 @@ std::vector<int> plan_in_place(const Graph& g, const Schedule& s) {
 /// intermediate whose memory others are written into (`in_place`), the last
 /// step that uses any of them.
 std::vector<int> last_uses(const Graph& g, const Schedule& s, const std::vector<int>& in_place) {
-  std::vector<int> last_use(g.buffers.size(), -1);
-  for (size_t i = 0; i < s.steps.size(); ++i) {
-    for (int b : s.steps[i].reads) last_use[b] = static_cast<int>(i);
-    for (int b : s.steps[i].writes) last_use[b] = std::max(last_use[b], static_cast<int>(i));
-  }
+  std::vector<int> last_use = s.last_uses(g.buffers.size());
   for (size_t b = 0; b < g.buffers.size(); ++b)
     if (in_place[b] >= 0 && g.buffers[in_place[b]].kind == BufferKind::Node)
       last_use[in_place[b]] = std::max(last_use[in_place[b]], last_use[b]);
@@ -202,7 +191,7 @@ MemoryPlan plan_with(const Graph& g, const Schedule& s, const std::vector<bool>&
 }  // namespace
 
 MemoryPlan plan_memory(const Graph& g, const Schedule& s, bool release_early) {
-  const std::vector<bool> esc = escaping(g);
+  const std::vector<bool> esc = g.escaping();
   std::vector<int> in_place = plan_in_place(g, s);
   MemoryPlan mp = plan_with(g, s, esc, in_place, std::vector<bool>(g.buffers.size(), false));
   mp.peak_bytes_one_arena = mp.peak_bytes;
@@ -254,7 +243,7 @@ CompiledGraph::CompiledGraph(Graph g, Schedule s, std::shared_ptr<backend::Modul
                              bool reduce_overhead, bool release_early)
     : g_(std::move(g)), s_(std::move(s)), module_(std::move(module)), keep_arena_(reduce_overhead) {
   mem_ = plan_memory(g_, s_, release_early && !reduce_overhead);
-  escaping_ = escaping(g_);
+  escaping_ = g_.escaping();
   device_ = g_.device();
   // The launch plan: one record per generated kernel, its arguments as slots.
   launch_of_step_.assign(s_.steps.size(), -1);
