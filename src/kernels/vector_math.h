@@ -83,6 +83,12 @@
 // element against SLEEF's 0.51 / 0.65 (AVX-512, first-level cache, one
 // thread of a Sapphire Rapids). The no-FMA family keeps SLEEF's cinz.
 //
+// float exp's 16-lane variant of the FMA family (the one the JIT's loops call
+// on AVX-512) is piecewise_math.h's exp16, which the eager kernels inline:
+// SLEEF's finz operations in 15 instructions instead of 25, the same bits
+// (checked on all 2^32 inputs). Compiled exp of 2^19 floats, one thread of a
+// 2-core AMD EPYC: 150 -> 123 us (eager: 101).
+//
 // Host code calls smelt_vm_<name>f / smelt_vm_<name> (float / double). On
 // GCC for x86-64 they are declared `simd`, so loops calling them vectorize
 // through the variants vector_math_impl.h defines under the x86-64 vector

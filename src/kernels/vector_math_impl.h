@@ -6,7 +6,8 @@
 // one ("finz") where the processor has AVX2 and FMA and the no-FMA one
 // ("cinz") elsewhere (smelt_vm_fma), so all give the same bits for the same
 // input (vector_math.h says why); float sin and cos of the FMA family are
-// smelt's own (SMELT_VM_TRIG).
+// smelt's own (SMELT_VM_TRIG), and so is the 16-lane FMA-family float exp
+// (piecewise_math.h's exp16: SLEEF's bits in fewer instructions).
 //
 // Compiled once into libsmelt (src/kernels/vector_math.cpp, exported) and
 // embedded into every JIT translation unit (with SMELT_VM_VISIBILITY hidden,
@@ -235,6 +236,27 @@ SMELT_VM_TRIG(cos, 1)
   SMELT_VM_VECTOR(name##f, e, 16, smelt_vm_f16, "avx512f", Sleef_cinz_##name##f16_u10avx512fnofma, \
                   smelt_vm_own_##name##f16)                                                        \
   SMELT_VM_DEFINE_D(name)
+// The float and double functions of `name` whose 16-lane FMA-family float
+// function is piecewise_math.h's `own` (exp: exp16, SLEEF's bits in fewer
+// instructions, so a vectorized JIT loop gets eager's evaluation); SLEEF's
+// everywhere else.
+#define SMELT_VM_DEFINE_OWN16(name, own)                                                           \
+  SMELT_VM_SCALAR(name##f, float, Sleef_cinz_##name##f1_u10purec,                                  \
+                  Sleef_finz_##name##f1_u10purecfma)                                               \
+  SMELT_VM_SLEEF_ALL(name, f, smelt_vm_f4, smelt_vm_f8, smelt_vm_f16, 4, 8, 16)                    \
+  extern "C" __attribute__((visibility("hidden"), target("avx512f,fma")))                          \
+  smelt_vm_f16 smelt_vm_own_##name##f16(smelt_vm_f16 a) {                                          \
+    return smelt::vmath::pw::own(a);                                                               \
+  }                                                                                                \
+  SMELT_VM_VECTOR(name##f, b, 4, smelt_vm_f4, "sse2", Sleef_cinz_##name##f4_u10sse2,               \
+                  Sleef_finz_##name##f4_u10avx2128)                                                \
+  SMELT_VM_VECTOR(name##f, c, 8, smelt_vm_f8, "avx", Sleef_cinz_##name##f8_u10avx,                 \
+                  Sleef_finz_##name##f8_u10avx2)                                                   \
+  SMELT_VM_VECTOR(name##f, d, 8, smelt_vm_f8, "avx2", Sleef_cinz_##name##f8_u10avx,                \
+                  Sleef_finz_##name##f8_u10avx2)                                                   \
+  SMELT_VM_VECTOR(name##f, e, 16, smelt_vm_f16, "avx512f", Sleef_cinz_##name##f16_u10avx512fnofma, \
+                  smelt_vm_own_##name##f16)                                                        \
+  SMELT_VM_DEFINE_D(name)
 // The same for a function of two arguments (pow): float and double, scalar
 // and every vector width.
 #define SMELT_VM_SLEEF2_ALL(name, t, V4, V8, V16, n4, n8, n16)                 \
@@ -274,9 +296,10 @@ SMELT_VM_TRIG(cos, 1)
                   Sleef_finz_##name##f1_u10purecfma)              \
   SMELT_VM_DEFINE_D(name)
 #define SMELT_VM_DEFINE_OWN(name) SMELT_VM_DEFINE(name)
+#define SMELT_VM_DEFINE_OWN16(name, own) SMELT_VM_DEFINE(name)
 #endif
 
-SMELT_VM_DEFINE(exp)
+SMELT_VM_DEFINE_OWN16(exp, exp16)
 SMELT_VM_DEFINE(exp2)
 SMELT_VM_DEFINE(expm1)
 SMELT_VM_DEFINE_D(log)
@@ -380,6 +403,7 @@ extern "C" float smelt_vm_def_erff(float a) { return smelt::vmath::f32::erf(a); 
 
 #undef SMELT_VM_DEFINE2
 #undef SMELT_VM_DEFINE_OWN
+#undef SMELT_VM_DEFINE_OWN16
 #undef SMELT_VM_VECTORS2
 #undef SMELT_VM_SLEEF2_ALL
 #undef SMELT_VM_VECTOR2

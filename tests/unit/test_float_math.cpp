@@ -84,6 +84,8 @@ extern "C" __attribute__((target("sse2"))) V4 erf_b(V4) __asm__("_ZGVbN4v_smelt_
 extern "C" __attribute__((target("avx"))) V8 erf_c(V8) __asm__("_ZGVcN8v_smelt_vm_erff");
 extern "C" __attribute__((target("avx2"))) V8 erf_d(V8) __asm__("_ZGVdN8v_smelt_vm_erff");
 extern "C" __attribute__((target("avx512f"))) V16 erf_e(V16) __asm__("_ZGVeN16v_smelt_vm_erff");
+// The 16-lane float exp the JIT's vectorized loops call (vmath::pw::exp16).
+extern "C" __attribute__((target("avx512f"))) V16 exp_e(V16) __asm__("_ZGVeN16v_smelt_vm_expf");
 
 namespace {
 // run_<isa>(v, erf): the <isa> variant of tanh or erf over v, a vector at a time.
@@ -104,6 +106,13 @@ RUN_VARIANT(c, V8, "avx")
 RUN_VARIANT(d, V8, "avx2")
 RUN_VARIANT(e, V16, "avx512f")
 #undef RUN_VARIANT
+// out[0..16) = the 16-lane vector exp of in[0..16).
+__attribute__((target("avx512f"))) void exp16_of(const float* in, float* out) {
+  V16 a;
+  std::memcpy(&a, in, sizeof a);
+  const V16 y = exp_e(a);
+  std::memcpy(out, &y, sizeof y);
+}
 }  // namespace
 
 // The scalar function, the whole run (eager's kernel) and the 4-, 8- and
@@ -260,9 +269,10 @@ TEST(FloatMath, SinCosWithinOneUlpAndEagerGivesTheScalarBits) {
 
 TEST(FloatMath, EagerExpSqrtAndLogGiveTheScalarBits) {
   // The eager float kernels of exp, sqrt and log (src/backend/cpu/unary_runs.h
-  // on AVX-512) against the scalar functions: every exponent, signs, subnormals,
-  // infinities and NaN (the sweep), and dense runs across exp's underflow and
-  // overflow ends, sqrt's 2^-96 bound and log's normal / subnormal bound.
+  // on AVX-512), and the JIT's 16-lane vector exp, against the scalar
+  // functions: every exponent, signs, subnormals, infinities and NaN (the
+  // sweep), and dense runs across exp's underflow and overflow ends, sqrt's
+  // 2^-96 bound and log's normal / subnormal bound.
   std::vector<float> v = sweep();
   for (float x = -106.0f; x < -86.0f; x += 0.0007f) v.push_back(x);
   for (float x = 88.0f; x < 101.0f; x += 0.0007f) v.push_back(x);
@@ -289,6 +299,23 @@ TEST(FloatMath, EagerExpSqrtAndLogGiveTheScalarBits) {
     else
       ASSERT_EQ(float_bits(r[i]), float_bits(want_r)) << "sqrt(" << v[i] << ")";
   }
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+  // The 16-lane vector exp (the JIT's), where the processor has AVX-512F.
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("avx512f")) return;
+  for (int64_t i = 0; i + 16 <= n; i += 16) {
+    float y[16];
+    exp16_of(&v[static_cast<size_t>(i)], y);
+    for (int64_t k = 0; k < 16; ++k) {
+      const float want = smelt::vmath::exp(v[static_cast<size_t>(i + k)]);
+      if (std::isnan(want))
+        ASSERT_TRUE(std::isnan(y[k])) << "exp16(" << v[static_cast<size_t>(i + k)] << ")";
+      else
+        ASSERT_EQ(float_bits(y[k]), float_bits(want))
+            << "exp16(" << v[static_cast<size_t>(i + k)] << ")";
+    }
+  }
+#endif
 }
 
 TEST(FloatMath, PowWithinOneUlpAndEagerGivesTheScalarBits) {

@@ -6,22 +6,8 @@
 // from their sources (it defines functions of the copy's namespace).
 // Elsewhere (no AVX-512) the runs are the plain loops.
 //
-// exp: scalar::exp<float> is SLEEF's deterministic u10 expf of the FMA family
-// on every processor with AVX2 and FMA, so on every AVX-512 one
-// (kernels/vector_math.h). SLEEF 3.5's xexpf (sleefsimdsp.c): q = rint(x
-// log2(e)) of the rounded product, s = x - q L2U - q L2L (two fused
-// multiply-adds), u = 1 + (s + s^2 P(s)) (P of degree 5), u 2^q (two
-// multiplications by powers of two, so one rounding where the result is
-// normal and a second, of an exact product, where it is subnormal), 0 below
-// x = -104 and +inf above 100. Here the same operations with q rounded by
-// vrndscaleps in place of a conversion to integers and back, u 2^q by one
-// vscalefps (the same rounding of the same exact product), and x clamped to
-// [-104, 100] first in place of the two selects afterwards (exp(-104) rounds
-// to +0 and 2^144 overflows to +inf, the values SLEEF selects; NaN passes).
-// 15 vector instructions instead of SLEEF's 25 and a call: 0.22 against 0.27
-// ns per element in the first-level cache (Sapphire Rapids, one thread).
-// Checked on all 2^32 float32 inputs against Sleef_finz_expf16_u10avx512f:
-// no bit apart (NaN payloads included).
+// exp: vmath::pw::exp16 (scalar::exp<float>'s bits in 15 vector
+// instructions; piecewise_math.h) inline.
 //
 // sqrt: for 2^-96 <= x < +inf, y = rsqrt14(x) (relative error below 2^-14),
 // g = x y and h = y / 2, one Goldschmidt step (t = 1/2 - g h, g += g t,
@@ -31,7 +17,8 @@
 // correctly rounded square root; vsqrtps for a vector with any other lane
 // (zero, subnormals and the smallest normals, negatives, infinities, NaN).
 // Seven multiply-adds that pipeline instead of vsqrtps, which a core issues
-// once per several cycles: 0.14 against 0.22 ns per element (as above).
+// once per several cycles: 0.14 against 0.22 ns per element (first-level cache, one thread
+// of a Sapphire Rapids).
 // Checked on all 2^32 float32 inputs against vsqrtps: no bit apart.
 //
 // sin, cos: vmath::pw::trig16 (the functions' own evaluation) inline, two
@@ -43,7 +30,7 @@
 // log: vmath::f32::log's operations; a vector of normal positive finite
 // numbers only (one unsigned compare of the bits) skips the scaling of
 // subnormals and the special cases, which leave such lanes alone: 0.34 ->
-// 0.24-0.27 ns per element (as above). Checked on all 2^32 float32 inputs
+// 0.24-0.27 ns per element (as for sqrt). Checked on all 2^32 float32 inputs
 // against f32::log: no bit apart.
 #pragma once
 #include <cstdint>
@@ -63,39 +50,20 @@ namespace smelt::cpu::SMELT_CPU_CAP {
 /// it stores it).
 struct Exp16 {
   const __mmask16 kAll = 0xffff;  // the masked forms: GCC 12 warns of the others' undefined source
-  // SLEEF's constants (sleefsimdsp.c, misc.h).
+  // Constants of exp16's clamp and reduction, for variants (attention.cpp's).
   const __m512 log2e = _mm512_set1_ps(1.442695040888963407359924681001892137426645954152985934f);
-  const __m512 l2u = _mm512_set1_ps(-0.693145751953125f);
-  const __m512 l2l = _mm512_set1_ps(-1.428606765330187045e-06f);
-  const __m512 c5 = _mm512_set1_ps(0.000198527617612853646278381f);
-  const __m512 c4 = _mm512_set1_ps(0.00139304355252534151077271f);
-  const __m512 c3 = _mm512_set1_ps(0.00833336077630519866943359f);
-  const __m512 c2 = _mm512_set1_ps(0.0416664853692054748535156f);
-  const __m512 c1 = _mm512_set1_ps(0.166666671633720397949219f);
-  const __m512 c0 = _mm512_set1_ps(0.5f);
-  const __m512 one = _mm512_set1_ps(1.0f);
-  const __m512 lo = _mm512_set1_ps(-104.0f), hi = _mm512_set1_ps(100.0f);
+  const __m512 lo = _mm512_set1_ps(-104.0f);
 
   inline __attribute__((always_inline)) __m512 operator()(__m512 x) const {
-    // Clamped to [-104, 100]; min / max return their second operand for NaN.
-    const __m512 a = _mm512_mask_min_ps(hi, kAll, hi, _mm512_mask_max_ps(lo, kAll, lo, x));
-    const __m512 q = _mm512_mask_roundscale_ps(a, kAll, _mm512_mul_ps(a, log2e),
-                                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    return from_reduced(a, q);
+    return __builtin_bit_cast(__m512, vmath::pw::exp16(__builtin_bit_cast(vmath::pw::F16, x)));
   }
 
   /// e^a from the clamped a and q = a log2(e) rounded to the nearest integer:
   /// the steps after the rounding.
   inline __attribute__((always_inline)) __m512 from_reduced(__m512 a, __m512 q) const {
-    __m512 s = _mm512_fmadd_ps(q, l2u, a);
-    s = _mm512_fmadd_ps(q, l2l, s);
-    __m512 u = _mm512_fmadd_ps(c5, s, c4);
-    u = _mm512_fmadd_ps(u, s, c3);
-    u = _mm512_fmadd_ps(u, s, c2);
-    u = _mm512_fmadd_ps(u, s, c1);
-    u = _mm512_fmadd_ps(u, s, c0);
-    u = _mm512_add_ps(_mm512_fmadd_ps(_mm512_mul_ps(s, s), u, s), one);
-    return _mm512_mask_scalef_ps(u, kAll, u, q);
+    namespace pw = vmath::pw;
+    return __builtin_bit_cast(
+        __m512, pw::exp16_reduced(__builtin_bit_cast(pw::F16, a), __builtin_bit_cast(pw::F16, q)));
   }
 };
 #endif
