@@ -25,7 +25,8 @@
 // vectors a step, instead of a call of the 16-lane function per vector.
 //
 // sigmoid: 1 / (1 + Exp16(-x)), the scalar function's operations with exp
-// inline: 0.175 -> 0.144 ms for 2^19 floats (one thread, as for sin).
+// inline: 0.175 -> 0.144 ms for 2^19 floats (one thread of a 2-core AVX-512
+// virtual machine).
 //
 // log: vmath::f32::log's operations; a vector of normal positive finite
 // numbers only (one unsigned compare of the bits) skips the scaling of
