@@ -201,13 +201,16 @@ SMELT_VM_TRIG(cos, 1)
   SMELT_VM_SLEEF(V16, "avx512f,fma", Sleef_finz_##name##t##n16##_u10avx512f)
 // Every variant of one type of `name` (AVX2 (d) has no no-FMA function of its
 // own: it takes AVX's).
+// The SSE, AVX and AVX2 variants (the 4- and 8-lane ones).
+#define SMELT_VM_VECTORS_BCD(fn, name, t, V4, V8, n4, n8)                    \
+  SMELT_VM_VECTOR(fn, b, n4, V4, "sse2", Sleef_cinz_##name##t##n4##_u10sse2, \
+                  Sleef_finz_##name##t##n4##_u10avx2128)                     \
+  SMELT_VM_VECTOR(fn, c, n8, V8, "avx", Sleef_cinz_##name##t##n8##_u10avx,   \
+                  Sleef_finz_##name##t##n8##_u10avx2)                        \
+  SMELT_VM_VECTOR(fn, d, n8, V8, "avx2", Sleef_cinz_##name##t##n8##_u10avx,  \
+                  Sleef_finz_##name##t##n8##_u10avx2)
 #define SMELT_VM_VECTORS(fn, name, t, V4, V8, V16, n4, n8, n16)                            \
-  SMELT_VM_VECTOR(fn, b, n4, V4, "sse2", Sleef_cinz_##name##t##n4##_u10sse2,               \
-                  Sleef_finz_##name##t##n4##_u10avx2128)                                   \
-  SMELT_VM_VECTOR(fn, c, n8, V8, "avx", Sleef_cinz_##name##t##n8##_u10avx,                 \
-                  Sleef_finz_##name##t##n8##_u10avx2)                                      \
-  SMELT_VM_VECTOR(fn, d, n8, V8, "avx2", Sleef_cinz_##name##t##n8##_u10avx,                \
-                  Sleef_finz_##name##t##n8##_u10avx2)                                      \
+  SMELT_VM_VECTORS_BCD(fn, name, t, V4, V8, n4, n8)                                        \
   SMELT_VM_VECTOR(fn, e, n16, V16, "avx512f", Sleef_cinz_##name##t##n16##_u10avx512fnofma, \
                   Sleef_finz_##name##t##n16##_u10avx512f)
 // The double function of `name`, scalar and every vector width.
@@ -248,12 +251,7 @@ SMELT_VM_TRIG(cos, 1)
   smelt_vm_f16 smelt_vm_own_##name##f16(smelt_vm_f16 a) {                                          \
     return smelt::vmath::pw::own(a);                                                               \
   }                                                                                                \
-  SMELT_VM_VECTOR(name##f, b, 4, smelt_vm_f4, "sse2", Sleef_cinz_##name##f4_u10sse2,               \
-                  Sleef_finz_##name##f4_u10avx2128)                                                \
-  SMELT_VM_VECTOR(name##f, c, 8, smelt_vm_f8, "avx", Sleef_cinz_##name##f8_u10avx,                 \
-                  Sleef_finz_##name##f8_u10avx2)                                                   \
-  SMELT_VM_VECTOR(name##f, d, 8, smelt_vm_f8, "avx2", Sleef_cinz_##name##f8_u10avx,                \
-                  Sleef_finz_##name##f8_u10avx2)                                                   \
+  SMELT_VM_VECTORS_BCD(name##f, name, f, smelt_vm_f4, smelt_vm_f8, 4, 8)                           \
   SMELT_VM_VECTOR(name##f, e, 16, smelt_vm_f16, "avx512f", Sleef_cinz_##name##f16_u10avx512fnofma, \
                   smelt_vm_own_##name##f16)                                                        \
   SMELT_VM_DEFINE_D(name)
@@ -413,6 +411,7 @@ extern "C" float smelt_vm_def_erff(float a) { return smelt::vmath::f32::erf(a); 
 #undef SMELT_VM_DEFINE
 #undef SMELT_VM_DEFINE_D
 #undef SMELT_VM_VECTORS
+#undef SMELT_VM_VECTORS_BCD
 #undef SMELT_VM_SLEEF_ALL
 #undef SMELT_VM_VECTOR
 #undef SMELT_VM_SLEEF

@@ -17,8 +17,8 @@
 // correctly rounded square root; vsqrtps for a vector with any other lane
 // (zero, subnormals and the smallest normals, negatives, infinities, NaN).
 // Seven multiply-adds that pipeline instead of vsqrtps, which a core issues
-// once per several cycles: 0.14 against 0.22 ns per element (first-level cache, one thread
-// of a Sapphire Rapids).
+// once per several cycles: 0.14 against 0.22 ns per element (first-level
+// cache, one thread of a Sapphire Rapids).
 // Checked on all 2^32 float32 inputs against vsqrtps: no bit apart.
 //
 // sin, cos: vmath::pw::trig16 (the functions' own evaluation) inline, two
