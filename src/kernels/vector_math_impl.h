@@ -199,9 +199,8 @@ SMELT_VM_TRIG(cos, 1)
   SMELT_VM_SLEEF(V4, "avx2,fma", Sleef_finz_##name##t##n4##_u10avx2128)       \
   SMELT_VM_SLEEF(V8, "avx2,fma", Sleef_finz_##name##t##n8##_u10avx2)          \
   SMELT_VM_SLEEF(V16, "avx512f,fma", Sleef_finz_##name##t##n16##_u10avx512f)
-// Every variant of one type of `name` (AVX2 (d) has no no-FMA function of its
-// own: it takes AVX's).
-// The SSE, AVX and AVX2 variants (the 4- and 8-lane ones).
+// The SSE, AVX and AVX2 variants of one type of `name` (the 4- and 8-lane
+// ones; AVX2 (d) has no no-FMA function of its own: it takes AVX's).
 #define SMELT_VM_VECTORS_BCD(fn, name, t, V4, V8, n4, n8)                    \
   SMELT_VM_VECTOR(fn, b, n4, V4, "sse2", Sleef_cinz_##name##t##n4##_u10sse2, \
                   Sleef_finz_##name##t##n4##_u10avx2128)                     \
@@ -209,6 +208,7 @@ SMELT_VM_TRIG(cos, 1)
                   Sleef_finz_##name##t##n8##_u10avx2)                        \
   SMELT_VM_VECTOR(fn, d, n8, V8, "avx2", Sleef_cinz_##name##t##n8##_u10avx,  \
                   Sleef_finz_##name##t##n8##_u10avx2)
+// Every variant of one type of `name`.
 #define SMELT_VM_VECTORS(fn, name, t, V4, V8, V16, n4, n8, n16)                            \
   SMELT_VM_VECTORS_BCD(fn, name, t, V4, V8, n4, n8)                                        \
   SMELT_VM_VECTOR(fn, e, n16, V16, "avx512f", Sleef_cinz_##name##t##n16##_u10avx512fnofma, \
