@@ -200,30 +200,32 @@ SMELT_VM_TRIG(cos, 1)
   SMELT_VM_SLEEF(V8, "avx2,fma", Sleef_finz_##name##t##n8##_u10avx2)          \
   SMELT_VM_SLEEF(V16, "avx512f,fma", Sleef_finz_##name##t##n16##_u10avx512f)
 // The SSE, AVX and AVX2 variants of one type of `name` (the 4- and 8-lane
-// ones; AVX2 (d) has no no-FMA function of its own: it takes AVX's).
-#define SMELT_VM_VECTORS_BCD(fn, name, t, V4, V8, n4, n8)                    \
-  SMELT_VM_VECTOR(fn, b, n4, V4, "sse2", Sleef_cinz_##name##t##n4##_u10sse2, \
-                  Sleef_finz_##name##t##n4##_u10avx2128)                     \
-  SMELT_VM_VECTOR(fn, c, n8, V8, "avx", Sleef_cinz_##name##t##n8##_u10avx,   \
-                  Sleef_finz_##name##t##n8##_u10avx2)                        \
-  SMELT_VM_VECTOR(fn, d, n8, V8, "avx2", Sleef_cinz_##name##t##n8##_u10avx,  \
-                  Sleef_finz_##name##t##n8##_u10avx2)
+// ones; AVX2 (d) has no no-FMA function of its own: it takes AVX's), each
+// made by VARIANT (SMELT_VM_VECTOR, or SMELT_VM_VECTOR2 for two arguments).
+#define SMELT_VM_VARIANTS_BCD(VARIANT, fn, name, t, V4, V8, n4, n8)  \
+  VARIANT(fn, b, n4, V4, "sse2", Sleef_cinz_##name##t##n4##_u10sse2, \
+          Sleef_finz_##name##t##n4##_u10avx2128)                     \
+  VARIANT(fn, c, n8, V8, "avx", Sleef_cinz_##name##t##n8##_u10avx,   \
+          Sleef_finz_##name##t##n8##_u10avx2)                        \
+  VARIANT(fn, d, n8, V8, "avx2", Sleef_cinz_##name##t##n8##_u10avx,  \
+          Sleef_finz_##name##t##n8##_u10avx2)
 // Every variant of one type of `name`.
-#define SMELT_VM_VECTORS(fn, name, t, V4, V8, V16, n4, n8, n16)                            \
-  SMELT_VM_VECTORS_BCD(fn, name, t, V4, V8, n4, n8)                                        \
-  SMELT_VM_VECTOR(fn, e, n16, V16, "avx512f", Sleef_cinz_##name##t##n16##_u10avx512fnofma, \
-                  Sleef_finz_##name##t##n16##_u10avx512f)
+#define SMELT_VM_VARIANTS(VARIANT, fn, name, t, V4, V8, V16, n4, n8, n16)          \
+  SMELT_VM_VARIANTS_BCD(VARIANT, fn, name, t, V4, V8, n4, n8)                      \
+  VARIANT(fn, e, n16, V16, "avx512f", Sleef_cinz_##name##t##n16##_u10avx512fnofma, \
+          Sleef_finz_##name##t##n16##_u10avx512f)
 // The double function of `name`, scalar and every vector width.
 #define SMELT_VM_DEFINE_D(name)                                                                    \
   SMELT_VM_SCALAR(name, double, Sleef_cinz_##name##d1_u10purec, Sleef_finz_##name##d1_u10purecfma) \
   SMELT_VM_SLEEF_ALL(name, d, smelt_vm_d2, smelt_vm_d4, smelt_vm_d8, 2, 4, 8)                      \
-  SMELT_VM_VECTORS(name, name, d, smelt_vm_d2, smelt_vm_d4, smelt_vm_d8, 2, 4, 8)
+  SMELT_VM_VARIANTS(SMELT_VM_VECTOR, name, name, d, smelt_vm_d2, smelt_vm_d4, smelt_vm_d8, 2, 4, 8)
 // The float (f) and double functions of `name`, scalar and every vector width.
-#define SMELT_VM_DEFINE(name)                                                          \
-  SMELT_VM_SCALAR(name##f, float, Sleef_cinz_##name##f1_u10purec,                      \
-                  Sleef_finz_##name##f1_u10purecfma)                                   \
-  SMELT_VM_SLEEF_ALL(name, f, smelt_vm_f4, smelt_vm_f8, smelt_vm_f16, 4, 8, 16)        \
-  SMELT_VM_VECTORS(name##f, name, f, smelt_vm_f4, smelt_vm_f8, smelt_vm_f16, 4, 8, 16) \
+#define SMELT_VM_DEFINE(name)                                                                     \
+  SMELT_VM_SCALAR(name##f, float, Sleef_cinz_##name##f1_u10purec,                                 \
+                  Sleef_finz_##name##f1_u10purecfma)                                              \
+  SMELT_VM_SLEEF_ALL(name, f, smelt_vm_f4, smelt_vm_f8, smelt_vm_f16, 4, 8, 16)                   \
+  SMELT_VM_VARIANTS(SMELT_VM_VECTOR, name##f, name, f, smelt_vm_f4, smelt_vm_f8, smelt_vm_f16, 4, \
+                    8, 16)                                                                        \
   SMELT_VM_DEFINE_D(name)
 // The float and double functions of `name` whose FMA-family float function is
 // smelt's own (smelt_vm_own_<name>f<lanes>, above): sin and cos.
@@ -251,7 +253,7 @@ SMELT_VM_TRIG(cos, 1)
   smelt_vm_f16 smelt_vm_own_##name##f16(smelt_vm_f16 a) {                                          \
     return smelt::vmath::pw::own(a);                                                               \
   }                                                                                                \
-  SMELT_VM_VECTORS_BCD(name##f, name, f, smelt_vm_f4, smelt_vm_f8, 4, 8)                           \
+  SMELT_VM_VARIANTS_BCD(SMELT_VM_VECTOR, name##f, name, f, smelt_vm_f4, smelt_vm_f8, 4, 8)         \
   SMELT_VM_VECTOR(name##f, e, 16, smelt_vm_f16, "avx512f", Sleef_cinz_##name##f16_u10avx512fnofma, \
                   smelt_vm_own_##name##f16)                                                        \
   SMELT_VM_DEFINE_D(name)
@@ -264,24 +266,16 @@ SMELT_VM_TRIG(cos, 1)
   SMELT_VM_SLEEF2(V4, "avx2,fma", Sleef_finz_##name##t##n4##_u10avx2128)       \
   SMELT_VM_SLEEF2(V8, "avx2,fma", Sleef_finz_##name##t##n8##_u10avx2)          \
   SMELT_VM_SLEEF2(V16, "avx512f,fma", Sleef_finz_##name##t##n16##_u10avx512f)
-#define SMELT_VM_VECTORS2(fn, name, t, V4, V8, V16, n4, n8, n16)                            \
-  SMELT_VM_VECTOR2(fn, b, n4, V4, "sse2", Sleef_cinz_##name##t##n4##_u10sse2,               \
-                   Sleef_finz_##name##t##n4##_u10avx2128)                                   \
-  SMELT_VM_VECTOR2(fn, c, n8, V8, "avx", Sleef_cinz_##name##t##n8##_u10avx,                 \
-                   Sleef_finz_##name##t##n8##_u10avx2)                                      \
-  SMELT_VM_VECTOR2(fn, d, n8, V8, "avx2", Sleef_cinz_##name##t##n8##_u10avx,                \
-                   Sleef_finz_##name##t##n8##_u10avx2)                                      \
-  SMELT_VM_VECTOR2(fn, e, n16, V16, "avx512f", Sleef_cinz_##name##t##n16##_u10avx512fnofma, \
-                   Sleef_finz_##name##t##n16##_u10avx512f)
-#define SMELT_VM_DEFINE2(name)                                                          \
-  SMELT_VM_SCALAR2(name##f, float, Sleef_cinz_##name##f1_u10purec,                      \
-                   Sleef_finz_##name##f1_u10purecfma)                                   \
-  SMELT_VM_SLEEF2_ALL(name, f, smelt_vm_f4, smelt_vm_f8, smelt_vm_f16, 4, 8, 16)        \
-  SMELT_VM_VECTORS2(name##f, name, f, smelt_vm_f4, smelt_vm_f8, smelt_vm_f16, 4, 8, 16) \
-  SMELT_VM_SCALAR2(name, double, Sleef_cinz_##name##d1_u10purec,                        \
-                   Sleef_finz_##name##d1_u10purecfma)                                   \
-  SMELT_VM_SLEEF2_ALL(name, d, smelt_vm_d2, smelt_vm_d4, smelt_vm_d8, 2, 4, 8)          \
-  SMELT_VM_VECTORS2(name, name, d, smelt_vm_d2, smelt_vm_d4, smelt_vm_d8, 2, 4, 8)
+#define SMELT_VM_DEFINE2(name)                                                                     \
+  SMELT_VM_SCALAR2(name##f, float, Sleef_cinz_##name##f1_u10purec,                                 \
+                   Sleef_finz_##name##f1_u10purecfma)                                              \
+  SMELT_VM_SLEEF2_ALL(name, f, smelt_vm_f4, smelt_vm_f8, smelt_vm_f16, 4, 8, 16)                   \
+  SMELT_VM_VARIANTS(SMELT_VM_VECTOR2, name##f, name, f, smelt_vm_f4, smelt_vm_f8, smelt_vm_f16, 4, \
+                    8, 16)                                                                         \
+  SMELT_VM_SCALAR2(name, double, Sleef_cinz_##name##d1_u10purec,                                   \
+                   Sleef_finz_##name##d1_u10purecfma)                                              \
+  SMELT_VM_SLEEF2_ALL(name, d, smelt_vm_d2, smelt_vm_d4, smelt_vm_d8, 2, 4, 8)                     \
+  SMELT_VM_VARIANTS(SMELT_VM_VECTOR2, name, name, d, smelt_vm_d2, smelt_vm_d4, smelt_vm_d8, 2, 4, 8)
 #else
 #define SMELT_VM_DEFINE2(name)                                     \
   SMELT_VM_SCALAR2(name##f, float, Sleef_cinz_##name##f1_u10purec, \
@@ -402,7 +396,6 @@ extern "C" float smelt_vm_def_erff(float a) { return smelt::vmath::f32::erf(a); 
 #undef SMELT_VM_DEFINE2
 #undef SMELT_VM_DEFINE_OWN
 #undef SMELT_VM_DEFINE_OWN16
-#undef SMELT_VM_VECTORS2
 #undef SMELT_VM_SLEEF2_ALL
 #undef SMELT_VM_VECTOR2
 #undef SMELT_VM_SLEEF2
@@ -410,8 +403,8 @@ extern "C" float smelt_vm_def_erff(float a) { return smelt::vmath::f32::erf(a); 
 #undef SMELT_VM_DECLARE_FMA2
 #undef SMELT_VM_DEFINE
 #undef SMELT_VM_DEFINE_D
-#undef SMELT_VM_VECTORS
-#undef SMELT_VM_VECTORS_BCD
+#undef SMELT_VM_VARIANTS
+#undef SMELT_VM_VARIANTS_BCD
 #undef SMELT_VM_SLEEF_ALL
 #undef SMELT_VM_VECTOR
 #undef SMELT_VM_SLEEF
