@@ -39,6 +39,33 @@ __device__ __forceinline__ uint16_t float_to_bf16(float f) {
       (u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x40u : (u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 
+/// The bfloat16 bits of the N floats `f`, for a vector's stores (the CUDA
+/// dialect stages them, CudaDialect::staged_store_lane): on sm_80 and later
+/// the hardware's cvt.rn.bf16.f32 (round to nearest even, subnormals kept:
+/// float_to_bf16's bits, except that a NaN becomes the canonical one; ptxas
+/// converts two per instruction), elsewhere float_to_bf16.
+template <int N>
+__device__ __forceinline__ void floats_to_bf16(const float (&f)[N], uint16_t (&h)[N]) {
+#pragma unroll
+  for (int k = 0; k < N; ++k) {
+#if __CUDA_ARCH__ >= 800
+    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h[k]) : "f"(f[k]));
+#else
+    h[k] = float_to_bf16(f[k]);
+#endif
+  }
+}
+
+/// True when one of the N floats `f` is a NaN (floats_to_bf16's results are
+/// then stored again by float_to_bf16, which keeps a NaN's sign and payload).
+template <int N>
+__device__ __forceinline__ bool any_nan(const float (&f)[N]) {
+  bool nan = false;
+#pragma unroll
+  for (int k = 0; k < N; ++k) nan |= f[k] != f[k];
+  return nan;
+}
+
 /// `v` (any trivially copyable type) moved across the warp 32 bits at a time
 /// by `move` (a __shfl_*_sync of one word).
 template <class T, class Move>

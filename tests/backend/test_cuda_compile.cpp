@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <random>
 
 #include "backend/backend.h"
 #include "compiler/compile_test_util.h"
@@ -97,6 +98,43 @@ TEST_F(CudaCompile, PointwiseChainIsOneVectorizedKernel) {
   EXPECT_TRUE(close(y.cpu(), sigmoid(x * w + b).cpu(), 1e-6));
   EXPECT_NE(f.generated_code().find("__global__"), std::string::npos);
   EXPECT_NE(f.launch_plan().find("<<<grid 1024, block 256"), std::string::npos) << f.launch_plan();
+}
+
+// A bfloat16 result is converted by the hardware (cvt.rn.bf16.f32, staged
+// stores: CudaDialect::staged_store_lane), with eager's bits: round to
+// nearest even at every tie, subnormals, overflow to infinity, and NaNs
+// with their sign and payload (stored again through float_to_bf16), over
+// float32 bit patterns of every kind, vectors with and without a NaN.
+TEST_F(CudaCompile, BFloat16StoresGiveEagerBits) {
+  SMELT_SKIP_WITHOUT_CUDA();
+  std::vector<uint32_t> bits;
+  std::mt19937 rng(1234);
+  for (int i = 0; i < (1 << 16); ++i) bits.push_back(rng());  // NaNs included (about 1 in 256)
+  for (uint32_t hi = 0; hi < (1u << 16); hi += 7) {           // ties, below and above them
+    bits.push_back(hi << 16 | 0x8000u);
+    bits.push_back(hi << 16 | 0x7fffu);
+    bits.push_back(hi << 16 | 0x8001u);
+  }
+  for (uint32_t b : {0x7f7fffffu, 0x7f7f8000u, 0xff7f8000u, 0x00000001u, 0x80008000u, 0x7fc00001u,
+                     0xffa00000u, 0x7f800001u, 0x7f800000u, 0xff800000u})
+    bits.push_back(b);
+  // 64 vectors of 8 without a NaN at the end (the path without the redo).
+  for (int i = 0; i < 512; ++i) bits.push_back(0x3f800000u + static_cast<uint32_t>(i) * 0x1235u);
+  Tensor x = from_blob(bits.data(), {static_cast<int64_t>(bits.size())}, DType::Float32).clone();
+  auto fn = [](const Tensor& t) { return neg(t).to(DType::BFloat16); };
+  auto f = compile(fn);
+  const Tensor got = f(x.cuda()).cpu(), want = fn(x.cuda()).cpu(), cpu = fn(x);
+  EXPECT_EQ(smelt_test::names(f), "cuda_poi_fused_convert_neg_0");
+  EXPECT_NE(f.generated_code().find("floats_to_bf16"), std::string::npos);
+  const uint16_t* g = static_cast<const uint16_t*>(got.data_ptr());
+  const uint16_t* w = static_cast<const uint16_t*>(want.data_ptr());
+  const uint16_t* c = static_cast<const uint16_t*>(cpu.data_ptr());
+  int wrong = 0;
+  for (size_t i = 0; i < bits.size() && wrong < 10; ++i) {
+    if (g[i] != w[i] || w[i] != c[i]) ++wrong;
+    EXPECT_EQ(g[i], w[i]) << "float32 bits " << std::hex << bits[i];
+    EXPECT_EQ(w[i], c[i]) << "float32 bits " << std::hex << bits[i];
+  }
 }
 
 TEST_F(CudaCompile, IntegerDivisionByZeroRaisesNamingTheOp) {

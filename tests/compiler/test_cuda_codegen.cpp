@@ -496,6 +496,34 @@ TEST_F(CudaCodegen, PtxHasVectorAccessesAndShuffles) {
   EXPECT_TRUE(has(s, "shfl.sync.down")) << s;
 }
 
+// bfloat16 results are staged (CudaDialect::staged_store_lane): a vector's
+// floats are converted by the hardware's cvt.rn.bf16.f32 after its loads and
+// stored in one 16-byte store, in a pointwise kernel (GPT-2's tanh-GELU) and
+// in a persistent reduction (layer_norm over 768), whose loads stay 16-byte
+// too; a NaN among them is stored again through float_to_bf16.
+TEST_F(CudaCodegen, BFloat16StoresConvertInHardwareAndStayVectors) {
+  Graph pw = trace_graph([](const Tensor& x) { return gelu(x, "tanh"); },
+                         randn({64, 3072}).to(DType::BFloat16));
+  Graph ln = trace_graph([](const Tensor& x, const Tensor& w,
+                            const Tensor& b) { return layer_norm(x, {768}, w, b, 1e-5); },
+                         randn({64, 768}).to(DType::BFloat16), randn({768}).to(DType::BFloat16),
+                         randn({768}).to(DType::BFloat16));
+  Unit u = unit_of({{"gelu", std::move(pw)}, {"layer_norm", std::move(ln)}});
+  ASSERT_EQ(u.kernels.size(), 2u);
+  EXPECT_EQ(count(u.source, "smelt::device::floats_to_bf16("), 2) << u.source;
+  EXPECT_EQ(count(u.source, "smelt::device::any_nan("), 2) << u.source;
+  const std::string ptx = nvrtc(u.source);
+  for (const std::string& name : u.kernels) {
+    const std::string k = ptx_of(ptx, name);
+    ASSERT_FALSE(k.empty()) << name;
+    EXPECT_GE(count(k, "cvt.rn.bf16.f32"), 8) << k;
+    // The stores: 16 bytes each, the NaN path's included (no 2-byte stores).
+    EXPECT_GE(count(k, "st.global.v4.u32"), 1) << k;
+    EXPECT_EQ(count(k, "st.global.u16") + count(k, "st.global.b16"), 0) << k;
+    EXPECT_EQ(count(k, "ld.global.u16") + count(k, "ld.global.nc.u16"), 0) << k;
+  }
+}
+
 // A reduction over N, H and W around a kept channel (batch_norm's
 // statistics) reads its rows as contiguous H*W runs: 16-byte vectors within
 // each run, in the reduction's loop and in the loop that applies the result.

@@ -365,6 +365,21 @@ std::string CudaDialect::float_to_half(DType t, const std::string& v) const {
   return fmt::format("smelt::device::float_to_{}({})", t == DType::BFloat16 ? "bf16" : "f16", v);
 }
 
+std::string CudaDialect::staged_store_lane(const Range& r, const KernelConfig& c, DType t) const {
+  const bool vector_loop = c.vec > 1 && (r.tag == RangeTag::Parallel || r.tag == RangeTag::Thread);
+  return vector_loop && t == DType::BFloat16 ? r.var + "_v" : "";
+}
+
+std::string CudaDialect::floats_to_half(DType t, const std::string& floats,
+                                        const std::string& bits) const {
+  SMELT_INTERNAL_ASSERT(t == DType::BFloat16, "staged {} stores", dtype_name(t));
+  return fmt::format("smelt::device::floats_to_bf16({}, {})", floats, bits);
+}
+
+std::string CudaDialect::staged_store_redo(DType, const std::string& floats) const {
+  return fmt::format("smelt::device::any_nan({})", floats);
+}
+
 std::string CudaDialect::set_error_flag(int code) const {
   // A plain store: the flag may be mapped host memory (a deferred flag, read
   // at the next synchronization), and any one failing thread's code is enough.

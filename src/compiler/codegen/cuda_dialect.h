@@ -38,6 +38,17 @@ class CudaDialect : public Dialect {
   std::string storage_type(DType t) const override;
   std::string half_to_float(DType t, const std::string& v) const override;
   std::string float_to_half(DType t, const std::string& v) const override;
+  /// bfloat16 stores of a vector loop (vec > 1) are staged: the hardware
+  /// converts two floats per instruction (smelt::device::floats_to_bf16),
+  /// and its inline assembly, which NVVM moves no load or store across,
+  /// then sits after the vector's loads and before its stores, which stay
+  /// mergeable into 16-byte accesses.
+  std::string staged_store_lane(const Range& r, const KernelConfig& c, DType t) const override;
+  std::string floats_to_half(DType t, const std::string& floats,
+                             const std::string& bits) const override;
+  /// A NaN among them: the hardware gives the canonical NaN, float_to_bf16
+  /// keeps its sign and payload (smelt/half.h's bits, as eager stores them).
+  std::string staged_store_redo(DType t, const std::string& floats) const override;
   std::string barrier() const override { return "__syncthreads();"; }
   void split_reduce(const Stmt& s, const std::string& acc_type, const std::string& loop,
                     const KernelConfig& c, CodeBuffer& out) const override;

@@ -298,14 +298,103 @@ class Printer {
     for (auto& s : b) stmt(s);
   }
 
+  /// A float16 / bfloat16 store of a vector loop that the dialect stages
+  /// (Dialect::staged_store_lane): each lane's float goes to `floats`, and the
+  /// last lane converts them all and stores them together.
+  struct StagedStore {
+    const Stmt* store = nullptr;
+    std::string floats;  // float[vec]
+  };
+  struct Staging {
+    std::string lane;  // the vector loop's lane variable
+    std::vector<StagedStore> stores;
+    const StagedStore* find(const Stmt* s) const {
+      for (auto& st : stores)
+        if (st.store == s) return &st;
+      return nullptr;
+    }
+  };
+
+  /// The stores of loop `s`'s own body that the dialect stages: contiguous
+  /// along the loop (coefficient 1), of a dtype the dialect names.
+  Staging staged_stores(const Stmt& s) {
+    Staging st;
+    for (const Stmt& b : s.body) {
+      if (b.kind != Stmt::Kind::Store ||
+          b.index.coefficient(s.range.var) != std::optional<int64_t>(1))
+        continue;
+      const std::string lane = d_.staged_store_lane(s.range, k_.config, b.dtype);
+      if (lane.empty()) continue;
+      st.lane = lane;
+      st.stores.push_back({&b, fmt::format("{}_stage{}", b.name, staged_count_++)});
+    }
+    return st;
+  }
+
+  /// At the vector loop's last lane: the staged floats converted together,
+  /// then stored at the vector's elements (the loop variable redeclared as
+  /// each lane's: the staged stores are linear in it).
+  void flush_staged_stores(const Range& r) {
+    if (staging_.stores.empty()) return;
+    const int vec = k_.config.vec;
+    const std::string t = d_.index_type(k_.config.index_bits);
+    out_.line(fmt::format("if ({} == {}) {{", staging_.lane, vec - 1));
+    out_.indent();
+    for (const StagedStore& st : staging_.stores) {
+      const std::string bits = st.floats + "_bits";
+      out_.line(fmt::format("{} {}[{}];", d_.storage_type(st.store->dtype), bits, vec));
+      out_.line(d_.floats_to_half(st.store->dtype, st.floats, bits) + ";");
+    }
+    out_.line(fmt::format("const {} {}_last = {};", t, r.var, r.var));
+    // The vector's elements stored, each the value `lane_value` gives (of
+    // the lane variable's name) for the staged stores `stores`.
+    auto store_lanes = [&](const std::vector<const StagedStore*>& stores, auto lane_value) {
+      out_.line("#pragma unroll");
+      out_.line(fmt::format("for (int {0}_j = 0; {0}_j < {1}; ++{0}_j) {{", r.var, vec));
+      out_.indent();
+      out_.line(fmt::format("const {0} {1} = {1}_last - {2} + {1}_j;", t, r.var, vec - 1));
+      for (const StagedStore* st : stores)
+        out_.line(d_.store(st->store->name, d_.element_index(st->store->index, k_.config),
+                           lane_value(*st, r.var + "_j")) +
+                  ";");
+      out_.dedent();
+      out_.line("}");
+    };
+    std::vector<const StagedStore*> all;
+    for (const StagedStore& st : staging_.stores) all.push_back(&st);
+    store_lanes(all, [](const StagedStore& st, const std::string& j) {
+      return fmt::format("{}_bits[{}]", st.floats, j);
+    });
+    // Lanes the bulk conversion gives other bits than float_to_half, stored again.
+    for (const StagedStore& st : staging_.stores) {
+      const std::string redo = d_.staged_store_redo(st.store->dtype, st.floats);
+      if (redo.empty()) continue;
+      out_.line(fmt::format("if ({}) {{", redo));
+      out_.indent();
+      store_lanes({&st}, [this](const StagedStore& s, const std::string& j) {
+        return d_.float_to_half(s.store->dtype, fmt::format("{}[{}]", s.floats, j));
+      });
+      out_.dedent();
+      out_.line("}");
+    }
+    out_.dedent();
+    out_.line("}");
+  }
+
   void stmt(const Stmt& s) {
     switch (s.kind) {
       case Stmt::Kind::Loop: {
         const bool lanes = s.range.tag == RangeTag::Thread;
+        Staging staging = staged_stores(s);
+        for (const StagedStore& st : staging.stores)
+          out_.line(fmt::format("float {}[{}];", st.floats, k_.config.vec));
         d_.range_begin(s.range, k_.config, out_);
         out_.indent();
         thread_ranges_ += lanes;
+        std::swap(staging_, staging);
         body(s.body);
+        flush_staged_stores(s.range);
+        std::swap(staging_, staging);
         thread_ranges_ -= lanes;
         out_.dedent();
         d_.range_end(s.range, k_.config, out_);
@@ -320,9 +409,15 @@ class Printer {
           // the rounded float back would round it a second time, to the
           // same bits, at the cost of a conversion per element).
           const std::string bits = s.name + "_bits";
+          std::string source = convert_value(expr(*e.operands[0]), e.from, DType::Float32);
+          if (!staging_.stores.empty()) {
+            // Its float too, which a staged store takes in place of the bits.
+            out_.line(fmt::format("const float {}_unrounded = {};", s.name, source));
+            source = s.name + "_unrounded";
+            half_source_[s.name] = source;
+          }
           out_.line(fmt::format("const {} {} = {};", d_.storage_type(e.dtype), bits,
-                                d_.float_to_half(e.dtype, convert_value(expr(*e.operands[0]),
-                                                                        e.from, DType::Float32))));
+                                d_.float_to_half(e.dtype, source)));
           out_.line(fmt::format("const {} {} = {};", d_.value_type(s.dtype), s.name,
                                 d_.half_to_float(e.dtype, bits)));
           half_bits_[s.name] = {e.dtype, bits};
@@ -333,6 +428,16 @@ class Printer {
       }
       case Stmt::Kind::Store: {
         std::string v = expr(*s.value);
+        if (const StagedStore* st = staging_.find(&s)) {
+          // The float whose rounding is stored (that of a rounded temp: its
+          // bits, computed for the store only, are then not computed at all).
+          auto src = s.value->kind == Expr::Kind::Temp ? half_source_.find(s.value->name)
+                                                       : half_source_.end();
+          if (src != half_source_.end() && half_bits_.at(s.value->name).first == s.dtype)
+            v = src->second;
+          out_.line(fmt::format("{}[{}] = {};", st->floats, staging_.lane, v));
+          return;
+        }
         if (is_half(s.dtype)) {
           auto it =
               s.value->kind == Expr::Kind::Temp ? half_bits_.find(s.value->name) : half_bits_.end();
@@ -443,6 +548,10 @@ class Printer {
   /// Temps holding a value rounded to float16/bfloat16: its dtype and the
   /// temp of its bits (see Stmt::Kind::Let).
   std::map<std::string, std::pair<DType, std::string>> half_bits_;
+  /// Those temps' float before the rounding.
+  std::map<std::string, std::string> half_source_;
+  Staging staging_;  // of the innermost loop being printed
+  int staged_count_ = 0;
 };
 
 }  // namespace

@@ -99,6 +99,24 @@ class Dialect {
   /// same values).
   virtual std::string half_to_float(DType t, const std::string& v) const;
   virtual std::string float_to_half(DType t, const std::string& v) const;
+  /// Stores of `t` elements in the vector loop range_begin opens for `r`
+  /// that are staged: each lane's float kept in a float array, the last lane
+  /// converting them all (floats_to_half) and storing them together. The
+  /// loop's lane variable, or "" where such stores are not staged (the
+  /// default: each is converted and stored where it is computed).
+  virtual std::string staged_store_lane(const Range& r, const KernelConfig& c, DType t) const {
+    return "";
+  }
+  /// Statement converting the float array `floats` to the storage array
+  /// `bits` of `t` (as float_to_half converts each).
+  virtual std::string floats_to_half(DType t, const std::string& floats,
+                                     const std::string& bits) const {
+    return "";
+  }
+  /// The condition under which floats_to_half's bits of `floats` differ from
+  /// float_to_half's (the vector's elements are then stored again through
+  /// float_to_half), "" where they never do (the default).
+  virtual std::string staged_store_redo(DType t, const std::string& floats) const { return ""; }
   /// A literal of `s` typed as `t`.
   virtual std::string literal(const Scalar& s, DType t) const;
 };
