@@ -121,7 +121,9 @@ TEST_F(CudaCompile, BFloat16StoresGiveEagerBits) {
   // 64 vectors of 8 without a NaN at the end (the path without the redo).
   for (int i = 0; i < 512; ++i) bits.push_back(0x3f800000u + static_cast<uint32_t>(i) * 0x1235u);
   Tensor x = from_blob(bits.data(), {static_cast<int64_t>(bits.size())}, DType::Float32).clone();
-  // A conversion alone: arithmetic on the GPU would give the canonical NaN.
+  // A conversion alone: arithmetic on the GPU gives the canonical NaN
+  // before any conversion (neg is FADD there, eager and compiled alike), so
+  // only a conversion shows whether the staged stores keep payloads.
   auto fn = [](const Tensor& t) { return t.to(DType::BFloat16); };
   auto f = compile(fn);
   const Tensor got = f(x.cuda()).cpu(), want = fn(x.cuda()).cpu(), cpu = fn(x);

@@ -40,9 +40,10 @@ class CudaDialect : public Dialect {
   std::string float_to_half(DType t, const std::string& v) const override;
   /// bfloat16 stores of a vector loop (vec > 1) are staged: the hardware
   /// converts two floats per instruction (smelt::device::floats_to_bf16),
-  /// and its inline assembly, which NVVM moves no load or store across,
-  /// then sits after the vector's loads and before its stores, which stay
-  /// mergeable into 16-byte accesses.
+  /// and its inline assembly, which NVVM (CUDA 13) moves no load or store
+  /// across, then sits after the vector's loads and before its stores, which
+  /// stay mergeable into 16-byte accesses (checked on the PTX by
+  /// CudaCodegen.BFloat16StoresConvertInHardwareAndStayVectors).
   std::string staged_store_lane(const Range& r, const KernelConfig& c, DType t) const override;
   std::string floats_to_half(DType t, const std::string& floats,
                              const std::string& bits) const override;

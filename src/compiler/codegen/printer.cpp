@@ -316,7 +316,11 @@ class Printer {
   };
 
   /// The stores of loop `s`'s own body that the dialect stages: contiguous
-  /// along the loop (coefficient 1), of a dtype the dialect names.
+  /// along the loop (coefficient 1), of a dtype the dialect names. Staging
+  /// moves a lane's store after the later lanes' loads, which is safe because
+  /// a vector loop reads no element another lane of it writes: a kernel
+  /// writing into the memory of an input reads each element only in the lane
+  /// that writes it (compiler/fusion/in_place.h).
   Staging staged_stores(const Stmt& s) {
     Staging st;
     for (const Stmt& b : s.body) {
