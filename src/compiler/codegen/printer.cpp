@@ -313,13 +313,6 @@ class Printer {
         if (st.store == s) return &st;
       return nullptr;
     }
-    /// True when a staged store writes temp `name` (a value it then takes
-    /// before its rounding).
-    bool stores_temp(const std::string& name) const {
-      for (auto& st : stores)
-        if (st.store->value->kind == Expr::Kind::Temp && st.store->value->name == name) return true;
-      return false;
-    }
   };
 
   /// The stores of loop `s`'s own body that the dialect stages: contiguous
@@ -421,7 +414,7 @@ class Printer {
           // same bits, at the cost of a conversion per element).
           const std::string bits = s.name + "_bits";
           std::string source = convert_value(expr(*e.operands[0]), e.from, DType::Float32);
-          if (staging_.stores_temp(s.name)) {
+          if (!staging_.stores.empty()) {
             // Its float too, which a staged store takes in place of the bits.
             out_.line(fmt::format("const float {}_unrounded = {};", s.name, source));
             source = s.name + "_unrounded";
