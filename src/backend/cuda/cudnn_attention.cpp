@@ -27,7 +27,6 @@
 
 #include "backend/cuda/device.h"
 #include "backend/cuda/scratch.h"
-#include "smelt/error.h"
 
 #if SMELT_HAVE_CUDNN
 #include <cudnn_graph.h>
@@ -407,54 +406,44 @@ void execute_plan(cudnnHandle_t h, const Plan& plan, const AttentionArgs& a, boo
   check(api()->execute(h, plan.plan->get(), pack.get()), "cudnnBackendExecute");
 }
 
-/// The plan of `plans` (the finalized configurations, in the heuristic's
-/// order) that runs `a` fastest on `stream`: each timed over kTimedRuns
-/// calls after a warm-up (they write a.out, which the call after this writes
-/// again; out never shares memory with q, k or v); a later one chosen only
-/// when at least kTimedMargin faster than the one chosen so far, so that
-/// timing noise does not move the choice (nor the bits, which differ
-/// between engine configurations) from one process to the next. A
-/// configuration that declines or whose workspace does not fit is skipped.
-/// Returns after the stream is idle, so the plans not chosen can go. On the
-/// H200 the heuristic's first for GPT-2's attention (8 x 12 heads x 1024,
-/// head_dim 64, causal, bfloat16) took 50.4 us, its second 46.8 (the
-/// configuration PyTorch's cuDNN path runs: 47.9), the other three 68-88.
+/// The plan of `plans` (the heuristic's order) that runs `a` fastest on
+/// `stream`: each timed over kTimedRuns calls after a warm-up (they write
+/// a.out, which the call after this writes again); another than the
+/// heuristic's first only when at least kTimedMargin faster, so that timing
+/// noise does not move the choice (nor the bits, which differ between
+/// engine configurations) from one process to the next. On the H200 the
+/// heuristic's first for GPT-2's attention (8 x 12 heads x 1024, head_dim
+/// 64, causal, bfloat16) took 50.4 us, its second 46.8 (the configuration
+/// PyTorch's cuDNN path runs: 47.9), the other three 68-88.
 size_t fastest_plan(cudnnHandle_t h, const std::vector<Plan>& plans, const AttentionArgs& a,
                     bool causal, int device, cudaStream_t stream) {
-  struct Timing {
-    cudaStream_t stream;
-    cudaEvent_t e0 = nullptr, e1 = nullptr;
-    ~Timing() {
-      // Every launch of a plan done before the plans not chosen are destroyed
-      // (an error here is earlier work's, reported by the next check).
-      cudaStreamSynchronize(stream);
-      if (e0) cudaEventDestroy(e0);
-      if (e1) cudaEventDestroy(e1);
+  struct Event {
+    cudaEvent_t e = nullptr;
+    ~Event() {
+      if (e) cudaEventDestroy(e);
     }
-  } t{stream};
-  if (cudaEventCreate(&t.e0) != cudaSuccess || cudaEventCreate(&t.e1) != cudaSuccess) {
-    cudaGetLastError();  // this function's own failure: the first, untimed
+  } e0, e1;
+  if (cudaEventCreate(&e0.e) != cudaSuccess || cudaEventCreate(&e1.e) != cudaSuccess) {
+    cudaGetLastError();  // this function's own failure: the heuristic's first, untimed
     return 0;
   }
   std::vector<float> ms(plans.size(), INFINITY);
   for (size_t i = 0; i < plans.size(); ++i) {
     try {
       execute_plan(h, plans[i], a, causal, device, stream);
-      if (cudaEventRecord(t.e0, stream) != cudaSuccess) return 0;
+      cudaEventRecord(e0.e, stream);
       for (int r = 0; r < kTimedRuns; ++r) execute_plan(h, plans[i], a, causal, device, stream);
-      if (cudaEventRecord(t.e1, stream) != cudaSuccess ||
-          cudaEventSynchronize(t.e1) != cudaSuccess ||
-          cudaEventElapsedTime(&ms[i], t.e0, t.e1) != cudaSuccess)
-        return 0;  // the error stays pending for the next check to report
+      cudaEventRecord(e1.e, stream);
+      if (cudaEventSynchronize(e1.e) != cudaSuccess ||
+          cudaEventElapsedTime(&ms[i], e0.e, e1.e) != cudaSuccess)
+        ms[i] = INFINITY;
     } catch (const Declined&) {
       ms[i] = INFINITY;  // this configuration cannot run the problem
-    } catch (const OutOfMemoryError&) {
-      ms[i] = INFINITY;  // nor can this one, beside what the device holds now
     }
   }
   size_t best = 0;
   for (size_t i = 1; i < plans.size(); ++i)
-    if (ms[i] < ms[best] * (1 - kTimedMargin)) best = i;
+    if (ms[i] < ms[best] && (best != 0 || ms[i] < ms[0] * (1 - kTimedMargin))) best = i;
   return best;
 }
 
@@ -514,9 +503,7 @@ bool cudnn_attention(const AttentionArgs& a, DType dtype, bool causal, int devic
     ++g_launches;
   } catch (const Declined& d) {
     // A failed launch after a plan was built: smelt's own kernel runs instead
-    // (nothing was written by this call; a plan's first call times its
-    // configurations into a.out, which that kernel writes again), and this
-    // problem is not offered to cuDNN again.
+    // (nothing was written), and this problem is not offered to cuDNN again.
     {
       std::lock_guard<std::mutex> why_lock(g_why_mu);
       g_last_decline = "launch: " + d.why;

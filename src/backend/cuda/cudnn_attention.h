@@ -17,18 +17,16 @@ namespace smelt::cuda::impl {
 /// Runs `a` (AttentionArgs of kernels.h: float16 / bfloat16 q, k, v and out,
 /// no mask, a positive scale) with cuDNN on `stream` of device `device`; top-left causal when
 /// `causal` (PyTorch's is_causal). Plans are built once per shape, strides and
-/// dtype and cached; building one times the first engine configurations the
-/// heuristic offers on the call's own tensors (writing `out`) and keeps the
-/// fastest, another than the first only when 3% faster, so the first call of
-/// a shape synchronizes `stream`; engine configurations may differ in the
-/// last bits. Returns false, having launched nothing but that timing, when
-/// cuDNN is absent or turned off, or declines the problem (its engines'
-/// limits on head dim, alignment and strides); the caller then runs its own
-/// kernel. `device` must be the calling thread's current device (its cuDNN
-/// handle is created there on first use); the data pointers 16-byte aligned
-/// and the strides multiples of 8 elements (the tensors are declared so).
-/// Raises smelt::OutOfMemoryError when the chosen configuration's workspace
-/// does not fit.
+/// dtype and cached; building one times the heuristic's first engine
+/// configurations on the call's own tensors and keeps the fastest (the
+/// heuristic's first unless another is 3% faster), so the first call of a
+/// shape synchronizes `stream`. Returns false, having launched nothing, when cuDNN is
+/// absent or turned off, or declines the problem (its engines' limits on
+/// head dim, alignment and strides); the caller then runs its own kernel.
+/// `device` must be the calling thread's current device (its cuDNN handle is
+/// created there on first use); the data pointers 16-byte aligned and the
+/// strides multiples of 8 elements (the tensors are declared so). Raises
+/// smelt::OutOfMemoryError when cuDNN's workspace does not fit.
 bool cudnn_attention(const AttentionArgs& a, DType dtype, bool causal, int device,
                      cudaStream_t stream);
 
