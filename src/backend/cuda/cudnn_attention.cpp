@@ -101,12 +101,6 @@ std::atomic<bool> g_enabled{true};
 /// Distinct problems one device keeps plans for; past it new problems go to
 /// smelt's kernel (plans are never destroyed while a launch may use them).
 constexpr size_t kMaxCudnnPlans = 1024;
-/// Engine configurations (the heuristic's first ones) timed when a plan is
-/// built, the calls each is timed over, and the share by which another must
-/// beat the heuristic's first to be chosen (fastest_plan).
-constexpr int kTimedConfigs = 5;
-constexpr int kTimedRuns = 10;
-constexpr float kTimedMargin = 0.03f;
 std::atomic<int64_t> g_launches{0};
 std::mutex g_why_mu;
 std::string g_last_decline;  // guarded by g_why_mu
@@ -283,8 +277,7 @@ Handle& handle_for(int device) {
 }
 
 /// The execution plan of the flash-attention graph for `a`, or a Declined.
-std::vector<Plan> build_plans(cudnnHandle_t handle, const AttentionArgs& a, cudnnDataType_t io,
-                              bool causal) {
+Plan build_plan(cudnnHandle_t handle, const AttentionArgs& a, cudnnDataType_t io, bool causal) {
   GraphBuilder g;
   const int64_t b = a.batch, h = a.heads, L = a.L, S = a.S, E = a.head_dim;
   const auto& q =
@@ -325,8 +318,6 @@ std::vector<Plan> build_plans(cudnnHandle_t handle, const AttentionArgs& a, cudn
   g.pointwise(CUDNN_POINTWISE_EXP, f32, shifted, nullptr, nullptr, e);
   const auto& sum = g.temp(f32, rows);
   g.reduction(CUDNN_REDUCE_TENSOR_ADD, e, sum);
-  // The statistics, though virtual, are part of the pattern the engine
-  // recognizes: without them cuDNN 9 declines the graph.
   const auto& log_sum = g.temp(f32, rows);
   g.pointwise(CUDNN_POINTWISE_LOG, f32, sum, nullptr, nullptr, log_sum);
   const auto& stats = g.temp(f32, rows);
@@ -357,8 +348,7 @@ std::vector<Plan> build_plans(cudnnHandle_t handle, const AttentionArgs& a, cudn
                              CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got, raw.data()),
         "heuristics' results");
   std::string why = "no engine configuration finalized";
-  std::vector<Plan> plans;
-  for (int64_t i = 0; i < got && static_cast<int>(plans.size()) < kTimedConfigs; ++i) {
+  for (int64_t i = 0; i < got; ++i) {
     try {
       auto plan = std::make_unique<Desc>(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
       plan->set(kPlanHandle, CUDNN_TYPE_HANDLE, &handle)
@@ -370,81 +360,12 @@ std::vector<Plan> build_plans(cudnnHandle_t handle, const AttentionArgs& a, cudn
                                  CUDNN_TYPE_INT64, 1, &n, &out.workspace),
             "workspace size");
       out.plan = std::move(plan);
-      plans.push_back(std::move(out));
+      return out;
     } catch (const Declined& d) {
       why = d.why;
     }
   }
-  if (plans.empty()) throw Declined{why};
-  return plans;
-}
-
-/// Runs `plan` on `a`'s tensors on `stream`; throws Declined when cuDNN refuses.
-void execute_plan(cudnnHandle_t h, const Plan& plan, const AttentionArgs& a, bool causal,
-                  int device, cudaStream_t stream) {
-  Scratch scratch(device, stream);
-  void* workspace = plan.workspace > 0 ? scratch.get(static_cast<size_t>(plan.workspace),
-                                                     "scaled_dot_product_attention")
-                                       : nullptr;
-  const float scale = a.scale;
-  const float neg_inf = -INFINITY;
-  std::vector<int64_t> uids = {kQ, kK, kV, kO, kScale};
-  std::vector<void*> ptrs = {const_cast<void*>(a.q), const_cast<void*>(a.k), const_cast<void*>(a.v),
-                             a.out, const_cast<float*>(&scale)};
-  if (causal) {
-    uids.push_back(kNegInf);
-    ptrs.push_back(const_cast<float*>(&neg_inf));
-  }
-  Desc pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
-  pack.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, uids.data(),
-           static_cast<int64_t>(uids.size()))
-      .set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, ptrs.data(),
-           static_cast<int64_t>(ptrs.size()))
-      .set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, &workspace);
-  pack.finalize("variant pack");
-  check(api()->set_stream(h, stream), "cudnnSetStream");
-  check(api()->execute(h, plan.plan->get(), pack.get()), "cudnnBackendExecute");
-}
-
-/// The plan of `plans` (the heuristic's order) that runs `a` fastest on
-/// `stream`: each timed over kTimedRuns calls after a warm-up (they write
-/// a.out, which the call after this writes again); another than the
-/// heuristic's first only when at least kTimedMargin faster, so that timing
-/// noise does not move the choice (nor the bits, which differ between
-/// engine configurations) from one process to the next. On the H200 the
-/// heuristic's first for GPT-2's attention (8 x 12 heads x 1024, head_dim
-/// 64, causal, bfloat16) took 50.4 us, its second 46.8 (the configuration
-/// PyTorch's cuDNN path runs: 47.9), the other three 68-88.
-size_t fastest_plan(cudnnHandle_t h, const std::vector<Plan>& plans, const AttentionArgs& a,
-                    bool causal, int device, cudaStream_t stream) {
-  struct Event {
-    cudaEvent_t e = nullptr;
-    ~Event() {
-      if (e) cudaEventDestroy(e);
-    }
-  } e0, e1;
-  if (cudaEventCreate(&e0.e) != cudaSuccess || cudaEventCreate(&e1.e) != cudaSuccess) {
-    cudaGetLastError();  // this function's own failure: the heuristic's first, untimed
-    return 0;
-  }
-  std::vector<float> ms(plans.size(), INFINITY);
-  for (size_t i = 0; i < plans.size(); ++i) {
-    try {
-      execute_plan(h, plans[i], a, causal, device, stream);
-      cudaEventRecord(e0.e, stream);
-      for (int r = 0; r < kTimedRuns; ++r) execute_plan(h, plans[i], a, causal, device, stream);
-      cudaEventRecord(e1.e, stream);
-      if (cudaEventSynchronize(e1.e) != cudaSuccess ||
-          cudaEventElapsedTime(&ms[i], e0.e, e1.e) != cudaSuccess)
-        ms[i] = INFINITY;
-    } catch (const Declined&) {
-      ms[i] = INFINITY;  // this configuration cannot run the problem
-    }
-  }
-  size_t best = 0;
-  for (size_t i = 1; i < plans.size(); ++i)
-    if (ms[i] < ms[best] && (best != 0 || ms[i] < ms[0] * (1 - kTimedMargin))) best = i;
-  return best;
+  throw Declined{why};
 }
 
 }  // namespace
@@ -484,10 +405,7 @@ bool cudnn_attention(const AttentionArgs& a, DType dtype, bool causal, int devic
     }
     Plan built;
     try {
-      std::vector<Plan> plans = build_plans(hd.h, a, io, causal);
-      const size_t best =
-          plans.size() > 1 ? fastest_plan(hd.h, plans, a, causal, device, stream) : 0;
-      built = std::move(plans[best]);
+      built = build_plan(hd.h, a, io, causal);
     } catch (const Declined& d) {
       std::lock_guard<std::mutex> why_lock(g_why_mu);
       g_last_decline = std::to_string(a.batch) + "x" + std::to_string(a.heads) + "x" +
@@ -498,8 +416,29 @@ bool cudnn_attention(const AttentionArgs& a, DType dtype, bool causal, int devic
   }
   const Plan& plan = it->second;
   if (!plan.plan) return false;
+  Scratch scratch(device, stream);
+  void* workspace = plan.workspace > 0 ? scratch.get(static_cast<size_t>(plan.workspace),
+                                                     "scaled_dot_product_attention")
+                                       : nullptr;
+  const float scale = a.scale;
+  const float neg_inf = -INFINITY;
+  std::vector<int64_t> uids = {kQ, kK, kV, kO, kScale};
+  std::vector<void*> ptrs = {const_cast<void*>(a.q), const_cast<void*>(a.k), const_cast<void*>(a.v),
+                             a.out, const_cast<float*>(&scale)};
+  if (causal) {
+    uids.push_back(kNegInf);
+    ptrs.push_back(const_cast<float*>(&neg_inf));
+  }
   try {
-    execute_plan(hd.h, plan, a, causal, device, stream);
+    Desc pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
+    pack.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, uids.data(),
+             static_cast<int64_t>(uids.size()))
+        .set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, ptrs.data(),
+             static_cast<int64_t>(ptrs.size()))
+        .set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, &workspace);
+    pack.finalize("variant pack");
+    check(api()->set_stream(hd.h, stream), "cudnnSetStream");
+    check(api()->execute(hd.h, plan.plan->get(), pack.get()), "cudnnBackendExecute");
     ++g_launches;
   } catch (const Declined& d) {
     // A failed launch after a plan was built: smelt's own kernel runs instead

@@ -17,10 +17,7 @@ namespace smelt::cuda::impl {
 /// Runs `a` (AttentionArgs of kernels.h: float16 / bfloat16 q, k, v and out,
 /// no mask, a positive scale) with cuDNN on `stream` of device `device`; top-left causal when
 /// `causal` (PyTorch's is_causal). Plans are built once per shape, strides and
-/// dtype and cached; building one times the heuristic's first engine
-/// configurations on the call's own tensors and keeps the fastest (the
-/// heuristic's first unless another is 3% faster), so the first call of a
-/// shape synchronizes `stream`. Returns false, having launched nothing, when cuDNN is
+/// dtype and cached. Returns false, having launched nothing, when cuDNN is
 /// absent or turned off, or declines the problem (its engines' limits on
 /// head dim, alignment and strides); the caller then runs its own kernel.
 /// `device` must be the calling thread's current device (its cuDNN handle is
