@@ -214,18 +214,24 @@ SMELT_VM_TRIG(cos, 1)
   SMELT_VM_VARIANTS_BCD(VARIANT, fn, name, t, V4, V8, n4, n8)                      \
   VARIANT(fn, e, n16, V16, "avx512f", Sleef_cinz_##name##t##n16##_u10avx512fnofma, \
           Sleef_finz_##name##t##n16##_u10avx512f)
-// The double function of `name`, scalar and every vector width.
-#define SMELT_VM_DEFINE_D(name)                                                                    \
-  SMELT_VM_SCALAR(name, double, Sleef_cinz_##name##d1_u10purec, Sleef_finz_##name##d1_u10purecfma) \
-  SMELT_VM_SLEEF_ALL(name, d, smelt_vm_d2, smelt_vm_d4, smelt_vm_d8, 2, 4, 8)                      \
-  SMELT_VM_VARIANTS(SMELT_VM_VECTOR, name, name, d, smelt_vm_d2, smelt_vm_d4, smelt_vm_d8, 2, 4, 8)
-// The float (f) and double functions of `name`, scalar and every vector width.
-#define SMELT_VM_DEFINE(name)                                                                     \
-  SMELT_VM_SCALAR(name##f, float, Sleef_cinz_##name##f1_u10purec,                                 \
-                  Sleef_finz_##name##f1_u10purecfma)                                              \
-  SMELT_VM_SLEEF_ALL(name, f, smelt_vm_f4, smelt_vm_f8, smelt_vm_f16, 4, 8, 16)                   \
-  SMELT_VM_VARIANTS(SMELT_VM_VECTOR, name##f, name, f, smelt_vm_f4, smelt_vm_f8, smelt_vm_f16, 4, \
-                    8, 16)                                                                        \
+// The float (F) or double (D) function of `name`, scalar and every vector
+// width, made by the scalar, SLEEF-list and variant macros of one argument
+// (SMELT_VM_SCALAR, SMELT_VM_SLEEF_ALL, SMELT_VM_VECTOR) or of two
+// (SMELT_VM_SCALAR2, SMELT_VM_SLEEF2_ALL, SMELT_VM_VECTOR2).
+#define SMELT_VM_DEFINE_F_WITH(SCALAR, SLEEF_ALL, VECTOR, name)                             \
+  SCALAR(name##f, float, Sleef_cinz_##name##f1_u10purec, Sleef_finz_##name##f1_u10purecfma) \
+  SLEEF_ALL(name, f, smelt_vm_f4, smelt_vm_f8, smelt_vm_f16, 4, 8, 16)                      \
+  SMELT_VM_VARIANTS(VECTOR, name##f, name, f, smelt_vm_f4, smelt_vm_f8, smelt_vm_f16, 4, 8, 16)
+#define SMELT_VM_DEFINE_D_WITH(SCALAR, SLEEF_ALL, VECTOR, name)                           \
+  SCALAR(name, double, Sleef_cinz_##name##d1_u10purec, Sleef_finz_##name##d1_u10purecfma) \
+  SLEEF_ALL(name, d, smelt_vm_d2, smelt_vm_d4, smelt_vm_d8, 2, 4, 8)                      \
+  SMELT_VM_VARIANTS(VECTOR, name, name, d, smelt_vm_d2, smelt_vm_d4, smelt_vm_d8, 2, 4, 8)
+// The double function of `name`.
+#define SMELT_VM_DEFINE_D(name) \
+  SMELT_VM_DEFINE_D_WITH(SMELT_VM_SCALAR, SMELT_VM_SLEEF_ALL, SMELT_VM_VECTOR, name)
+// The float and double functions of `name`.
+#define SMELT_VM_DEFINE(name)                                                        \
+  SMELT_VM_DEFINE_F_WITH(SMELT_VM_SCALAR, SMELT_VM_SLEEF_ALL, SMELT_VM_VECTOR, name) \
   SMELT_VM_DEFINE_D(name)
 // The float and double functions of `name` whose FMA-family float function is
 // smelt's own (smelt_vm_own_<name>f<lanes>, above): sin and cos.
@@ -266,16 +272,9 @@ SMELT_VM_TRIG(cos, 1)
   SMELT_VM_SLEEF2(V4, "avx2,fma", Sleef_finz_##name##t##n4##_u10avx2128)       \
   SMELT_VM_SLEEF2(V8, "avx2,fma", Sleef_finz_##name##t##n8##_u10avx2)          \
   SMELT_VM_SLEEF2(V16, "avx512f,fma", Sleef_finz_##name##t##n16##_u10avx512f)
-#define SMELT_VM_DEFINE2(name)                                                                     \
-  SMELT_VM_SCALAR2(name##f, float, Sleef_cinz_##name##f1_u10purec,                                 \
-                   Sleef_finz_##name##f1_u10purecfma)                                              \
-  SMELT_VM_SLEEF2_ALL(name, f, smelt_vm_f4, smelt_vm_f8, smelt_vm_f16, 4, 8, 16)                   \
-  SMELT_VM_VARIANTS(SMELT_VM_VECTOR2, name##f, name, f, smelt_vm_f4, smelt_vm_f8, smelt_vm_f16, 4, \
-                    8, 16)                                                                         \
-  SMELT_VM_SCALAR2(name, double, Sleef_cinz_##name##d1_u10purec,                                   \
-                   Sleef_finz_##name##d1_u10purecfma)                                              \
-  SMELT_VM_SLEEF2_ALL(name, d, smelt_vm_d2, smelt_vm_d4, smelt_vm_d8, 2, 4, 8)                     \
-  SMELT_VM_VARIANTS(SMELT_VM_VECTOR2, name, name, d, smelt_vm_d2, smelt_vm_d4, smelt_vm_d8, 2, 4, 8)
+#define SMELT_VM_DEFINE2(name)                                                          \
+  SMELT_VM_DEFINE_F_WITH(SMELT_VM_SCALAR2, SMELT_VM_SLEEF2_ALL, SMELT_VM_VECTOR2, name) \
+  SMELT_VM_DEFINE_D_WITH(SMELT_VM_SCALAR2, SMELT_VM_SLEEF2_ALL, SMELT_VM_VECTOR2, name)
 #else
 #define SMELT_VM_DEFINE2(name)                                     \
   SMELT_VM_SCALAR2(name##f, float, Sleef_cinz_##name##f1_u10purec, \
@@ -403,6 +402,8 @@ extern "C" float smelt_vm_def_erff(float a) { return smelt::vmath::f32::erf(a); 
 #undef SMELT_VM_DECLARE_FMA2
 #undef SMELT_VM_DEFINE
 #undef SMELT_VM_DEFINE_D
+#undef SMELT_VM_DEFINE_F_WITH
+#undef SMELT_VM_DEFINE_D_WITH
 #undef SMELT_VM_VARIANTS
 #undef SMELT_VM_VARIANTS_BCD
 #undef SMELT_VM_SLEEF_ALL
