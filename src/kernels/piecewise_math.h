@@ -243,18 +243,32 @@ __attribute__((target("avx512f"))) inline F16 erf16(F16 a) {
 // (vector_math_impl.h's scalar, 4-, 8- and 16-lane functions and the eager
 // kernels, backend/cpu/unary_runs.h), so all give the same bits. V: double
 // vectors of the width; U: unsigned 64-bit integers of the width; FMA: its
-// fused multiply-add; S: a double as V (a broadcast). Valid for sin (COS 0)
-// and cos (COS 1).
-#define SMELT_VM_TRIG_BODY(V, U, FMA, S, d, COS, out)                                            \
+// fused multiply-add; FLOOR(a, b): a b + 2^52 rounded down (toward -inf) in
+// one rounding, for 0 <= a b < 2^51, i.e. 2^52 + floor(a b) with the exact
+// product (one instruction with AVX-512's embedded rounding, else
+// SMELT_VM_FLOOR_FMA's two); S: a double as V (a broadcast). Valid for sin
+// (COS 0) and cos (COS 1).
+//   sin: n = rint(x / pi) (the shifter's round to nearest), r = x - n pi;
+//   cos: the even function of a = |x|: n = floor(a / pi), q = n + 1/2,
+//        r = q pi - a, so cos x = cos(n pi + pi/2 - r) = (-1)^n sin r. The
+//        shifter 2^52 leaves q one subtraction of a constant (2^52 - 1/2,
+//        exact): two operations ahead of the reduction, as sin's, where
+//        q = rint(x / pi - 1/2) + 1/2 took four (cos 1.12 -> 1.0 of sin's
+//        time, one thread of a 2-core AMD EPYC).
+//   Both: r with pi as two doubles (the first product exact in the fused
+//   multiply-add), sin r = r (1 + s P(s)), s = r^2, the sign (-1)^n from the
+//   shifted n's lowest bit.
+#define SMELT_VM_TRIG_BODY(V, U, FMA, FLOOR, S, d, COS, out)                                     \
   do {                                                                                           \
-    const V shift_ = S(0x1.8p52);                                                                \
     V nb_, r_;                                                                                   \
     if (COS) {                                                                                   \
-      nb_ = FMA(d, S(0x1.45f306dc9c883p-2), S(-0.5)) + shift_;                                   \
-      const V q_ = (nb_ - shift_) + S(0.5);                                                      \
-      r_ = FMA(q_, S(0x1.921fb54442d18p+1), -(d));                                               \
+      const V a_ = __builtin_bit_cast(V, __builtin_bit_cast(U, d) & 0x7fffffffffffffffull);      \
+      nb_ = FLOOR(a_, S(0x1.45f306dc9c883p-2));                                                  \
+      const V q_ = nb_ - S(0x1p52 - 0.5);                                                        \
+      r_ = FMA(q_, S(0x1.921fb54442d18p+1), -a_);                                                \
       r_ = FMA(q_, S(0x1.1a62633145c07p-53), r_);                                                \
     } else {                                                                                     \
+      const V shift_ = S(0x1.8p52);                                                              \
       nb_ = FMA(d, S(0x1.45f306dc9c883p-2), shift_);                                             \
       const V n_ = nb_ - shift_;                                                                 \
       r_ = FMA(n_, S(-0x1.921fb54442d18p+1), d);                                                 \
@@ -267,25 +281,55 @@ __attribute__((target("avx512f"))) inline F16 erf16(F16 a) {
     const V y_ = r_ * FMA(s_, p_, S(1.0));                                                       \
     out = __builtin_bit_cast(V, __builtin_bit_cast(U, y_) ^ (__builtin_bit_cast(U, nb_) << 63)); \
   } while (0)
+// FLOOR without a rounding mode: the shifter's round to nearest, one lower
+// where that rounded up (the fused multiply-add's a b - n is exact in sign).
+#define SMELT_VM_FLOOR_FMA(V, FMA, S, a, b, out)                    \
+  do {                                                              \
+    const V nr_ = FMA(a, b, S(0x1p52));                             \
+    out = FMA(a, b, S(0x1p52) - nr_) < S(0.0) ? nr_ - S(1.0) : nr_; \
+  } while (0)
 // The body on the two halves lo, hi of a float vector (widened to V by WIDEN).
-#define SMELT_VM_TRIG_HALVES(V, U, FMA, S, WIDEN, lo, hi, COS, yl, yh) \
-  do {                                                                 \
-    const V dl_ = WIDEN(lo), dh_ = WIDEN(hi);                          \
-    SMELT_VM_TRIG_BODY(V, U, FMA, S, dl_, COS, yl);                    \
-    SMELT_VM_TRIG_BODY(V, U, FMA, S, dh_, COS, yh);                    \
+#define SMELT_VM_TRIG_HALVES(V, U, FMA, FLOOR, S, WIDEN, lo, hi, COS, yl, yh) \
+  do {                                                                        \
+    const V dl_ = WIDEN(lo), dh_ = WIDEN(hi);                                 \
+    SMELT_VM_TRIG_BODY(V, U, FMA, FLOOR, S, dl_, COS, yl);                    \
+    SMELT_VM_TRIG_BODY(V, U, FMA, FLOOR, S, dh_, COS, yh);                    \
   } while (0)
 typedef unsigned long long U8 __attribute__((vector_size(64)));
 typedef float F8 __attribute__((vector_size(32)));
-// 8 floats to 8 doubles in one instruction (GCC's __builtin_convertvector
-// splits it into four).
-#if defined(__clang__)
-#define SMELT_VM_TRIG_WIDEN8(f) __builtin_convertvector(f, ::smelt::vmath::pw::D8)
-#else
-#define SMELT_VM_TRIG_WIDEN8(f) \
-  __builtin_ia32_cvtps2pd512_mask(f, ::smelt::vmath::pw::D8{}, 0xff, 4)
-#endif
 #define SMELT_VM_TRIG_S8(c) (::smelt::vmath::pw::D8{} + (c))
 #define SMELT_VM_TRIG_FMA8(a, b, c) __builtin_ia32_vfmaddpd512_mask(a, b, c, 0xff, 4)
+// Rounding 9: toward -inf, exceptions suppressed.
+#define SMELT_VM_TRIG_FLOOR8(a, b) \
+  __builtin_ia32_vfmaddpd512_mask(a, b, SMELT_VM_TRIG_S8(0x1p52), 0xff, 9)
+
+/// sin (kCos false) or cos (true) of 8 floats widened to double lanes, |x| <=
+/// 2^31, before the rounding to float (the eager kernels widen and narrow
+/// through memory: vcvtps2pd / vcvtpd2ps without a lane-crossing shuffle).
+template <bool kCos>
+__attribute__((target("avx512f,fma"))) inline D8 trig8(D8 d) {
+  D8 y;
+  SMELT_VM_TRIG_BODY(D8, U8, SMELT_VM_TRIG_FMA8, SMELT_VM_TRIG_FLOOR8, SMELT_VM_TRIG_S8, d, kCos,
+                     y);
+  return y;
+}
+#undef SMELT_VM_TRIG_FLOOR8
+#undef SMELT_VM_TRIG_S8
+#undef SMELT_VM_TRIG_FMA8
+
+/// 8 floats as 8 doubles in one instruction (GCC's __builtin_convertvector
+/// splits it into four).
+__attribute__((target("avx512f"))) inline D8 widen8(F8 f) {
+#if defined(__clang__)
+  return __builtin_convertvector(f, D8);
+#else
+  return __builtin_ia32_cvtps2pd512_mask(f, D8{}, 0xff, 4);
+#endif
+}
+/// 8 doubles rounded to 8 floats (to nearest).
+__attribute__((target("avx512f"))) inline F8 narrow8(D8 d) {
+  return __builtin_ia32_cvtpd2ps512_mask(d, F8{}, 0xff, 4);
+}
 
 /// sin (kCos false) or cos (true) of 16 lanes of |x| <= 2^31 (other lanes:
 /// any value; vector_math_impl.h gives them SLEEF's).
@@ -293,16 +337,9 @@ template <bool kCos>
 __attribute__((target("avx512f,fma"))) inline F16 trig16(F16 a) {
   const F8 lo = __builtin_shufflevector(a, a, 0, 1, 2, 3, 4, 5, 6, 7);
   const F8 hi = __builtin_shufflevector(a, a, 8, 9, 10, 11, 12, 13, 14, 15);
-  D8 yl, yh;
-  SMELT_VM_TRIG_HALVES(D8, U8, SMELT_VM_TRIG_FMA8, SMELT_VM_TRIG_S8, SMELT_VM_TRIG_WIDEN8, lo, hi,
-                       kCos, yl, yh);
-  return __builtin_shufflevector(__builtin_ia32_cvtpd2ps512_mask(yl, F8{}, 0xff, 4),
-                                 __builtin_ia32_cvtpd2ps512_mask(yh, F8{}, 0xff, 4), 0, 1, 2, 3, 4,
-                                 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  return __builtin_shufflevector(narrow8(trig8<kCos>(widen8(lo))), narrow8(trig8<kCos>(widen8(hi))),
+                                 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
 }
-#undef SMELT_VM_TRIG_WIDEN8
-#undef SMELT_VM_TRIG_S8
-#undef SMELT_VM_TRIG_FMA8
 
 /// The lanes of a outside trig16's range (|x| > 2^31, infinities, NaN), as a mask.
 __attribute__((target("avx512f"))) inline unsigned short trig_big16(F16 a) {

@@ -72,14 +72,17 @@
 // inline too: SLEEF's u10 sinf works in float pairs, 50 instructions a
 // vector), computed in double lanes
 // with fused multiply-adds (an instruction everywhere it runs):
-// n = rint(x / pi) (cos: rint(x / pi - 1/2) + 1/2), r = x - n pi with pi as
+// n = rint(x / pi), r = x - n pi (cos, of a = |x|: n = floor(a / pi),
+// r = (n + 1/2) pi - a, the floor one fused multiply-add rounded toward
+// -inf) with pi as
 // two doubles (the first step exact), sin r = r (1 + s P(s)), s = r^2, P of
 // degree 3 (least-squares fit on Chebyshev nodes of |r| <= pi/2, relative
 // error < 7.5e-9), the sign from n's parity, one rounding to float; for
 // |x| <= 2^31 (above, infinities and NaN: SLEEF's finz u10). Checked on all
-// 2^32 float32: the scalar, 4-, 8- and 16-lane functions give the same bits,
-// never more than 1 ulp from glibc's double sin / cos rounded to float, at
-// most 0.62 ulp from the exact value for |x| <= 2^31. 0.42 / 0.47 ns per
+// 2^32 float32: the scalar, 4-, 8- and 16-lane functions and the eager
+// kernel give the same bits, never more than 1 ulp from glibc's double
+// sin / cos rounded to float, at most 0.62 ulp from the exact value (cosl /
+// sinl) for |x| <= 2^31. 0.42 / 0.47 ns per
 // element against SLEEF's 0.51 / 0.65 (AVX-512, first-level cache, one
 // thread of a Sapphire Rapids). The no-FMA family keeps SLEEF's cinz.
 //

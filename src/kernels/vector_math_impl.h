@@ -74,6 +74,11 @@ static inline bool smelt_vm_fma() {
 // that the eager kernels inline as well), so the same bits.
 #define SMELT_VM_TRIG_SCALAR_S(c) (c)
 #define SMELT_VM_TRIG_SCALAR_FMA(a, b, c) __builtin_fma(a, b, c)
+static inline __attribute__((target("fma"))) double smelt_vm_trig_floor1(double a, double b) {
+  double out;
+  SMELT_VM_FLOOR_FMA(double, SMELT_VM_TRIG_SCALAR_FMA, SMELT_VM_TRIG_SCALAR_S, a, b, out);
+  return out;
+}
 typedef double smelt_vm_trig_d4 __attribute__((vector_size(32)));
 typedef unsigned long long smelt_vm_trig_u4 __attribute__((vector_size(32)));
 typedef unsigned int smelt_vm_trig_i4 __attribute__((vector_size(16)));
@@ -83,6 +88,12 @@ typedef int smelt_vm_trig_s16 __attribute__((vector_size(64)));
 #define SMELT_VM_TRIG_WIDEN4(f) __builtin_convertvector(f, smelt_vm_trig_d4)
 #define SMELT_VM_TRIG_S4(c) (smelt_vm_trig_d4{} + (c))
 #define SMELT_VM_TRIG_FMA4(a, b, c) __builtin_ia32_vfmaddpd256(a, b, c)
+static inline __attribute__((target("avx2,fma"))) smelt_vm_trig_d4 smelt_vm_trig_floor4(
+    smelt_vm_trig_d4 a, smelt_vm_trig_d4 b) {
+  smelt_vm_trig_d4 out;
+  SMELT_VM_FLOOR_FMA(smelt_vm_trig_d4, SMELT_VM_TRIG_FMA4, SMELT_VM_TRIG_S4, a, b, out);
+  return out;
+}
 /// |x| <= 2^31 (false for infinities and NaN): the own functions' range.
 #define SMELT_VM_TRIG_SMALL(bits) (((bits)&0x7fffffffu) <= 0x4f000000u)
 // One own function `name` (sin / cos, COS 0 / 1): scalar, 4, 8 and 16 lanes.
@@ -101,7 +112,7 @@ typedef int smelt_vm_trig_s16 __attribute__((vector_size(64)));
     if (!SMELT_VM_TRIG_SMALL(bits)) return Sleef_finz_##name##f1_u10purecfma(a);                   \
     const double d = a;                                                                            \
     double y;                                                                                      \
-    SMELT_VM_TRIG_BODY(double, unsigned long long, SMELT_VM_TRIG_SCALAR_FMA,                       \
+    SMELT_VM_TRIG_BODY(double, unsigned long long, SMELT_VM_TRIG_SCALAR_FMA, smelt_vm_trig_floor1, \
                        SMELT_VM_TRIG_SCALAR_S, d, COS, y);                                         \
     return static_cast<float>(y);                                                                  \
   }                                                                                                \
@@ -109,8 +120,8 @@ typedef int smelt_vm_trig_s16 __attribute__((vector_size(64)));
   smelt_vm_f4 smelt_vm_own_##name##f4(smelt_vm_f4 a) {                                             \
     const smelt_vm_trig_d4 d = __builtin_convertvector(a, smelt_vm_trig_d4);                       \
     smelt_vm_trig_d4 y;                                                                            \
-    SMELT_VM_TRIG_BODY(smelt_vm_trig_d4, smelt_vm_trig_u4, SMELT_VM_TRIG_FMA4, SMELT_VM_TRIG_S4,   \
-                       d, COS, y);                                                                 \
+    SMELT_VM_TRIG_BODY(smelt_vm_trig_d4, smelt_vm_trig_u4, SMELT_VM_TRIG_FMA4,                     \
+                       smelt_vm_trig_floor4, SMELT_VM_TRIG_S4, d, COS, y);                         \
     smelt_vm_f4 r = __builtin_convertvector(y, smelt_vm_f4);                                       \
     const smelt_vm_trig_i4 big =                                                                   \
         (__builtin_bit_cast(smelt_vm_trig_i4, a) & 0x7fffffffu) > 0x4f000000u;                     \
@@ -123,8 +134,9 @@ typedef int smelt_vm_trig_s16 __attribute__((vector_size(64)));
     const smelt_vm_f4 lo = __builtin_shufflevector(a, a, 0, 1, 2, 3);                              \
     const smelt_vm_f4 hi = __builtin_shufflevector(a, a, 4, 5, 6, 7);                              \
     smelt_vm_trig_d4 yl, yh;                                                                       \
-    SMELT_VM_TRIG_HALVES(smelt_vm_trig_d4, smelt_vm_trig_u4, SMELT_VM_TRIG_FMA4, SMELT_VM_TRIG_S4, \
-                         SMELT_VM_TRIG_WIDEN4, lo, hi, COS, yl, yh);                               \
+    SMELT_VM_TRIG_HALVES(smelt_vm_trig_d4, smelt_vm_trig_u4, SMELT_VM_TRIG_FMA4,                   \
+                         smelt_vm_trig_floor4, SMELT_VM_TRIG_S4, SMELT_VM_TRIG_WIDEN4, lo, hi,     \
+                         COS, yl, yh);                                                             \
     smelt_vm_f8 r =                                                                                \
         __builtin_shufflevector(__builtin_convertvector(yl, smelt_vm_f4),                          \
                                 __builtin_convertvector(yh, smelt_vm_f4), 0, 1, 2, 3, 4, 5, 6, 7); \
@@ -421,4 +433,5 @@ extern "C" float smelt_vm_def_erff(float a) { return smelt::vmath::f32::erf(a); 
 #undef SMELT_VM_TRIG_FMA4
 #undef SMELT_VM_TRIG_WIDEN4
 #undef SMELT_VM_TRIG_HALVES
+#undef SMELT_VM_FLOOR_FMA
 #endif

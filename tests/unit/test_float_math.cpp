@@ -84,22 +84,33 @@ extern "C" __attribute__((target("sse2"))) V4 erf_b(V4) __asm__("_ZGVbN4v_smelt_
 extern "C" __attribute__((target("avx"))) V8 erf_c(V8) __asm__("_ZGVcN8v_smelt_vm_erff");
 extern "C" __attribute__((target("avx2"))) V8 erf_d(V8) __asm__("_ZGVdN8v_smelt_vm_erff");
 extern "C" __attribute__((target("avx512f"))) V16 erf_e(V16) __asm__("_ZGVeN16v_smelt_vm_erff");
+extern "C" __attribute__((target("sse2"))) V4 sin_b(V4) __asm__("_ZGVbN4v_smelt_vm_sinf");
+extern "C" __attribute__((target("avx"))) V8 sin_c(V8) __asm__("_ZGVcN8v_smelt_vm_sinf");
+extern "C" __attribute__((target("avx2"))) V8 sin_d(V8) __asm__("_ZGVdN8v_smelt_vm_sinf");
+extern "C" __attribute__((target("avx512f"))) V16 sin_e(V16) __asm__("_ZGVeN16v_smelt_vm_sinf");
+extern "C" __attribute__((target("sse2"))) V4 cos_b(V4) __asm__("_ZGVbN4v_smelt_vm_cosf");
+extern "C" __attribute__((target("avx"))) V8 cos_c(V8) __asm__("_ZGVcN8v_smelt_vm_cosf");
+extern "C" __attribute__((target("avx2"))) V8 cos_d(V8) __asm__("_ZGVdN8v_smelt_vm_cosf");
+extern "C" __attribute__((target("avx512f"))) V16 cos_e(V16) __asm__("_ZGVeN16v_smelt_vm_cosf");
 // The 16-lane float exp the JIT's vectorized loops call (vmath::pw::exp16).
 extern "C" __attribute__((target("avx512f"))) V16 exp_e(V16) __asm__("_ZGVeN16v_smelt_vm_expf");
 
 namespace {
-// run_<isa>(v, erf): the <isa> variant of tanh or erf over v, a vector at a time.
-#define RUN_VARIANT(isa, V, tgt)                                                         \
-  __attribute__((target(tgt))) std::vector<float> run_##isa(const std::vector<float>& v, \
-                                                            bool erf) {                  \
-    std::vector<float> out(v.size());                                                    \
-    for (size_t i = 0; i + sizeof(V) / 4 <= v.size(); i += sizeof(V) / 4) {              \
-      V a;                                                                               \
-      std::memcpy(&a, &v[i], sizeof a);                                                  \
-      const V r = erf ? erf_##isa(a) : tanh_##isa(a);                                    \
-      std::memcpy(&out[i], &r, sizeof r);                                                \
-    }                                                                                    \
-    return out;                                                                          \
+enum class Fn { kTanh, kErf, kSin, kCos };
+// run_<isa>(v, fn): the <isa> variant of tanh, erf, sin or cos over v, a vector at a time.
+#define RUN_VARIANT(isa, V, tgt)                                                                  \
+  __attribute__((target(tgt))) std::vector<float> run_##isa(const std::vector<float>& v, Fn fn) { \
+    std::vector<float> out(v.size());                                                             \
+    for (size_t i = 0; i + sizeof(V) / 4 <= v.size(); i += sizeof(V) / 4) {                       \
+      V a;                                                                                        \
+      std::memcpy(&a, &v[i], sizeof a);                                                           \
+      const V r = fn == Fn::kErf    ? erf_##isa(a)                                                \
+                  : fn == Fn::kTanh ? tanh_##isa(a)                                               \
+                  : fn == Fn::kSin  ? sin_##isa(a)                                                \
+                                    : cos_##isa(a);                                                \
+      std::memcpy(&out[i], &r, sizeof r);                                                         \
+    }                                                                                             \
+    return out;                                                                                   \
   }
 RUN_VARIANT(b, V4, "sse2")
 RUN_VARIANT(c, V8, "avx")
@@ -117,31 +128,48 @@ __attribute__((target("avx512f"))) void exp16_of(const float* in, float* out) {
 
 // The scalar function, the whole run (eager's kernel) and the 4-, 8- and
 // 16-lane vector variants give the same bits (every 97th bit pattern, the
-// special values and the ends of the intervals and of the saturation).
-TEST(FloatMath, TanhAndErfGiveTheSameBitsInEveryWidth) {
+// special values, the ends of tanh's and erf's intervals and of their
+// saturation, and for sin and cos the floats nearest to multiples of pi / 2,
+// where the reduction's rounding of x / pi is closest to a tie, and the ends
+// of their own range, 2^31).
+TEST(FloatMath, TranscendentalsGiveTheSameBitsInEveryWidth) {
   std::vector<float> v = sweep(97);
   const float inf = std::numeric_limits<float>::infinity();
   for (float x :
-       {0.0f,   -0.0f,       inf,        -inf,       std::numeric_limits<float>::quiet_NaN(),
-        1e-40f, -1e-45f,     0x1p-126f,  0x1p-96f,   0x1.fffffep-97f,
-        0.125f, 0.12499999f, 2.0f,       3.9192059f, 3.9192057f,
-        4.0f,   8.0f,        9.0109138f, 9.0109129f, 10.0f,
-        1e30f})
+       {0.0f,   -0.0f,       inf,           -inf,       std::numeric_limits<float>::quiet_NaN(),
+        1e-40f, -1e-45f,     0x1p-126f,     0x1p-96f,   0x1.fffffep-97f,
+        0.125f, 0.12499999f, 2.0f,          3.9192059f, 3.9192057f,
+        4.0f,   8.0f,        9.0109138f,    9.0109129f, 10.0f,
+        1e30f,  0x1p31f,     0x1.000002p31f})
     for (int s : {1, -1}) v.push_back(static_cast<float>(s) * x);
+  for (int k = 1; k < 4096; ++k) {
+    const float m = static_cast<float>(k * 1.5707963267948966);
+    for (float x : {std::nextafter(m, 0.0f), m, std::nextafter(m, inf)})
+      for (int s : {1, -1}) v.push_back(static_cast<float>(s) * x);
+  }
   while (v.size() % 16 != 0) v.push_back(0.5f);
   const int64_t n = static_cast<int64_t>(v.size());
   const smelt::Tensor x = smelt::from_vector(v, {n});
-  for (bool erf : {false, true}) {
-    const std::vector<float> eager = (erf ? smelt::erf(x) : smelt::tanh(x)).to_vector<float>();
-    const auto scalar = [erf](float a) {
-      return erf ? smelt::vmath::erf(a) : smelt::vmath::tanh(a);
+  const char* names[] = {"tanh", "erf", "sin", "cos"};
+  for (Fn fn : {Fn::kTanh, Fn::kErf, Fn::kSin, Fn::kCos}) {
+    const char* name = names[static_cast<int>(fn)];
+    const smelt::Tensor y = fn == Fn::kTanh  ? smelt::tanh(x)
+                            : fn == Fn::kErf ? smelt::erf(x)
+                            : fn == Fn::kSin ? smelt::sin(x)
+                                             : smelt::cos(x);
+    const std::vector<float> eager = y.to_vector<float>();
+    const auto scalar = [fn](float a) {
+      return fn == Fn::kTanh  ? smelt::vmath::tanh(a)
+             : fn == Fn::kErf ? smelt::vmath::erf(a)
+             : fn == Fn::kSin ? smelt::vmath::sin(a)
+                              : smelt::vmath::cos(a);
     };
     std::vector<std::vector<float>> widths;
-    widths.push_back(run_b(v, erf));
+    widths.push_back(run_b(v, fn));
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx")) widths.push_back(run_c(v, erf));
-    if (__builtin_cpu_supports("avx2")) widths.push_back(run_d(v, erf));
-    if (__builtin_cpu_supports("avx512f")) widths.push_back(run_e(v, erf));
+    if (__builtin_cpu_supports("avx")) widths.push_back(run_c(v, fn));
+    if (__builtin_cpu_supports("avx2")) widths.push_back(run_d(v, fn));
+    if (__builtin_cpu_supports("avx512f")) widths.push_back(run_e(v, fn));
     for (size_t i = 0; i < v.size(); ++i) {
       const float want = scalar(v[i]);
       if (std::isnan(want)) {
@@ -149,9 +177,9 @@ TEST(FloatMath, TanhAndErfGiveTheSameBitsInEveryWidth) {
         for (const auto& w : widths) ASSERT_TRUE(std::isnan(w[i]));
         continue;
       }
-      ASSERT_EQ(float_bits(eager[i]), float_bits(want)) << (erf ? "erf " : "tanh ") << v[i];
+      ASSERT_EQ(float_bits(eager[i]), float_bits(want)) << name << " " << v[i];
       for (const auto& w : widths)
-        ASSERT_EQ(float_bits(w[i]), float_bits(want)) << (erf ? "erf " : "tanh ") << v[i];
+        ASSERT_EQ(float_bits(w[i]), float_bits(want)) << name << " " << v[i];
     }
   }
 }
