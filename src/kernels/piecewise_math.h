@@ -41,8 +41,9 @@
 // glibc's own tanhf is 2 ulp off near 0.03-0.2).
 //
 // The file also holds the double-lane evaluation of float sin and cos
-// (SMELT_VM_TRIG_BODY, trig16: vector_math.h's own functions of the FMA
-// family) and the 16-lane float exp (exp16), for the same reason: one
+// (SMELT_VM_TRIG_BODY, trig8, trig16: vector_math.h's own functions of the
+// FMA family), the double-lane float pow (pow8, pow16) and the 16-lane float
+// exp (exp16), for the same reason: one
 // definition for vector_math_impl.h's functions and the eager kernels that
 // inline them.
 //
@@ -345,6 +346,116 @@ __attribute__((target("avx512f,fma"))) inline F16 trig16(F16 a) {
 __attribute__((target("avx512f"))) inline unsigned short trig_big16(F16 a) {
   return __builtin_ia32_ucmpd512_mask(__builtin_bit_cast(I16, a) & 0x7fffffff, I16{} + 0x4f000000,
                                       6, 0xffff);
+}
+
+// float pow (vector_math.h's own function on a processor with AVX-512F) in
+// double lanes, for x a positive normal float, y finite and |t| < 1000,
+// t = y log2(x) (other lanes: vector_math_impl.h gives them SLEEF's):
+//   log2 x = k + log2(c_i) + log2(1 + r): x = 2^k z with z in [sqrt(2)/2,
+//     sqrt(2)) (from the bits of x - sqrt(2)/2, as ARM's optimized-routines
+//     log), i = z's interval of 16 (the bits below the exponent's), r =
+//     z / c_i - 1 = fma(z, 1 / c_i, -1) with 1 / c_i rounded to double and
+//     log2(c_i) computed from that rounded value (kPowInvc, kPowLogc; c = 1
+//     in the interval of 1, so r = z - 1 exactly there), |r| < 0.04;
+//     log2(1 + r) = r P(r), P the Taylor polynomial of degree 7 (relative
+//     error below 2^-40);
+//   2^t = 2^(n / 16) 2^u, n = rint(16 t) by the shifter, u = t - n / 16
+//     (|u| <= 1/32), 2^(n / 16) = kPowExp2[n mod 16] with n div 16 added to
+//     its exponent bits, 2^u = 1 + u Q(u), Q the Taylor polynomial of degree
+//     4 (relative error below 2^-42);
+//   one rounding to float at the end. Error before it below 2^-33 relative
+//   (|t| < 150 where the result is a finite nonzero float), so the result is
+//   the correctly rounded one except within 2^-9 ulp of a tie.
+// Tables: mpmath at 200 bits, rounded to double (a scratch script).
+alignas(64) inline constexpr double kPowInvc[16] = {
+    0x1.62362d2d99700p+0, 0x1.5387df431f3ffp+0, 0x1.4604b51df14eep+0, 0x1.398a55b4e7c87p+0,
+    0x1.2dfb788c82651p+0, 0x1.233eff3c6537bp+0, 0x1.193f3e6ed96e0p+0, 0x1.0fe96b526099bp+0,
+    0x1.072d254b2fde0p+0, 0x1.0000000000000p+0, 0x1.de4c262921dd0p-1, 0x1.c3e982b34b150p-1,
+    0x1.ac49267376f57p-1, 0x1.9701cc0584fc6p-1, 0x1.83be1c47c479dp-1, 0x1.72382d6da1710p-1};
+alignas(64) inline constexpr double kPowLogc[16] = {-0x1.dfb603190cdedp-2, -0x1.a12d0deeafbecp-2,
+                                                    -0x1.652e534bd83a3p-2, -0x1.2b870f604dab0p-2,
+                                                    -0x1.e8146e8c4ac8ep-3, -0x1.7d1f499250d13p-3,
+                                                    -0x1.15e6ce8b02ef4p-3, -0x1.6454c865549a7p-4,
+                                                    -0x1.46bf16e89719ep-5, 0x0.0p+0,
+                                                    0x1.925f95d6cce0cp-4,  0x1.70d90928df584p-3,
+                                                    0x1.07c078ab86c92p-2,  0x1.53094acc22e95p-2,
+                                                    0x1.9aab683cf7f93p-2,  0x1.defd4d5249807p-2};
+alignas(64) inline constexpr double kPowExp2[16] = {
+    0x1.0000000000000p+0, 0x1.0b5586cf9890fp+0, 0x1.172b83c7d517bp+0, 0x1.2387a6e756238p+0,
+    0x1.306fe0a31b715p+0, 0x1.3dea64c123422p+0, 0x1.4bfdad5362a27p+0, 0x1.5ab07dd485429p+0,
+    0x1.6a09e667f3bcdp+0, 0x1.7a11473eb0187p+0, 0x1.8ace5422aa0dbp+0, 0x1.9c49182a3f090p+0,
+    0x1.ae89f995ad3adp+0, 0x1.c199bdd85529cp+0, 0x1.d5818dcfba487p+0, 0x1.ea4afa2a490dap+0};
+
+/// t[i mod 16] for each lane (one vpermt2pd).
+__attribute__((target("avx512f"))) inline D8 table16(const double* t, U8 i) {
+  D8 lo, hi;
+  __builtin_memcpy(&lo, t, sizeof lo);
+  __builtin_memcpy(&hi, t + 8, sizeof hi);
+#if defined(__clang__)
+  typedef long long I8 __attribute__((vector_size(64)));
+  return __builtin_ia32_vpermi2varpd512(lo, __builtin_bit_cast(I8, i), hi);
+#else
+  return __builtin_shuffle(lo, hi, i & 15);
+#endif
+}
+
+#define SMELT_PW_FMA8(a, b, c) __builtin_ia32_vfmaddpd512_mask(a, b, c, 0xff, 4)
+#define SMELT_PW_S8(c) (D8{} + (c))
+/// x^y of 8 double lanes holding floats (see above); `big` gets the lanes of
+/// |t| >= 1000 or NaN (with the others outside the range, SLEEF's).
+__attribute__((target("avx512f,fma"))) inline D8 pow8(D8 x, D8 y, unsigned char* big) {
+  const U8 ix = __builtin_bit_cast(U8, x);
+  const U8 tmp = ix - 0x3fe6a09e667f3bcdull;  // the bits of sqrt(2)/2
+  const U8 i = tmp >> 48;
+  // k as a double without AVX-512DQ: 1.5 2^52 + k exactly, less the shifter.
+  typedef long long I8 __attribute__((vector_size(64)));
+  const D8 k = __builtin_bit_cast(D8, (__builtin_bit_cast(I8, tmp) >> 52) + 0x4338000000000000ll) -
+               SMELT_PW_S8(0x1.8p52);
+  const D8 z = __builtin_bit_cast(D8, ix - (tmp & (0xfffull << 52)));
+  const D8 r = SMELT_PW_FMA8(z, table16(kPowInvc, i), SMELT_PW_S8(-1.0));
+  D8 p = SMELT_PW_FMA8(SMELT_PW_S8(-0x1.71547652b82fep-3), r, SMELT_PW_S8(0x1.a61762a7aded9p-3));
+  p = SMELT_PW_FMA8(p, r, SMELT_PW_S8(-0x1.ec709dc3a03fdp-3));
+  p = SMELT_PW_FMA8(p, r, SMELT_PW_S8(0x1.2776c50ef9bfep-2));
+  p = SMELT_PW_FMA8(p, r, SMELT_PW_S8(-0x1.71547652b82fep-2));
+  p = SMELT_PW_FMA8(p, r, SMELT_PW_S8(0x1.ec709dc3a03fdp-2));
+  p = SMELT_PW_FMA8(p, r, SMELT_PW_S8(-0x1.71547652b82fep-1));
+  p = SMELT_PW_FMA8(p, r, SMELT_PW_S8(0x1.71547652b82fep+0));
+  const D8 t = y * SMELT_PW_FMA8(r, p, k + table16(kPowLogc, i));
+  // |t| >= 1000 or NaN (predicate 21: not less than, unordered, quiet).
+  const D8 abs_t = __builtin_bit_cast(D8, __builtin_bit_cast(U8, t) & 0x7fffffffffffffffull);
+  *big = __builtin_ia32_cmppd512_mask(abs_t, SMELT_PW_S8(1000.0), 21, 0xff, 4);
+  const D8 nb = SMELT_PW_FMA8(t, SMELT_PW_S8(16.0), SMELT_PW_S8(0x1.8p52));
+  const U8 j = __builtin_bit_cast(U8, nb);
+  const D8 u = SMELT_PW_FMA8(nb - SMELT_PW_S8(0x1.8p52), SMELT_PW_S8(-1.0 / 16), t);
+  D8 q = SMELT_PW_FMA8(SMELT_PW_S8(0x1.5d87fe78a6731p-10), u, SMELT_PW_S8(0x1.3b2ab6fba4e77p-7));
+  q = SMELT_PW_FMA8(q, u, SMELT_PW_S8(0x1.c6b08d704a0c0p-5));
+  q = SMELT_PW_FMA8(q, u, SMELT_PW_S8(0x1.ebfbdff82c58fp-3));
+  q = SMELT_PW_FMA8(q, u, SMELT_PW_S8(0x1.62e42fefa39efp-1));
+  const D8 s =
+      __builtin_bit_cast(D8, __builtin_bit_cast(U8, table16(kPowExp2, j)) + ((j >> 4) << 52));
+  return SMELT_PW_FMA8(s * u, q, s);
+}
+#undef SMELT_PW_S8
+#undef SMELT_PW_FMA8
+
+/// x^y of 16 float lanes (pow8 on each half, rounded to float); `other` gets
+/// the lanes it does not cover: x not a positive normal float, y not finite,
+/// |y log2 x| >= 1000.
+__attribute__((target("avx512f,fma"))) inline F16 pow16(F16 x, F16 y, unsigned short* other) {
+  const F8 xl = __builtin_shufflevector(x, x, 0, 1, 2, 3, 4, 5, 6, 7);
+  const F8 xh = __builtin_shufflevector(x, x, 8, 9, 10, 11, 12, 13, 14, 15);
+  const F8 yl = __builtin_shufflevector(y, y, 0, 1, 2, 3, 4, 5, 6, 7);
+  const F8 yh = __builtin_shufflevector(y, y, 8, 9, 10, 11, 12, 13, 14, 15);
+  unsigned char bl, bh;
+  const F8 rl = narrow8(pow8(widen8(xl), widen8(yl), &bl));
+  const F8 rh = narrow8(pow8(widen8(xh), widen8(yh), &bh));
+  // x - 2^-126 (as bits) below +inf - 2^-126 unsigned: a positive normal float.
+  const unsigned short x_out = __builtin_ia32_ucmpd512_mask(
+      __builtin_bit_cast(I16, x) - 0x00800000, I16{} + (0x7f800000 - 0x00800000), 5, 0xffff);
+  const unsigned short y_out = __builtin_ia32_ucmpd512_mask(__builtin_bit_cast(I16, y) & 0x7fffffff,
+                                                            I16{} + 0x7f800000, 5, 0xffff);
+  *other = static_cast<unsigned short>(x_out | y_out | bl | (bh << 8));
+  return __builtin_shufflevector(rl, rh, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
 }
 
 /// float e^x of 16 lanes from the clamped a (see exp16) and q = a log2(e)

@@ -215,7 +215,7 @@ inline void log_run(float* y, const float* x, int64_t n) {
 /// y[i] = scalar::sin<float>(x[i]) (kCos false) or scalar::cos<float>(x[i])
 /// (true) for i < n (y may be x): vmath::pw::trig8, the functions' own
 /// evaluation, inline, 32 floats a step, each 8 widened from memory and
-/// narrowed to it (no lane-crossing shuffle: sin 222 -> 214 us for 2^19
+/// narrowed to it (no lane-crossing shuffle: sin 221 -> 207 us for 2^19
 /// floats, one thread of a 2-core AMD EPYC); a step with a lane outside the
 /// range (|x| > 2^31, infinities, NaN) calls the functions.
 template <bool kCos>
@@ -266,7 +266,7 @@ inline vmath::pw::F16 gelu16(vmath::pw::F16 a) {
 inline void gelu_run(float* y, const float* x, int64_t n) {
 #if defined(__AVX512F__)
   if (::smelt_vm_piecewise() != 0) {
-    // Two vectors a step (as trig_run): 9.6 -> 9.3 us for 32x1024 floats in
+    // Two vectors a step: 9.6 -> 9.3 us for 32x1024 floats in
     // the second-level cache at one thread, a thread's share at 16 threads.
     int64_t i = 0;
     for (; i + 32 <= n; i += 32) {
