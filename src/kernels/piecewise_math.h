@@ -438,6 +438,14 @@ __attribute__((target("avx512f,fma"))) inline D8 pow8(D8 x, D8 y, unsigned char*
 #undef SMELT_PW_S8
 #undef SMELT_PW_FMA8
 
+/// The lanes of x that are not positive normal floats (zeros, subnormals,
+/// negatives, infinities, NaN), as a mask: x - 2^-126 (as bits) not below
+/// +inf - 2^-126, unsigned.
+__attribute__((target("avx512f"))) inline unsigned short pow_base_out16(F16 x) {
+  return __builtin_ia32_ucmpd512_mask(__builtin_bit_cast(I16, x) - 0x00800000,
+                                      I16{} + (0x7f800000 - 0x00800000), 5, 0xffff);
+}
+
 /// x^y of 16 float lanes (pow8 on each half, rounded to float); `other` gets
 /// the lanes it does not cover: x not a positive normal float, y not finite,
 /// |y log2 x| >= 1000.
@@ -449,9 +457,7 @@ __attribute__((target("avx512f,fma"))) inline F16 pow16(F16 x, F16 y, unsigned s
   unsigned char bl, bh;
   const F8 rl = narrow8(pow8(widen8(xl), widen8(yl), &bl));
   const F8 rh = narrow8(pow8(widen8(xh), widen8(yh), &bh));
-  // x - 2^-126 (as bits) below +inf - 2^-126 unsigned: a positive normal float.
-  const unsigned short x_out = __builtin_ia32_ucmpd512_mask(
-      __builtin_bit_cast(I16, x) - 0x00800000, I16{} + (0x7f800000 - 0x00800000), 5, 0xffff);
+  const unsigned short x_out = pow_base_out16(x);
   const unsigned short y_out = __builtin_ia32_ucmpd512_mask(__builtin_bit_cast(I16, y) & 0x7fffffff,
                                                             I16{} + 0x7f800000, 5, 0xffff);
   *other = static_cast<unsigned short>(x_out | y_out | bl | (bh << 8));

@@ -215,7 +215,8 @@ TEST(FloatMath, TranscendentalsGiveTheSameBitsInEveryWidth) {
 // the same bits, whichever of smelt's own evaluation (AVX-512F: positive
 // normal bases, finite exponents, |y log2 x| < 1000) and SLEEF's each lane
 // takes, in one vector: every 97th bit pattern as the base, against exponents
-// cycling through integers, fractions, large and special values.
+// cycling through integers, fractions, large and special values, and against
+// one exponent for the whole tensor.
 TEST(FloatMath, PowGivesTheSameBitsInEveryWidth) {
   std::vector<float> a = sweep(97);
   const float inf = std::numeric_limits<float>::infinity();
@@ -244,6 +245,19 @@ TEST(FloatMath, PowGivesTheSameBitsInEveryWidth) {
     ASSERT_EQ(float_bits(eager[i]), float_bits(want)) << a[i] << "^" << b[i];
     for (const auto& w : widths)
       ASSERT_EQ(float_bits(w[i]), float_bits(want)) << a[i] << "^" << b[i];
+  }
+  // One exponent for the whole tensor (eager's whole-block kernel, unary_runs.h's pow_run).
+  const smelt::Tensor x = smelt::from_vector(a, {n});
+  for (float e : {2.5f, -1.7f, 0.5f, 3.0f, 100.0f, -0.3333f, 1e30f, inf, std::nanf("")}) {
+    const std::vector<float> got = smelt::pow(x, e).to_vector<float>();
+    for (size_t i = 0; i < a.size(); ++i) {
+      const float want = smelt::vmath::pow(a[i], e);
+      if (std::isnan(want)) {
+        ASSERT_TRUE(std::isnan(got[i])) << a[i] << "^" << e;
+        continue;
+      }
+      ASSERT_EQ(float_bits(got[i]), float_bits(want)) << a[i] << "^" << e;
+    }
   }
 }
 #endif

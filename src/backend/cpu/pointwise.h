@@ -117,6 +117,16 @@ struct BlockRun {
   static constexpr bool kHas = false;
 };
 
+/// A whole-block kernel of the binary functor Fn at compute type C whose
+/// second operand is one value along the block (x ** 2.5), bit for bit
+/// compute_const's loop and faster (unary_runs.h): specializations set kHas
+/// and define `static void run(C* o, const C* a, C b, int64_t n)`. None by
+/// default.
+template <class Fn, class C>
+struct BlockRunConst {
+  static constexpr bool kHas = false;
+};
+
 /// out (fresh, contiguous) = f(C(in_0), ..., C(in_{N-1})) with broadcasting,
 /// an operand first rounded to the compute dtype `common` where
 /// rounds_to_common says so, except a wrapped number (its NumberRule
@@ -190,7 +200,10 @@ void run_kernel(DType common, bool single_unrounded, const Tensor& out,
         BlockRun<Fn, C>::run(o, a[0], m);
       } else if constexpr (N >= 2 && std::is_floating_point_v<C>) {
         if (rest_const) {
-          compute_const<R, C>(o, a[0], cval, m, f, std::make_index_sequence<N - 1>{});
+          if constexpr (N == 2 && std::is_same_v<R, C> && BlockRunConst<Fn, C>::kHas)
+            BlockRunConst<Fn, C>::run(o, a[0], cval[0], m);
+          else
+            compute_const<R, C>(o, a[0], cval, m, f, std::make_index_sequence<N - 1>{});
         } else {
           compute<R, C>(o, a, m, f, std::make_index_sequence<N>{});
         }
