@@ -101,46 +101,31 @@ V16 pow_e(V16, V16) __asm__("_ZGVeN16vv_smelt_vm_powf");
 extern "C" __attribute__((target("avx512f"))) V16 exp_e(V16) __asm__("_ZGVeN16v_smelt_vm_expf");
 
 namespace {
-enum class Fn { kTanh, kErf, kSin, kCos };
-// run_<isa>(v, fn): the <isa> variant of tanh, erf, sin or cos over v, a vector at a time.
-#define RUN_VARIANT(isa, V, tgt)                                                                  \
-  __attribute__((target(tgt))) std::vector<float> run_##isa(const std::vector<float>& v, Fn fn) { \
-    std::vector<float> out(v.size());                                                             \
-    for (size_t i = 0; i + sizeof(V) / 4 <= v.size(); i += sizeof(V) / 4) {                       \
-      V a;                                                                                        \
-      std::memcpy(&a, &v[i], sizeof a);                                                           \
-      const V r = fn == Fn::kErf    ? erf_##isa(a)                                                \
-                  : fn == Fn::kTanh ? tanh_##isa(a)                                               \
-                  : fn == Fn::kSin  ? sin_##isa(a)                                                \
-                                    : cos_##isa(a);                                                \
-      std::memcpy(&out[i], &r, sizeof r);                                                         \
-    }                                                                                             \
-    return out;                                                                                   \
+enum class Fn { kTanh, kErf, kSin, kCos, kPow };
+// run_<isa>(v, fn, w): the <isa> variant of tanh, erf, sin, cos or pow (v ^ w)
+// over v, a vector at a time.
+#define RUN_VARIANT(isa, V, tgt)                                                                \
+  __attribute__((target(tgt))) std::vector<float> run_##isa(const std::vector<float>& v, Fn fn, \
+                                                            const std::vector<float>& w = {}) { \
+    std::vector<float> out(v.size());                                                           \
+    for (size_t i = 0; i + sizeof(V) / 4 <= v.size(); i += sizeof(V) / 4) {                     \
+      V a, b{};                                                                                 \
+      std::memcpy(&a, &v[i], sizeof a);                                                         \
+      if (fn == Fn::kPow) std::memcpy(&b, &w[i], sizeof b);                                     \
+      const V r = fn == Fn::kErf    ? erf_##isa(a)                                              \
+                  : fn == Fn::kTanh ? tanh_##isa(a)                                             \
+                  : fn == Fn::kSin  ? sin_##isa(a)                                              \
+                  : fn == Fn::kCos  ? cos_##isa(a)                                              \
+                                    : pow_##isa(a, b);                                           \
+      std::memcpy(&out[i], &r, sizeof r);                                                       \
+    }                                                                                           \
+    return out;                                                                                 \
   }
 RUN_VARIANT(b, V4, "sse2")
 RUN_VARIANT(c, V8, "avx")
 RUN_VARIANT(d, V8, "avx2")
 RUN_VARIANT(e, V16, "avx512f")
 #undef RUN_VARIANT
-// run2_<isa>(a, b): the <isa> variant of pow over a and b, a vector at a time.
-#define RUN2_VARIANT(isa, V, tgt)                                                           \
-  __attribute__((target(tgt))) std::vector<float> run2_##isa(const std::vector<float>& a,   \
-                                                             const std::vector<float>& b) { \
-    std::vector<float> out(a.size());                                                       \
-    for (size_t i = 0; i + sizeof(V) / 4 <= a.size(); i += sizeof(V) / 4) {                 \
-      V x, y;                                                                               \
-      std::memcpy(&x, &a[i], sizeof x);                                                     \
-      std::memcpy(&y, &b[i], sizeof y);                                                     \
-      const V r = pow_##isa(x, y);                                                          \
-      std::memcpy(&out[i], &r, sizeof r);                                                   \
-    }                                                                                       \
-    return out;                                                                             \
-  }
-RUN2_VARIANT(b, V4, "sse2")
-RUN2_VARIANT(c, V8, "avx")
-RUN2_VARIANT(d, V8, "avx2")
-RUN2_VARIANT(e, V16, "avx512f")
-#undef RUN2_VARIANT
 // out[0..16) = the 16-lane vector exp of in[0..16).
 __attribute__((target("avx512f"))) void exp16_of(const float* in, float* out) {
   V16 a;
@@ -230,11 +215,11 @@ TEST(FloatMath, PowGivesTheSameBitsInEveryWidth) {
   const std::vector<float> eager =
       smelt::pow(smelt::from_vector(a, {n}), smelt::from_vector(b, {n})).to_vector<float>();
   std::vector<std::vector<float>> widths;
-  widths.push_back(run2_b(a, b));
+  widths.push_back(run_b(a, Fn::kPow, b));
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx")) widths.push_back(run2_c(a, b));
-  if (__builtin_cpu_supports("avx2")) widths.push_back(run2_d(a, b));
-  if (__builtin_cpu_supports("avx512f")) widths.push_back(run2_e(a, b));
+  if (__builtin_cpu_supports("avx")) widths.push_back(run_c(a, Fn::kPow, b));
+  if (__builtin_cpu_supports("avx2")) widths.push_back(run_d(a, Fn::kPow, b));
+  if (__builtin_cpu_supports("avx512f")) widths.push_back(run_e(a, Fn::kPow, b));
   for (size_t i = 0; i < a.size(); ++i) {
     const float want = smelt::vmath::pow(a[i], b[i]);
     if (std::isnan(want)) {
