@@ -552,7 +552,8 @@ SMELT_HD T fmod(T a, T b) {
     return static_cast<T>(a % b);
   }
 }
-/// Floating: vmath::pow (SLEEF's, within 1 ulp, vectorized; C99's special
+/// Floating: vmath::pow (within 1 ulp, vectorized: float pow smelt's own on
+/// AVX-512F, SLEEF's elsewhere and for the special values; C99's special
 /// cases: pow(-0.0, 0.5) = +0.0, pow(-inf, 0.5) = +inf). Integers: exact power
 /// by squaring (wrapping); a negative exponent gives 1 for base 1, ±1 for base
 /// -1 (by the exponent's parity), else 0.

@@ -7,7 +7,8 @@
 // ("cinz") elsewhere (smelt_vm_fma), so all give the same bits for the same
 // input (vector_math.h says why); float sin and cos of the FMA family are
 // smelt's own (SMELT_VM_TRIG), and so is the 16-lane FMA-family float exp
-// (piecewise_math.h's exp16: SLEEF's bits in fewer instructions).
+// (piecewise_math.h's exp16: SLEEF's bits in fewer instructions); float tanh,
+// erf and pow on AVX-512F are piecewise_math.h's (below).
 //
 // Compiled once into libsmelt (src/kernels/vector_math.cpp, exported) and
 // embedded into every JIT translation unit (with SMELT_VM_VISIBILITY hidden,
@@ -406,9 +407,10 @@ SMELT_VM_PW_DEFINE(erff, erf)
 // special cases, zeros, negative bases, subnormals, overflow and underflow
 // far out); the narrower widths and the scalar function through a 16-lane
 // buffer (padded with 1^1), so every width gives the same bits. Elsewhere
-// SLEEF's, as the other functions. 512x1024 floats to the power 2.5, one
-// thread of a 2-core AMD EPYC: 1227 -> 531 us (SLEEF's finz powf16, which
-// divides twice, against two double-lane halves of multiply-adds).
+// SLEEF's, as the other functions. Eager x ** 2.5 of 512x1024 floats, one
+// thread of a 2-core AMD EPYC: 1.239 ms with SLEEF's finz powf16 (which
+// divides twice), 0.814 through this 16-lane function (two double-lane halves
+// of multiply-adds), 0.626 with eager's whole-block kernel (pow_run).
 SMELT_VM_SLEEF2_ALL(pow, f, smelt_vm_f4, smelt_vm_f8, smelt_vm_f16, 4, 8, 16)
 extern "C" float Sleef_cinz_powf1_u10purec(float, float);
 extern "C" __attribute__((target("fma"))) float Sleef_finz_powf1_u10purecfma(float, float);
