@@ -298,11 +298,12 @@ __attribute__((target("avx512f"))) inline F16 erf16(F16 a) {
   } while (0)
 typedef unsigned long long U8 __attribute__((vector_size(64)));
 typedef float F8 __attribute__((vector_size(32)));
-#define SMELT_VM_TRIG_S8(c) (::smelt::vmath::pw::D8{} + (c))
-#define SMELT_VM_TRIG_FMA8(a, b, c) __builtin_ia32_vfmaddpd512_mask(a, b, c, 0xff, 4)
+// A double as 8 lanes and their fused multiply-add (trig8's and pow8's).
+#define SMELT_PW_S8(c) (::smelt::vmath::pw::D8{} + (c))
+#define SMELT_PW_FMA8(a, b, c) __builtin_ia32_vfmaddpd512_mask(a, b, c, 0xff, 4)
 // Rounding 9: toward -inf, exceptions suppressed.
 #define SMELT_VM_TRIG_FLOOR8(a, b) \
-  __builtin_ia32_vfmaddpd512_mask(a, b, SMELT_VM_TRIG_S8(0x1p52), 0xff, 9)
+  __builtin_ia32_vfmaddpd512_mask(a, b, SMELT_PW_S8(0x1p52), 0xff, 9)
 
 /// sin (kCos false) or cos (true) of 8 floats widened to double lanes, |x| <=
 /// 2^31, before the rounding to float (the eager kernels widen and narrow
@@ -310,13 +311,10 @@ typedef float F8 __attribute__((vector_size(32)));
 template <bool kCos>
 __attribute__((target("avx512f,fma"))) inline D8 trig8(D8 d) {
   D8 y;
-  SMELT_VM_TRIG_BODY(D8, U8, SMELT_VM_TRIG_FMA8, SMELT_VM_TRIG_FLOOR8, SMELT_VM_TRIG_S8, d, kCos,
-                     y);
+  SMELT_VM_TRIG_BODY(D8, U8, SMELT_PW_FMA8, SMELT_VM_TRIG_FLOOR8, SMELT_PW_S8, d, kCos, y);
   return y;
 }
 #undef SMELT_VM_TRIG_FLOOR8
-#undef SMELT_VM_TRIG_S8
-#undef SMELT_VM_TRIG_FMA8
 
 /// 8 floats as 8 doubles in one instruction (GCC's __builtin_convertvector
 /// splits it into four).
@@ -399,8 +397,6 @@ __attribute__((target("avx512f"))) inline D8 table16(const double* t, U8 i) {
 #endif
 }
 
-#define SMELT_PW_FMA8(a, b, c) __builtin_ia32_vfmaddpd512_mask(a, b, c, 0xff, 4)
-#define SMELT_PW_S8(c) (D8{} + (c))
 /// x^y of 8 double lanes holding floats (see above); `big` gets the lanes of
 /// |t| >= 1000 or NaN (with the others outside the range, SLEEF's).
 __attribute__((target("avx512f,fma"))) inline D8 pow8(D8 x, D8 y, unsigned char* big) {
