@@ -217,13 +217,22 @@ bool cat_kernel(const Tensor& out, const std::vector<Tensor>& inputs, int64_t di
   const int64_t es = static_cast<int64_t>(out.element_size());
   const int64_t row = out.sizes()[dim] * inner;  // elements of out per outer index
   char* dst = static_cast<char*>(out.data_ptr());
+  // Each input's data and bytes per outer index, read once: the accessors
+  // per row (data_ptr, sizes) took 7% of cat([x, y], 1) on 512 x 1024.
+  struct Part {
+    const char* src;
+    int64_t bytes;
+  };
+  std::vector<Part> parts;
+  parts.reserve(inputs.size());
+  for (const Tensor& t : inputs)
+    parts.push_back({static_cast<const char*>(t.data_ptr()), t.sizes()[dim] * inner * es});
   parallel_for(0, outer, grain_for(row), [&](int64_t o0, int64_t o1) {
     for (int64_t o = o0; o < o1; ++o) {
       char* d = dst + o * row * es;
-      for (const Tensor& t : inputs) {
-        const int64_t n = t.sizes()[dim] * inner * es;
-        std::memcpy(d, static_cast<const char*>(t.data_ptr()) + o * n, static_cast<size_t>(n));
-        d += n;
+      for (const Part& p : parts) {
+        std::memcpy(d, p.src + o * p.bytes, static_cast<size_t>(p.bytes));
+        d += p.bytes;
       }
     }
   });
