@@ -1341,6 +1341,16 @@ SMELT_HD typename Op::acc_t fold_contiguous_row(int64_t n, const Get& get) {
   if constexpr (is_contiguous_run<Get>::value && std::is_same<Op, Sum<typename Op::value_t>>::value)
     return fold_contiguous_sum<Op>(get, n);
 #endif
+#if SMELT_HOST_VECTOR_LANES
+  if constexpr (is_contiguous_run<Get>::value && is_extreme_op<Op>::value) {
+    // Whole chunks only, and their extreme decides the bits (plain_extreme):
+    // what InnerOrder's result() gives (that extreme, as one partial among
+    // init()s), without its cascade (512 x 1024 float32 amax over dim -1,
+    // one thread: 33.6 -> 27.0 us).
+    typename Op::value_t m;
+    if (n > 0 && n % chunk_size<Op>() == 0 && plain_extreme<Op>(get.p, n, m)) return m;
+  }
+#endif
   InnerOrder<Op> order(0);
   order.template run<true>(0, n, get);
   return order.result();
