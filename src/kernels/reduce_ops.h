@@ -1346,7 +1346,7 @@ SMELT_HD typename Op::acc_t fold_contiguous_row(int64_t n, const Get& get) {
     // Whole chunks only, and their extreme decides the bits (plain_extreme):
     // what InnerOrder's result() gives (that extreme, as one partial among
     // init()s), without its cascade (512 x 1024 float32 amax over dim -1,
-    // one thread: 33.6 -> 27.0 us).
+    // one thread: 34.3 -> 26.9 us; PyTorch 25.9).
     typename Op::value_t m;
     if (n > 0 && n % chunk_size<Op>() == 0 && plain_extreme<Op>(get.p, n, m)) return m;
   }
