@@ -214,85 +214,85 @@ inline void log_run(float* y, const float* x, int64_t n) {
   for (; i < n; ++i) y[i] = scalar::log<float>(x[i]);
 }
 
-/// y[i] = scalar::sin<float>(x[i]) (kCos false) or scalar::cos<float>(x[i])
-/// (true) for i < n (y may be x): vmath::pw::trig8, the functions' own
-/// evaluation, inline, 32 floats a step, each 8 widened from memory and
-/// narrowed to it (no lane-crossing shuffle: sin 221 -> 207 us for 2^19
-/// floats, one thread of a 2-core AMD EPYC); a step with a lane outside the
-/// range (|x| > 2^31, infinities, NaN) calls the functions.
-template <bool kCos>
-inline void trig_run(float* y, const float* x, int64_t n) {
-  int64_t i = 0;
 #if defined(__AVX512F__)
+/// The loop of trig_run and pow_run: 32 floats a step, each 8 widened from
+/// memory (the conversion's memory form: no lane-crossing shuffle), evaluated
+/// in double lanes by eval8(D8, unsigned char* flags) (which sets bits of
+/// *flags for lanes it does not cover), narrowed and stored; a step where
+/// outside16 flags a lane of either 16-float half (a nonzero mask), or eval8
+/// flags one, takes scalar_fn(x[k]) for each of its 32 floats instead.
+/// Returns how many floats it did (a multiple of 32); y may be x.
+template <class Eval8, class Outside16, class ScalarFn>
+inline int64_t widened_run32(float* y, const float* x, int64_t n, const Eval8& eval8,
+                             const Outside16& outside16, const ScalarFn& scalar_fn) {
   namespace pw = ::smelt::vmath::pw;
+  int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
-    pw::F16 a, b;
-    __builtin_memcpy(&a, x + i, sizeof a);
-    __builtin_memcpy(&b, x + i + 16, sizeof b);
-    if (__builtin_expect((pw::trig_big16(a) | pw::trig_big16(b)) != 0, 0)) {
-      for (int64_t k = i; k < i + 32; ++k)
-        y[k] = kCos ? scalar::cos<float>(x[k]) : scalar::sin<float>(x[k]);
-      continue;
-    }
-    // Loaded again, 8 at a time, for the conversions' memory form (the
-    // compiler reads memory here, and may have y alias x).
     pw::D8 d[4];
     for (int h = 0; h < 4; ++h) {
       pw::F8 f;
       __builtin_memcpy(&f, x + i + 8 * h, sizeof f);
       d[h] = pw::widen8(f);
     }
+    pw::F16 a, b;
+    __builtin_memcpy(&a, x + i, sizeof a);
+    __builtin_memcpy(&b, x + i + 16, sizeof b);
+    unsigned out = static_cast<unsigned>(outside16(a)) | static_cast<unsigned>(outside16(b));
+    pw::F8 r[4];
     for (int h = 0; h < 4; ++h) {
-      const pw::F8 f = pw::narrow8(pw::trig8<kCos>(d[h]));
-      __builtin_memcpy(y + i + 8 * h, &f, sizeof f);
+      unsigned char flags = 0;
+      r[h] = pw::narrow8(eval8(d[h], &flags));
+      out |= flags;
     }
+    if (__builtin_expect(out != 0, 0)) {
+      for (int64_t k = i; k < i + 32; ++k) y[k] = scalar_fn(x[k]);
+      continue;
+    }
+    __builtin_memcpy(y + i, r, sizeof r);
   }
+  return i;
+}
 #endif
-  for (; i < n; ++i) y[i] = kCos ? scalar::cos<float>(x[i]) : scalar::sin<float>(x[i]);
+
+/// y[i] = scalar::sin<float>(x[i]) (kCos false) or scalar::cos<float>(x[i])
+/// (true) for i < n (y may be x): vmath::pw::trig8, the functions' own
+/// evaluation, inline through widened_run32 (no lane-crossing shuffle: sin
+/// 221 -> 207 us for 2^19 floats, one thread of a 2-core AMD EPYC); a step
+/// with a lane outside the range (|x| > 2^31, infinities, NaN) calls the
+/// functions.
+template <bool kCos>
+inline void trig_run(float* y, const float* x, int64_t n) {
+  const auto f = [](float v) { return kCos ? scalar::cos<float>(v) : scalar::sin<float>(v); };
+  int64_t i = 0;
+#if defined(__AVX512F__)
+  namespace pw = ::smelt::vmath::pw;
+  i = widened_run32(
+      y, x, n, [](pw::D8 d, unsigned char*) { return pw::trig8<kCos>(d); },
+      [](pw::F16 v) { return pw::trig_big16(v); }, f);
+#endif
+  for (; i < n; ++i) y[i] = f(x[i]);
 }
 
 /// y[i] = scalar::pow<float>(x[i], e) for i < n (y may be x): where the
 /// processor has AVX-512F (the function is vmath::pw::pow16 then),
-/// vmath::pw::pow8 inline, 32 floats a step, each 8 widened from memory and
-/// narrowed to it; a step with a lane pow8 does not cover (a base that is
-/// not a positive normal float, |e log2 x| >= 1000) and an exponent that is
-/// not finite take the function (512x1024 floats ** 2.5, one thread of a
-/// 2-core AMD EPYC: 814 -> 626 us, against a call of the 16-lane function
-/// per vector).
+/// vmath::pw::pow8 inline through widened_run32; a step with a lane pow8
+/// does not cover (a base that is not a positive normal float, |e log2 x| >=
+/// 1000) and an exponent that is not finite take the function (512x1024
+/// floats ** 2.5, one thread of a 2-core AMD EPYC: 814 -> 626 us, against a
+/// call of the 16-lane function per vector).
 inline void pow_run(float* y, const float* x, float e, int64_t n) {
+  const auto f = [e](float v) { return scalar::pow<float>(v, e); };
   int64_t i = 0;
 #if defined(__AVX512F__)
   namespace pw = ::smelt::vmath::pw;
   if (::smelt_vm_piecewise() != 0 && std::isfinite(e)) {
     const pw::D8 ed = pw::D8{} + static_cast<double>(e);
-    for (; i + 32 <= n; i += 32) {
-      pw::D8 d[4];
-      for (int h = 0; h < 4; ++h) {
-        pw::F8 f;
-        __builtin_memcpy(&f, x + i + 8 * h, sizeof f);
-        d[h] = pw::widen8(f);
-      }
-      pw::F16 a, b;
-      __builtin_memcpy(&a, x + i, sizeof a);
-      __builtin_memcpy(&b, x + i + 16, sizeof b);
-      // Bases outside the positive normal floats (as pow16's test).
-      unsigned out = static_cast<unsigned>(pw::pow_base_out16(a)) |
-                     (static_cast<unsigned>(pw::pow_base_out16(b)) << 16);
-      pw::F8 r[4];
-      for (int h = 0; h < 4; ++h) {
-        unsigned char big;
-        r[h] = pw::narrow8(pw::pow8(d[h], ed, &big));
-        out |= static_cast<unsigned>(big) << (8 * h);
-      }
-      if (__builtin_expect(out != 0, 0)) {
-        for (int64_t k = i; k < i + 32; ++k) y[k] = scalar::pow<float>(x[k], e);
-        continue;
-      }
-      __builtin_memcpy(y + i, r, sizeof r);
-    }
+    i = widened_run32(
+        y, x, n, [ed](pw::D8 d, unsigned char* big) { return pw::pow8(d, ed, big); },
+        [](pw::F16 v) { return pw::pow_base_out16(v); }, f);
   }
 #endif
-  for (; i < n; ++i) y[i] = scalar::pow<float>(x[i], e);
+  for (; i < n; ++i) y[i] = f(x[i]);
 }
 
 #if defined(__AVX512F__)
