@@ -458,6 +458,41 @@ TEST(CpuFastPaths, GatherOfEveryElementSizeAndRowLengthEqualsAnElementLoop) {
   }
 }
 
+TEST(CpuFastPaths, IndexSelectOfOneDTensorsAndSmallRowsEqualsAnElementLoop) {
+  ThreadsGuard guard;
+  // A 1-D selection goes through gather's kernel (its long row split across
+  // threads), rows of up to 32 bytes are copied as words (1, 2, 4 or 8 bytes
+  // wide), longer ones by memcpy: every element size, row widths around
+  // those bounds, one and two threads, a selection long enough to split.
+  for (int threads : {1, 2}) {
+    omp_set_num_threads(threads);
+    for (DType dt : {float32, float64, int16, int8, float16, int64}) {
+      for (int64_t width : {int64_t{0}, int64_t{1}, int64_t{2}, int64_t{3}, int64_t{4}, int64_t{5},
+                            int64_t{8}, int64_t{9}}) {
+        // width 0: a 1-D tensor; else rows of `width` elements.
+        const int64_t size = 301, n = width == 0 ? 100003 : 517;
+        const Shape shape = width == 0 ? Shape{size} : Shape{size, width};
+        const int64_t row = std::max<int64_t>(width, 1);
+        Tensor x = to_dtype(smelt_test::make(special_seq(size * row), shape, float64), dt);
+        std::vector<int64_t> iv;
+        for (int64_t k = 0; k < n; ++k) iv.push_back((k * 7919 + 13) % size);
+        const Tensor got = index_select(x, 0, from_vector(iv, {n}));
+        const std::vector<double> xv = x.to_vector<double>();
+        std::vector<double> want;
+        for (int64_t v : iv)
+          for (int64_t j = 0; j < row; ++j) want.push_back(xv[static_cast<size_t>(v * row + j)]);
+        EXPECT_TRUE(same_values(got.to_vector<double>(), want))
+            << dtype_name(dt) << " width " << width << " threads " << threads;
+        if (width == 0) {  // gather of the same row: the same values, split the same way
+          const Tensor g = gather(x, 0, from_vector(iv, {n}));
+          EXPECT_TRUE(same_values(g.to_vector<double>(), want))
+              << dtype_name(dt) << " gather, threads " << threads;
+        }
+      }
+    }
+  }
+}
+
 TEST(CpuFastPaths, TwoRepeatingBlocksMovedFromTheStoresKeepTheirOwnValues) {
   ThreadsGuard guard;
   omp_set_num_threads(2);

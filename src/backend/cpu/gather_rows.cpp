@@ -1,6 +1,9 @@
 // gather's rows (gather_rows.h). Built once per CPU capability.
 #include "backend/cpu/gather_rows.h"
 
+#include <omp.h>
+
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 
@@ -57,33 +60,42 @@ bool gather_rows_typed(const Tensor& out, const Tensor& x, int64_t dim, const in
   const int64_t s_dim = xst[dim], s_last = dim == last ? 0 : xst[last];
   const uint64_t usize = static_cast<uint64_t>(size);
   std::atomic<bool> all_in{true};
-  parallel_for(0, rows, grain_for(len), [&](int64_t r0, int64_t r1) {
+  // Each row in `pieces` stretches of at least a grain, so that few long rows
+  // (a 1-D gather, index_select of a 1-D tensor) still use every thread: one
+  // row of 2^20 floats took as long at 2 threads as at 1.
+  const int64_t pieces = rows >= omp_get_max_threads()
+                             ? 1
+                             : std::clamp<int64_t>(len / kParallelGrain, 1, omp_get_max_threads());
+  parallel_for(0, rows * pieces, grain_for(len / pieces), [&](int64_t p0, int64_t p1) {
     bool in = true;
-    for (int64_t r = r0; r < r1; ++r) {
+    for (int64_t p = p0; p < p1; ++p) {
+      const int64_t r = p / pieces, q = p % pieces;
+      const int64_t j0 = len * q / pieces, j1 = len * (q + 1) / pieces;
       int64_t rem = r, base = 0;
       for (int64_t k = last - 1; k >= 0; --k) {
         const int64_t i = rem % is[k];
         rem /= is[k];
         if (k != dim) base += i * xst[k];
       }
-      const int64_t* __restrict ix = idx + r * len;
-      T* __restrict d = dst + r * len;
+      const int64_t* __restrict ix = idx + r * len + j0;
+      T* __restrict d = dst + r * len + j0;
       const T* __restrict row = src + base;
+      const int64_t n = j1 - j0;
       if (s_last == 0 && s_dim == 1) {  // along a contiguous last dim: a plain gather
         int64_t j = 0;
 #if defined(__AVX512F__)
-        if constexpr (sizeof(T) == 4 || sizeof(T) == 8) j = gather_run8(d, row, ix, len, usize, in);
+        if constexpr (sizeof(T) == 4 || sizeof(T) == 8) j = gather_run8(d, row, ix, n, usize, in);
 #endif
-        for (; j < len; ++j) {
+        for (; j < n; ++j) {
           const bool ok = static_cast<uint64_t>(ix[j]) < usize;
           in &= ok;
           d[j] = row[ok ? ix[j] : 0];
         }
       } else {
-        for (int64_t j = 0; j < len; ++j) {
+        for (int64_t j = 0; j < n; ++j) {
           const bool ok = static_cast<uint64_t>(ix[j]) < usize;
           in &= ok;
-          d[j] = row[j * s_last + (ok ? ix[j] : 0) * s_dim];
+          d[j] = row[(j0 + j) * s_last + (ok ? ix[j] : 0) * s_dim];
         }
       }
     }
