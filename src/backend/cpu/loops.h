@@ -78,7 +78,8 @@ Coalesced coalesce(const Shape& shape, const std::vector<std::vector<int64_t>>& 
 /// Calls `row(ptrs, strides, n)` for every innermost row of `shape`, where
 /// ptrs[k] points at operand k's first element of the row and strides[k] is its
 /// byte stride along the row. Dims are coalesced first; rows (or one long row)
-/// are split across threads by parallel_for's grain rule.
+/// are split across threads by parallel_for's grain rule. `row` reads ptrs and
+/// leaves them as they are (the loop moves them on to the next row).
 using RowFn = std::function<void(char** ptrs, const int64_t* strides, int64_t n)>;
 void for_each_row(const Shape& shape, std::vector<char*> ptrs,
                   std::vector<std::vector<int64_t>> byte_strides, const RowFn& row);
