@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <numeric>
 #include <string>
 
@@ -173,6 +174,30 @@ TEST(Movement, TrilTriu) {
     EXPECT_EQ(vals(tril(ones({2, 2}, dt), -5)), (std::vector<double>{0, 0, 0, 0}));
   EXPECT_EQ(tril(zeros({0, 3})).numel(), 0);
   EXPECT_NE(error_of([] { tril(ones({3})); }).find("tril"), std::string::npos);
+  // Against the element rule (keep j - i <= d, or >= d), batched, not square,
+  // rows enough to be split across threads, diagonals out to the int64 ends.
+  const int64_t B = 3, R = 70, C = 530;
+  Tensor big = iota({B, R, C}) + 1.0;
+  const int64_t kMax = std::numeric_limits<int64_t>::max(),
+                kMin = std::numeric_limits<int64_t>::min();
+  for (int64_t d : {int64_t{0}, int64_t{1}, int64_t{-1}, int64_t{7}, int64_t{-7}, C - 1, C, C + 5,
+                    -R + 1, -R, -R - 5, kMax, kMin}) {
+    for (bool lower : {true, false}) {
+      const std::vector<double> got = vals(lower ? tril(big, d) : triu(big, d));
+      size_t bad = 0;
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t i = 0; i < R; ++i)
+          for (int64_t j = 0; j < C; ++j) {
+            // j - i <= d without overflow: compare in long double.
+            const long double diff = static_cast<long double>(j) - static_cast<long double>(i);
+            const bool keep =
+                lower ? diff <= static_cast<long double>(d) : diff >= static_cast<long double>(d);
+            const size_t at = static_cast<size_t>((b * R + i) * C + j);
+            bad += got[at] != (keep ? static_cast<double>(at + 1) : 0.0);
+          }
+      EXPECT_EQ(bad, 0u) << (lower ? "tril" : "triu") << " diagonal " << d;
+    }
+  }
 }
 
 TEST(Movement, MaskedFill) {
