@@ -769,6 +769,49 @@ TEST(Reduce, Cumsum) {
   EXPECT_EQ(cumsum(make({}, {0, 3}), 0).sizes(), (Shape{0, 3}));
 }
 
+/// cumsum of contiguous tensors along every dim (lines side by side along an
+/// outer dim, lines in groups along the last): each line folded in index
+/// order in the scan's accumulate type (float32 in double), rounded after
+/// every step, exactly; lines enough to split across threads and groups with
+/// a remainder; int8 into int64.
+TEST(Reduce, CumsumOfEveryDimFoldsEachLineInOrder) {
+  const Shape shape{3, 37, 300};
+  const int64_t n = 3 * 37 * 300;
+  std::mt19937 gen(5);
+  std::normal_distribution<double> normal;
+  std::vector<double> v(static_cast<size_t>(n));
+  for (double& e : v) e = normal(gen) * 1e3;
+  Tensor x = make(v, shape, DType::Float32);
+  const std::vector<double> xv = vals(x);  // the float32 values
+  std::vector<double> iv(static_cast<size_t>(n));
+  for (int64_t k = 0; k < n; ++k) iv[static_cast<size_t>(k)] = static_cast<double>(k % 251) - 125;
+  Tensor x8 = to_dtype(make(iv, shape, DType::Float64), DType::Int8);
+  const int64_t st[3] = {37 * 300, 300, 1};
+  for (int64_t dim : {0, 1, 2}) {
+    const std::vector<double> got = vals(cumsum(x, dim));
+    const std::vector<int64_t> got8 = cumsum(x8, dim).to_vector<int64_t>();
+    size_t bad = 0, bad8 = 0;
+    for (int64_t a = 0; a < 3; ++a)
+      for (int64_t b = 0; b < 37; ++b)
+        for (int64_t c = 0; c < 300; ++c) {
+          const int64_t idx[3] = {a, b, c};
+          if (idx[dim] != 0) continue;  // one line per start
+          double acc = 0;
+          int64_t acc8 = 0;
+          const int64_t base = a * st[0] + b * st[1] + c;
+          for (int64_t k = 0; k < shape[static_cast<size_t>(dim)]; ++k) {
+            const size_t at = static_cast<size_t>(base + k * st[dim]);
+            acc += xv[at];
+            acc8 += static_cast<int64_t>(iv[at]);
+            bad += got[at] != static_cast<double>(static_cast<float>(acc));
+            bad8 += got8[at] != acc8;
+          }
+        }
+    EXPECT_EQ(bad, 0u) << "dim " << dim;
+    EXPECT_EQ(bad8, 0u) << "int8, dim " << dim;
+  }
+}
+
 TEST(Reduce, Errors) {
   Tensor x = make(randv(12, 16), {3, 4});
   expect_error([&] { sum(x, {2}); }, "sum");

@@ -701,6 +701,67 @@ void cumsum_typed(const Tensor& x, int64_t dim, const Tensor& out) {
   }
   const int64_t L = sizes[static_cast<size_t>(dim)];
   const int64_t sx = x.strides()[static_cast<size_t>(dim)];
+  const T* xp = static_cast<const T*>(x.data_ptr());
+  D* op = static_cast<D*>(out.data_ptr());
+  int64_t inner = 1;
+  for (int64_t d = dim + 1; d < nd; ++d) inner *= sizes[static_cast<size_t>(d)];
+  if (inner > 1 && x.is_contiguous()) {
+    // Lines along a dim that is not innermost: kLines neighbouring lines
+    // side by side, each still folded in index order (the same bits), so
+    // every step reads and writes whole rows of memory instead of one
+    // element per row (cumsum over dim 0 of 2048 x 1024 float32, one thread:
+    // 26.5 -> 0.54 ms; PyTorch 12.8).
+    constexpr int64_t kLines = 256;
+    const int64_t outer = numel / (L * inner), blocks = (inner + kLines - 1) / kLines;
+    parallel_for(0, outer * blocks, grain_for(L * kLines), [&](int64_t t0, int64_t t1) {
+      A acc[kLines];
+      for (int64_t t = t0; t < t1; ++t) {
+        const int64_t o = t / blocks, j0 = t % blocks * kLines;
+        const int64_t w = std::min(kLines, inner - j0);
+        for (int64_t j = 0; j < w; ++j) acc[j] = r::Sum<A>::init();
+        for (int64_t k = 0; k < L; ++k) {
+          const T* __restrict xr = xp + (o * L + k) * inner + j0;
+          D* __restrict orow = op + (o * L + k) * inner + j0;
+          for (int64_t j = 0; j < w; ++j) {
+            acc[j] = r::Sum<A>::step(acc[j], r::to_acc<A>(xr[j]));
+            orow[j] = from_acc<D>(acc[j]);
+          }
+        }
+      }
+    });
+    return;
+  }
+  if (inner == 1 && x.is_contiguous() && numel / L >= 2) {
+    // Lines along the innermost dim: kGroup of them stepped in turn, each in
+    // index order (the same bits), so that their additions overlap instead
+    // of waiting on one another (cumsum over dim 1 of 2048 x 1024 float32,
+    // one thread: 1.97 -> 1.35-1.49 ms; PyTorch 1.97).
+    constexpr int64_t kGroup = 8;
+    const int64_t lines = numel / L;
+    parallel_for(0, (lines + kGroup - 1) / kGroup, grain_for(L * kGroup),
+                 [&](int64_t g0, int64_t g1) {
+                   for (int64_t g = g0; g < g1; ++g) {
+                     const int64_t first = g * kGroup, w = std::min(kGroup, lines - first);
+                     A acc[kGroup];
+                     for (int64_t q = 0; q < kGroup; ++q) acc[q] = r::Sum<A>::init();
+                     const T* __restrict xr = xp + first * L;
+                     D* __restrict orow = op + first * L;
+                     // A cache line of each line in turn: the lines' chains
+                     // interleave in the processor, the memory is read in
+                     // whole lines.
+                     constexpr int64_t kStep = 64 / sizeof(T) > 0 ? 64 / sizeof(T) : 1;
+                     for (int64_t kb = 0; kb < L; kb += kStep) {
+                       const int64_t ke = std::min(L, kb + kStep);
+                       for (int64_t q = 0; q < w; ++q)
+                         for (int64_t k = kb; k < ke; ++k) {
+                           acc[q] = r::Sum<A>::step(acc[q], r::to_acc<A>(xr[q * L + k]));
+                           orow[q * L + k] = from_acc<D>(acc[q]);
+                         }
+                     }
+                   }
+                 });
+    return;
+  }
   const Shape ostr = detail::contiguous_strides(sizes);
   const int64_t so = ostr[static_cast<size_t>(dim)];
   Shape ls, lis, los;  // the other dims
@@ -711,8 +772,6 @@ void cumsum_typed(const Tensor& x, int64_t dim, const Tensor& out) {
     los.push_back(ostr[static_cast<size_t>(d)]);
   }
   const int64_t lines = numel / L;
-  const T* xp = static_cast<const T*>(x.data_ptr());
-  D* op = static_cast<D*>(out.data_ptr());
   parallel_for(0, lines, grain_for(L), [&](int64_t l0, int64_t l1) {
     for (int64_t line = l0; line < l1; ++line) {
       int64_t rem = line, io = 0, oo = 0;
