@@ -77,29 +77,21 @@ void index_select(const Tensor& out, const Tensor& x, int64_t dim, const Tensor&
     // grain rule. Pair j is (j / n, j % n): divided once per range, then
     // counted (two divisions per row took 40% of embedding's 4096 rows of
     // one float, at one thread: 23 us against PyTorch's 10).
-    //
-    // The first cache lines of the row kAhead rows on are prefetched: that
-    // starts the reads of a random row, and the hardware prefetcher follows
-    // the rest. Prefetching whole rows cost more than it gained once rows
-    // are long (4096 random rows of 4 KiB out of cache, one thread of a
-    // 2-core AMD EPYC: 1.81 ms whole, 1.58 none, 1.23 the first 256 bytes;
-    // 512 rows of 4 KiB in cache: 59.7 / 49.6 / 50.0 us; rows of 256 bytes
-    // to 1.5 KiB out of cache: within 3% of whole rows, 10-30% ahead of none).
-    // Rows of at most kSmallRow bytes (a 1-D tensor's elements, embeddings of
-    // a few values) are copied inline as words, without the prefetch: a
-    // memcpy call per row and the prefetch took 3.5 ns of a 4-byte row
-    // (1-D index_select of 65536 floats, one thread: 230 us against
-    // PyTorch's 43).
-    constexpr int64_t kSmallRow = 32;
     if (outer == 1 && row == isz) {
       // One element per row (a 1-D selection): gather's kernel over the
-      // flattened tensors (its AVX-512 gathers; 65536 floats, one thread:
-      // 110 -> 40 us).
+      // flattened tensors, its AVX-512 gathers (1-D index_select of 65536
+      // floats, one thread: 230 us with a memcpy per element, 110 with
+      // words, 54 through gather; PyTorch 43).
       const Tensor x1 = detail::make_view(x, {size}, {1}, x.storage_offset());
       const Tensor out1 = detail::make_view(out, {n}, {1}, out.storage_offset());
       gather_rows_stub(out1, x1, 0, idx, size);
       return;
     }
+    // Rows of at most kSmallRow bytes (embeddings of a few values, a last
+    // dim of a few elements) are copied inline as words, without a memcpy
+    // call or the prefetch (65536 rows of 4 floats, one thread: 305 -> 184
+    // us; PyTorch 218).
+    constexpr int64_t kSmallRow = 32;
     if (row <= kSmallRow) {
       const auto copy_rows = [&](auto word) {
         using U = decltype(word);
@@ -136,6 +128,14 @@ void index_select(const Tensor& out, const Tensor& x, int64_t dim, const Tensor&
       }
       return;
     }
+    // Longer rows by memcpy. The first cache lines of the row kAhead rows on
+    // are prefetched: that starts the reads of a random row, and the
+    // hardware prefetcher follows the rest. Prefetching whole rows cost more
+    // than it gained once rows are long (4096 random rows of 4 KiB out of
+    // cache, one thread of a 2-core AMD EPYC: 1.81 ms whole, 1.58 none, 1.23
+    // the first 256 bytes; 512 rows of 4 KiB in cache: 59.7 / 49.6 / 50.0
+    // us; rows of 256 bytes to 1.5 KiB out of cache: within 3% of whole
+    // rows, 10-30% ahead of none).
     constexpr int64_t kAhead = 4;            // rows whose reads are started early
     constexpr int64_t kPrefetchBytes = 256;  // of each such row
     const int64_t prefetch_bytes = std::min(row, kPrefetchBytes);

@@ -141,8 +141,10 @@ typename Op::acc_t accumulate_range(const T* base, const ReduceGeom& g, int64_t 
     if (nd == 1 && s_in == 1) return arg_run16<Op>(base + r0, r1 - r0, r0);
   }
 #endif
-  if constexpr ((std::is_same_v<Op, r::Sum<T>> || std::is_same_v<Op, r::Max<T>> ||
-                 std::is_same_v<Op, r::Min<T>>)&&std::is_floating_point_v<T>) {
+  constexpr bool kFoldsRun = std::is_floating_point_v<T> &&
+                             (std::is_same_v<Op, r::Sum<T>> || std::is_same_v<Op, r::Max<T>> ||
+                              std::is_same_v<Op, r::Min<T>>);
+  if constexpr (kFoldsRun) {
     // One contiguous run (a row, or a stretch of one): fold_contiguous_row's
     // straight loops (Sum) or one plain_extreme (Max / Min), the bits of the
     // InnerOrder below (512 x 1024 float32 sum over dim -1, one thread:
