@@ -2,6 +2,7 @@
 // amin, max/min, argmax/argmin, var, std, var_mean, logsumexp, any, all,
 // cumsum; plus the attrs recorded while tracing.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cmath>
 #include <cstring>
@@ -810,6 +811,35 @@ TEST(Reduce, CumsumOfEveryDimFoldsEachLineInOrder) {
     EXPECT_EQ(bad, 0u) << "dim " << dim;
     EXPECT_EQ(bad8, 0u) << "int8, dim " << dim;
   }
+}
+
+/// Sums over dim 0 of few columns (chunks of the column folded side by side
+/// where there are at most 8 columns and four whole chunks) give ColumnOrder's
+/// bits: each column's elements stepped in order, 128 a partial, the
+/// partials through the cascade. One thread (one stretch per column).
+TEST(Reduce, NarrowColumnSumsGiveColumnOrdersBits) {
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  std::mt19937 gen(9);
+  std::normal_distribution<double> normal;
+  for (int64_t cols : {2, 3, 4, 8, 9}) {  // (one column is a contiguous row: InnerOrder)
+    for (int64_t rows : {127, 128, 511, 512, 513, 1000, 4173, 70001}) {
+      std::vector<double> v(static_cast<size_t>(rows * cols));
+      for (double& e : v) e = normal(gen) * std::exp(normal(gen) * 4);
+      Tensor x = make(v, {rows, cols}, DType::Float32);
+      const std::vector<double> xv = vals(x);
+      const std::vector<double> got = vals(sum(x, {0}));
+      for (int64_t j = 0; j < cols; ++j) {
+        reduce::ColumnOrder<reduce::Sum<float>> order;
+        for (int64_t r = 0; r < rows; ++r)
+          order.step(static_cast<float>(xv[static_cast<size_t>(r * cols + j)]));
+        const float want = order.result();
+        EXPECT_EQ(static_cast<float>(got[static_cast<size_t>(j)]), want)
+            << rows << " x " << cols << " column " << j;
+      }
+    }
+  }
+  omp_set_num_threads(threads);
 }
 
 TEST(Reduce, Errors) {
