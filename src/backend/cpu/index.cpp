@@ -52,6 +52,56 @@ int64_t prod(const Shape& s, size_t begin, size_t end) {
   return n;
 }
 
+/// The rows index_select copies from a contiguous input: output row j of the
+/// pairs j = o * n + k in [0, outer * n) is input row o * size + idx[k];
+/// rows of `row` bytes.
+struct RowPairs {
+  char* dst;
+  const char* src;
+  const int64_t* idx;
+  int64_t outer, n, size, row, grain;
+};
+
+/// copy(d, s) for every pair of `p`, split across threads by p.grain. Pair j
+/// is (j / n, j % n): divided once per range, then counted (two divisions
+/// per row took 40% of embedding's 4096 rows of one float, at one thread: 23
+/// us against PyTorch's 10). The loop's state is its own (by value): the
+/// stores, through char*, could alias what it read by reference, which it
+/// would then load again at every row (1-D rows of words: 157 -> 110 us).
+/// With kPrefetch, the first `prefetch_bytes` of the row kAhead pairs on are
+/// prefetched: that starts the reads of a random row, and the hardware
+/// prefetcher follows the rest. Prefetching whole rows cost more than it
+/// gained once rows are long (4096 random rows of 4 KiB out of cache, one
+/// thread of a 2-core AMD EPYC: 1.81 ms whole, 1.58 none, 1.23 the first 256
+/// bytes; 512 rows of 4 KiB in cache: 59.7 / 49.6 / 50.0 us; rows of 256
+/// bytes to 1.5 KiB out of cache: within 3% of whole rows, 10-30% ahead of
+/// none).
+template <bool kPrefetch, class Copy>
+void select_rows(const RowPairs& p, int64_t prefetch_bytes, const Copy& copy) {
+  constexpr int64_t kAhead = 4;  // rows whose reads are started early
+  parallel_for(0, p.outer * p.n, p.grain, [p, prefetch_bytes, copy](int64_t j0, int64_t j1) {
+    int64_t o = j0 / p.n, k = j0 % p.n;
+    int64_t oa = (j0 + kAhead) / p.n, ka = (j0 + kAhead) % p.n;
+    for (int64_t j = j0; j < j1; ++j) {
+      if constexpr (kPrefetch) {
+        if (j + kAhead < j1) {
+          const char* next = p.src + (oa * p.size + p.idx[ka]) * p.row;
+          for (int64_t b = 0; b < prefetch_bytes; b += 64) __builtin_prefetch(next + b);
+          if (++ka == p.n) {
+            ka = 0;
+            ++oa;
+          }
+        }
+      }
+      copy(p.dst + j * p.row, p.src + (o * p.size + p.idx[k]) * p.row);
+      if (++k == p.n) {
+        k = 0;
+        ++o;
+      }
+    }
+  });
+}
+
 }  // namespace
 
 void index_select(const Tensor& out, const Tensor& x, int64_t dim, const Tensor& index) {
@@ -73,10 +123,6 @@ void index_select(const Tensor& out, const Tensor& x, int64_t dim, const Tensor&
     const int64_t row = prod(xs, dim + 1, xs.size()) * isz;
     const char* src = static_cast<const char*>(x.data_ptr());
     char* dst = static_cast<char*>(out.data_ptr());
-    // One row copy per (outer, selected) pair, split across threads by the
-    // grain rule. Pair j is (j / n, j % n): divided once per range, then
-    // counted (two divisions per row took 40% of embedding's 4096 rows of
-    // one float, at one thread: 23 us against PyTorch's 10).
     if (outer == 1 && row == isz) {
       // One element per row (a 1-D selection): gather's kernel over the
       // flattened tensors, its AVX-512 gathers (1-D index_select of 65536
@@ -87,76 +133,40 @@ void index_select(const Tensor& out, const Tensor& x, int64_t dim, const Tensor&
       gather_rows_stub(out1, x1, 0, idx, size);
       return;
     }
+    const RowPairs pairs{dst, src, idx, outer, n, size, row, grain_for(row / isz)};
     // Rows of at most kSmallRow bytes (embeddings of a few values, a last
     // dim of a few elements) are copied inline as words, without a memcpy
     // call or the prefetch (65536 rows of 4 floats, one thread: 305 -> 184
     // us; PyTorch 218).
     constexpr int64_t kSmallRow = 32;
     if (row <= kSmallRow) {
-      const auto copy_rows = [&](auto word) {
+      const auto by_words = [&](auto word) {
         using U = decltype(word);
         constexpr int64_t w = sizeof(U);
-        const int64_t words = row / w;
-        // By value: the stores (through char*) may alias anything the
-        // loop reads by reference, which it would then load at every row.
-        parallel_for(0, outer * n, grain_for(row / isz),
-                     [src, dst, idx, n, size, row, words](int64_t j0, int64_t j1) {
-                       int64_t o = j0 / n, k = j0 % n;
-                       for (int64_t j = j0; j < j1; ++j) {
-                         const char* s = src + (o * size + idx[k]) * row;
-                         char* d = dst + j * row;
-                         for (int64_t q = 0; q < words; ++q) {
-                           U v;
-                           __builtin_memcpy(&v, s + q * w, sizeof(U));
-                           __builtin_memcpy(d + q * w, &v, sizeof(U));
-                         }
-                         if (++k == n) {
-                           k = 0;
-                           ++o;
-                         }
-                       }
-                     });
+        select_rows<false>(pairs, 0, [words = row / w](char* d, const char* s) {
+          for (int64_t q = 0; q < words; ++q) {
+            U v;
+            __builtin_memcpy(&v, s + q * w, sizeof(U));
+            __builtin_memcpy(d + q * w, &v, sizeof(U));
+          }
+        });
       };
       if (row % 8 == 0) {
-        copy_rows(uint64_t{});
+        by_words(uint64_t{});
       } else if (row % 4 == 0) {
-        copy_rows(uint32_t{});
+        by_words(uint32_t{});
       } else if (row % 2 == 0) {
-        copy_rows(uint16_t{});
+        by_words(uint16_t{});
       } else {
-        copy_rows(uint8_t{});
+        by_words(uint8_t{});
       }
       return;
     }
-    // Longer rows by memcpy. The first cache lines of the row kAhead rows on
-    // are prefetched: that starts the reads of a random row, and the
-    // hardware prefetcher follows the rest. Prefetching whole rows cost more
-    // than it gained once rows are long (4096 random rows of 4 KiB out of
-    // cache, one thread of a 2-core AMD EPYC: 1.81 ms whole, 1.58 none, 1.23
-    // the first 256 bytes; 512 rows of 4 KiB in cache: 59.7 / 49.6 / 50.0
-    // us; rows of 256 bytes to 1.5 KiB out of cache: within 3% of whole
-    // rows, 10-30% ahead of none).
-    constexpr int64_t kAhead = 4;            // rows whose reads are started early
-    constexpr int64_t kPrefetchBytes = 256;  // of each such row
-    const int64_t prefetch_bytes = std::min(row, kPrefetchBytes);
-    parallel_for(0, outer * n, grain_for(row / isz), [&](int64_t j0, int64_t j1) {
-      int64_t o = j0 / n, k = j0 % n;
-      int64_t oa = (j0 + kAhead) / n, ka = (j0 + kAhead) % n;
-      for (int64_t j = j0; j < j1; ++j) {
-        if (j + kAhead < j1) {
-          const char* next = src + (oa * size + idx[ka]) * row;
-          for (int64_t b = 0; b < prefetch_bytes; b += 64) __builtin_prefetch(next + b);
-          if (++ka == n) {
-            ka = 0;
-            ++oa;
-          }
-        }
-        std::memcpy(dst + j * row, src + (o * size + idx[k]) * row, static_cast<size_t>(row));
-        if (++k == n) {
-          k = 0;
-          ++o;
-        }
-      }
+    // Longer rows by memcpy, the first 256 bytes of the row kAhead on
+    // prefetched (select_rows says why).
+    constexpr int64_t kPrefetchBytes = 256;
+    select_rows<true>(pairs, std::min(row, kPrefetchBytes), [row](char* d, const char* s) {
+      std::memcpy(d, s, static_cast<size_t>(row));
     });
     return;
   }

@@ -730,6 +730,11 @@ void cumsum_typed(const Tensor& x, int64_t dim, const Tensor& out) {
   }
   const int64_t L = sizes[static_cast<size_t>(dim)];
   const int64_t sx = x.strides()[static_cast<size_t>(dim)];
+  // One step of a line: the element into the running sum, the sum stored.
+  const auto step = [](A& acc, T v) {
+    acc = r::Sum<A>::step(acc, r::to_acc<A>(v));
+    return from_acc<D>(acc);
+  };
   const T* xp = static_cast<const T*>(x.data_ptr());
   D* op = static_cast<D*>(out.data_ptr());
   int64_t inner = 1;
@@ -751,10 +756,7 @@ void cumsum_typed(const Tensor& x, int64_t dim, const Tensor& out) {
         for (int64_t k = 0; k < L; ++k) {
           const T* __restrict xr = xp + (o * L + k) * inner + j0;
           D* __restrict orow = op + (o * L + k) * inner + j0;
-          for (int64_t j = 0; j < w; ++j) {
-            acc[j] = r::Sum<A>::step(acc[j], r::to_acc<A>(xr[j]));
-            orow[j] = from_acc<D>(acc[j]);
-          }
+          for (int64_t j = 0; j < w; ++j) orow[j] = step(acc[j], xr[j]);
         }
       }
     });
@@ -778,14 +780,12 @@ void cumsum_typed(const Tensor& x, int64_t dim, const Tensor& out) {
                      // A cache line of each line in turn: the lines' chains
                      // interleave in the processor, the memory is read in
                      // whole lines.
-                     constexpr int64_t kStep = 64 / sizeof(T) > 0 ? 64 / sizeof(T) : 1;
+                     constexpr int64_t kStep = 64 / sizeof(T);
                      for (int64_t kb = 0; kb < L; kb += kStep) {
                        const int64_t ke = std::min(L, kb + kStep);
                        for (int64_t q = 0; q < w; ++q)
-                         for (int64_t k = kb; k < ke; ++k) {
-                           acc[q] = r::Sum<A>::step(acc[q], r::to_acc<A>(xr[q * L + k]));
-                           orow[q * L + k] = from_acc<D>(acc[q]);
-                         }
+                         for (int64_t k = kb; k < ke; ++k)
+                           orow[q * L + k] = step(acc[q], xr[q * L + k]);
                      }
                    }
                  });
@@ -811,10 +811,7 @@ void cumsum_typed(const Tensor& x, int64_t dim, const Tensor& out) {
         oo += i * los[d];
       }
       A acc = r::Sum<A>::init();
-      for (int64_t k = 0; k < L; ++k) {
-        acc = r::Sum<A>::step(acc, r::to_acc<A>(xp[io + k * sx]));
-        op[oo + k * so] = from_acc<D>(acc);
-      }
+      for (int64_t k = 0; k < L; ++k) op[oo + k * so] = step(acc, xp[io + k * sx]);
     }
   });
 }
