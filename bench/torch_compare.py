@@ -5,7 +5,7 @@ with smelt's eager and compiled rows.
 
     python3 bench/torch_compare.py --workload minilm|train-mlp [--device cpu|cuda]
         [--dtype float32|float16|bfloat16] [--threads N] [--iters N] [--json]
-    python3 bench/torch_compare.py --workload ops [--threads 1,2] [--filter NAME]
+    python3 bench/torch_compare.py --workload ops|op-shapes [--threads 1,2] [--filter NAME]
     python3 bench/torch_compare.py --workload compiled [--device cpu|cuda] [--threads N]
         [--modes ...] [--workloads ...]
         [--smelt build/smelt] [--json]
@@ -26,6 +26,11 @@ Workloads:
           `smelt bench ops` (the smelt binary, --smelt) on identical inputs,
           at each thread count of --threads (a comma-separated list): one
           table of times and smelt/torch ratios (above 1: smelt is slower).
+  op-shapes
+          the same for `smelt bench op-shapes`: the same kinds of op at the
+          shapes and dtypes that take other kernel paths (64x64, 256x256,
+          65536x4 and 4x65536, middle dims of 32x128x64, 1-D 2^20, int64,
+          bfloat16, 2048x1024 over dim 0, cumsum, tril, pad, bmm, stack).
 
   eager-cuda
           the GPU eager workloads of bench/bench_cuda.cpp (issue 8's targets)
@@ -420,6 +425,64 @@ def op_cases(torch):
     ]
 
 
+def shape_cases(torch):
+    """(name, shape, fn): the op-shapes list of tools/smelt/bench_ops.cpp, in its order."""
+    F = torch.nn.functional
+    s64, t64 = hashed(torch, (64, 64), 1), hashed(torch, (64, 64), 2)
+    s256, t256 = hashed(torch, (256, 256), 1), hashed(torch, (256, 256), 2)
+    tall, wide = hashed(torch, (65536, 4), 1), hashed(torch, (4, 65536), 2)
+    x3, y3 = hashed(torch, (32, 128, 64), 3), hashed(torch, (128, 32, 64), 4)
+    g64, b64 = hashed(torch, (64,), 5), hashed(torch, (64,), 6)
+    big, col = hashed(torch, (2048, 1024), 7), hashed(torch, (2048, 1), 8)
+    v = hashed(torch, (1 << 20,), 9)
+    vi = (hashed(torch, (1 << 20,), 10) * 1000.0).to(torch.int64)
+    vh = v.to(torch.bfloat16)
+    sel1, sel_tall = hashed_indices(torch, (65536,), 11, 1 << 20), hashed_indices(torch, (65536,), 12, 65536)
+    gi1 = hashed_indices(torch, (1 << 20,), 13, 1 << 20)
+    qa, qb = hashed(torch, (16, 128, 64), 14), hashed(torch, (16, 64, 128), 15)
+    return [
+        ("add_64", "64x64", lambda: s64 + t64),
+        ("add_256", "256x256", lambda: s256 + t256),
+        ("exp_256", "256x256", lambda: torch.exp(s256)),
+        ("sum_last_64", "64x64", lambda: s64.sum(-1)),
+        ("softmax_256", "256x256 dim -1", lambda: torch.softmax(s256, -1)),
+        ("add_column", "2048x1024 + 2048x1", lambda: big + col),
+        ("add_transposed", "32x128x64 + .transpose(0,1)", lambda: x3 + y3.transpose(0, 1)),
+        ("permute_102", "32x128x64", lambda: x3.permute(1, 0, 2).contiguous()),
+        ("permute_021", "32x128x64", lambda: x3.permute(0, 2, 1).contiguous()),
+        ("sum_dim0_tall", "65536x4 dim 0", lambda: tall.sum(0)),
+        ("sum_dim1_tall", "65536x4 dim 1", lambda: tall.sum(1)),
+        ("sum_dim0_wide", "4x65536 dim 0", lambda: wide.sum(0)),
+        ("sum_dim1_wide", "4x65536 dim 1", lambda: wide.sum(1)),
+        ("sum_mid", "32x128x64 dim 1", lambda: x3.sum(1)),
+        ("sum_outer", "32x128x64 dims 0,2", lambda: x3.sum((0, 2))),
+        ("amax_mid", "32x128x64 dim 1", lambda: x3.amax(1)),
+        ("mean_outer", "32x128x64 dims 0,2", lambda: x3.mean((0, 2))),
+        ("var_first", "2048x1024 dim 0", lambda: big.var(0)),
+        ("argmax_first", "2048x1024 dim 0", lambda: big.argmax(0)),
+        ("softmax_first", "2048x1024 dim 0", lambda: torch.softmax(big, 0)),
+        ("softmax_64", "32x128x64 dim -1", lambda: torch.softmax(x3, -1)),
+        ("layer_norm_64", "32x128x64 w,b", lambda: F.layer_norm(x3, (64,), g64, b64, 1e-5)),
+        ("sum_1d", "2^20", lambda: v.sum()),
+        ("sum_int64", "2^20 int64", lambda: vi.sum()),
+        ("exp_1d", "2^20", lambda: torch.exp(v)),
+        ("to_bfloat16", "2^20", lambda: v.to(torch.bfloat16)),
+        ("bfloat16_to_float", "2^20 bfloat16", lambda: vh.to(torch.float32)),
+        ("add_bfloat16", "2^20 bfloat16", lambda: vh + vh),
+        ("index_select_1d", "2^20 [65536]", lambda: torch.index_select(v, 0, sel1)),
+        ("index_select_tall", "65536x4 dim 0", lambda: torch.index_select(tall, 0, sel_tall)),
+        ("gather_1d", "2^20", lambda: torch.gather(v, 0, gi1)),
+        ("cat_small", "4 x 64x64 dim 0", lambda: torch.cat([s64, t64, s64, t64], 0)),
+        ("stack", "4 x 256x256", lambda: torch.stack([s256, t256, s256, t256], 0)),
+        ("tril", "2048x1024", lambda: torch.tril(big)),
+        ("pad", "2048x1024 (1,1,1,1)", lambda: F.pad(big, (1, 1, 1, 1))),
+        ("cumsum_first", "2048x1024 dim 0", lambda: torch.cumsum(big, 0)),
+        ("cumsum_last", "2048x1024 dim 1", lambda: torch.cumsum(big, 1)),
+        ("bmm", "16x128x64 @ 16x64x128", lambda: qa @ qb),
+        ("where_scalar", "2048x1024", lambda: torch.where(big > 0, big, 0.0)),
+    ]
+
+
 def op_time_ms(fn, iters):
     """As `smelt bench ops`: one warm-up, then the median of `iters` calls
     (0: enough for ~300 ms, 5 to 200)."""
@@ -439,7 +502,7 @@ def op_time_ms(fn, iters):
 
 def smelt_ops(args, threads):
     """{op: ms} from `smelt bench ops --json` run with OMP_NUM_THREADS=threads."""
-    cmd = [args.smelt, "bench", "ops", "--json", "--iters", str(args.iters)]
+    cmd = [args.smelt, "bench", args.workload, "--json", "--iters", str(args.iters)]
     if args.filter:
         cmd += ["--filter", args.filter]
     env = dict(os.environ, OMP_NUM_THREADS=str(threads))
@@ -450,8 +513,9 @@ def smelt_ops(args, threads):
 
 def run_ops(args, torch, thread_counts):
     if args.device != "cpu":
-        sys.exit("torch_compare: --workload ops runs on the CPU only")
-    cases = [c for c in op_cases(torch) if args.filter in c[0]]
+        sys.exit(f"torch_compare: --workload {args.workload} runs on the CPU only")
+    listed = op_cases(torch) if args.workload == "ops" else shape_cases(torch)
+    cases = [c for c in listed if args.filter in c[0]]
     rows = {name: {"op": name, "shape": shape} for name, shape, _ in cases}
     # --rounds alternating rounds of both sides, the fastest median of each
     # kept: a machine whose speed drifts (frequency, neighbours) between the
@@ -476,15 +540,15 @@ def run_ops(args, torch, thread_counts):
         for r in rows.values():
             print(json.dumps(dict(r, framework=f"torch {torch.__version__}")))
         return
-    print(f"ops: eager ms (fastest median of {max(1, args.rounds)} alternating rounds), "
+    print(f"{args.workload}: eager ms (fastest median of {max(1, args.rounds)} alternating rounds), "
           f"PyTorch {torch.__version__} vs smelt ({args.smelt}); "
           f"ratio = smelt / torch (above 1: smelt is slower)")
-    head = f"{'op':<17} {'shape (float32)':<22}"
+    head = f"{'op':<18} {'shape (float32)':<28}"
     for t in thread_counts:
         head += f" {'torch@' + str(t):>10} {'smelt@' + str(t):>10} {'ratio':>6}"
     print(head)
     for r in rows.values():
-        line = f"{r['op']:<17} {r['shape']:<22}"
+        line = f"{r['op']:<18} {r['shape']:<28}"
         for t in thread_counts:
             sm = r.get(f"smelt_ms_{t}")
             line += f" {r[f'torch_ms_{t}']:10.4f} " + (f"{sm:10.4f} {r[f'ratio_{t}']:6.2f}"
@@ -1106,7 +1170,8 @@ def print_compiled_cuda(row):
 
 
 WORKLOADS = {"minilm": bench_minilm, "eager-cuda": bench_eager_cuda, "train-mlp": bench_train_mlp,
-             "compiled-cuda": bench_compiled_cuda, "compiled": bench_compiled, "ops": None}
+             "compiled-cuda": bench_compiled_cuda, "compiled": bench_compiled, "ops": None,
+             "op-shapes": None}
 
 
 def main():
@@ -1149,7 +1214,7 @@ def main():
         sys.exit("torch_compare: PyTorch is not installed (pip install torch sentence-transformers)")
     counts = [int(t) for t in args.threads.split(",") if t] or [
         int(os.environ.get("OMP_NUM_THREADS", "0")) or os.cpu_count()]
-    if args.workload == "ops":
+    if args.workload in ("ops", "op-shapes"):
         run_ops(args, torch, counts)
         return
     threads = counts[0]

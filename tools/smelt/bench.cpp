@@ -1017,9 +1017,9 @@ int cmd_bench(const BenchOptions& opts) {
   set_float32_matmul_precision(opts.matmul_precision);
   SMELT_CHECK(opts.dtype.empty() || is_floating(dtype_from_name(opts.dtype)),
               "smelt bench: --dtype must be a floating dtype, got {}", opts.dtype);
-  if (opts.workload == "ops") {
-    SMELT_CHECK(device.is_cpu(),
-                "smelt bench: the ops workload runs on the CPU only; drop --device");
+  if (opts.workload == "ops" || opts.workload == "op-shapes") {
+    SMELT_CHECK(device.is_cpu(), "smelt bench: the {} workload runs on the CPU only; drop --device",
+                opts.workload);
     return cmd_bench_ops(opts);
   }
   std::vector<std::string> names;  // a comma-separated list, e.g. "gemm,linear-gelu"
@@ -1034,7 +1034,7 @@ int cmd_bench(const BenchOptions& opts) {
                     std::find(kWorkloads.begin(), kWorkloads.end(), n) != kWorkloads.end(),
                 "smelt bench: unknown workload '{}'; use pointwise, softmax, layernorm, mlp, "
                 "train-mlp, train-aot, horizontal, batchnorm-relu, gpt2-block, gemm, linear-gelu, "
-                "linear-gelu-erf, chain, minilm, ops or all",
+                "linear-gelu-erf, chain, minilm, ops, op-shapes or all",
                 n);
   for (auto& n : names)
     SMELT_CHECK(device.is_cpu() || n != "chain",

@@ -1,13 +1,17 @@
-// `smelt bench ops`: eager time of single ops, one row per op, for the
-// per-op comparison with PyTorch eager (bench/torch_compare.py --workload ops
-// runs the same list in PyTorch and calls this command for smelt's side).
+// `smelt bench ops` and `smelt bench op-shapes`: eager time of single ops, one
+// row per op, for the per-op comparison with PyTorch eager
+// (bench/torch_compare.py --workload ops|op-shapes runs the same list in
+// PyTorch and calls this command for smelt's side). `ops` is issue 11's set
+// of common ops at one shape (512x1024 float32); `op-shapes` the same kinds
+// of kernel at the shapes that take other paths (narrow and wide rows,
+// middle dims, 1-D, small tensors, integer and half dtypes).
 //
 // Inputs are the same numbers in both programs: element i of input `salt` is
 // u * 8 - 4 (or u + 0.5 for positive inputs) with
 // u = ((i * 2654435761 + salt * 40503) mod 2^32) / 2^32, computed exactly in
 // double and rounded once to the dtype; indices are hashes modulo the size.
-// The op list (names, shapes, what each runs) must stay in step with
-// OPS in bench/torch_compare.py.
+// The op lists (names, shapes, what each runs) must stay in step with
+// op_cases and shape_cases in bench/torch_compare.py.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -85,7 +89,7 @@ struct OpCase {
   std::function<Tensor()> run;
 };
 
-/// The op list (bench/torch_compare.py's OPS has the same names, shapes and inputs).
+/// The `ops` list (bench/torch_compare.py's op_cases has the same names, shapes and inputs).
 std::vector<OpCase> op_cases() {
   constexpr int64_t R = 512, C = 1024;
   const std::string rc = fmt::format("{}x{}", R, C);
@@ -152,11 +156,72 @@ std::vector<OpCase> op_cases() {
   return v;
 }
 
+/// The `op-shapes` list (bench/torch_compare.py's shape_cases has the same
+/// names, shapes and inputs).
+std::vector<OpCase> shape_cases() {
+  Tensor s64 = input({64, 64}, 1), t64 = input({64, 64}, 2);
+  Tensor s256 = input({256, 256}, 1), t256 = input({256, 256}, 2);
+  Tensor tall = input({65536, 4}, 1), wide = input({4, 65536}, 2);
+  Tensor x3 = input({32, 128, 64}, 3), y3 = input({128, 32, 64}, 4);
+  Tensor g64 = input({64}, 5), b64 = input({64}, 6);
+  Tensor big = input({2048, 1024}, 7), col = input({2048, 1}, 8);
+  Tensor v = input({1 << 20}, 9),
+         vi = to_dtype(input({1 << 20}, 10) * Scalar(1000.0), DType::Int64);
+  Tensor vh = to_dtype(v, DType::BFloat16);
+  Tensor sel1 = indices({65536}, 11, 1 << 20), sel_tall = indices({65536}, 12, 65536);
+  Tensor gi1 = indices({1 << 20}, 13, 1 << 20);
+  Tensor qa = input({16, 128, 64}, 14), qb = input({16, 64, 128}, 15);
+  std::vector<OpCase> cases;
+  auto add = [&](std::string name, std::string shape, std::function<Tensor()> f) {
+    cases.push_back({std::move(name), std::move(shape), std::move(f)});
+  };
+  add("add_64", "64x64", [=] { return s64 + t64; });
+  add("add_256", "256x256", [=] { return s256 + t256; });
+  add("exp_256", "256x256", [=] { return exp(s256); });
+  add("sum_last_64", "64x64", [=] { return sum(s64, {-1}); });
+  add("softmax_256", "256x256 dim -1", [=] { return softmax(s256, -1); });
+  add("add_column", "2048x1024 + 2048x1", [=] { return big + col; });
+  add("add_transposed", "32x128x64 + .transpose(0,1)", [=] { return x3 + transpose(y3, 0, 1); });
+  add("permute_102", "32x128x64", [=] { return contiguous(permute(x3, {1, 0, 2})); });
+  add("permute_021", "32x128x64", [=] { return contiguous(permute(x3, {0, 2, 1})); });
+  add("sum_dim0_tall", "65536x4 dim 0", [=] { return sum(tall, {0}); });
+  add("sum_dim1_tall", "65536x4 dim 1", [=] { return sum(tall, {1}); });
+  add("sum_dim0_wide", "4x65536 dim 0", [=] { return sum(wide, {0}); });
+  add("sum_dim1_wide", "4x65536 dim 1", [=] { return sum(wide, {1}); });
+  add("sum_mid", "32x128x64 dim 1", [=] { return sum(x3, {1}); });
+  add("sum_outer", "32x128x64 dims 0,2", [=] { return sum(x3, {0, 2}); });
+  add("amax_mid", "32x128x64 dim 1", [=] { return amax(x3, {1}); });
+  add("mean_outer", "32x128x64 dims 0,2", [=] { return mean(x3, {0, 2}); });
+  add("var_first", "2048x1024 dim 0", [=] { return var(big, {0}); });
+  add("argmax_first", "2048x1024 dim 0", [=] { return argmax(big, 0); });
+  add("softmax_first", "2048x1024 dim 0", [=] { return softmax(big, 0); });
+  add("softmax_64", "32x128x64 dim -1", [=] { return softmax(x3, -1); });
+  add("layer_norm_64", "32x128x64 w,b", [=] { return layer_norm(x3, {64}, g64, b64, 1e-5); });
+  add("sum_1d", "2^20", [=] { return sum(v); });
+  add("sum_int64", "2^20 int64", [=] { return sum(vi); });
+  add("exp_1d", "2^20", [=] { return exp(v); });
+  add("to_bfloat16", "2^20", [=] { return to_dtype(v, DType::BFloat16); });
+  add("bfloat16_to_float", "2^20 bfloat16", [=] { return to_dtype(vh, DType::Float32); });
+  add("add_bfloat16", "2^20 bfloat16", [=] { return vh + vh; });
+  add("index_select_1d", "2^20 [65536]", [=] { return index_select(v, 0, sel1); });
+  add("index_select_tall", "65536x4 dim 0", [=] { return index_select(tall, 0, sel_tall); });
+  add("gather_1d", "2^20", [=] { return gather(v, 0, gi1); });
+  add("cat_small", "4 x 64x64 dim 0", [=] { return cat({s64, t64, s64, t64}, 0); });
+  add("stack", "4 x 256x256", [=] { return stack({s256, t256, s256, t256}, 0); });
+  add("tril", "2048x1024", [=] { return tril(big); });
+  add("pad", "2048x1024 (1,1,1,1)", [=] { return pad(big, {1, 1, 1, 1}); });
+  add("cumsum_first", "2048x1024 dim 0", [=] { return cumsum(big, 0); });
+  add("cumsum_last", "2048x1024 dim 1", [=] { return cumsum(big, 1); });
+  add("bmm", "16x128x64 @ 16x64x128", [=] { return matmul(qa, qb); });
+  add("where_scalar", "2048x1024", [=] { return where(big > Scalar(0.0), big, Scalar(0.0)); });
+  return cases;
+}
+
 }  // namespace
 
 int cmd_bench_ops(const BenchOptions& opts) {
   NoGradGuard no_grad;
-  std::vector<OpCase> cases = op_cases();
+  std::vector<OpCase> cases = opts.workload == "op-shapes" ? shape_cases() : op_cases();
   if (!opts.json)
     std::puts(fmt::format("{:<17} {:<22} {:>10}", "op", "shape (float32)", "eager_ms").c_str());
   for (auto& c : cases) {

@@ -60,7 +60,7 @@ struct BenchOptions {
   std::string inputs;
   /// Where to write the outputs ("eager0", "compiled0", ...) as safetensors ("" = nowhere).
   std::string save_outputs;
-  std::string filter;  // ops: only the ops whose name contains this
+  std::string filter;  // ops, op-shapes: only the ops whose name contains this
   /// With device cuda: generate the workload's CUDA program at the GPU sizes
   /// and compile it with NVRTC for compute capability cuda_arch / 10 .
   /// cuda_arch % 10, without a GPU; nothing runs (bench_codegen.h).
@@ -74,7 +74,8 @@ struct BenchOptions {
 };
 /// `smelt bench <workload>`: eager vs compiled; prints each row as it finishes (bench.cpp).
 int cmd_bench(const BenchOptions& opts);
-/// `smelt bench ops`: eager time of each op of the per-op set, one row per op (bench_ops.cpp).
+/// `smelt bench ops|op-shapes`: eager time of each op of the per-op set
+/// (opts.workload picks the list), one row per op (bench_ops.cpp).
 int cmd_bench_ops(const BenchOptions& opts);
 /// What each column of `smelt bench` means (its --help footer; the README says the same).
 const char* bench_columns_help();

@@ -42,9 +42,11 @@ int main(int argc, char** argv) {
   auto* b = app.add_subcommand("bench", "eager vs compiled on a workload");
   b->add_option("workload", bench.workload,
                 "pointwise|softmax|layernorm|mlp|train-mlp|train-aot|horizontal|batchnorm-relu|"
-                "gpt2-block|gemm|linear-gelu|linear-gelu-erf|chain|minilm|ops|all (train-aot: "
-                "train-mlp with only the model compiled; all: every one but chain, minilm and ops; "
-                "ops: eager time of single ops), or a comma-separated list (gemm,linear-gelu)")
+                "gpt2-block|gemm|linear-gelu|linear-gelu-erf|chain|minilm|ops|op-shapes|all "
+                "(train-aot: train-mlp with only the model compiled; all: every one but chain, "
+                "minilm, ops and op-shapes; ops: eager time of single ops at 512x1024; op-shapes: "
+                "the same kinds of op at other shapes and dtypes), or a comma-separated list "
+                "(gemm,linear-gelu)")
       ->required();
   b->add_option("--device", bench.device,
                 "device the workload runs on: cpu, cuda or cuda:N (larger inputs on a GPU)");
@@ -67,7 +69,7 @@ int main(int argc, char** argv) {
   b->add_option("--save-outputs", bench.save_outputs,
                 "write the eager and compiled outputs (eager0, compiled0, ...) to this "
                 "safetensors file");
-  b->add_option("--filter", bench.filter, "ops: only the ops whose name contains this");
+  b->add_option("--filter", bench.filter, "ops, op-shapes: only the ops whose name contains this");
   b->add_option("--cache-dir", bench.cache_dir,
                 "compile into this kernel cache and keep it (default: a fresh private cache, "
                 "removed afterwards); run twice to time a warm compile in a fresh process");

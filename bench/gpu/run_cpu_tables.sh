@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Issue 11's CPU tables on the GPU machine's host CPU (16 cores), side by side
+# with the PyTorch installed there, in one run of about 8 minutes:
+#   1. a CPU-only Release build (-DSMELT_CUDA=OFF: the CPU kernels do not
+#      depend on it, and it builds in about a minute on 16 cores), unless
+#      BUILD_DIR already holds a `smelt` binary;
+#   2. bench/torch_compare.py --workload ops at 1 and 16 threads (sin, cos,
+#      pow_scalar first: the rows whose kernels are smelt's own, 3 rounds),
+#      then the whole per-op table at 16 threads twice (5 rounds each: single
+#      rows move by up to 20% between runs on that machine);
+#   3. --workload compiled at 16 threads (PyTorch eager, torch.compile, smelt
+#      eager and compiled on the CPU workloads);
+#   4. --workload op-shapes at 1 and 16 threads (the other shapes and dtypes).
+# Every stage has a time limit; logs go to $OUT (default ./out): build.log,
+# ops.log, compiled.log, op-shapes.log and summary.txt (each table's lines).
+#
+# Usage: bench/gpu/run_cpu_tables.sh [BUILD_DIR]   (default: build-cpu)
+# The host needs smelt's Debian packages and PyTorch. Through the device
+# tool: here, `../shared/gpu-host/fetch-debs.sh .gpu-debs` and
+# `cp ../shared/gpu-host/install-debs.sh .gpu-debs/` (.gpu-debs in
+# .git/info/exclude), then run with carry [".gpu-debs"]:
+#   bash .gpu-debs/install-debs.sh .gpu-debs && bench/gpu/run_cpu_tables.sh
+set -u
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
+BUILD=${1:-$REPO/build-cpu}
+OUT=${OUT:-$PWD/out}
+mkdir -p "$OUT"
+SUMMARY=$OUT/summary.txt
+: > "$SUMMARY"
+JOBS=$(nproc)
+note() { echo "$*" | tee -a "$SUMMARY"; }
+stage() {  # stage NAME LIMIT_S LOG CMD...: runs CMD with a time limit, notes its status
+  local name=$1 limit=$2 log=$3; shift 3
+  local t0=$SECONDS
+  timeout --kill-after=10 "$limit" "$@" >> "$log" 2>&1
+  local rc=$?
+  note "$(printf '%-34s rc=%-3s %4ss%s' "$name" "$rc" "$((SECONDS - t0))" \
+    "$([ "$rc" = 124 ] && echo '  (time limit)')")"
+}
+note "smelt CPU tables: $(date -u +%FT%TZ), $JOBS cores, $(lscpu | sed -n 's/^Model name: *//p')"
+
+if [ ! -x "$BUILD/smelt" ]; then
+  stage "configure" 120 "$OUT/build.log" cmake -S "$REPO" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release \
+    -DSMELT_CUDA=OFF -DSMELT_BUILD_TESTS=OFF -DSMELT_BUILD_BENCHMARKS=OFF -DSMELT_BUILD_EXAMPLES=OFF
+  stage "build" 420 "$OUT/build.log" cmake --build "$BUILD" -j "$JOBS" --target smelt_cli
+fi
+if [ ! -x "$BUILD/smelt" ]; then
+  tail -30 "$OUT/build.log" >> "$SUMMARY"
+  note "no smelt binary in $BUILD: stopped"
+  exit 1
+fi
+if ! python3 -c 'import torch' 2>/dev/null; then
+  note "PyTorch is not installed here: stopped"
+  exit 1
+fi
+TC=("python3" "$REPO/bench/torch_compare.py" --smelt "$BUILD/smelt")
+table() {  # table LOG N: the last N lines of LOG (the table just printed) into the summary
+  tail -n "$2" "$1" >> "$SUMMARY"
+}
+echo "=== ops sin,cos,pow at 1,16 threads" >> "$OUT/ops.log"
+for f in sin cos pow_scalar; do
+  stage "ops $f 1,16" 60 "$OUT/ops.log" "${TC[@]}" --workload ops --filter "$f" --threads 1,16
+done
+table "$OUT/ops.log" 15
+for run in 1 2; do
+  echo "=== ops, all, 16 threads, run $run" >> "$OUT/ops.log"
+  stage "ops all 16 (run $run)" 150 "$OUT/ops.log" "${TC[@]}" --workload ops --threads 16 --rounds 5
+  table "$OUT/ops.log" 52
+done
+stage "compiled 16" 240 "$OUT/compiled.log" "${TC[@]}" --workload compiled --threads 16
+tail -40 "$OUT/compiled.log" >> "$SUMMARY"
+stage "op-shapes 1,16" 240 "$OUT/op-shapes.log" "${TC[@]}" --workload op-shapes --threads 1,16
+table "$OUT/op-shapes.log" 44
+note "total ${SECONDS}s"
