@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -154,6 +155,21 @@ TEST(Cli, BenchOpsTimesSingleOps) {
       << r.out;
   EXPECT_NE(r.out.find("\"op\":\"log_softmax\""), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("\"op\":\"layer_norm\""), std::string::npos) << r.out;
+}
+
+TEST(Cli, BenchOpShapesTimesTheOtherShapes) {
+  // The op-shapes list: its own rows (not the ops list's), filtered by name.
+  CliRun r = run_cli({"bench", "op-shapes", "--filter", "sum_dim", "--iters", "1", "--json"});
+  EXPECT_EQ(r.rc, 0) << r.err;
+  for (const char* want :
+       {"\"op\":\"sum_dim0_tall\",\"shape\":\"65536x4 dim 0\"", "\"op\":\"sum_dim1_tall\"",
+        "\"op\":\"sum_dim0_wide\"", "\"op\":\"sum_dim1_wide\",\"shape\":\"4x65536 dim 1\""})
+    EXPECT_NE(r.out.find(want), std::string::npos) << want << "\n" << r.out;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 4) << r.out;
+  CliRun gpu = run_cli({"bench", "op-shapes", "--device", "cuda"});
+  EXPECT_EQ(gpu.rc, 2) << gpu.out;
+  EXPECT_NE(gpu.err.find("the op-shapes workload runs on the CPU only"), std::string::npos)
+      << gpu.err;
 }
 
 TEST(Cli, TrainDigitsShowsEpochsAndAgreesWithPyTorch) {

@@ -1010,6 +1010,11 @@ int cmd_bench(const BenchOptions& opts) {
   SMELT_CHECK(opts.device == "cpu" || opts.device.rfind("cuda", 0) == 0,
               "smelt bench: --device must be cpu, cuda or cuda:N, got '{}'", opts.device);
   const Device device(opts.device);
+  if (opts.workload == "ops" || opts.workload == "op-shapes") {
+    SMELT_CHECK(device.is_cpu(), "smelt bench: the {} workload runs on the CPU only; drop --device",
+                opts.workload);
+    return cmd_bench_ops(opts);
+  }
   SMELT_CHECK(!opts.codegen_only || device.is_cuda(),
               "smelt bench: --codegen-only generates the CUDA program; add --device cuda");
   if (device.is_cuda() && !opts.codegen_only)
@@ -1017,11 +1022,6 @@ int cmd_bench(const BenchOptions& opts) {
   set_float32_matmul_precision(opts.matmul_precision);
   SMELT_CHECK(opts.dtype.empty() || is_floating(dtype_from_name(opts.dtype)),
               "smelt bench: --dtype must be a floating dtype, got {}", opts.dtype);
-  if (opts.workload == "ops" || opts.workload == "op-shapes") {
-    SMELT_CHECK(device.is_cpu(), "smelt bench: the {} workload runs on the CPU only; drop --device",
-                opts.workload);
-    return cmd_bench_ops(opts);
-  }
   std::vector<std::string> names;  // a comma-separated list, e.g. "gemm,linear-gelu"
   for (size_t at = 0; at <= opts.workload.size();) {
     const size_t end = std::min(opts.workload.find(',', at), opts.workload.size());
