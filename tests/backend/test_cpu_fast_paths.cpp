@@ -525,3 +525,51 @@ TEST(CpuFastPaths, TwoRepeatingBlocksMovedFromTheStoresKeepTheirOwnValues) {
           << "where, trails " << ta << ", " << tb;
     }
 }
+
+TEST(CpuFastPaths, HalfOperandsConvertedInContiguousRunsEqualElementCasts) {
+  // Pointwise ops load float16 / bfloat16 operands and store half results
+  // through the converting copy's contiguous runs (F16C for float16): each
+  // element as Half / BFloat16's own conversions, NaN, infinities, -0.0,
+  // subnormals and rounding ties included, at lengths that leave remainders
+  // of every vector width and of the 512-element block, on 1 and 2 threads.
+  ThreadsGuard guard;
+  auto check = [](DType dt, auto tag) {
+    using T = decltype(tag);
+    for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{23}, int64_t{70001}}) {
+      std::vector<double> xv = special_seq(n), yv = smelt_test::seq(n, 0.41, 0.2);
+      for (int64_t i = 3; i < n; i += 11) yv[static_cast<size_t>(i)] = 0x1p-20 * (i % 5);
+      for (int64_t i = 5; i < n; i += 13) xv[static_cast<size_t>(i)] = 1.0 + 0x1p-9;  // a tie
+      Tensor x = to_dtype(smelt_test::make(xv, {n}, float32), dt);
+      Tensor y = to_dtype(smelt_test::make(yv, {n}, float32), dt);
+      const T* xs = static_cast<const T*>(x.data_ptr());
+      const T* ys = static_cast<const T*>(y.data_ptr());
+      Tensor i8 = smelt_test::make(smelt_test::seq(n, 3.0, 1.0), {n}, int8);
+      const int8_t* is = static_cast<const int8_t*>(i8.data_ptr());
+      for (int threads : {1, 2}) {
+        omp_set_num_threads(threads);
+        Tensor sum = x + y;                      // half loads, float add, half store
+        Tensor mixed = i8 * x;                   // int8 loads, half store
+        Tensor wide = x + to_dtype(y, float32);  // half load, float store
+        ASSERT_EQ(sum.dtype(), dt);
+        ASSERT_EQ(mixed.dtype(), dt);
+        const T* s = static_cast<const T*>(sum.data_ptr());
+        const T* m = static_cast<const T*>(mixed.data_ptr());
+        const float* w = static_cast<const float*>(wide.data_ptr());
+        for (int64_t i = 0; i < n; ++i) {
+          const float xf = static_cast<float>(xs[i]), yf = static_cast<float>(ys[i]);
+          const T want_sum(xf + yf), want_mixed(static_cast<float>(is[i]) * xf);
+          ASSERT_TRUE(std::isnan(xf + yf) ? std::isnan(static_cast<float>(s[i]))
+                                          : s[i].x == want_sum.x)
+              << dtype_name(dt) << " n " << n << " element " << i;
+          ASSERT_TRUE(std::isnan(want_mixed) ? std::isnan(static_cast<float>(m[i]))
+                                             : m[i].x == want_mixed.x)
+              << dtype_name(dt) << " n " << n << " element " << i;
+          ASSERT_TRUE(same_values({w[i]}, {static_cast<double>(xf + yf)}))
+              << dtype_name(dt) << " n " << n << " element " << i;
+        }
+      }
+    }
+  };
+  check(float16, Half{});
+  check(bfloat16, BFloat16{});
+}

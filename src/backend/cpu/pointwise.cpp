@@ -2,6 +2,8 @@
 // every functor. Built once per CPU capability (capability.h).
 #include "backend/cpu/pointwise.h"
 
+#include "backend/cpu/convert_run.h"
+
 #include <cstdint>
 #include <type_traits>
 
@@ -20,8 +22,7 @@ void load_block(const char* src, int64_t stride, DType from, int64_t n, C* dst) 
         const uint8_t* s = reinterpret_cast<const uint8_t*>(src);
         for (int64_t i = 0; i < n; ++i) dst[i] = scalar::cast<C>(s[i]);
       } else {
-        const T* s = reinterpret_cast<const T*>(src);
-        for (int64_t i = 0; i < n; ++i) dst[i] = scalar::cast<C>(s[i]);
+        convert_contiguous(dst, reinterpret_cast<const T*>(src), n);
       }
     } else {
       for (int64_t i = 0; i < n; ++i)
@@ -33,8 +34,15 @@ void load_block(const char* src, int64_t stride, DType from, int64_t n, C* dst) 
 template <class R>
 void store_block(const R* src, char* dst, int64_t stride, DType to, int64_t n) {
   SMELT_DISPATCH_ALL(to, "pointwise store", [&] {
-    for (int64_t i = 0; i < n; ++i)
-      *reinterpret_cast<T*>(dst + i * stride) = scalar::cast<T>(src[i]);
+    if (stride == static_cast<int64_t>(sizeof(T))) {
+      // The converting copy's contiguous run (the strided loop below stays
+      // scalar): 2^20 bfloat16 + bfloat16, one thread of a 2-core AVX-512
+      // Xeon: 0.557 -> 0.253 ms with the loads' runs (PyTorch 0.231).
+      convert_contiguous(reinterpret_cast<T*>(dst), src, n);
+    } else {
+      for (int64_t i = 0; i < n; ++i)
+        *reinterpret_cast<T*>(dst + i * stride) = scalar::cast<T>(src[i]);
+    }
   });
 }
 
