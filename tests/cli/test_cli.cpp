@@ -117,7 +117,7 @@ TEST(Cli, ErrorsArePrefixedOnce) {
   EXPECT_EQ(w.err,
             "smelt bench: unknown workload 'no_such_workload'; use pointwise, softmax, layernorm, "
             "mlp, train-mlp, train-aot, horizontal, batchnorm-relu, gpt2-block, gemm, "
-            "linear-gelu, linear-gelu-erf, chain, minilm, ops or all\n");
+            "linear-gelu, linear-gelu-erf, chain, minilm, ops, op-shapes or all\n");
   CliRun c = run_cli({"bench", "pointwise", "--codegen-only"});
   EXPECT_EQ(c.err, "smelt bench: --codegen-only generates the CUDA program; add --device cuda\n");
   CliRun d = run_cli({"bench", "softmax", "--dtype", "int32"});

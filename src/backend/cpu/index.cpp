@@ -80,6 +80,7 @@ template <bool kPrefetch, class Copy>
 void select_rows(const RowPairs& p, int64_t prefetch_bytes, const Copy& copy) {
   constexpr int64_t kAhead = 4;  // rows whose reads are started early
   parallel_for(0, p.outer * p.n, p.grain, [p, prefetch_bytes, copy](int64_t j0, int64_t j1) {
+    static_cast<void>(prefetch_bytes);  // read with kPrefetch only
     int64_t o = j0 / p.n, k = j0 % p.n;
     int64_t oa = (j0 + kAhead) / p.n, ka = (j0 + kAhead) % p.n;
     for (int64_t j = j0; j < j1; ++j) {
