@@ -962,14 +962,53 @@ SMELT_HD SMELT_HOST_NOINLINE int64_t fold_lanes(const Get& get, int64_t n, typen
   return i;
 }
 
-/// The lanes combined as the tree ((0,1),(2,3)),((4,5),(6,7)) (written as
-/// loops: unrolled by hand, it keeps GCC from vectorizing the lanes of max /
-/// min); clobbers l.
 template <class Op>
-SMELT_HD typename Op::acc_t lanes_tree(typename Op::acc_t* l) {
+SMELT_HD typename Op::acc_t welford_tree(const typename Op::value_t* mean,
+                                         const typename Op::value_t* m2, int64_t count);
+
+/// lanes_tree's combines one pair at a time, in its order; clobbers l.
+template <class Op>
+SMELT_HD typename Op::acc_t pairwise_lanes(typename Op::acc_t* l) {
   for (int s = 1; s < kLanes; s *= 2)
     for (int k = 0; k < kLanes; k += 2 * s) l[k] = Op::combine(l[k], l[k + s]);
   return l[0];
+}
+
+/// The lanes combined as the tree ((0,1),(2,3)),((4,5),(6,7)); clobbers l.
+/// On host vectors where they vectorize: Sum, Max and Min of a floating type
+/// (combine is step for them) as three steps on every lane at once, lane k
+/// with lane k ^ s shuffled into place, and Welford lanes of one count
+/// through welford_tree; the same operations on the same values, so the same
+/// bits. GCC leaves the loop below scalar, and its Max / Min selects as
+/// branches that random data mispredicts (softmax over 4096 rows of 64
+/// floats, one thread of a 2-core AVX-512 Xeon: 386 -> 239 us; layer_norm
+/// of the same: 330 -> 249 us).
+template <class Op>
+SMELT_HD typename Op::acc_t lanes_tree(typename Op::acc_t* l) {
+#if SMELT_HOST_VECTOR_LANES
+  using A = typename Op::value_t;
+  if constexpr (is_vector_lane_op<Op>::value) {
+    using V = typename LaneVector<A>::type;
+    using M = typename LaneMask<A>::type;
+    V t;
+    __builtin_memcpy(&t, l, sizeof t);
+    vector_step<Op>(t, __builtin_shuffle(t, M{1, 0, 3, 2, 5, 4, 7, 6}));
+    vector_step<Op>(t, __builtin_shuffle(t, M{2, 3, 0, 1, 6, 7, 4, 5}));
+    vector_step<Op>(t, __builtin_shuffle(t, M{4, 5, 6, 7, 0, 1, 2, 3}));
+    return t[0];
+  }
+  if constexpr (is_welford<Op>::value && std::is_floating_point<A>::value) {
+    bool one_count = l[0].count > 0;
+    A mean[kLanes], m2[kLanes];
+    for (int k = 0; k < kLanes; ++k) {
+      one_count &= l[k].count == l[0].count;
+      mean[k] = l[k].mean;
+      m2[k] = l[k].m2;
+    }
+    if (one_count) return welford_tree<Op>(mean, m2, l[0].count);
+  }
+#endif
+  return pairwise_lanes<Op>(l);
 }
 
 /// lanes_tree of Welford lanes of one count (lane k: mean[k], m2[k], `count`),
@@ -1001,7 +1040,7 @@ SMELT_HD typename Op::acc_t welford_tree(const typename Op::value_t* mean,
 #endif
   typename Op::acc_t l[kLanes];
   for (int k = 0; k < kLanes; ++k) l[k] = typename Op::acc_t{mean[k], m2[k], count};
-  return lanes_tree<Op>(l);
+  return pairwise_lanes<Op>(l);
 }
 
 /// kGroup whole chunks of a Welford row side by side: parts[g] = the partial
@@ -1111,8 +1150,14 @@ struct is_extreme_op {
       is_vector_lane_op<Op>::value && !std::is_same<Op, Sum<typename Op::value_t>>::value;
 };
 
+/// Elements plain_extreme takes per step: four 64-byte vectors.
+template <class A>
+constexpr int64_t plain_extreme_step() {
+  return 4 * static_cast<int64_t>(64 / sizeof(A));
+}
+
 /// The maximum (Max) or minimum (Min) of the n elements from p (n a multiple
-/// of chunk_size<Op>()) into m, where that value alone decides the bits of
+/// of plain_extreme_step<A>()) into m, where that value alone decides the bits of
 /// folding them in any order: true when no element is NaN and m is not zero.
 /// Then every element equal to m has m's bits, and a fold (a tree of
 /// Op::combine / step whatever its shape, InnerOrder's lanes, lane trees and
@@ -1134,7 +1179,8 @@ inline __attribute__((always_inline)) bool plain_extreme(const A* p, int64_t n, 
   typedef typename LaneMask<A>::I I;
   typedef I WI __attribute__((vector_size(64)));
   constexpr int kW = static_cast<int>(64 / sizeof(A)), kAcc = 4;
-  static_assert(chunk_size<Op>() % (kW * kAcc) == 0, "whole steps per chunk");
+  static_assert(kW * kAcc == plain_extreme_step<A>() && chunk_size<Op>() % (kW * kAcc) == 0,
+                "whole steps per chunk");
   constexpr bool kMax = std::is_same<Op, Max<A>>::value;
   W acc[kAcc], sum[kAcc];
   for (int g = 0; g < kAcc; ++g) {
@@ -1343,12 +1389,17 @@ SMELT_HD typename Op::acc_t fold_contiguous_row(int64_t n, const Get& get) {
 #endif
 #if SMELT_HOST_VECTOR_LANES
   if constexpr (is_contiguous_run<Get>::value && is_extreme_op<Op>::value) {
-    // Whole chunks only, and their extreme decides the bits (plain_extreme):
-    // what InnerOrder's result() gives (that extreme, as one partial among
-    // init()s), without its cascade (512 x 1024 float32 amax over dim -1,
-    // one thread: 34.3 -> 26.9 us; PyTorch 25.9).
+    // Where the extreme decides the bits (plain_extreme), it is what
+    // InnerOrder's result() gives for any length (whole chunks through the
+    // cascade, a last partial chunk through its lanes and their tree: every
+    // combine a select of the highest class), without that fold (512 x 1024
+    // float32 amax over dim -1, one thread: 34.3 -> 26.9 us, PyTorch 25.9;
+    // softmax of 4096 rows of 64 floats: 239 -> 166 us, PyTorch 179). Rows
+    // of whole plain_extreme steps.
     typename Op::value_t m;
-    if (n > 0 && n % chunk_size<Op>() == 0 && plain_extreme<Op>(get.p, n, m)) return m;
+    if (n > 0 && n % plain_extreme_step<typename Op::value_t>() == 0 &&
+        plain_extreme<Op>(get.p, n, m))
+      return m;
   }
 #endif
   InnerOrder<Op> order(0);
