@@ -612,22 +612,23 @@ TEST(Reduce, ExtremesOfWholeChunkRowsGiveTheBitsOfAStridedRead) {
 }
 
 TEST(Reduce, ShortContiguousRowsFoldAsInnerOrderDefinesThem) {
-  // Rows shorter than a chunk and a few chunks long, contiguous: eager's
-  // vector folds (lanes and their tree on vectors, a row's extreme in one
-  // pass, Welford's float lanes) against reduce::InnerOrder over the same
-  // elements through a plain getter in this file (its element-by-element
-  // definition), bit for bit: NaN, signed zeros and infinities included.
+  // Rows shorter than InnerOrder's lanes, shorter than a chunk and a few
+  // chunks long, contiguous: eager's folds (short rows stepped in a loop of
+  // their own, lanes and their tree on vectors, a row's extreme in one pass,
+  // Welford's float lanes) against reduce::InnerOrder over the same elements
+  // through a plain getter in this file (its element-by-element definition),
+  // bit for bit: NaN, signed zeros and infinities included.
   std::mt19937 gen(23);
   std::normal_distribution<float> normal;
-  for (int64_t n : {16, 24, 63, 64, 72, 100, 192, 320, 640}) {
+  for (int64_t n : {1, 3, 4, 15, 16, 24, 63, 64, 72, 100, 192, 320, 640}) {
     const int64_t rows = 6;
     std::vector<float> v(static_cast<size_t>(rows * n));
     for (float& e : v) e = normal(gen);
     float* r = v.data();
-    r[1 * n + 3] = std::numeric_limits<float>::quiet_NaN();  // row 1: a NaN
+    r[1 * n + 3 % n] = std::numeric_limits<float>::quiet_NaN();  // row 1: a NaN
     for (int64_t k = 0; k < n; ++k) r[2 * n + k] = -std::abs(r[2 * n + k]);
     r[2 * n + n / 2] = 0.0f;  // row 2: the max is +0 among -0s
-    r[2 * n + 1] = -0.0f;
+    r[2 * n + (n / 2 + 1) % n] = -0.0f;
     r[3 * n] = kInf;  // row 3: both infinities
     r[3 * n + n - 1] = -kInf;
     for (int64_t k = 0; k < n; ++k) r[4 * n + k] += 1e4f;   // row 4: a large mean
@@ -635,7 +636,8 @@ TEST(Reduce, ShortContiguousRowsFoldAsInnerOrderDefinesThem) {
     std::vector<double> vd(v.begin(), v.end());
     Tensor x = make(vd, {rows, n}, DType::Float32);
     const std::vector<double> s = vals(sum(x, {1})), mx = vals(amax(x, {1})),
-                              mn = vals(amin(x, {1})), vr = vals(var(x, {1}, 1.0));
+                              mn = vals(amin(x, {1})), vr = vals(var(x, {1}, 1.0)),
+                              pr = vals(prod(x, 1)), am = vals(argmax(x, 1));
     for (int64_t q = 0; q < rows; ++q) {
       SCOPED_TRACE("n " + std::to_string(n) + " row " + std::to_string(q));
       const float* row = r + q * n;
@@ -652,6 +654,8 @@ TEST(Reduce, ShortContiguousRowsFoldAsInnerOrderDefinesThem) {
       EXPECT_PRED2(same, s[q], fold(reduce::Sum<float>{}));
       EXPECT_PRED2(same, mx[q], fold(reduce::Max<float>{}));
       EXPECT_PRED2(same, mn[q], fold(reduce::Min<float>{}));
+      EXPECT_PRED2(same, pr[q], fold(reduce::Prod<float>{}));
+      EXPECT_EQ(am[q], static_cast<double>(fold(reduce::ArgMax<float>{}).index));
       EXPECT_PRED2(
           same, vr[q],
           static_cast<float>(reduce::Welford<double>::var(fold(reduce::Welford<double>{}), 1.0)));
