@@ -16,6 +16,7 @@
 #include "core/storage.h"
 #include "core/tensor_impl.h"
 #include "kernels/reduce_ops.h"
+#include "kernels/scalar_ops.h"
 #include "ops/dispatch.h"
 #include "smelt/ops.h"
 #include "test_util.h"
@@ -615,7 +616,8 @@ TEST(Reduce, ShortContiguousRowsFoldAsInnerOrderDefinesThem) {
   // Rows shorter than InnerOrder's lanes, shorter than a chunk and a few
   // chunks long, contiguous: eager's folds (short rows stepped in a loop of
   // their own, lanes and their tree on vectors, a row's extreme in one pass,
-  // Welford's float lanes) against reduce::InnerOrder over the same elements
+  // Welford's float lanes, layer_norm's row statistics) against
+  // reduce::InnerOrder over the same elements
   // through a plain getter in this file (its element-by-element definition),
   // bit for bit: NaN, signed zeros and infinities included.
   std::mt19937 gen(23);
@@ -637,7 +639,8 @@ TEST(Reduce, ShortContiguousRowsFoldAsInnerOrderDefinesThem) {
     Tensor x = make(vd, {rows, n}, DType::Float32);
     const std::vector<double> s = vals(sum(x, {1})), mx = vals(amax(x, {1})),
                               mn = vals(amin(x, {1})), vr = vals(var(x, {1}, 1.0)),
-                              pr = vals(prod(x, 1)), am = vals(argmax(x, 1));
+                              pr = vals(prod(x, 1)), am = vals(argmax(x, 1)),
+                              ln = vals(layer_norm(x, {n}, std::nullopt, std::nullopt, 1e-5));
     for (int64_t q = 0; q < rows; ++q) {
       SCOPED_TRACE("n " + std::to_string(n) + " row " + std::to_string(q));
       const float* row = r + q * n;
@@ -659,6 +662,16 @@ TEST(Reduce, ShortContiguousRowsFoldAsInnerOrderDefinesThem) {
       EXPECT_PRED2(
           same, vr[q],
           static_cast<float>(reduce::Welford<double>::var(fold(reduce::Welford<double>{}), 1.0)));
+      // layer_norm's statistics fold the row as var_mean does (its fused
+      // kernel takes them through fold_contiguous_row).
+      const auto w = fold(reduce::Welford<double>{});
+      const float mean = static_cast<float>(reduce::Welford<double>::mean(w));
+      const float rstd = scalar::rsqrt<float>(scalar::add<float>(
+          static_cast<float>(reduce::Welford<double>::var(w, 0.0)), static_cast<float>(1e-5)));
+      for (int64_t k = 0; k < n; ++k)
+        ASSERT_PRED2(same, ln[static_cast<size_t>(q * n + k)],
+                     scalar::mul<float>(scalar::sub<float>(row[k], mean), rstd))
+            << "layer_norm element " << k;
     }
   }
 }
