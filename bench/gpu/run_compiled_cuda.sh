@@ -44,15 +44,8 @@ SUMMARY=$OUT/summary.txt
 : > "$SUMMARY"
 export SMELT_CACHE_DIR=${SMELT_CACHE_DIR:-/tmp/smelt-gpu-run-cache}
 JOBS=$(nproc)
-note() { echo "$*" | tee -a "$SUMMARY"; }
-stage() {  # stage NAME LIMIT_S LOG CMD...: runs CMD with a time limit, notes its status
-  local name=$1 limit=$2 log=$3; shift 3
-  local t0=$SECONDS
-  timeout --kill-after=10 "$limit" "$@" >> "$log" 2>&1
-  local rc=$?
-  note "$(printf '%-28s rc=%-3s %4ss%s' "$name" "$rc" "$((SECONDS - t0))" \
-    "$([ "$rc" = 124 ] && echo '  (time limit)')")"
-}
+# shellcheck source=stages.sh
+source "$(dirname "$0")/stages.sh"
 
 note "smelt compiled-CUDA run: $(date -u +%FT%TZ), build $BUILD, $JOBS cores"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | tee -a "$SUMMARY"

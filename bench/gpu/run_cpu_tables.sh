@@ -28,15 +28,8 @@ mkdir -p "$OUT"
 SUMMARY=$OUT/summary.txt
 : > "$SUMMARY"
 JOBS=$(nproc)
-note() { echo "$*" | tee -a "$SUMMARY"; }
-stage() {  # stage NAME LIMIT_S LOG CMD...: runs CMD with a time limit, notes its status
-  local name=$1 limit=$2 log=$3; shift 3
-  local t0=$SECONDS
-  timeout --kill-after=10 "$limit" "$@" >> "$log" 2>&1
-  local rc=$?
-  note "$(printf '%-34s rc=%-3s %4ss%s' "$name" "$rc" "$((SECONDS - t0))" \
-    "$([ "$rc" = 124 ] && echo '  (time limit)')")"
-}
+# shellcheck source=stages.sh
+source "$(dirname "$0")/stages.sh"
 note "smelt CPU tables: $(date -u +%FT%TZ), $JOBS cores, $(lscpu | sed -n 's/^Model name: *//p')"
 
 if [ ! -x "$BUILD/smelt" ]; then

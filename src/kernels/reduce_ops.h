@@ -966,6 +966,22 @@ template <class Op>
 SMELT_HD typename Op::acc_t welford_tree(const typename Op::value_t* mean,
                                          const typename Op::value_t* m2, int64_t count);
 
+#if SMELT_HOST_VECTOR_LANES
+/// lanes_tree on the lanes of one vector (Sum, Max, Min of a floating A, whose
+/// combine is step): step s combines lane k with lane k ^ s, shuffled into
+/// place, for s = 1, 2, 4; lane 0 holds the tree's result. (By reference:
+/// a 64-byte vector passed by value changes the ABI without AVX-512.)
+template <class Op, class V>
+inline __attribute__((always_inline)) typename Op::value_t vector_lanes_tree(const V& lanes) {
+  V t = lanes;
+  using M = typename LaneMask<typename Op::value_t>::type;
+  vector_step<Op>(t, __builtin_shuffle(t, M{1, 0, 3, 2, 5, 4, 7, 6}));
+  vector_step<Op>(t, __builtin_shuffle(t, M{2, 3, 0, 1, 6, 7, 4, 5}));
+  vector_step<Op>(t, __builtin_shuffle(t, M{4, 5, 6, 7, 0, 1, 2, 3}));
+  return t[0];
+}
+#endif
+
 /// lanes_tree's combines one pair at a time, in its order; clobbers l.
 template <class Op>
 SMELT_HD typename Op::acc_t pairwise_lanes(typename Op::acc_t* l) {
@@ -988,14 +1004,9 @@ SMELT_HD typename Op::acc_t lanes_tree(typename Op::acc_t* l) {
 #if SMELT_HOST_VECTOR_LANES
   using A = typename Op::value_t;
   if constexpr (is_vector_lane_op<Op>::value) {
-    using V = typename LaneVector<A>::type;
-    using M = typename LaneMask<A>::type;
-    V t;
+    typename LaneVector<A>::type t;
     __builtin_memcpy(&t, l, sizeof t);
-    vector_step<Op>(t, __builtin_shuffle(t, M{1, 0, 3, 2, 5, 4, 7, 6}));
-    vector_step<Op>(t, __builtin_shuffle(t, M{2, 3, 0, 1, 6, 7, 4, 5}));
-    vector_step<Op>(t, __builtin_shuffle(t, M{4, 5, 6, 7, 0, 1, 2, 3}));
-    return t[0];
+    return vector_lanes_tree<Op>(t);
   }
   if constexpr (is_welford<Op>::value && std::is_floating_point<A>::value) {
     bool one_count = l[0].count > 0;
@@ -1126,18 +1137,8 @@ inline void fold_chunks(const Run& run, typename Op::acc_t* parts) {
       }
     }
   }
-  // lanes_tree on the vectors: step s combines lane k with lane k + s
-  // (combine is step for these accumulators), shuffled into place.
-  using M = typename LaneMask<A>::type;
-  const M kPairs = {1, 0, 3, 2, 5, 4, 7, 6}, kQuads = {2, 3, 0, 1, 6, 7, 4, 5},
-          kHalves = {4, 5, 6, 7, 0, 1, 2, 3};
-  for (int g = 0; g < kGroup; ++g) {
-    V t = acc[g];
-    vector_step<Op>(t, __builtin_shuffle(t, kPairs));
-    vector_step<Op>(t, __builtin_shuffle(t, kQuads));
-    vector_step<Op>(t, __builtin_shuffle(t, kHalves));
-    parts[g] = Op::combine(Op::init(), t[0]);
-  }
+  for (int g = 0; g < kGroup; ++g)
+    parts[g] = Op::combine(Op::init(), vector_lanes_tree<Op>(acc[g]));
 }
 #endif
 

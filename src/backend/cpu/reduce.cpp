@@ -600,10 +600,9 @@ void reduce_loop(const Tensor& x, const std::vector<int64_t>& dims, const Emit& 
       Counter c(g.out_sizes, g.out_in_strides, static_cast<int64_t>(g.out_sizes.size()), o0);
       for (int64_t o = o0; o < o1; ++o) {
         const T* p = base + c.off;
-        Acc acc = Op::init();
-        for (int64_t k = 0; k < n; ++k)
-          acc = r::step_at<Op>(acc, r::to_acc<typename Op::value_t>(p[k]), k);
-        emit(o, acc);
+        emit(o, r::fold_run<Op, false>(
+                    Op::init(), [p](int64_t k) { return r::to_acc<typename Op::value_t>(p[k]); }, n,
+                    0));
         c.next();
       }
     });
