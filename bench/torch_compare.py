@@ -174,8 +174,6 @@ def write_random_weights(folder, torch):
     0; weights N(0, 0.02), biases 0, LayerNorm weights 1), written with torch
     alone: for hosts that cannot fetch the weights. Speed does not depend on
     them, and `smelt bench minilm --model folder` loads the same file."""
-    import ctypes
-    import struct
     cfg = json.load(open(os.path.join(folder, "config.json")))
     torch.manual_seed(0)
     tensors = {}
@@ -188,17 +186,35 @@ def write_random_weights(folder, torch):
             tensors[name] = torch.randn(shape) * 0.02
     # The published checkpoint also holds this buffer; the loaders expect it.
     tensors["embeddings.position_ids"] = torch.arange(cfg["max_position_embeddings"]).unsqueeze(0)
+    write_safetensors(os.path.join(folder, "model.safetensors"), tensors, torch)
+
+
+def safetensors_dtypes(torch):
+    """The safetensors format's dtype names and the torch dtypes they store."""
+    return {"F64": torch.float64, "F32": torch.float32, "F16": torch.float16,
+            "BF16": torch.bfloat16, "I64": torch.int64, "I32": torch.int32,
+            "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8, "BOOL": torch.bool}
+
+
+def write_safetensors(path, tensors, torch):
+    """tensors (name -> tensor, any device) as a .safetensors file (an 8-byte
+    little-endian header length, the JSON header, then each tensor's raw
+    little-endian bytes), written with torch alone: the hosts this runs on
+    need not have the safetensors package."""
+    import ctypes
+    import struct
+    names = {v: k for k, v in safetensors_dtypes(torch).items()}
     header, blobs, at = {}, [], 0
     for name, t in tensors.items():
-        t = t.contiguous()
+        t = t.detach().contiguous().cpu()
         b = ctypes.string_at(t.data_ptr(), t.numel() * t.element_size())
-        header[name] = {"dtype": "I64" if t.dtype == torch.int64 else "F32",
-                        "shape": list(t.shape), "data_offsets": [at, at + len(b)]}
+        header[name] = {"dtype": names[t.dtype], "shape": list(t.shape),
+                        "data_offsets": [at, at + len(b)]}
         blobs.append(b)
         at += len(b)
     head = json.dumps(header).encode()
     head += b" " * (-len(head) % 8)  # the data starts 8-byte aligned
-    with open(os.path.join(folder, "model.safetensors"), "wb") as f:
+    with open(path, "wb") as f:
         f.write(struct.pack("<Q", len(head)) + head + b"".join(blobs))
 
 
@@ -206,8 +222,7 @@ def read_safetensors(path, torch):
     """The tensors of a .safetensors file (its JSON header, then raw
     little-endian data), read with torch alone."""
     import struct
-    kinds = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
-             "I64": torch.int64}
+    kinds = safetensors_dtypes(torch)
     with open(path, "rb") as f:
         n = struct.unpack("<Q", f.read(8))[0]
         header = json.loads(f.read(n))
@@ -217,6 +232,9 @@ def read_safetensors(path, torch):
         if name == "__metadata__":
             continue
         b, end = e["data_offsets"]
+        if end == b:
+            out[name] = torch.empty(e["shape"], dtype=kinds[e["dtype"]])
+            continue
         t = torch.frombuffer(data, dtype=kinds[e["dtype"]], count=(end - b) //
                              torch.empty((), dtype=kinds[e["dtype"]]).element_size(), offset=b)
         out[name] = t.reshape(e["shape"]).clone()
@@ -704,10 +722,8 @@ def print_eager_cuda(row, smelt_json):
 
 
 def bench_train_mlp(args, torch):
-    from safetensors.torch import load_file
-
     data = os.path.join(args.shared, "data")
-    weights = load_file(os.path.join(data, "seed_mlp.safetensors"))
+    weights = read_safetensors(os.path.join(data, "seed_mlp.safetensors"), torch)
     dtype = getattr(torch, args.dtype)
     model = torch.nn.Sequential(torch.nn.Linear(1024, 1024), torch.nn.GELU(),
                                 torch.nn.Linear(1024, 512), torch.nn.GELU(),
@@ -757,7 +773,7 @@ def bench_train_mlp(args, torch):
     }
     refs = os.path.join(data, "training.safetensors")
     if args.dtype == "float32" and os.path.exists(refs):
-        ref = load_file(refs)["seed_mlp/f32/loss"].item()
+        ref = read_safetensors(refs, torch)["seed_mlp/f32/loss"].item()
         row["torch_first_loss_ref"] = ref
         row["first_loss_rel_err"] = abs(want[0] - ref) / abs(ref)
     if args.device.startswith("cuda"):
@@ -931,8 +947,6 @@ def compiled_rows(args, torch, dev):
     (and the state they update)."""
     import tempfile
 
-    from safetensors.torch import load_file, save_file
-
     smelt = args.smelt or os.path.join(HERE, "..", "build", "smelt")
     modes = [m.strip() for m in args.modes.split(",")] if args.modes else DEFAULT_MODES
     for m in modes:
@@ -1050,8 +1064,7 @@ def compiled_rows(args, torch, dev):
             inputs = os.path.join(tmp, "inputs.safetensors")
             outputs = os.path.join(tmp, "outputs.safetensors")
             c["reset"]()
-            save_file({k: v.contiguous() for k, v in {**c["tensors"], **c["weights"]}.items()},
-                      inputs)
+            write_safetensors(inputs, {**c["tensors"], **c["weights"]}, torch)
             smelt_rows = []
             for i, mode in enumerate(smelt_modes):
                 cmd = [smelt, "bench", name, "--device", dev, "--dtype", dt, "--json",
@@ -1070,7 +1083,7 @@ def compiled_rows(args, torch, dev):
                                        "error": f"exit {run.returncode}: {err_line}"})
                     continue
                 sm = json.loads(run.stdout.strip().splitlines()[-1])
-                got = load_file(outputs, device=dev)
+                got = {k: v.to(dev) for k, v in read_safetensors(outputs, torch).items()}
                 n = len(ref)
                 if i == 0 and "smelt-eager" in modes:
                     err = max_err([got[f"eager{k}"] for k in range(n)], ref)

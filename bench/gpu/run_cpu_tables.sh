@@ -16,7 +16,8 @@
 #
 # Usage: bench/gpu/run_cpu_tables.sh [BUILD_DIR]   (default: build-cpu)
 # The host needs smelt's Debian packages and PyTorch. Through the device
-# tool: here, `../shared/gpu-host/fetch-debs.sh .gpu-debs` and
+# tool: here, `../shared/gpu-host/fetch-debs.sh .gpu-debs libicu-dev libicu72
+# libsleef3 libsleef-dev` (ICU and SLEEF are not in its default list) and
 # `cp ../shared/gpu-host/install-debs.sh .gpu-debs/` (.gpu-debs in
 # .git/info/exclude), then run with carry [".gpu-debs"]:
 #   bash .gpu-debs/install-debs.sh .gpu-debs && bench/gpu/run_cpu_tables.sh
