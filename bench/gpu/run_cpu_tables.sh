@@ -7,7 +7,8 @@
 #   2. bench/torch_compare.py --workload ops at 1 and 16 threads (sin, cos,
 #      pow_scalar first: the rows whose kernels are smelt's own, 3 rounds),
 #      then the whole per-op table at 16 threads twice (5 rounds each: single
-#      rows move by up to 20% between runs on that machine);
+#      rows move by up to 20% between runs on that machine), the second run
+#      after stage 3 (a run cut short loses it first);
 #   3. --workload compiled at 16 threads (PyTorch eager, torch.compile, smelt
 #      eager and compiled on the CPU workloads);
 #   4. --workload op-shapes at 1 and 16 threads (the other shapes and dtypes).
@@ -56,13 +57,16 @@ for f in sin cos pow_scalar; do
   stage "ops $f 1,16" 60 "$OUT/ops.log" "${TC[@]}" --workload ops --filter "$f" --threads 1,16
 done
 table "$OUT/ops.log" 15
-for run in 1 2; do
-  echo "=== ops, all, 16 threads, run $run" >> "$OUT/ops.log"
-  stage "ops all 16 (run $run)" 150 "$OUT/ops.log" "${TC[@]}" --workload ops --threads 16 --rounds 5
+ops_all() {  # ops_all RUN: the whole per-op table at 16 threads
+  echo "=== ops, all, 16 threads, run $1" >> "$OUT/ops.log"
+  stage "ops all 16 (run $1)" 150 "$OUT/ops.log" "${TC[@]}" --workload ops --threads 16 --rounds 5
   table "$OUT/ops.log" 52
-done
+}
+# The second table after the compiled one: what a cut-short run loses first.
+ops_all 1
 stage "compiled 16" 240 "$OUT/compiled.log" "${TC[@]}" --workload compiled --threads 16
 tail -40 "$OUT/compiled.log" >> "$SUMMARY"
+ops_all 2
 stage "op-shapes 1,16" 240 "$OUT/op-shapes.log" "${TC[@]}" --workload op-shapes --threads 1,16
 table "$OUT/op-shapes.log" 44
 note "total ${SECONDS}s"
