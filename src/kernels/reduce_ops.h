@@ -1087,16 +1087,15 @@ SMELT_HD typename Op::acc_t fold_run(typename Op::acc_t acc, const Get& get, int
 }
 
 #if SMELT_HOST_VECTOR_LANES
-/// kGroup whole chunks from run.p, each folded as InnerOrder folds a chunk
-/// into a fresh partial (parts[g] = fold_run<Op, true>(init, chunk g)), with
-/// the chunks' lanes side by side: independent chains of vector steps. (The
+/// kGroup contiguous runs of n elements each (n a multiple of kLanes, at
+/// least 2 * kLanes), runs[g].p to runs[g].p + n, with their lanes side by
+/// side: independent chains of vector steps. trees[g] = run g's lanes_tree,
+/// what fold_run<Op, true>(acc, run g) combines into acc. (The
 /// ContiguousRun's tag gives each kernel build its own instantiation.)
 template <class Op, int kGroup, class Run>
-inline void fold_chunks(const Run& run, typename Op::acc_t* parts) {
-  const typename Op::value_t* p = run.p;
+inline void fold_runs(const Run (&runs)[kGroup], int64_t n, typename Op::acc_t* trees) {
   using A = typename Op::value_t;
   using V = typename LaneVector<A>::type;
-  constexpr int64_t kChunk = chunk_size<Op>();
   A init[kLanes];
   for (int k = 0; k < kLanes; ++k) init[k] = Op::init();
   V acc[kGroup];
@@ -1109,10 +1108,10 @@ inline void fold_chunks(const Run& run, typename Op::acc_t* parts) {
     // chunks with one are folded again by step: the same bits either way.
     V sum[kGroup];
     for (int g = 0; g < kGroup; ++g) sum[g] = V{};
-    for (int64_t j = 0; j < kChunk; j += kLanes) {
+    for (int64_t j = 0; j < n; j += kLanes) {
       for (int g = 0; g < kGroup; ++g) {
         V x;
-        __builtin_memcpy(&x, p + g * kChunk + j, sizeof x);
+        __builtin_memcpy(&x, runs[g].p + j, sizeof x);
         if constexpr (std::is_same<Op, Max<A>>::value) {
           acc[g] = x > acc[g] ? x : acc[g];
         } else {
@@ -1129,16 +1128,27 @@ inline void fold_chunks(const Run& run, typename Op::acc_t* parts) {
       for (int g = 0; g < kGroup; ++g) __builtin_memcpy(&acc[g], init, sizeof(V));
   }
   if (!stepped) {
-    for (int64_t j = 0; j < kChunk; j += kLanes) {
+    for (int64_t j = 0; j < n; j += kLanes) {
       for (int g = 0; g < kGroup; ++g) {
         V x;
-        __builtin_memcpy(&x, p + g * kChunk + j, sizeof x);
+        __builtin_memcpy(&x, runs[g].p + j, sizeof x);
         vector_step<Op>(acc[g], x);
       }
     }
   }
-  for (int g = 0; g < kGroup; ++g)
-    parts[g] = Op::combine(Op::init(), vector_lanes_tree<Op>(acc[g]));
+  for (int g = 0; g < kGroup; ++g) trees[g] = vector_lanes_tree<Op>(acc[g]);
+}
+
+/// kGroup whole chunks from run.p, each folded as InnerOrder folds a chunk
+/// into a fresh partial (parts[g] = fold_run<Op, true>(init, chunk g)):
+/// fold_runs over the chunks.
+template <class Op, int kGroup, class Run>
+inline void fold_chunks(const Run& run, typename Op::acc_t* parts) {
+  constexpr int64_t kChunk = chunk_size<Op>();
+  Run runs[kGroup];
+  for (int g = 0; g < kGroup; ++g) runs[g] = Run{run.p + g * kChunk};
+  fold_runs<Op, kGroup>(runs, kChunk, parts);
+  for (int g = 0; g < kGroup; ++g) parts[g] = Op::combine(Op::init(), parts[g]);
 }
 #endif
 
@@ -1319,15 +1329,26 @@ struct InnerOrder {
               part, [&](int64_t k) { return get(at + k); }, take, index);
         }
         i += take;
-        index += take;
-        in_part += take;
-        if (in_part == kChunk) {
-          cas.add(part);
-          cascaded = true;
-          part = Op::init();
-          in_part = 0;
-        }
+        advance(take);
       }
+    }
+  }
+  /// Folds a run of n elements, n >= 2 * kLanes and contiguous, that ends at
+  /// or before the end of the open chunk, given its lanes' tree (fold_runs):
+  /// what run<true> does with it.
+  SMELT_HD void add_run_tree(const acc_t& tree, int64_t n) {
+    part = Op::combine(part, tree);
+    advance(n);
+  }
+  /// n more elements are in `part`: into the cascade when that fills the chunk.
+  SMELT_HD void advance(int64_t n) {
+    index += n;
+    in_part += n;
+    if (in_part == chunk_size<Op>()) {
+      cas.add(part);
+      cascaded = true;
+      part = Op::init();
+      in_part = 0;
     }
   }
   /// Folds the elements [r0, r1) of a row whose runs are `run` elements long

@@ -157,7 +157,33 @@ typename Op::acc_t accumulate_range(const T* base, const ReduceGeom& g, int64_t 
   r::InnerOrder<Op> row(r0);
   Counter c(g.red_sizes, g.red_strides, nd - 1, r0 / n_in);
   int64_t i_in = r0 % n_in;
-  for (int64_t rr = r0; rr < r1;) {
+  int64_t rr = r0;
+#if SMELT_HOST_VECTOR_LANES
+  if constexpr (kFoldsRun) {
+    // Runs shorter than a chunk that tile it (from a run's start, where the
+    // first chunk starts too): four at a time through fold_runs, their lanes
+    // side by side, each run's tree then into the chunk's partial as run()
+    // would put it. 32 x 128 x 64 float32 summed over dims (0, 2), one
+    // thread of a 2-core AVX-512 Xeon: 34.5 -> 20.3 us (PyTorch 26).
+    constexpr int64_t kChunk = r::chunk_size<Op>();
+    constexpr int kGroup = 4;
+    if (s_in == 1 && i_in == 0 && n_in >= 2 * r::kLanes && n_in < kChunk && kChunk % n_in == 0 &&
+        n_in % r::kLanes == 0) {
+      using Run = r::ContiguousRun<T, RunTag>;
+      for (; r1 - rr >= kGroup * n_in; rr += kGroup * n_in) {
+        Run runs[kGroup];
+        for (int g = 0; g < kGroup; ++g) {
+          runs[g] = Run{base + c.off};
+          c.next();
+        }
+        typename Op::acc_t trees[kGroup];
+        r::fold_runs<Op, kGroup>(runs, n_in, trees);
+        for (int g = 0; g < kGroup; ++g) row.add_run_tree(trees[g], n_in);
+      }
+    }
+  }
+#endif
+  for (; rr < r1;) {
     const int64_t len = std::min(n_in - i_in, r1 - rr);
     const T* p = base + c.off + i_in * s_in;
     if (s_in == 1) {
