@@ -1336,12 +1336,13 @@ struct InnerOrder {
   /// Folds a run of n elements, n >= 2 * kLanes and contiguous, that ends at
   /// or before the end of the open chunk, given its lanes' tree (fold_runs):
   /// what run<true> does with it.
-  SMELT_HD void add_run_tree(const acc_t& tree, int64_t n) {
+  SMELT_HD_INLINE void add_run_tree(const acc_t& tree, int64_t n) {
     part = Op::combine(part, tree);
     advance(n);
   }
-  /// n more elements are in `part`: into the cascade when that fills the chunk.
-  SMELT_HD void advance(int64_t n) {
+  /// n more elements are in `part`: into the cascade when that fills the
+  /// chunk. Always inlined on the host (SMELT_HD_INLINE says why).
+  SMELT_HD_INLINE void advance(int64_t n) {
     index += n;
     in_part += n;
     if (in_part == chunk_size<Op>()) {

@@ -1,4 +1,5 @@
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <limits>
 #include <numeric>
@@ -157,6 +158,40 @@ TEST(Movement, Pad) {
   EXPECT_NE(error_of([&] { pad(x, {1}); }).find("pad"), std::string::npos);
   EXPECT_THROW(pad(x, {1, 1, 1, 1, 1, 1}), Error);
   EXPECT_THROW(pad(x, {-2, -2}), Error);
+}
+
+/// Fills and pads large enough to be split across threads (contiguous
+/// fills go to parallel_for): every element, borders and interior, on 1 and
+/// 4 threads, for a zero fill (memset), a value fill and a value that is not
+/// all-zero bits (-0.0).
+TEST(Movement, LargePadsAndFillsSetEveryElementOnAnyThreadCount) {
+  const int prev = omp_get_max_threads();
+  const int64_t R = 300, C = 257;  // 77,100 elements in, 302 x 261 out
+  Tensor x = add(iota({R, C}), 1.0);
+  for (int threads : {1, 4}) {
+    omp_set_num_threads(threads);
+    SCOPED_TRACE("threads " + std::to_string(threads));
+    for (double value : {0.0, 2.5, -0.0}) {
+      const std::vector<double> p = vals(pad(x, {3, 1, 1, 1}, value));
+      ASSERT_EQ(p.size(), static_cast<size_t>((R + 2) * (C + 4)));
+      for (int64_t i = 0; i < R + 2; ++i)
+        for (int64_t j = 0; j < C + 4; ++j) {
+          const double got = p[static_cast<size_t>(i * (C + 4) + j)];
+          const bool inside = i >= 1 && i <= R && j >= 3 && j < C + 3;
+          const double want = inside ? static_cast<double>((i - 1) * C + (j - 3) + 1) : value;
+          ASSERT_EQ(got, want) << "at " << i << ", " << j;
+          if (!inside) ASSERT_EQ(std::signbit(got), std::signbit(value)) << "at " << i << ", " << j;
+        }
+    }
+    for (DType dt : {DType::Float32, DType::Int64, DType::BFloat16, DType::Bool}) {
+      const std::vector<double> f = vals(full({100003}, 1.0, dt));
+      ASSERT_EQ(f.size(), 100003u);
+      for (size_t k = 0; k < f.size(); ++k) ASSERT_EQ(f[k], 1.0) << dtype_name(dt) << " at " << k;
+      const std::vector<double> z = vals(zeros({100003}, dt));
+      for (size_t k = 0; k < z.size(); ++k) ASSERT_EQ(z[k], 0.0) << dtype_name(dt) << " at " << k;
+    }
+  }
+  omp_set_num_threads(prev);
 }
 
 TEST(Movement, TrilTriu) {

@@ -32,14 +32,23 @@ void fill(const Tensor& dst, const Scalar& v) {
   const int64_t n = dst.numel();
   if (n == 0) return;
   if (dst.is_contiguous()) {
+    // Split across threads by parallel_for's grain rule, as copies are: one
+    // thread's memset of pad's 8 MiB output (2050 x 1026 float32) cost 5.7x
+    // PyTorch's whole pad at 16 threads on the H200 host's Xeon.
     if (zero_bits(v)) {
-      std::memset(dst.data_ptr(), 0, n * dst.element_size());
+      char* p = static_cast<char*>(dst.data_ptr());
+      const int64_t es = static_cast<int64_t>(dst.element_size());
+      parallel_for(0, n, kParallelGrain, [&](int64_t b, int64_t e) {
+        std::memset(p + b * es, 0, static_cast<size_t>((e - b) * es));
+      });
       return;
     }
     SMELT_DISPATCH_ALL(dst.dtype(), "fill", [&] {
       const T value = scalar_to<T>(v);
       T* p = static_cast<T*>(dst.data_ptr());
-      for (int64_t i = 0; i < n; ++i) p[i] = value;
+      parallel_for(0, n, kParallelGrain, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) p[i] = value;
+      });
     });
     return;
   }
