@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Issue 11's CPU tables on the GPU machine's host CPU (16 cores), side by side
-# with the PyTorch installed there, in one run of about 8 minutes:
+# with the PyTorch installed there, in one run of about 7 minutes (406 s on 2026-12-05):
 #   1. a CPU-only Release build (-DSMELT_CUDA=OFF: the CPU kernels do not
-#      depend on it, and it builds in about a minute on 16 cores), unless
+#      depend on it, and it built in 171 s on 16 cores), unless
 #      BUILD_DIR already holds a `smelt` binary;
 #   2. bench/torch_compare.py --workload ops at 1 and 16 threads (sin, cos,
 #      pow_scalar first: the rows whose kernels are smelt's own, 3 rounds),
@@ -20,8 +20,12 @@
 # tool: here, `../shared/gpu-host/fetch-debs.sh .gpu-debs libicu-dev libicu72
 # libsleef3 libsleef-dev` (ICU and SLEEF are not in its default list) and
 # `cp ../shared/gpu-host/install-debs.sh .gpu-debs/` (.gpu-debs in
-# .git/info/exclude), then run with carry [".gpu-debs"]:
+# .git/info/exclude); the compiled table's mlp and gpt2-block also read
+# ../shared/data (seed_mlp.safetensors, gpt2_block.safetensors): copy them
+# into .gpu-shared/data (excluded too). Then run with carry [".gpu-debs",
+# ".gpu-shared"]:
 #   bash .gpu-debs/install-debs.sh .gpu-debs && bench/gpu/run_cpu_tables.sh
+# The build takes about 3 minutes, the tables about 4 more.
 set -u
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${1:-$REPO/build-cpu}
@@ -34,6 +38,10 @@ JOBS=$(nproc)
 source "$(dirname "$0")/stages.sh"
 note "smelt CPU tables: $(date -u +%FT%TZ), $JOBS cores, $(lscpu | sed -n 's/^Model name: *//p')"
 
+# smelt looks for the shared data beside the checkout (SMELT_SHARED_DIR).
+if [ -d "$REPO/.gpu-shared/data" ] && [ ! -d "$REPO/../shared/data" ]; then
+  mkdir -p "$REPO/../shared" && cp -r "$REPO/.gpu-shared/data" "$REPO/../shared/"
+fi
 if [ ! -x "$BUILD/smelt" ]; then
   stage "configure" 120 "$OUT/build.log" cmake -S "$REPO" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release \
     -DSMELT_CUDA=OFF -DSMELT_BUILD_TESTS=OFF -DSMELT_BUILD_BENCHMARKS=OFF -DSMELT_BUILD_EXAMPLES=OFF
