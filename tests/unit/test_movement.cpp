@@ -180,7 +180,9 @@ TEST(Movement, LargePadsAndFillsSetEveryElementOnAnyThreadCount) {
           const bool inside = i >= 1 && i <= R && j >= 3 && j < C + 3;
           const double want = inside ? static_cast<double>((i - 1) * C + (j - 3) + 1) : value;
           ASSERT_EQ(got, want) << "at " << i << ", " << j;
-          if (!inside) ASSERT_EQ(std::signbit(got), std::signbit(value)) << "at " << i << ", " << j;
+          if (!inside) {
+            ASSERT_EQ(std::signbit(got), std::signbit(value)) << "at " << i << ", " << j;
+          }
         }
     }
     for (DType dt : {DType::Float32, DType::Int64, DType::BFloat16, DType::Bool}) {
