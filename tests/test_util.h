@@ -3,6 +3,7 @@
 // helpers it uses by name (`using smelt_test::vals;` ...).
 #pragma once
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -20,6 +21,16 @@ namespace smelt_test {
 
 inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 inline constexpr double kInf = std::numeric_limits<double>::infinity();
+
+/// Sets the OpenMP thread count for a scope and restores the previous one
+/// when the scope ends (an ASSERT's early return included).
+struct OmpThreads {
+  int prev = omp_get_max_threads();
+  explicit OmpThreads(int threads) { omp_set_num_threads(threads); }
+  ~OmpThreads() { omp_set_num_threads(prev); }
+  OmpThreads(const OmpThreads&) = delete;
+  OmpThreads& operator=(const OmpThreads&) = delete;
+};
 
 /// Elements as float64 (row-major).
 inline std::vector<double> vals(const smelt::Tensor& t) { return t.to_vector<double>(); }

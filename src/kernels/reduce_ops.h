@@ -1105,7 +1105,8 @@ inline void fold_runs(const Run (&runs)[kGroup], int64_t n, typename Op::acc_t* 
     // Max / Min: while no element is NaN, step's select is x > acc ? x : acc
     // (x < acc ? x : acc), one maxps (minps) instruction. A NaN is only noted
     // (the elements' sum is NaN; so it is for +inf and -inf too, rarely), and
-    // chunks with one are folded again by step: the same bits either way.
+    // a group of runs with one is folded again by step: the same bits either
+    // way.
     V sum[kGroup];
     for (int g = 0; g < kGroup; ++g) sum[g] = V{};
     for (int64_t j = 0; j < n; j += kLanes) {
@@ -1333,9 +1334,9 @@ struct InnerOrder {
       }
     }
   }
-  /// Folds a run of n elements, n >= 2 * kLanes and contiguous, that ends at
-  /// or before the end of the open chunk, given its lanes' tree (fold_runs):
-  /// what run<true> does with it.
+  /// Folds a contiguous run of n elements (n >= 2 * kLanes, a multiple of
+  /// kLanes) that ends at or before the end of the open chunk, given its
+  /// lanes' tree (fold_runs): what run<true> does with it.
   SMELT_HD_INLINE void add_run_tree(const acc_t& tree, int64_t n) {
     part = Op::combine(part, tree);
     advance(n);

@@ -25,6 +25,7 @@ using namespace smelt;
 using smelt_test::kInf;
 using smelt_test::kNaN;
 using smelt_test::make_exact;
+using smelt_test::OmpThreads;
 using smelt_test::vals;
 
 namespace {
@@ -681,8 +682,11 @@ TEST(Reduce, ShortContiguousRowsFoldAsInnerOrderDefinesThem) {
 /// four at a time through fold_runs, the rest run by run) against
 /// reduce::InnerOrder over the same elements through a plain getter, bit for
 /// bit: float32 and float64, runs of 16 to 128 (and 24, 40, which do not tile
-/// a chunk), rows from one run to a cascade of chunks, with a NaN, signed
-/// zeros and both infinities in some outputs.
+/// a chunk), rows from one run to a cascade of chunks, with a NaN (in the
+/// last run, in the first), signed zeros and both infinities in some outputs.
+/// Rows long enough are cut into stretches across 4 threads (row_splits);
+/// a = 601 makes the stretches begin inside runs. The reference folds each
+/// stretch from its first element and combines them in order, as eager does.
 TEST(Reduce, OuterAndInnerDimsFoldAsInnerOrderDefinesThem) {
   std::mt19937 gen(29);
   std::normal_distribution<double> normal;
@@ -690,49 +694,67 @@ TEST(Reduce, OuterAndInnerDimsFoldAsInnerOrderDefinesThem) {
     return std::isnan(want) ? std::isnan(got)
                             : std::signbit(got) == std::signbit(want) && got == want;
   };
-  for (DType dt : {DType::Float32, DType::Float64}) {
-    for (int64_t n : {16, 24, 32, 40, 64, 128}) {
-      for (int64_t a : {1, 3, 4, 5, 9, 70}) {
-        const int64_t b = 5;
-        std::vector<double> v(static_cast<size_t>(a * b * n));
-        for (double& e : v)
-          e = dt == DType::Float32 ? static_cast<float>(normal(gen)) : normal(gen);
-        const auto at = [&](int64_t i, int64_t j, int64_t k) -> double& {
-          return v[static_cast<size_t>((i * b + j) * n + k)];
-        };
-        at(a - 1, 1, n / 2) = kNaN;  // output 1: a NaN in its last run
-        for (int64_t i = 0; i < a; ++i)
-          for (int64_t k = 0; k < n; ++k) at(i, 2, k) = -std::abs(at(i, 2, k));
-        at(a / 2, 2, 3) = 0.0;  // output 2: the max is +0 among -0s
-        at(0, 2, 5) = -0.0;
-        at(0, 3, 0) = kInf;  // output 3: both infinities
-        at(a - 1, 3, n - 1) = -kInf;
-        Tensor x = make(v, {a, b, n}, dt);
-        const std::vector<double> s = vals(sum(x, {0, 2})), mx = vals(amax(x, {0, 2})),
-                                  mn = vals(amin(x, {0, 2}));
-        for (int64_t j = 0; j < b; ++j) {
-          SCOPED_TRACE(std::string(dtype_name(dt)) + " a " + std::to_string(a) + " n " +
-                       std::to_string(n) + " output " + std::to_string(j));
-          auto fold = [&](auto op) {
-            using A = typename decltype(op)::value_t;
-            const auto get = [&](int64_t r) { return static_cast<A>(at(r / n, j, r % n)); };
-            reduce::InnerOrder<decltype(op)> order(0);
-            order.template stretch<true>(0, a * n, n, get);
-            return static_cast<double>(order.result());
+  for (int threads : {1, 4}) {
+    const OmpThreads scope(threads);
+    for (DType dt : {DType::Float32, DType::Float64}) {
+      for (int64_t n : {16, 24, 32, 40, 64, 128}) {
+        for (int64_t a : {1, 3, 4, 5, 9, 70, 600, 601}) {
+          if (a >= 600 && n != 64) continue;  // 600 runs of 64: 38,400 elements
+          const int64_t b = 5;
+          std::vector<double> v(static_cast<size_t>(a * b * n));
+          for (double& e : v)
+            e = dt == DType::Float32 ? static_cast<float>(normal(gen)) : normal(gen);
+          const auto at = [&](int64_t i, int64_t j, int64_t k) -> double& {
+            return v[static_cast<size_t>((i * b + j) * n + k)];
           };
-          if (dt == DType::Float32) {
-            EXPECT_PRED2(same, s[j], fold(reduce::Sum<float>{}));
-            EXPECT_PRED2(same, mx[j], fold(reduce::Max<float>{}));
-            EXPECT_PRED2(same, mn[j], fold(reduce::Min<float>{}));
-          } else {
-            EXPECT_PRED2(same, s[j], fold(reduce::Sum<double>{}));
-            EXPECT_PRED2(same, mx[j], fold(reduce::Max<double>{}));
-            EXPECT_PRED2(same, mn[j], fold(reduce::Min<double>{}));
+          at(a - 1, 1, n / 2) = kNaN;  // output 1: a NaN in its last run
+          for (int64_t i = 0; i < a; ++i)
+            for (int64_t k = 0; k < n; ++k) at(i, 2, k) = -std::abs(at(i, 2, k));
+          at(a / 2, 2, 3) = 0.0;  // output 2: the max is +0 among -0s
+          at(0, 2, 5) = -0.0;
+          at(0, 3, 0) = kInf;  // output 3: both infinities
+          at(a - 1, 3, n - 1) = -kInf;
+          at(0, 4, 1) = kNaN;  // output 4: a NaN in its first run
+          Tensor x = make(v, {a, b, n}, dt);
+          const std::vector<double> s = vals(sum(x, {0, 2})), mx = vals(amax(x, {0, 2})),
+                                    mn = vals(amin(x, {0, 2}));
+          const int64_t splits = reduce::row_splits(b, a * n, omp_get_max_threads());
+          if (a >= 600 && threads == 4) {
+            EXPECT_EQ(splits, 4);  // the stretches are tested
           }
+          for (int64_t j = 0; j < b; ++j) {
+            SCOPED_TRACE(std::string(dtype_name(dt)) + " a " + std::to_string(a) + " n " +
+                         std::to_string(n) + " output " + std::to_string(j) + " threads " +
+                         std::to_string(threads));
+            auto fold = [&](auto op) {
+              using Op = decltype(op);
+              using A = typename Op::value_t;
+              const auto get = [&](int64_t r) { return static_cast<A>(at(r / n, j, r % n)); };
+              typename Op::acc_t acc{};
+              for (int64_t c = 0; c < splits; ++c) {
+                const int64_t r0 = reduce::stretch_begin(c, splits, a * n),
+                              r1 = reduce::stretch_begin(c + 1, splits, a * n);
+                reduce::InnerOrder<Op> order(r0);
+                order.template stretch<true>(r0, r1, n, get);
+                acc = c == 0 ? order.result() : Op::combine(acc, order.result());
+              }
+              return static_cast<double>(acc);
+            };
+            if (dt == DType::Float32) {
+              EXPECT_PRED2(same, s[j], fold(reduce::Sum<float>{}));
+              EXPECT_PRED2(same, mx[j], fold(reduce::Max<float>{}));
+              EXPECT_PRED2(same, mn[j], fold(reduce::Min<float>{}));
+            } else {
+              EXPECT_PRED2(same, s[j], fold(reduce::Sum<double>{}));
+              EXPECT_PRED2(same, mx[j], fold(reduce::Max<double>{}));
+              EXPECT_PRED2(same, mn[j], fold(reduce::Min<double>{}));
+            }
+          }
+          EXPECT_TRUE(std::isnan(s[1]));
+          EXPECT_TRUE(std::isnan(mx[4]));
+          EXPECT_EQ(mx[3], kInf);
+          EXPECT_EQ(mn[3], -kInf);
         }
-        EXPECT_TRUE(std::isnan(s[1]));
-        EXPECT_EQ(mx[3], kInf);
-        EXPECT_EQ(mn[3], -kInf);
       }
     }
   }
