@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Issue 11's CPU tables on the GPU machine's host CPU (16 cores), side by side
-# with the PyTorch installed there, in one run of about 7 minutes (406 s on 2026-12-05):
+# with the PyTorch installed there, in one run of about 7 minutes (406 s on
+# 2026-12-05: the build 171 s, the tables the rest):
 #   1. a CPU-only Release build (-DSMELT_CUDA=OFF: the CPU kernels do not
-#      depend on it, and it built in 171 s on 16 cores), unless
-#      BUILD_DIR already holds a `smelt` binary;
+#      depend on it), unless BUILD_DIR already holds a `smelt` binary;
 #   2. bench/torch_compare.py --workload ops at 1 and 16 threads (sin, cos,
 #      pow_scalar first: the rows whose kernels are smelt's own, 3 rounds),
 #      then the whole per-op table at 16 threads twice (5 rounds each: single
@@ -25,7 +25,6 @@
 # into .gpu-shared/data (excluded too). Then run with carry [".gpu-debs",
 # ".gpu-shared"]:
 #   bash .gpu-debs/install-debs.sh .gpu-debs && bench/gpu/run_cpu_tables.sh
-# The build takes about 3 minutes, the tables about 4 more.
 set -u
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${1:-$REPO/build-cpu}
